@@ -1,0 +1,64 @@
+"""Prometheus metrics of the extender, built against an injected registry (style.md §2.4).
+
+One gunicorn worker process (see README), so the plain, non-multiprocess registry is exact.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+_LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0, 30.0)
+
+
+@dataclass(frozen=True, slots=True)
+class ExtenderMetrics:
+    """The extender's metrics."""
+
+    request_seconds: Histogram
+    """``phalanx_extender_request_duration_seconds{verb}``: time to answer one call."""
+    requests: Counter
+    """``phalanx_extender_requests_total{verb,outcome}``: ok, bad_request, error."""
+    node_verdicts: Counter
+    """``phalanx_extender_filter_nodes_total{result}``: per candidate node, feasible or why not."""
+    binds: Counter
+    """``phalanx_extender_binds_total{outcome}``: bound, already_bound, refused, ..."""
+    open_promises: Gauge
+    """``phalanx_extender_open_promises``: GPUs chosen at bind not yet visible in the cache."""
+
+    @staticmethod
+    def create(registry: CollectorRegistry) -> ExtenderMetrics:
+        """Register the metrics in ``registry``."""
+        return ExtenderMetrics(
+            request_seconds=Histogram(
+                "phalanx_extender_request_duration_seconds",
+                "Time to answer one extender call, by verb.",
+                ["verb"],
+                registry=registry,
+                buckets=_LATENCY_BUCKETS,
+            ),
+            requests=Counter(
+                "phalanx_extender_requests",
+                "Extender calls by verb and outcome (ok, bad_request, error).",
+                ["verb", "outcome"],
+                registry=registry,
+            ),
+            node_verdicts=Counter(
+                "phalanx_extender_filter_nodes",
+                "Candidate nodes judged by filter, by result (feasible or the rejection reason).",
+                ["result"],
+                registry=registry,
+            ),
+            binds=Counter(
+                "phalanx_extender_binds",
+                "Bind calls by outcome.",
+                ["outcome"],
+                registry=registry,
+            ),
+            open_promises=Gauge(
+                "phalanx_extender_open_promises",
+                "Pods whose GPUs were chosen at bind but whose binding the cache has not shown yet.",
+                registry=registry,
+            ),
+        )

@@ -1,0 +1,149 @@
+"""HTTP routes: parse the wire JSON, call the service, render. No decisions here.
+
+Every verb answers 200 with the protocol's reply, or 400 with ``{"Error": reason}`` for a request it
+cannot read (kube-scheduler then fails the attempt and retries with backoff). Nothing is reserved or
+written for a request that failed to parse: parsing completes before the service is called.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+from flask import Blueprint, Flask, Response, current_app, request
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+
+from extender import wire
+from extender.metrics import ExtenderMetrics
+from extender.service import Extender, UnknownNodeError
+
+log = logging.getLogger(__name__)
+
+bp = Blueprint("extender", __name__)
+
+
+def _json(body: Any, status: int = 200) -> Response:
+    return Response(orjson.dumps(body), status=status, mimetype="application/json")
+
+
+def _parts() -> tuple[Extender, ExtenderMetrics]:
+    ext = current_app.extensions["phalanx"]
+    return ext["service"], ext["metrics"]
+
+
+def _body() -> dict[str, Any]:
+    limit = current_app.config["PHALANX_MAX_BODY_BYTES"]
+    length = request.content_length
+    if length is not None and length > limit:
+        msg = f"request body of {length} bytes is larger than the limit of {limit} bytes"
+        raise wire.WireError(msg)
+    data = request.stream.read(limit + 1)
+    if len(data) > limit:
+        msg = f"request body is larger than the limit of {limit} bytes"
+        raise wire.WireError(msg)
+    return wire.decode(data)
+
+
+def _serve(verb: str, handle: Callable[[dict[str, Any]], Any]) -> Response:
+    service, metrics = _parts()
+    del service
+    start = time.perf_counter()
+    outcome = "ok"
+    try:
+        return _json(handle(_body()))
+    except (wire.WireError, UnknownNodeError) as exc:
+        outcome = "bad_request"
+        log.info("%s: bad request: %s", verb, exc)
+        return _json({"Error": str(exc)}, 400)
+    except Exception:
+        outcome = "error"
+        log.exception("%s failed", verb)
+        return _json({"Error": f"internal error in phalanx {verb}; see the extender log"}, 500)
+    finally:
+        metrics.requests.labels(verb, outcome).inc()
+        metrics.request_seconds.labels(verb).observe(time.perf_counter() - start)
+
+
+@bp.post("/filter")
+def filter_() -> Response:
+    """``ExtenderArgs`` -> ``ExtenderFilterResult``."""
+
+    def handle(body: dict[str, Any]) -> Any:
+        service, metrics = _parts()
+        args = wire.parse_extender_args(body)
+        decision = service.filter(args.pod, args.node_names)
+        metrics.node_verdicts.labels("feasible").inc(len(decision.feasible))
+        for rejection in decision.rejected.values():
+            metrics.node_verdicts.labels(rejection.reason.value).inc()
+        return wire.filter_result(args, decision.feasible, decision.rejected)
+
+    return _serve("filter", handle)
+
+
+@bp.post("/prioritize")
+def prioritize() -> Response:
+    """``ExtenderArgs`` -> ``HostPriorityList``."""
+
+    def handle(body: dict[str, Any]) -> Any:
+        service, _ = _parts()
+        args = wire.parse_extender_args(body)
+        return wire.host_priority_list(service.prioritize(args.pod, args.node_names))
+
+    return _serve("prioritize", handle)
+
+
+@bp.post("/bind")
+def bind() -> Response:
+    """``ExtenderBindingArgs`` -> ``ExtenderBindingResult``."""
+
+    def handle(body: dict[str, Any]) -> Any:
+        service, metrics = _parts()
+        args = wire.parse_binding_args(body)
+        outcome = service.bind(args.pod_namespace, args.pod_name, args.pod_uid, args.node)
+        metrics.binds.labels(outcome.outcome).inc()
+        metrics.open_promises.set(len(service.promises.by_uid))
+        return wire.binding_result(outcome.error)
+
+    return _serve("bind", handle)
+
+
+@bp.post("/preempt")
+def preempt() -> Response:
+    """``ExtenderPreemptionArgs`` -> ``ExtenderPreemptionResult``."""
+
+    def handle(body: dict[str, Any]) -> Any:
+        service, _ = _parts()
+        args = wire.parse_preemption_args(body)
+        return wire.preemption_result(service.preempt(args.victims))
+
+    return _serve("preempt", handle)
+
+
+@bp.get("/healthz")
+def healthz() -> Response:
+    """Liveness: the process answers."""
+    return _json({"status": "ok"})
+
+
+@bp.get("/readyz")
+def readyz() -> Response:
+    """Readiness: the node and pod caches have been listed, so decisions see the whole cluster."""
+    ready: Callable[[], bool] = current_app.extensions["phalanx"]["ready"]
+    if ready():
+        return _json({"status": "ready"})
+    return _json({"status": "waiting for the first list of nodes and pods"}, 503)
+
+
+@bp.get("/metrics")
+def metrics_() -> Response:
+    """Prometheus text exposition of the injected registry."""
+    registry: CollectorRegistry = current_app.extensions["phalanx"]["registry"]
+    return Response(generate_latest(registry), mimetype=CONTENT_TYPE_LATEST)
+
+
+def register(app: Flask) -> None:
+    """Attach the routes to ``app``."""
+    app.register_blueprint(bp)

@@ -1,0 +1,91 @@
+"""Extender settings, read from the environment in one place (style.md house rule 10)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+
+class SettingsError(ValueError):
+    """An environment variable has a value the extender cannot use."""
+
+
+@dataclass(frozen=True, slots=True)
+class ExtenderSettings:
+    """How the extender runs."""
+
+    kubeconfig: str | None = None
+    """Path of a kubeconfig; unset means the in-cluster service account (``KUBECONFIG``)."""
+
+    bind_address: str = "127.0.0.1"
+    """Address to listen on. The extender is a sidecar of its kube-scheduler, so loopback by default."""
+
+    port: int = 8888
+    """Port to listen on; must match ``urlPrefix`` in ``manifests/scheduler-config.yaml``."""
+
+    threads: int = 64
+    """Concurrent requests. kube-scheduler sends one bind per pod concurrently; a gang needs one slot
+    per member, and filter/prioritize must not queue behind them."""
+
+    max_body_bytes: int = 16 * 2**20
+    """Largest request body accepted. With ``nodeCacheCapable: true`` 5,000 node names are ~100 KiB."""
+
+    promise_ttl_seconds: float = 300.0
+    """How long GPUs chosen at bind stay reserved if the pod's bound state never reaches the cache."""
+
+    api_timeout_seconds: float = 20.0
+    """Timeout of one API call made by ``bind``; below kube-scheduler's ``httpTimeout`` (30 s)."""
+
+    ready_timeout_seconds: float = 60.0
+    """How long start-up waits for the first list of nodes and pods before serving anyway."""
+
+    @staticmethod
+    def from_env(environ: Mapping[str, str]) -> ExtenderSettings:
+        """Read ``PHALANX_*`` variables (and ``KUBECONFIG``); unset ones keep their defaults.
+
+        Raises:
+            SettingsError: a variable is set to a value of the wrong type or out of range.
+        """
+        defaults = ExtenderSettings()
+        return ExtenderSettings(
+            kubeconfig=environ.get("KUBECONFIG") or None,
+            bind_address=environ.get("PHALANX_BIND_ADDRESS", defaults.bind_address),
+            port=_int(environ, "PHALANX_PORT", defaults.port, 1, 65535),
+            threads=_int(environ, "PHALANX_THREADS", defaults.threads, 1, 4096),
+            max_body_bytes=_int(environ, "PHALANX_MAX_BODY_BYTES", defaults.max_body_bytes, 1024, 2**31),
+            promise_ttl_seconds=_float(environ, "PHALANX_PROMISE_TTL_SECONDS", defaults.promise_ttl_seconds),
+            api_timeout_seconds=_float(environ, "PHALANX_API_TIMEOUT_SECONDS", defaults.api_timeout_seconds),
+            ready_timeout_seconds=_float(
+                environ, "PHALANX_READY_TIMEOUT_SECONDS", defaults.ready_timeout_seconds
+            ),
+        )
+
+
+def _int(environ: Mapping[str, str], name: str, default: int, low: int, high: int) -> int:
+    text = environ.get(name)
+    if text is None or text == "":
+        return default
+    try:
+        value = int(text)
+    except ValueError:
+        msg = f"{name}={text!r} is not an integer"
+        raise SettingsError(msg) from None
+    if not low <= value <= high:
+        msg = f"{name}={value} is outside {low}..{high}"
+        raise SettingsError(msg)
+    return value
+
+
+def _float(environ: Mapping[str, str], name: str, default: float) -> float:
+    text = environ.get(name)
+    if text is None or text == "":
+        return default
+    try:
+        value = float(text)
+    except ValueError:
+        msg = f"{name}={text!r} is not a number"
+        raise SettingsError(msg) from None
+    if not value > 0:
+        msg = f"{name}={value} must be positive"
+        raise SettingsError(msg)
+    return value

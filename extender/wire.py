@@ -1,0 +1,222 @@
+"""The kube-scheduler extender v1 wire format: parse requests, render replies.
+
+Field names are the capitalised Go field names (``k8s.io/kube-scheduler/extender/v1`` has no json
+tags; extender-protocol.md §1). kube-scheduler sends every key, with ``null`` for unused ones. Anything
+that does not match raises ``WireError``, which the routes answer with HTTP 400 and the message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from kubeio.convert import ConvertError, pod_from_api
+from scheduling.model import Pod
+from scheduling.reasons import Code, Rejection
+
+
+class WireError(ValueError):
+    """A request that is not a valid extender request; the message says what is wrong."""
+
+
+@dataclass(frozen=True, slots=True)
+class ExtenderArgs:
+    """A filter or prioritize request.
+
+    Attributes:
+        pod: the pod being scheduled.
+        node_names: candidate node names, in kube-scheduler's order.
+        nodes: the full node objects by name when kube-scheduler sent ``Nodes``
+            (``nodeCacheCapable: false``); ``None`` when it sent ``NodeNames``.
+    """
+
+    pod: Pod
+    node_names: tuple[str, ...]
+    nodes: Mapping[str, Any] | None
+
+
+@dataclass(frozen=True, slots=True)
+class BindingArgs:
+    """A bind request."""
+
+    pod_name: str
+    pod_namespace: str
+    pod_uid: str
+    node: str
+
+
+@dataclass(frozen=True, slots=True)
+class PreemptionArgs:
+    """A preempt request: victim pod UIDs per candidate node, and their PDB violation counts."""
+
+    pod: Pod
+    victims: Mapping[str, tuple[tuple[str, ...], int]]
+
+
+def decode(body: bytes) -> dict[str, Any]:
+    """Decode a request body that must be a JSON object."""
+    try:
+        value = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        msg = f"request body is not valid JSON: {exc}"
+        raise WireError(msg) from None
+    if not isinstance(value, dict):
+        msg = f"request body must be a JSON object, got {type(value).__name__}"
+        raise WireError(msg)
+    return value
+
+
+def _require(body: Mapping[str, Any], key: str) -> Any:
+    if key not in body:
+        msg = f"request has no {key!r} field"
+        raise WireError(msg)
+    return body[key]
+
+
+def _string(body: Mapping[str, Any], key: str) -> str:
+    value = _require(body, key)
+    if not isinstance(value, str) or not value:
+        msg = f"{key!r} must be a non-empty string"
+        raise WireError(msg)
+    return value
+
+
+def _pod(body: Mapping[str, Any]) -> Pod:
+    try:
+        return pod_from_api(_require(body, "Pod"))
+    except ConvertError as exc:
+        msg = f"'Pod' is not a valid pod: {exc}"
+        raise WireError(msg) from None
+
+
+def _names(value: object, key: str) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not all(isinstance(n, str) and n for n in value):
+        msg = f"{key!r} must be a list of node names or null"
+        raise WireError(msg)
+    return tuple(value)
+
+
+def parse_extender_args(body: Mapping[str, Any]) -> ExtenderArgs:
+    """Parse a filter/prioritize request in either ``nodeCacheCapable`` mode."""
+    pod = _pod(body)
+    if "NodeNames" not in body and "Nodes" not in body:
+        msg = "request has neither 'NodeNames' nor 'Nodes'"
+        raise WireError(msg)
+    names = _names(body.get("NodeNames"), "NodeNames")
+    raw_nodes = body.get("Nodes")
+    if body.get("NodeNames") is not None or raw_nodes is None:
+        return ExtenderArgs(pod, names, None)
+    items = raw_nodes.get("items") if isinstance(raw_nodes, dict) else None
+    if not isinstance(items, list) and items is not None:
+        msg = "'Nodes' must be a NodeList object with 'items'"
+        raise WireError(msg)
+    nodes: dict[str, Any] = {}
+    for i, item in enumerate(items or []):
+        meta = item.get("metadata") if isinstance(item, dict) else None
+        name = meta.get("name") if isinstance(meta, dict) else None
+        if not isinstance(name, str) or not name:
+            msg = f"'Nodes.items[{i}]' has no metadata.name"
+            raise WireError(msg)
+        nodes[name] = item
+    return ExtenderArgs(pod, tuple(nodes), nodes)
+
+
+def parse_binding_args(body: Mapping[str, Any]) -> BindingArgs:
+    """Parse a bind request."""
+    return BindingArgs(
+        pod_name=_string(body, "PodName"),
+        pod_namespace=_string(body, "PodNamespace"),
+        pod_uid=_string(body, "PodUID"),
+        node=_string(body, "Node"),
+    )
+
+
+def _victims(value: object, key: str, node: str) -> tuple[tuple[str, ...], int]:
+    if not isinstance(value, dict):
+        msg = f"{key}[{node!r}] must be an object"
+        raise WireError(msg)
+    pods = value.get("Pods")
+    violations = value.get("NumPDBViolations", 0)
+    if not isinstance(violations, int) or isinstance(violations, bool):
+        msg = f"{key}[{node!r}].NumPDBViolations must be an integer"
+        raise WireError(msg)
+    if pods is None:
+        pods = []
+    if not isinstance(pods, list):
+        msg = f"{key}[{node!r}].Pods must be a list"
+        raise WireError(msg)
+    uids: list[str] = []
+    for i, pod in enumerate(pods):
+        uid = pod.get("UID") if key == "NodeNameToMetaVictims" and isinstance(pod, dict) else None
+        if key == "NodeNameToVictims" and isinstance(pod, dict):
+            meta = pod.get("metadata")
+            uid = meta.get("uid") if isinstance(meta, dict) else None
+        if not isinstance(uid, str) or not uid:
+            msg = f"{key}[{node!r}].Pods[{i}] has no UID"
+            raise WireError(msg)
+        uids.append(uid)
+    return tuple(uids), violations
+
+
+def parse_preemption_args(body: Mapping[str, Any]) -> PreemptionArgs:
+    """Parse a preempt request; full victim pods (``NodeNameToVictims``) are reduced to UIDs."""
+    pod = _pod(body)
+    key = "NodeNameToMetaVictims" if body.get("NodeNameToMetaVictims") is not None else "NodeNameToVictims"
+    if "NodeNameToMetaVictims" not in body and "NodeNameToVictims" not in body:
+        msg = "request has neither 'NodeNameToMetaVictims' nor 'NodeNameToVictims'"
+        raise WireError(msg)
+    raw = body.get(key)
+    if raw is None:
+        return PreemptionArgs(pod, {})
+    if not isinstance(raw, dict):
+        msg = f"{key!r} must be an object keyed by node name"
+        raise WireError(msg)
+    return PreemptionArgs(pod, {node: _victims(v, key, node) for node, v in raw.items()})
+
+
+def filter_result(
+    args: ExtenderArgs, feasible: Sequence[str], rejected: Mapping[str, Rejection], error: str = ""
+) -> dict[str, Any]:
+    """An ``ExtenderFilterResult`` in the same mode as the request (names, or full nodes)."""
+    failed = {n: r.message for n, r in rejected.items() if r.code is Code.UNSCHEDULABLE}
+    unresolvable = {n: r.message for n, r in rejected.items() if r.code is Code.UNRESOLVABLE}
+    if args.nodes is None:
+        return {
+            "Nodes": None,
+            "NodeNames": list(feasible),
+            "FailedNodes": failed,
+            "FailedAndUnresolvableNodes": unresolvable,
+            "Error": error,
+        }
+    return {
+        "Nodes": {"metadata": {}, "items": [args.nodes[n] for n in feasible]},
+        "NodeNames": None,
+        "FailedNodes": failed,
+        "FailedAndUnresolvableNodes": unresolvable,
+        "Error": error,
+    }
+
+
+def host_priority_list(scores: Sequence[tuple[str, int]]) -> list[dict[str, Any]]:
+    """A ``HostPriorityList``: a bare JSON array of integer scores."""
+    return [{"Host": host, "Score": int(score)} for host, score in scores]
+
+
+def binding_result(error: str) -> dict[str, Any]:
+    """An ``ExtenderBindingResult``; an empty ``Error`` means success."""
+    return {"Error": error}
+
+
+def preemption_result(victims: Mapping[str, tuple[tuple[str, ...], int]]) -> dict[str, Any]:
+    """An ``ExtenderPreemptionResult``, always in the meta (UID) form."""
+    return {
+        "NodeNameToMetaVictims": {
+            node: {"Pods": [{"UID": uid} for uid in uids], "NumPDBViolations": violations}
+            for node, (uids, violations) in victims.items()
+        }
+    }

@@ -1,0 +1,93 @@
+"""Binding pods to nodes through the ``pods/binding`` subresource.
+
+The Binding carries the pod's UID as a precondition (a re-created pod with the same name is never bound
+by mistake) and the chosen GPU indices as annotations, which the API server merges into the pod in the
+same write, so ``spec.nodeName`` and ``phalanx.io/gpus`` appear together (extender-protocol.md §4.2).
+The reply is a ``Status``, which the generated client cannot decode (§6); ``KubeHttp`` reads it as plain
+JSON, so a successful bind is never mistaken for a failure.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from urllib.parse import quote
+
+from kubeio.convert import ConvertError, pod_from_api
+from kubeio.errors import ConflictError, KubeError, NotFoundError
+from kubeio.http import KubeHttp
+from scheduling.model import Pod
+
+
+class BindStatus(enum.Enum):
+    """How a bind ended when it did not raise."""
+
+    BOUND = "bound"
+    """This call bound the pod."""
+    ALREADY_BOUND = "already_bound"
+    """The pod was already bound to the requested node (a retry); nothing changed."""
+
+
+class BindRefusedError(KubeError):
+    """The API server refused the Binding for a reason a retry will not fix as is."""
+
+
+def _pod_path(namespace: str, name: str) -> str:
+    return f"/api/v1/namespaces/{quote(namespace, safe='')}/pods/{quote(name, safe='')}"
+
+
+class PodBinder:
+    """Creates Bindings and reads single pods; the extender's only writes to the API."""
+
+    def __init__(self, http: KubeHttp, *, timeout: float = 20.0) -> None:
+        self._http = http
+        self._timeout = timeout
+
+    def get_pod(self, namespace: str, name: str) -> Pod | None:
+        """Read one pod from the API server; ``None`` if it does not exist or cannot be read."""
+        try:
+            raw = self._http.request("GET", _pod_path(namespace, name), timeout=self._timeout)
+        except NotFoundError:
+            return None
+        try:
+            return pod_from_api(raw)
+        except ConvertError:
+            return None
+
+    def bind(
+        self, namespace: str, name: str, uid: str, node: str, annotations: Mapping[str, str]
+    ) -> BindStatus:
+        """Bind pod ``namespace/name`` with UID ``uid`` to ``node``, merging ``annotations`` into it.
+
+        Idempotent: a 409 because the pod is already on ``node`` is success (kube-scheduler retries a
+        bind whose reply it did not get; extender-protocol.md §2.6, §6).
+
+        Raises:
+            BindRefusedError: the pod is on another node, was re-created, or is being deleted.
+            KubeError: the API server could not be reached or failed.
+        """
+        body = {
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": {
+                "name": name,
+                "namespace": namespace,
+                "uid": uid,
+                "annotations": dict(annotations),
+            },
+            "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+        }
+        try:
+            self._http.request(
+                "POST", _pod_path(namespace, name) + "/binding", body=body, timeout=self._timeout
+            )
+        except ConflictError as exc:
+            current = self.get_pod(namespace, name)
+            if current is not None and current.uid == uid and current.node_name == node:
+                return BindStatus.ALREADY_BOUND
+            raise BindRefusedError(exc.status, exc.reason, exc.message) from exc
+        except NotFoundError as exc:
+            raise BindRefusedError(
+                exc.status, exc.reason, f"pod {namespace}/{name} no longer exists"
+            ) from exc
+        return BindStatus.BOUND

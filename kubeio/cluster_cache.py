@@ -1,0 +1,213 @@
+"""The extender's informer-fed view of nodes and pods, kept incrementally.
+
+Each watch event updates one node or one pod and recomputes the GPU usage of the nodes it touched, so a
+request reads a ready snapshot instead of rebuilding the cluster view (issue: hot path). Terminal pods
+are filtered out server-side: they hold nothing, and at 150,000 pods memory matters.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterable
+from types import MappingProxyType
+from typing import TypeVar
+
+from kubeio.convert import ConvertError, node_from_api, pod_from_api
+from kubeio.http import JsonObject, KubeHttp
+from kubeio.reflector import Collection, Reflector
+from scheduling.gpu_usage import NodeGpuUsage
+from scheduling.model import Node, Pod
+from scheduling.snapshot import ClusterSnapshot
+
+log = logging.getLogger(__name__)
+
+PodListener = Callable[[Pod | None, Pod | None], None]
+"""Called with (old, new) after a pod changed; ``new`` is ``None`` when it is gone."""
+
+T = TypeVar("T")
+
+LIVE_PODS = "status.phase!=Succeeded,status.phase!=Failed"
+
+
+class ClusterCache:
+    """Nodes, live pods and per-node GPU usage, fed by list/watch.
+
+    Thread-safe. Listeners run on the watch thread after the cache lock is released, so a listener may
+    read the cache, and a caller holding its own lock may read the cache without deadlock.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._nodes: dict[str, Node] = {}
+        self._pods: dict[str, Pod] = {}
+        self._uid_by_key: dict[str, str] = {}
+        self._pods_on_node: dict[str, set[str]] = {}
+        self._usage: dict[str, NodeGpuUsage] = {}
+        self._version = 0
+        self._snapshot: ClusterSnapshot | None = None
+        self._listeners: list[PodListener] = []
+        self._reflectors: list[Reflector] = []
+        self._threads: list[threading.Thread] = []
+
+    # -- reading -----------------------------------------------------------------------------------
+
+    def snapshot(self) -> ClusterSnapshot:
+        """The current nodes and GPU usage; the same object until the cache changes."""
+        with self._lock:
+            if self._snapshot is None:
+                self._snapshot = ClusterSnapshot(
+                    MappingProxyType(dict(self._nodes)),
+                    MappingProxyType(dict(self._usage)),
+                    self._version,
+                )
+            return self._snapshot
+
+    def pod(self, namespace: str, name: str) -> Pod | None:
+        """The live pod ``namespace/name``, if the cache has it."""
+        with self._lock:
+            uid = self._uid_by_key.get(f"{namespace}/{name}")
+            return None if uid is None else self._pods.get(uid)
+
+    def pods(self) -> list[Pod]:
+        """All live pods, sorted by key (for status pages and tests; not for the hot path)."""
+        with self._lock:
+            return sorted(self._pods.values(), key=lambda p: p.key)
+
+    def add_listener(self, listener: PodListener) -> None:
+        """Call ``listener(old, new)`` after every pod change."""
+        self._listeners.append(listener)
+
+    @property
+    def synced(self) -> bool:
+        """Whether nodes and pods have both been listed at least once."""
+        return bool(self._reflectors) and all(r.synced.is_set() for r in self._reflectors)
+
+    # -- feeding -----------------------------------------------------------------------------------
+
+    def replace_nodes(self, items: Iterable[JsonObject]) -> None:
+        """Replace every node with a fresh list."""
+        nodes = {}
+        for raw in items:
+            node = _convert(node_from_api, raw)
+            if node is not None:
+                nodes[node.name] = node
+        with self._lock:
+            self._nodes = nodes
+            self._changed()
+
+    def node_event(self, kind: str, raw: JsonObject) -> None:
+        """Apply one node watch event."""
+        node = _convert(node_from_api, raw)
+        if node is None:
+            return
+        with self._lock:
+            if kind == "DELETED":
+                self._nodes.pop(node.name, None)
+            else:
+                self._nodes[node.name] = node
+            self._changed()
+
+    def replace_pods(self, items: Iterable[JsonObject]) -> None:
+        """Replace every pod with a fresh list, then tell listeners what changed."""
+        fresh: dict[str, Pod] = {}
+        for raw in items:
+            pod = _convert(pod_from_api, raw)
+            if pod is not None:
+                fresh[pod.uid] = pod
+        with self._lock:
+            old = self._pods
+            self._pods = fresh
+            self._uid_by_key = {pod.key: uid for uid, pod in fresh.items()}
+            self._pods_on_node = {}
+            for uid, pod in fresh.items():
+                if pod.node_name:
+                    self._pods_on_node.setdefault(pod.node_name, set()).add(uid)
+            self._usage = {
+                node: NodeGpuUsage.of_pods(fresh[uid] for uid in uids)
+                for node, uids in self._pods_on_node.items()
+            }
+            self._changed()
+        changes = [(old.get(uid), fresh.get(uid)) for uid in sorted(old.keys() | fresh.keys())]
+        self._notify([(a, b) for a, b in changes if a != b])
+
+    def pod_event(self, kind: str, raw: JsonObject) -> None:
+        """Apply one pod watch event."""
+        pod = _convert(pod_from_api, raw)
+        if pod is None:
+            return
+        with self._lock:
+            old = self._pods.get(pod.uid)
+            new = None if kind == "DELETED" else pod
+            self._put(pod.uid, old, new)
+            self._changed()
+        self._notify([(old, new)])
+
+    def _put(self, uid: str, old: Pod | None, new: Pod | None) -> None:
+        touched: set[str] = set()
+        if old is not None:
+            self._uid_by_key.pop(old.key, None)
+            if old.node_name:
+                self._pods_on_node.get(old.node_name, set()).discard(uid)
+                touched.add(old.node_name)
+            del self._pods[uid]
+        if new is not None:
+            self._pods[uid] = new
+            self._uid_by_key[new.key] = uid
+            if new.node_name:
+                self._pods_on_node.setdefault(new.node_name, set()).add(uid)
+                touched.add(new.node_name)
+        for node in touched:
+            uids = self._pods_on_node.get(node, set())
+            if uids:
+                self._usage[node] = NodeGpuUsage.of_pods(self._pods[u] for u in uids)
+            else:
+                self._pods_on_node.pop(node, None)
+                self._usage.pop(node, None)
+
+    def _changed(self) -> None:
+        self._version += 1
+        self._snapshot = None
+
+    def _notify(self, changes: list[tuple[Pod | None, Pod | None]]) -> None:
+        for old, new in changes:
+            for listener in self._listeners:
+                listener(old, new)
+
+    # -- running -----------------------------------------------------------------------------------
+
+    def start(self, http: KubeHttp, stop: threading.Event) -> None:
+        """Start watching nodes and live pods in daemon threads."""
+        self._reflectors = [
+            Reflector(
+                http,
+                Collection("/api/v1/nodes"),
+                on_replace=self.replace_nodes,
+                on_event=self.node_event,
+                stop=stop,
+            ),
+            Reflector(
+                http,
+                Collection("/api/v1/pods", field_selector=LIVE_PODS),
+                on_replace=self.replace_pods,
+                on_event=self.pod_event,
+                stop=stop,
+            ),
+        ]
+        for reflector, name in zip(self._reflectors, ("nodes", "pods"), strict=True):
+            thread = threading.Thread(target=reflector.run, name=f"watch-{name}", daemon=True)
+            thread.start()
+            self._threads.append(thread)
+
+    def wait_synced(self, timeout: float) -> bool:
+        """Block until both collections are listed, or ``timeout`` seconds pass."""
+        return all(r.synced.wait(timeout) for r in self._reflectors)
+
+
+def _convert(convert: Callable[[object], T], raw: JsonObject) -> T | None:
+    try:
+        return convert(raw)
+    except ConvertError as exc:
+        name = (raw.get("metadata") or {}).get("name", "?")
+        log.warning("ignoring object %s that phalanx cannot read: %s", name, exc)
+        return None

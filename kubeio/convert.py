@@ -1,0 +1,193 @@
+"""API JSON -> the core's model.
+
+Pure functions over the dictionaries the API server (or kube-scheduler's extender request) sends. They
+validate what they read: a wrongly typed field raises ``ConvertError`` with the field's path, which the
+extender turns into HTTP 400 and the cache into a logged, skipped object.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any
+
+from scheduling.model import (
+    EMPTY_LABELS,
+    GPU_RESOURCE,
+    GPUS_ANNOTATION,
+    TOPOLOGY_ANNOTATION,
+    Node,
+    Pod,
+    Resources,
+)
+from scheduling.quantity import QuantityError, to_milli, to_units
+
+
+class ConvertError(ValueError):
+    """An API object is missing a field or has one of the wrong type."""
+
+
+def _obj(value: object, where: str, *, optional: bool = True) -> Mapping[str, Any]:
+    if value is None and optional:
+        return {}
+    if not isinstance(value, dict):
+        msg = f"{where} must be an object, got {type(value).__name__}"
+        raise ConvertError(msg)
+    return value
+
+
+def _list(value: object, where: str) -> list[Any]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        msg = f"{where} must be a list, got {type(value).__name__}"
+        raise ConvertError(msg)
+    return value
+
+
+def _str(value: object, where: str, *, required: bool = False) -> str:
+    if value is None and not required:
+        return ""
+    if not isinstance(value, str) or (required and not value):
+        msg = f"{where} must be a non-empty string" if required else f"{where} must be a string"
+        raise ConvertError(msg)
+    return value
+
+
+def _labels(value: object, where: str) -> Mapping[str, str]:
+    raw = _obj(value, where)
+    if not raw:
+        return EMPTY_LABELS
+    for key, item in raw.items():
+        if not isinstance(item, str):
+            msg = f"{where}[{key!r}] must be a string"
+            raise ConvertError(msg)
+    return MappingProxyType(dict(raw))
+
+
+def resources_of(value: object, where: str) -> Resources:
+    """Convert a ``ResourceList`` (``{"cpu": "4", "memory": "32Gi", "nvidia.com/gpu": "2"}``)."""
+    raw = _obj(value, where)
+    try:
+        return Resources(
+            milli_cpu=to_milli(raw["cpu"]) if "cpu" in raw else 0,
+            memory=to_units(raw["memory"]) if "memory" in raw else 0,
+            gpus=to_units(raw[GPU_RESOURCE]) if GPU_RESOURCE in raw else 0,
+        )
+    except QuantityError as exc:
+        msg = f"{where}: {exc}"
+        raise ConvertError(msg) from None
+
+
+def _add(a: Resources, b: Resources) -> Resources:
+    return Resources(a.milli_cpu + b.milli_cpu, a.memory + b.memory, a.gpus + b.gpus)
+
+
+def _max(a: Resources, b: Resources) -> Resources:
+    return Resources(max(a.milli_cpu, b.milli_cpu), max(a.memory, b.memory), max(a.gpus, b.gpus))
+
+
+def _container_requests(container: object, where: str) -> Resources:
+    resources = _obj(_obj(container, where, optional=False).get("resources"), f"{where}.resources")
+    requests = resources_of(resources.get("requests"), f"{where}.resources.requests")
+    limits = resources_of(resources.get("limits"), f"{where}.resources.limits")
+    # Extended resources may be given as limits only; the API server copies them into requests, but
+    # kube-scheduler's request may come from a client that did not, so take whichever says more.
+    return Resources(requests.milli_cpu, requests.memory, max(requests.gpus, limits.gpus))
+
+
+def pod_requests(spec: Mapping[str, Any]) -> Resources:
+    """The effective requests of a pod spec, as kube-scheduler computes them.
+
+    App containers add up; an init container runs alone, so the pod needs the larger of the two.
+    """
+    total = Resources()
+    for i, container in enumerate(_list(spec.get("containers"), "spec.containers")):
+        total = _add(total, _container_requests(container, f"spec.containers[{i}]"))
+    for i, container in enumerate(_list(spec.get("initContainers"), "spec.initContainers")):
+        total = _max(total, _container_requests(container, f"spec.initContainers[{i}]"))
+    return total
+
+
+def parse_gpu_indices(text: object) -> tuple[int, ...] | None:
+    """Parse ``phalanx.io/gpus`` ("0,1,5"); ``None`` when absent or malformed.
+
+    >>> parse_gpu_indices("3,1")
+    (1, 3)
+    >>> parse_gpu_indices("x") is None
+    True
+    """
+    if not isinstance(text, str) or not text:
+        return None
+    try:
+        indices = tuple(sorted(int(part) for part in text.split(",")))
+    except ValueError:
+        return None
+    if any(i < 0 for i in indices) or len(set(indices)) != len(indices):
+        return None
+    return indices
+
+
+def format_gpu_indices(indices: tuple[int, ...]) -> str:
+    """The annotation value for ``indices``; the inverse of ``parse_gpu_indices``."""
+    return ",".join(str(i) for i in sorted(indices))
+
+
+def pod_from_api(raw: object) -> Pod:
+    """Convert a v1 Pod.
+
+    Raises:
+        ConvertError: a required field is missing or a field has the wrong type.
+    """
+    pod = _obj(raw, "pod", optional=False)
+    meta = _obj(pod.get("metadata"), "metadata", optional=False)
+    spec = _obj(pod.get("spec"), "spec")
+    status = _obj(pod.get("status"), "status")
+    annotations = _labels(meta.get("annotations"), "metadata.annotations")
+    node_name = _str(spec.get("nodeName"), "spec.nodeName")
+    priority = spec.get("priority", 0)
+    if priority is None:
+        priority = 0
+    if not isinstance(priority, int) or isinstance(priority, bool):
+        msg = "spec.priority must be an integer"
+        raise ConvertError(msg)
+    return Pod(
+        uid=_str(meta.get("uid"), "metadata.uid", required=True),
+        namespace=_str(meta.get("namespace"), "metadata.namespace", required=True),
+        name=_str(meta.get("name"), "metadata.name", required=True),
+        requests=pod_requests(spec),
+        node_name=node_name or None,
+        gpu_indices=parse_gpu_indices(annotations.get(GPUS_ANNOTATION)),
+        phase=_str(status.get("phase"), "status.phase") or "Pending",
+        scheduler_name=_str(spec.get("schedulerName"), "spec.schedulerName") or "default-scheduler",
+        terminating=meta.get("deletionTimestamp") is not None,
+        labels=_labels(meta.get("labels"), "metadata.labels"),
+        priority=priority,
+        created=_str(meta.get("creationTimestamp"), "metadata.creationTimestamp"),
+    )
+
+
+def node_from_api(raw: object) -> Node:
+    """Convert a v1 Node.
+
+    Raises:
+        ConvertError: a required field is missing or a field has the wrong type.
+    """
+    node = _obj(raw, "node", optional=False)
+    meta = _obj(node.get("metadata"), "metadata", optional=False)
+    spec = _obj(node.get("spec"), "spec")
+    status = _obj(node.get("status"), "status")
+    ready = False
+    for i, condition in enumerate(_list(status.get("conditions"), "status.conditions")):
+        cond = _obj(condition, f"status.conditions[{i}]", optional=False)
+        if cond.get("type") == "Ready":
+            ready = cond.get("status") == "True"
+    annotations = _labels(meta.get("annotations"), "metadata.annotations")
+    return Node(
+        name=_str(meta.get("name"), "metadata.name", required=True),
+        allocatable=resources_of(status.get("allocatable"), "status.allocatable"),
+        labels=_labels(meta.get("labels"), "metadata.labels"),
+        unschedulable=bool(spec.get("unschedulable", False)),
+        ready=ready,
+        topology=annotations.get(TOPOLOGY_ANNOTATION),
+    )

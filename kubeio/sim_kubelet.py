@@ -1,0 +1,267 @@
+"""A simulated kubelet for the local test bed (like KWOK, in Python).
+
+For every pod bound to a simulated node (label ``phalanx.io/simulated=true``) it reports the pod Running
+and Ready, finishes it (Succeeded) after the seconds in the annotation ``phalanx.io/sim-duration-seconds``
+if present, and completes graceful deletions, as a kubelet would after the containers stopped. It only
+writes pod status and deletes; it never decides placement.
+
+Run: ``python -m kubeio.sim_kubelet --kubeconfig PATH``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import heapq
+import logging
+import signal
+import threading
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import quote
+
+from kubeio.errors import KubeError, NotFoundError
+from kubeio.http import JsonObject, KubeHttp, load_api_client
+from kubeio.reflector import Collection, Reflector
+
+log = logging.getLogger(__name__)
+
+SIMULATED_LABEL = "phalanx.io/simulated"
+DURATION_ANNOTATION = "phalanx.io/sim-duration-seconds"
+
+
+def _now_text(clock: Callable[[], float]) -> str:
+    return datetime.fromtimestamp(clock(), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def running_status(pod: JsonObject, now: str) -> JsonObject:
+    """The status patch a kubelet sends once every container has started."""
+    containers = (pod.get("spec") or {}).get("containers") or []
+    return {
+        "status": {
+            "phase": "Running",
+            "startTime": now,
+            "podIP": "10.0.0.1",
+            "conditions": [
+                {"type": t, "status": "True", "lastTransitionTime": now}
+                for t in ("PodScheduled", "Initialized", "ContainersReady", "Ready")
+            ],
+            "containerStatuses": [
+                {
+                    "name": c.get("name", "main"),
+                    "image": c.get("image", ""),
+                    "imageID": "",
+                    "ready": True,
+                    "started": True,
+                    "restartCount": 0,
+                    "state": {"running": {"startedAt": now}},
+                }
+                for c in containers
+            ],
+        }
+    }
+
+
+def succeeded_status(pod: JsonObject, now: str) -> JsonObject:
+    """The status patch a kubelet sends once every container exited with code 0."""
+    containers = (pod.get("spec") or {}).get("containers") or []
+    return {
+        "status": {
+            "phase": "Succeeded",
+            "conditions": [
+                {"type": "PodScheduled", "status": "True", "lastTransitionTime": now},
+                {"type": "Initialized", "status": "True", "lastTransitionTime": now},
+                {
+                    "type": "ContainersReady",
+                    "status": "False",
+                    "reason": "PodCompleted",
+                    "lastTransitionTime": now,
+                },
+                {"type": "Ready", "status": "False", "reason": "PodCompleted", "lastTransitionTime": now},
+            ],
+            "containerStatuses": [
+                {
+                    "name": c.get("name", "main"),
+                    "image": c.get("image", ""),
+                    "imageID": "",
+                    "ready": False,
+                    "started": False,
+                    "restartCount": 0,
+                    "state": {"terminated": {"exitCode": 0, "reason": "Completed", "finishedAt": now}},
+                }
+                for c in containers
+            ],
+        }
+    }
+
+
+class SimKubelet:
+    """Drives pods on simulated nodes through their lifecycle."""
+
+    def __init__(self, http: KubeHttp, *, clock: Callable[[], float] = time.time) -> None:
+        self._http = http
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._sim_nodes: set[str] = set()
+        self._started: set[str] = set()
+        self._timers: list[tuple[float, str, str, str]] = []  # (due, uid, namespace, name)
+        self._wake = threading.Event()
+
+    # node tracking
+    def nodes_replaced(self, items: list[JsonObject]) -> None:
+        """A full node list: remember which nodes are simulated."""
+        with self._lock:
+            self._sim_nodes = {n["metadata"]["name"] for n in items if _is_simulated(n)}
+
+    def node_event(self, kind: str, node: JsonObject) -> None:
+        """A node watch event."""
+        name = node["metadata"]["name"]
+        with self._lock:
+            if kind != "DELETED" and _is_simulated(node):
+                self._sim_nodes.add(name)
+            else:
+                self._sim_nodes.discard(name)
+
+    # pod handling
+    def pods_replaced(self, items: list[JsonObject]) -> None:
+        """A full pod list: act on each pod as if it had just changed."""
+        for pod in items:
+            self.pod_event("MODIFIED", pod)
+
+    def pod_event(self, kind: str, pod: JsonObject) -> None:
+        """A pod watch event: start, finish or remove the pod as a kubelet would."""
+        meta = pod.get("metadata") or {}
+        spec = pod.get("spec") or {}
+        status = pod.get("status") or {}
+        uid, node = meta.get("uid", ""), spec.get("nodeName")
+        if kind == "DELETED":
+            with self._lock:
+                self._started.discard(uid)
+            return
+        with self._lock:
+            simulated = node in self._sim_nodes
+        if not simulated:
+            return
+        if meta.get("deletionTimestamp"):
+            self._delete_now(meta)
+            return
+        if status.get("phase") in ("Succeeded", "Failed"):
+            return
+        with self._lock:
+            if uid in self._started:
+                return
+            self._started.add(uid)
+        self._patch_status(meta, running_status(pod, _now_text(self._clock)))
+        duration = (meta.get("annotations") or {}).get(DURATION_ANNOTATION)
+        if duration is not None:
+            try:
+                seconds = float(duration)
+            except ValueError:
+                log.warning(
+                    "pod %s/%s: %s=%r is not a number",
+                    meta.get("namespace"),
+                    meta.get("name"),
+                    DURATION_ANNOTATION,
+                    duration,
+                )
+                return
+            with self._lock:
+                heapq.heappush(self._timers, (self._clock() + seconds, uid, meta["namespace"], meta["name"]))
+            self._wake.set()
+
+    def run_timers(self, stop: threading.Event) -> None:
+        """Finish pods whose simulated duration has passed, until ``stop`` is set."""
+        while not stop.is_set():
+            with self._lock:
+                due = self._timers[0][0] if self._timers else None
+            now = self._clock()
+            if due is None or due > now:
+                self._wake.wait(0.5 if due is None else min(0.5, due - now))
+                self._wake.clear()
+                continue
+            with self._lock:
+                _, uid, namespace, name = heapq.heappop(self._timers)
+            self._finish(uid, namespace, name)
+
+    def _finish(self, uid: str, namespace: str, name: str) -> None:
+        path = f"/api/v1/namespaces/{quote(namespace)}/pods/{quote(name)}"
+        try:
+            pod = self._http.request("GET", path)
+        except NotFoundError:
+            return
+        except KubeError as exc:
+            log.warning("finishing %s/%s: %s", namespace, name, exc)
+            return
+        if (pod.get("metadata") or {}).get("uid") != uid:
+            return
+        self._patch_status(pod["metadata"], succeeded_status(pod, _now_text(self._clock)))
+
+    def _patch_status(self, meta: JsonObject, patch: JsonObject) -> None:
+        path = f"/api/v1/namespaces/{quote(meta['namespace'])}/pods/{quote(meta['name'])}/status"
+        patch = {"metadata": {"uid": meta["uid"]}, **patch}
+        try:
+            self._http.request("PATCH", path, body=patch, content_type="application/merge-patch+json")
+        except KubeError as exc:
+            log.warning("status of %s/%s: %s", meta["namespace"], meta["name"], exc)
+
+    def _delete_now(self, meta: JsonObject) -> None:
+        path = f"/api/v1/namespaces/{quote(meta['namespace'])}/pods/{quote(meta['name'])}"
+        body = {
+            "kind": "DeleteOptions",
+            "apiVersion": "v1",
+            "gracePeriodSeconds": 0,
+            "preconditions": {"uid": meta["uid"]},
+        }
+        try:
+            self._http.request("DELETE", path, body=body)
+        except NotFoundError:
+            pass
+        except KubeError as exc:
+            log.warning("deleting %s/%s: %s", meta["namespace"], meta["name"], exc)
+
+
+def _is_simulated(node: JsonObject) -> bool:
+    labels: dict[str, Any] = (node.get("metadata") or {}).get("labels") or {}
+    return labels.get(SIMULATED_LABEL) == "true"
+
+
+def run(kubeconfig: str | None, stop: threading.Event) -> None:
+    """Watch nodes and pods and drive simulated pods until ``stop`` is set."""
+    http = KubeHttp(load_api_client(kubeconfig), user_agent="phalanx-sim-kubelet")
+    kubelet = SimKubelet(http)
+    nodes = Reflector(
+        http,
+        Collection("/api/v1/nodes"),
+        on_replace=kubelet.nodes_replaced,
+        on_event=kubelet.node_event,
+        stop=stop,
+    )
+    pods = Reflector(
+        http,
+        Collection("/api/v1/pods"),
+        on_replace=kubelet.pods_replaced,
+        on_event=kubelet.pod_event,
+        stop=stop,
+    )
+    threading.Thread(target=nodes.run, name="watch-nodes", daemon=True).start()
+    nodes.synced.wait(60)
+    threading.Thread(target=pods.run, name="watch-pods", daemon=True).start()
+    threading.Thread(target=kubelet.run_timers, args=(stop,), name="timers", daemon=True).start()
+    stop.wait()
+
+
+def main() -> None:
+    """Command line entry point."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--kubeconfig", default=None, help="kubeconfig path (default: in-cluster)")
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s sim-kubelet %(levelname)s %(message)s")
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    run(args.kubeconfig, stop)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,145 @@
+"""Simulated GPU nodes for the local test bed.
+
+Registers Node objects that look like real GPU nodes to kube-scheduler: allocatable cpu, memory, pods
+and ``nvidia.com/gpu``, a ``Ready`` condition, zone and rack labels, no not-ready taint, and the GPU
+topology document as the ``phalanx.io/gpu-topology`` annotation. The label ``phalanx.io/simulated=true``
+tells the simulated kubelet (``kubeio.sim_kubelet``) which nodes are its own.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from types import MappingProxyType
+from urllib.parse import quote
+
+from kubeio.errors import ConflictError
+from kubeio.http import JsonObject, KubeHttp
+from kubeio.sim_kubelet import SIMULATED_LABEL
+from scheduling.model import GPU_RESOURCE, TOPOLOGY_ANNOTATION
+
+ZONE_LABEL = "topology.kubernetes.io/zone"
+RACK_LABEL = "phalanx.io/rack"
+
+
+@dataclass(frozen=True, slots=True)
+class SimNodeSpec:
+    """One simulated node.
+
+    Attributes:
+        name: the node's name.
+        gpus: ``nvidia.com/gpu`` allocatable.
+        cpu: cores allocatable.
+        memory: memory allocatable, as a quantity string.
+        labels: extra labels (zone, rack, ...).
+        topology: the topology document JSON for the annotation, or ``None``.
+    """
+
+    name: str
+    gpus: int = 8
+    cpu: int = 64
+    memory: str = "512Gi"
+    labels: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    topology: str | None = None
+
+
+def fleet(
+    count: int,
+    *,
+    prefix: str = "gpu-node",
+    gpus: int = 8,
+    zones: int = 1,
+    racks_per_zone: int = 1,
+    topology: str | None = None,
+) -> list[SimNodeSpec]:
+    """``count`` nodes named ``prefix-1..count``, spread in order over zones and racks.
+
+    >>> [(n.name, n.labels[RACK_LABEL]) for n in fleet(3, racks_per_zone=2)]
+    [('gpu-node-1', 'rack-1'), ('gpu-node-2', 'rack-1'), ('gpu-node-3', 'rack-2')]
+    """
+    racks = max(1, zones * racks_per_zone)
+    per_rack = -(-count // racks)
+    specs = []
+    for i in range(count):
+        rack = i // per_rack
+        zone = rack // max(1, racks_per_zone)
+        labels = {ZONE_LABEL: f"zone-{chr(ord('a') + zone)}", RACK_LABEL: f"rack-{rack + 1}"}
+        specs.append(SimNodeSpec(f"{prefix}-{i + 1}", gpus=gpus, labels=labels, topology=topology))
+    return specs
+
+
+def node_object(spec: SimNodeSpec) -> JsonObject:
+    """The Node to create (status is set separately: creation ignores it)."""
+    annotations = {TOPOLOGY_ANNOTATION: spec.topology} if spec.topology else {}
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": spec.name,
+            "labels": {
+                "kubernetes.io/hostname": spec.name,
+                "kubernetes.io/os": "linux",
+                "kubernetes.io/arch": "amd64",
+                SIMULATED_LABEL: "true",
+                "nvidia.com/gpu.count": str(spec.gpus),
+                **spec.labels,
+            },
+            "annotations": annotations,
+        },
+        "spec": {},
+    }
+
+
+def status_patch(spec: SimNodeSpec, now: str) -> JsonObject:
+    """The status a healthy kubelet reports: capacity, allocatable and ``Ready=True``."""
+    resources = {"cpu": str(spec.cpu), "memory": spec.memory, "pods": "110", "ephemeral-storage": "1Ti"}
+    if spec.gpus:
+        resources[GPU_RESOURCE] = str(spec.gpus)
+    return {
+        "status": {
+            "capacity": resources,
+            "allocatable": resources,
+            "conditions": [
+                {
+                    "type": "Ready",
+                    "status": "True",
+                    "reason": "KubeletReady",
+                    "message": "simulated kubelet is posting ready status",
+                    "lastHeartbeatTime": now,
+                    "lastTransitionTime": now,
+                }
+            ],
+            "nodeInfo": {
+                "kubeletVersion": "v1.36.3-phalanx-sim",
+                "architecture": "amd64",
+                "operatingSystem": "linux",
+            },
+        }
+    }
+
+
+def register(http: KubeHttp, spec: SimNodeSpec, *, clock: Callable[[], float] = time.time) -> None:
+    """Create (or update) the node, clear the creation-time not-ready taint, and report it Ready."""
+    path = f"/api/v1/nodes/{quote(spec.name)}"
+    obj = node_object(spec)
+    try:
+        http.request("POST", "/api/v1/nodes", body=obj)
+    except ConflictError:
+        http.request(
+            "PATCH", path, body={"metadata": obj["metadata"]}, content_type="application/merge-patch+json"
+        )
+    # TaintNodesByCondition adds node.kubernetes.io/not-ready:NoSchedule at creation; a real kubelet's
+    # node lifecycle controller would clear it once Ready. There is none here, so clear it directly.
+    http.request("PATCH", path, body={"spec": {"taints": None}}, content_type="application/merge-patch+json")
+    now = datetime.fromtimestamp(clock(), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    http.request(
+        "PATCH", path + "/status", body=status_patch(spec, now), content_type="application/merge-patch+json"
+    )
+
+
+def register_all(http: KubeHttp, specs: Sequence[SimNodeSpec]) -> None:
+    """Register every node in ``specs``."""
+    for spec in specs:
+        register(http, spec)

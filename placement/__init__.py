@@ -1,0 +1,1 @@
+"""The placement manager: pins elastic MPI workers to planned nodes (issue: placement)."""

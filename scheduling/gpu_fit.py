@@ -1,0 +1,76 @@
+"""The filter decision for one pod: which candidate nodes have room for its GPUs, and why not.
+
+kube-scheduler's own NodeResourcesFit already counts ``nvidia.com/gpu`` per node (phalanx leaves
+``managedResources`` empty and GPUs counted in-tree, so that kube-scheduler's preemption still sees GPU
+shortage). phalanx adds what kube-scheduler cannot know: which GPU *indices* are taken, GPUs promised to
+binds in flight, and GPUs held by pods without an index annotation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from types import MappingProxyType
+
+from scheduling import reasons
+from scheduling.model import Pod
+from scheduling.promises import PromiseBook
+from scheduling.reasons import Rejection
+from scheduling.snapshot import ClusterSnapshot
+
+
+@dataclass(frozen=True, slots=True)
+class FilterDecision:
+    """The outcome of filtering one pod over candidate nodes.
+
+    Attributes:
+        feasible: the nodes that can take the pod, in the order kube-scheduler sent them.
+        rejected: node name -> why it cannot take the pod.
+    """
+
+    feasible: tuple[str, ...]
+    rejected: Mapping[str, Rejection]
+
+
+def filter_nodes(
+    pod: Pod, candidates: Sequence[str], snapshot: ClusterSnapshot, promises: PromiseBook
+) -> FilterDecision:
+    """Keep the candidates with enough free GPUs for ``pod``; give every other one a reason.
+
+    Args:
+        pod: the pod being scheduled.
+        candidates: node names as kube-scheduler sent them (duplicates are decided once).
+        snapshot: the cluster view.
+        promises: GPUs promised to binds in flight.
+
+    Returns:
+        Feasible nodes in request order, and a rejection for each other node.
+    """
+    need = pod.requests.gpus
+    feasible: list[str] = []
+    rejected: dict[str, Rejection] = {}
+    seen: set[str] = set()
+    for name in candidates:
+        if name in seen:
+            continue
+        seen.add(name)
+        rejection = _rejection(name, need, snapshot, promises)
+        if rejection is None:
+            feasible.append(name)
+        else:
+            rejected[name] = rejection
+    return FilterDecision(tuple(feasible), MappingProxyType(rejected))
+
+
+def _rejection(name: str, need: int, snapshot: ClusterSnapshot, promises: PromiseBook) -> Rejection | None:
+    node = snapshot.nodes.get(name)
+    if node is None:
+        return reasons.unknown_node()
+    if need == 0:
+        return None
+    if node.allocatable.gpus < need:
+        return reasons.too_few_gpus(node.allocatable.gpus, need)
+    free = snapshot.free_on(name, promises)
+    if free is None or free.count < need:
+        return reasons.too_few_free_gpus(0 if free is None else free.count, need)
+    return None

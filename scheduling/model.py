@@ -1,0 +1,109 @@
+"""The core's view of the cluster: nodes, pods and resources as frozen, integer-valued records.
+
+The adapter (``kubeio.convert``) turns API JSON into these records once, when an object changes, so
+that every decision in the hot path reads plain attributes instead of nested dictionaries.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+GPU_RESOURCE = "nvidia.com/gpu"
+"""The extended resource name the NVIDIA device plugin advertises."""
+
+GPUS_ANNOTATION = "phalanx.io/gpus"
+"""Pod annotation, written in the Binding, that lists the GPU indices phalanx gave the pod ("0,1")."""
+
+TOPOLOGY_ANNOTATION = "phalanx.io/gpu-topology"
+"""Node annotation holding the node's GPU topology document (see ``scheduling.topology``)."""
+
+TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
+"""Pod phases in which a pod no longer holds resources on its node."""
+
+EMPTY_LABELS: Mapping[str, str] = MappingProxyType({})
+
+
+@dataclass(frozen=True, slots=True)
+class Resources:
+    """An amount of schedulable resources, in integer units.
+
+    Attributes:
+        milli_cpu: CPU in thousandths of a core.
+        memory: memory in bytes.
+        gpus: whole ``nvidia.com/gpu`` devices.
+    """
+
+    milli_cpu: int = 0
+    memory: int = 0
+    gpus: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Pod:
+    """One pod as the scheduler needs it.
+
+    Attributes:
+        uid: the API object's UID; a re-created pod with the same name has a new one.
+        namespace: the pod's namespace.
+        name: the pod's name.
+        requests: the effective requests (max of init containers and sum of app containers).
+        node_name: ``spec.nodeName`` once bound, else ``None``.
+        gpu_indices: the indices of ``phalanx.io/gpus`` when present and well formed, else ``None``.
+        phase: ``status.phase``.
+        scheduler_name: ``spec.schedulerName``.
+        terminating: the pod has a deletion timestamp; it still holds its resources until it is gone.
+        labels: the pod's labels.
+        priority: ``spec.priority`` (0 when unset).
+        created: ``metadata.creationTimestamp`` as RFC 3339 text (sorts chronologically).
+    """
+
+    uid: str
+    namespace: str
+    name: str
+    requests: Resources
+    node_name: str | None = None
+    gpu_indices: tuple[int, ...] | None = None
+    phase: str = "Pending"
+    scheduler_name: str = "default-scheduler"
+    terminating: bool = False
+    labels: Mapping[str, str] = field(default_factory=lambda: EMPTY_LABELS, compare=False)
+    priority: int = 0
+    created: str = ""
+
+    @property
+    def key(self) -> str:
+        """``namespace/name``, the name users and events know the pod by."""
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def holds_resources(self) -> bool:
+        """Whether the pod occupies its node: bound and not finished."""
+        return self.node_name is not None and self.phase not in TERMINAL_PHASES
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    """One node as the scheduler needs it.
+
+    Attributes:
+        name: the node's name.
+        allocatable: ``status.allocatable`` in integer units.
+        labels: the node's labels (zone, rack, ...).
+        unschedulable: ``spec.unschedulable`` (cordoned).
+        ready: the ``Ready`` condition is ``True``.
+        topology: the raw ``phalanx.io/gpu-topology`` annotation, parsed lazily by the topology code.
+    """
+
+    name: str
+    allocatable: Resources
+    labels: Mapping[str, str] = field(default_factory=lambda: EMPTY_LABELS, compare=False)
+    unschedulable: bool = False
+    ready: bool = True
+    topology: str | None = None
+
+    @property
+    def gpu_indices(self) -> frozenset[int]:
+        """The GPU indices the node offers: ``0 .. allocatable-1``, as the device plugin numbers them."""
+        return frozenset(range(self.allocatable.gpus))

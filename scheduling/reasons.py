@@ -1,0 +1,72 @@
+"""Why a node was turned down, in words a user reads in ``kubectl describe pod``.
+
+kube-scheduler folds the extender's per-node messages into one ``FailedScheduling`` event by counting
+identical strings ("0/3 nodes are available: 2 node(s) had too few free GPUs (2 free, 4 needed)").
+So a message names the situation, not the node, and nodes in the same situation share one message.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+
+class Code(enum.Enum):
+    """How kube-scheduler should treat a rejection (extender-protocol.md §2.3).
+
+    ``UNSCHEDULABLE`` goes to ``FailedNodes``: evicting pods on that node could make room, so the node is
+    a preemption candidate. ``UNRESOLVABLE`` goes to ``FailedAndUnresolvableNodes``: no eviction helps.
+    """
+
+    UNSCHEDULABLE = "Unschedulable"
+    UNRESOLVABLE = "UnschedulableAndUnresolvable"
+
+
+class Reason(enum.Enum):
+    """Stable, metric-friendly names of the rejection reasons."""
+
+    UNKNOWN_NODE = "unknown_node"
+    TOO_FEW_GPUS = "too_few_gpus"
+    TOO_FEW_FREE_GPUS = "too_few_free_gpus"
+
+
+@dataclass(frozen=True, slots=True)
+class Rejection:
+    """One node turned down for one pod.
+
+    Attributes:
+        code: whether preemption could help.
+        reason: the stable reason name, used for metrics.
+        message: the sentence kube-scheduler shows the user.
+    """
+
+    code: Code
+    reason: Reason
+    message: str
+
+
+def unknown_node() -> Rejection:
+    """The node is not (yet) in phalanx's cache, e.g. created a moment ago."""
+    return Rejection(
+        Code.UNRESOLVABLE,
+        Reason.UNKNOWN_NODE,
+        "node(s) not yet known to phalanx (its node cache has not seen them)",
+    )
+
+
+def too_few_gpus(total: int, needed: int) -> Rejection:
+    """The node has fewer GPUs in all than the pod asks for; no eviction can fix that."""
+    return Rejection(
+        Code.UNRESOLVABLE,
+        Reason.TOO_FEW_GPUS,
+        f"node(s) with only {total} GPUs in total (pod needs {needed} on one node)",
+    )
+
+
+def too_few_free_gpus(free: int, needed: int) -> Rejection:
+    """The node could hold the pod, but other pods hold too many of its GPUs now."""
+    return Rejection(
+        Code.UNSCHEDULABLE,
+        Reason.TOO_FEW_FREE_GPUS,
+        f"node(s) with too few free GPUs ({free} free, pod needs {needed})",
+    )

@@ -1,0 +1,42 @@
+"""One immutable view of the cluster per decision (style.md house rule 2).
+
+The adapter keeps the per-node GPU usage up to date incrementally as watch events arrive and hands the
+core a snapshot of it; building one is a shallow copy of two dictionaries, and it is reused until the
+cache changes, so a request never rebuilds the cluster view from pods.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from scheduling.gpu_usage import EMPTY_USAGE, FreeGpus, NodeGpuUsage, free_gpus
+from scheduling.model import Node
+from scheduling.promises import PromiseBook
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterSnapshot:
+    """Nodes and their GPU usage at one moment.
+
+    Attributes:
+        nodes: node name -> node.
+        usage: node name -> GPUs held by live pods; a node missing here holds nothing.
+        version: the cache's change counter when the snapshot was taken, for logs and replays.
+    """
+
+    nodes: Mapping[str, Node] = field(default_factory=lambda: MappingProxyType({}))
+    usage: Mapping[str, NodeGpuUsage] = field(default_factory=lambda: MappingProxyType({}))
+    version: int = 0
+
+    def usage_of(self, node: str) -> NodeGpuUsage:
+        """GPUs held by live pods on ``node``."""
+        return self.usage.get(node, EMPTY_USAGE)
+
+    def free_on(self, node: str, promises: PromiseBook) -> FreeGpus | None:
+        """Free GPUs of ``node`` after live pods and open promises, or ``None`` for an unknown node."""
+        info = self.nodes.get(node)
+        if info is None:
+            return None
+        return free_gpus(info, self.usage_of(node), promises.on_node(node))

@@ -1,0 +1,140 @@
+"""Fluent builders and in-memory fakes for unit tests of the core and the extender service.
+
+Fakes stand in for the cluster only in unit tests of pure logic; integration is proven on the real
+control plane (tests/e2e).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+
+from kubeio.binding import BindRefusedError, BindStatus
+from kubeio.errors import KubeError
+from scheduling.gpu_usage import NodeGpuUsage
+from scheduling.model import Node, Pod, Resources
+from scheduling.snapshot import ClusterSnapshot
+
+
+class NodeBuilder:
+    def __init__(self, name: str) -> None:
+        self._node = Node(name, Resources(milli_cpu=64000, memory=512 * 2**30, gpus=8))
+
+    def gpus(self, n: int) -> NodeBuilder:
+        self._node = replace(self._node, allocatable=replace(self._node.allocatable, gpus=n))
+        return self
+
+    def labels(self, **labels: str) -> NodeBuilder:
+        self._node = replace(self._node, labels=MappingProxyType(dict(labels)))
+        return self
+
+    def build(self) -> Node:
+        return self._node
+
+
+class PodBuilder:
+    def __init__(self, name: str, namespace: str = "ml") -> None:
+        self._pod = Pod(f"uid-{namespace}-{name}", namespace, name, Resources(), scheduler_name="phalanx")
+
+    def gpus(self, n: int) -> PodBuilder:
+        self._pod = replace(self._pod, requests=replace(self._pod.requests, gpus=n))
+        return self
+
+    def cpu(self, milli: int) -> PodBuilder:
+        self._pod = replace(self._pod, requests=replace(self._pod.requests, milli_cpu=milli))
+        return self
+
+    def uid(self, uid: str) -> PodBuilder:
+        self._pod = replace(self._pod, uid=uid)
+        return self
+
+    def on(self, node: str, gpus: Iterable[int] | None = None) -> PodBuilder:
+        indices = None if gpus is None else tuple(sorted(gpus))
+        self._pod = replace(self._pod, node_name=node, gpu_indices=indices, phase="Running")
+        return self
+
+    def phase(self, phase: str) -> PodBuilder:
+        self._pod = replace(self._pod, phase=phase)
+        return self
+
+    def build(self) -> Pod:
+        return self._pod
+
+
+def a_node(name: str) -> NodeBuilder:
+    return NodeBuilder(name)
+
+
+def a_pod(name: str, namespace: str = "ml") -> PodBuilder:
+    return PodBuilder(name, namespace)
+
+
+def snapshot_of(nodes: Iterable[Node], pods: Iterable[Pod] = ()) -> ClusterSnapshot:
+    by_node: dict[str, list[Pod]] = {}
+    for pod in pods:
+        if pod.node_name:
+            by_node.setdefault(pod.node_name, []).append(pod)
+    return ClusterSnapshot(
+        MappingProxyType({n.name: n for n in nodes}),
+        MappingProxyType({name: NodeGpuUsage.of_pods(ps) for name, ps in by_node.items()}),
+    )
+
+
+@dataclass
+class FakeCluster:
+    """An in-memory ClusterView: a dict of nodes and pods."""
+
+    nodes: dict[str, Node] = field(default_factory=dict)
+    pods: dict[str, Pod] = field(default_factory=dict)
+
+    def add(self, *objects: Node | Pod) -> FakeCluster:
+        for obj in objects:
+            if isinstance(obj, Node):
+                self.nodes[obj.name] = obj
+            else:
+                self.pods[obj.key] = obj
+        return self
+
+    def snapshot(self) -> ClusterSnapshot:
+        return snapshot_of(self.nodes.values(), self.pods.values())
+
+    def pod(self, namespace: str, name: str) -> Pod | None:
+        return self.pods.get(f"{namespace}/{name}")
+
+
+@dataclass
+class FakeBinder:
+    """Records Bindings and applies them to a FakeCluster, like the API server would."""
+
+    cluster: FakeCluster
+    calls: list[tuple[str, str, str, Mapping[str, str]]] = field(default_factory=list)
+    fail_with: KubeError | None = None
+    apply: bool = True
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def get_pod(self, namespace: str, name: str) -> Pod | None:
+        return self.cluster.pod(namespace, name)
+
+    def bind(
+        self, namespace: str, name: str, uid: str, node: str, annotations: Mapping[str, str]
+    ) -> BindStatus:
+        with self.lock:
+            self.calls.append((f"{namespace}/{name}", uid, node, dict(annotations)))
+            if self.fail_with is not None:
+                raise self.fail_with
+            pod = self.cluster.pods[f"{namespace}/{name}"]
+            if pod.node_name is not None:
+                if pod.node_name == node:
+                    return BindStatus.ALREADY_BOUND
+                raise BindRefusedError(
+                    409, "Conflict", f"pod {name} is already assigned to node {pod.node_name}"
+                )
+            if self.apply:
+                gpus = annotations.get("phalanx.io/gpus")
+                indices = tuple(int(i) for i in gpus.split(",")) if gpus else None
+                self.cluster.pods[pod.key] = replace(
+                    pod, node_name=node, gpu_indices=indices, phase="Running"
+                )
+            return BindStatus.BOUND

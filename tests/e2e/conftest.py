@@ -1,0 +1,40 @@
+"""Fixtures for end-to-end tests on the real local control plane (hack/localcluster.py).
+
+One test bed per test session: etcd, kube-apiserver and kube-scheduler built from the pinned Kubernetes
+release, the extender under gunicorn, the simulated kubelet, and simulated 8-GPU nodes.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO
+
+sys.path.insert(0, str(REPO / "hack"))
+
+from testbed import Testbed
+
+from kubeio.sim_nodes import fleet
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test under tests/e2e carries the ``e2e`` marker, so ``-m 'not e2e'`` selects unit tests."""
+    for item in items:
+        if "tests/e2e" in str(item.path):
+            item.add_marker(pytest.mark.e2e)
+
+
+@pytest.fixture(scope="session")
+def testbed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Testbed]:
+    """A running test bed with three simulated 8-GPU nodes, torn down after the session."""
+    bed = Testbed(Path(tmp_path_factory.mktemp("testbed")))
+    try:
+        bed.start()
+        bed.add_nodes(fleet(3, gpus=8, racks_per_zone=3))
+        yield bed
+    finally:
+        bed.stop()

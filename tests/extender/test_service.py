@@ -1,0 +1,132 @@
+from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+
+import pytest
+
+from extender.service import Extender, UnknownNodeError
+from kubeio.binding import BindRefusedError
+from kubeio.errors import UnavailableError
+from tests.builders import FakeBinder, FakeCluster, a_node, a_pod
+
+
+def make(
+    cluster: FakeCluster, binder: FakeBinder | None = None, now: list[float] | None = None
+) -> tuple[Extender, FakeBinder]:
+    binder = binder or FakeBinder(cluster)
+    clock = now or [0.0]
+    return Extender(cluster, binder, clock=lambda: clock[0], promise_ttl=60.0), binder
+
+
+def test_bind_writes_the_lowest_free_gpus_into_the_binding() -> None:
+    cluster = FakeCluster().add(
+        a_node("n1").build(), a_pod("old").gpus(2).on("n1", [0, 2]).build(), a_pod("p").gpus(3).build()
+    )
+    ext, binder = make(cluster)
+    outcome = ext.bind("ml", "p", "uid-ml-p", "n1")
+    assert (outcome.error, outcome.outcome, outcome.gpus) == ("", "bound", (1, 3, 4))
+    assert binder.calls == [("ml/p", "uid-ml-p", "n1", {"phalanx.io/gpus": "1,3,4"})]
+
+
+def test_gpus_promised_but_not_yet_seen_bound_are_not_given_twice() -> None:
+    cluster = FakeCluster().add(
+        a_node("n1").build(),
+        a_pod("a").gpus(4).build(),
+        a_pod("b").gpus(4).build(),
+        a_pod("c").gpus(1).build(),
+    )
+    binder = FakeBinder(cluster, apply=False)  # the cache never shows the binds: only promises protect
+    ext, _ = make(cluster, binder)
+    assert ext.bind("ml", "a", "uid-ml-a", "n1").gpus == (0, 1, 2, 3)
+    assert ext.bind("ml", "b", "uid-ml-b", "n1").gpus == (4, 5, 6, 7)
+    third = ext.bind("ml", "c", "uid-ml-c", "n1")
+    assert third.outcome == "no_gpus"
+    assert "only 0 GPUs free" in third.error
+
+
+def test_concurrent_binds_never_share_a_gpu() -> None:
+    cluster = FakeCluster().add(a_node("n1").build(), *[a_pod(f"p{i}").gpus(1).build() for i in range(8)])
+    ext, binder = make(cluster, FakeBinder(FakeCluster(), apply=False))
+    binder.cluster = cluster
+    start = threading.Barrier(8)
+
+    def bind(i: int) -> tuple[int, ...]:
+        start.wait()
+        return ext.bind("ml", f"p{i}", f"uid-ml-p{i}", "n1").gpus
+
+    with ThreadPoolExecutor(8) as pool:
+        got = sorted(g for gpus in pool.map(bind, range(8)) for g in gpus)
+    assert got == list(range(8))
+
+
+def test_a_retried_bind_of_a_bound_pod_is_success_without_a_second_binding() -> None:
+    cluster = FakeCluster().add(a_node("n1").build(), a_pod("p").gpus(2).build())
+    ext, binder = make(cluster)
+    first = ext.bind("ml", "p", "uid-ml-p", "n1")
+    again = ext.bind("ml", "p", "uid-ml-p", "n1")
+    assert (first.outcome, again.outcome, again.error) == ("bound", "already_bound", "")
+    assert again.gpus == first.gpus
+    assert len(binder.calls) == 1
+
+
+def test_bind_to_another_node_than_the_bound_one_fails_with_a_reason() -> None:
+    cluster = FakeCluster().add(
+        a_node("n1").build(), a_node("n2").build(), a_pod("p").gpus(1).on("n1", [0]).build()
+    )
+    ext, binder = make(cluster)
+    outcome = ext.bind("ml", "p", "uid-ml-p", "n2")
+    assert outcome.error == "pod ml/p is already bound to node n1"
+    assert binder.calls == []
+
+
+def test_a_recreated_pod_is_not_bound() -> None:
+    cluster = FakeCluster().add(a_node("n1").build(), a_pod("p").gpus(1).uid("new").build())
+    ext, binder = make(cluster)
+    assert "re-created" in ext.bind("ml", "p", "old", "n1").error
+    assert binder.calls == []
+
+
+@pytest.mark.parametrize(
+    "failure",
+    [
+        BindRefusedError(409, "Conflict", "pod is being deleted"),
+        UnavailableError(0, "Unavailable", "connection refused"),
+    ],
+    ids=["refused", "api-down"],
+)
+def test_a_failed_binding_releases_its_gpus(failure: Exception) -> None:
+    cluster = FakeCluster().add(a_node("n1").gpus(2).build(), a_pod("p").gpus(2).build())
+    binder = FakeBinder(cluster)
+    binder.fail_with = failure  # type: ignore[assignment]
+    ext, _ = make(cluster, binder)
+    outcome = ext.bind("ml", "p", "uid-ml-p", "n1")
+    assert outcome.error
+    assert ext.promises.by_uid == {}
+    assert ext.filter(a_pod("q").gpus(2).build(), ("n1",)).feasible == ("n1",)
+
+
+def test_promises_end_when_the_cache_shows_the_pod_bound_or_they_lapse() -> None:
+    cluster = FakeCluster().add(a_node("n1").build(), a_pod("a").gpus(1).build(), a_pod("b").gpus(1).build())
+    now = [0.0]
+    ext, _ = make(cluster, FakeBinder(cluster, apply=False), now)
+    ext.bind("ml", "a", "uid-ml-a", "n1")
+    ext.bind("ml", "b", "uid-ml-b", "n1")
+    bound_a = cluster.pods["ml/a"]
+    ext.pod_changed(bound_a, replace(bound_a, node_name="n1", gpu_indices=(0,)))
+    assert set(ext.promises.by_uid) == {"uid-ml-b"}
+    now[0] = 61.0
+    cluster.add(a_pod("c").gpus(1).build())
+    ext.bind("ml", "c", "uid-ml-c", "n1")  # expiry runs on the next promise
+    assert set(ext.promises.by_uid) == {"uid-ml-c"}
+
+
+def test_unknown_nodes_in_bind_and_preempt_are_bad_requests() -> None:
+    ext, binder = make(FakeCluster().add(a_node("n1").build(), a_pod("p").gpus(1).build()))
+    with pytest.raises(UnknownNodeError):
+        ext.bind("ml", "p", "uid-ml-p", "ghost")
+    with pytest.raises(UnknownNodeError):
+        ext.preempt({"ghost": (("u",), 0)})
+    assert binder.calls == []
+    assert ext.preempt({"n1": (("u",), 0)}) == {"n1": (("u",), 0)}
