@@ -1,0 +1,91 @@
+"""The incrementally kept cache must always equal a cache rebuilt from scratch from the same objects."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kubeio.cluster_cache import ClusterCache
+from scheduling.model import Pod
+
+
+def raw_node(name: str, gpus: int = 8) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name},
+        "status": {
+            "allocatable": {"nvidia.com/gpu": str(gpus)},
+            "conditions": [{"type": "Ready", "status": "True"}],
+        },
+    }
+
+
+def raw_pod(uid: str, node: str | None, gpus: tuple[int, ...], phase: str = "Running") -> dict[str, Any]:
+    annotations = {"phalanx.io/gpus": ",".join(map(str, gpus))} if gpus else {}
+    return {
+        "metadata": {"uid": uid, "namespace": "ml", "name": f"pod-{uid}", "annotations": annotations},
+        "spec": {
+            "nodeName": node,
+            "containers": [{"name": "c", "resources": {"requests": {"nvidia.com/gpu": str(len(gpus))}}}],
+        },
+        "status": {"phase": phase},
+    }
+
+
+events = st.lists(
+    st.tuples(
+        st.sampled_from(["ADDED", "MODIFIED", "DELETED"]),
+        st.sampled_from(["u1", "u2", "u3", "u4"]),
+        st.sampled_from([None, "n1", "n2"]),
+        st.sets(st.integers(0, 7), max_size=3).map(lambda s: tuple(sorted(s))),
+    ),
+    max_size=30,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(events=events)
+def test_incremental_usage_equals_a_fresh_rebuild(
+    events: list[tuple[str, str, str | None, tuple[int, ...]]],
+) -> None:
+    cache = ClusterCache()
+    cache.replace_nodes([raw_node("n1"), raw_node("n2")])
+    cache.replace_pods([])
+    seen: list[tuple[Pod | None, Pod | None]] = []
+    cache.add_listener(lambda old, new: seen.append((old, new)))
+    current: dict[str, dict[str, Any]] = {}
+    for kind, uid, node, gpus in events:
+        raw = raw_pod(uid, node, gpus)
+        cache.pod_event(kind, raw)
+        if kind == "DELETED":
+            current.pop(uid, None)
+        else:
+            current[uid] = raw
+    fresh = ClusterCache()
+    fresh.replace_nodes([raw_node("n1"), raw_node("n2")])
+    fresh.replace_pods(list(current.values()))
+    assert dict(cache.snapshot().usage) == dict(fresh.snapshot().usage)
+    assert cache.pods() == fresh.pods()
+    assert len(seen) == len(events)
+
+
+def test_snapshot_is_reused_until_something_changes() -> None:
+    cache = ClusterCache()
+    cache.replace_nodes([raw_node("n1")])
+    first = cache.snapshot()
+    assert cache.snapshot() is first
+    cache.pod_event("ADDED", raw_pod("u1", "n1", (0, 1)))
+    second = cache.snapshot()
+    assert second is not first
+    assert second.version > first.version
+    assert sorted(second.usage_of("n1").held) == [0, 1]
+    assert first.usage_of("n1").held == frozenset(), "an old snapshot never changes"
+
+
+def test_unreadable_objects_are_skipped_not_fatal() -> None:
+    cache = ClusterCache()
+    cache.replace_nodes(
+        [raw_node("n1"), {"metadata": {"name": "bad"}, "status": {"allocatable": {"cpu": "lots"}}}]
+    )
+    assert set(cache.snapshot().nodes) == {"n1"}

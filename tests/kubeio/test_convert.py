@@ -1,0 +1,80 @@
+"""kubeio.convert on real API JSON from the captured fixtures."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+import pytest
+import yaml
+
+from kubeio.convert import ConvertError, node_from_api, pod_from_api, pod_requests
+from scheduling.model import Resources
+from tests.conftest import SHARED
+
+FIX = SHARED / "fixtures" / "extender"
+
+
+def test_pod_from_a_captured_request() -> None:
+    pod = pod_from_api(orjson.loads((FIX / "nodecache-true" / "filter.request.json").read_bytes())["Pod"])
+    assert (pod.namespace, pod.name, pod.scheduler_name) == ("gpu-test-nc", "gpu-train-a", "gpu-scheduler")
+    assert pod.requests == Resources(milli_cpu=4000, memory=32 * 2**30, gpus=2)
+    assert pod.node_name is None
+    assert pod.uid == "9f0ca183-6788-45a4-a1ce-ab371e9800eb"
+
+
+def test_bound_victims_in_a_captured_preempt_request() -> None:
+    request = orjson.loads((FIX / "nodecache-false" / "preempt.request.json").read_bytes())
+    victims = [pod_from_api(p) for v in request["NodeNameToVictims"].values() for p in v["Pods"]]
+    assert {v.node_name for v in victims} == {"gpu-node-1", "gpu-node-2", "gpu-node-3"}
+    assert all(v.requests.gpus == 8 and v.holds_resources for v in victims)
+
+
+def test_node_from_a_manifest_and_status() -> None:
+    raw = yaml.safe_load((FIX / "manifests" / "node-gpu-node-3.yaml").read_text())
+    raw["status"] = orjson.loads((FIX / "manifests" / "node-status-patch.json").read_bytes())["status"]
+    node = node_from_api(raw)
+    assert node.allocatable == Resources(milli_cpu=64000, memory=512 * 2**30, gpus=8)
+    assert node.ready
+    assert node.labels["topology.kubernetes.io/zone"] == "zone-b"
+
+
+def container(requests: dict[str, str], limits: dict[str, str] | None = None) -> dict[str, Any]:
+    return {"name": "c", "resources": {"requests": requests, "limits": limits or {}}}
+
+
+@pytest.mark.parametrize(
+    ("spec", "expected"),
+    [
+        (
+            {"containers": [container({"cpu": "1"}), container({"cpu": "500m", "nvidia.com/gpu": "2"})]},
+            Resources(1500, 0, 2),
+        ),
+        ({"containers": [container({}, {"nvidia.com/gpu": "4"})]}, Resources(0, 0, 4)),
+        (
+            {
+                "initContainers": [container({"cpu": "4"})],
+                "containers": [container({"cpu": "1", "nvidia.com/gpu": "1"})],
+            },
+            Resources(4000, 0, 1),
+        ),
+    ],
+    ids=["containers add up", "gpu limits only", "init containers take the max"],
+)
+def test_effective_requests(spec: dict[str, Any], expected: Resources) -> None:
+    assert pod_requests(spec) == expected
+
+
+@pytest.mark.parametrize(
+    "pod",
+    [
+        {"metadata": {"name": "p", "namespace": "n"}},
+        {"metadata": {"uid": "u", "name": "p", "namespace": "n"}, "spec": {"containers": {}}},
+        {"metadata": {"uid": "u", "name": "p", "namespace": "n"}, "spec": {"priority": "high"}},
+        {"metadata": {"uid": "u", "name": "p", "namespace": "n", "labels": {"a": 1}}},
+    ],
+    ids=["no uid", "containers not a list", "priority not an int", "label not a string"],
+)
+def test_malformed_pods_are_rejected_with_the_field(pod: dict[str, Any]) -> None:
+    with pytest.raises(ConvertError):
+        pod_from_api(pod)
