@@ -12,10 +12,7 @@ from itertools import count
 import orjson
 import pytest
 from testbed import Testbed
-
-from kubeio.binding import BindRefusedError, BindStatus, PodBinder
-from kubeio.errors import NotFoundError
-from tests.e2e.kube import (
+from workload import (
     create_pod,
     double_booked,
     ensure_namespace,
@@ -29,6 +26,9 @@ from tests.e2e.kube import (
     wait_for,
     wait_pod,
 )
+
+from kubeio.binding import BindRefusedError, BindStatus, PodBinder
+from kubeio.errors import NotFoundError
 
 _names = count()
 

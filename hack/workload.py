@@ -1,4 +1,4 @@
-"""Small helpers for end-to-end tests: create objects, wait for conditions, read events."""
+"""Workload helpers for the test bed: create pods, wait for conditions, read events and GPU holdings."""
 
 from __future__ import annotations
 
