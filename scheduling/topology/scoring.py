@@ -1,0 +1,251 @@
+"""Choose the best set of k free GPUs on a node, and score the node for kube-scheduler's prioritize.
+
+The score of a set is the bandwidth it sustains (:mod:`scheduling.topology.graph`; nvlink-topology.md
+§5.1 item 2). Among sets of equal bandwidth the tie-breaks of §5.1 item 3 apply, in this order:
+
+1. fewer CPU sockets (NUMA nodes, else CPU-affinity groups; a GPU of unknown locality counts alone);
+2. less fragmentation: the smallest total pair bandwidth between the chosen GPUs and the GPUs left
+   free, so a request takes GPUs that are poorly tied to the rest and leaves the best islands (bridge
+   pairs, NVLink quads, sockets) whole; for one GPU this is HAMi's "worst-connected GPU" rule (§3.2);
+3. more pair bandwidth inside the set, then closer PCIe levels (the go-gpuallocator-style sum, §5.1 3d);
+4. the lowest GPU indices, so equal inputs always give the same answer.
+
+Search: every k-subset of the free GPUs is ranked by the cheap upper bound of
+:class:`~scheduling.topology.node.NodeTopology` plus the tie-breaks; subsets are then evaluated exactly
+in that order until the next bound cannot beat the best exact key found (a best-first search, so the
+result is the same as scoring all subsets). Results are memoised in a caller-owned
+:class:`TopologyCache` keyed by (topology, free GPUs, k).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from itertools import combinations
+from math import comb
+
+from scheduling.topology.bandwidth import BandwidthModel
+from scheduling.topology.document import TopologyDocument
+from scheduling.topology.errors import TopologyError
+from scheduling.topology.lru import BoundedCache
+from scheduling.topology.node import DEFAULT_BANDWIDTH, NodeTopology, prepare_topology
+
+MAX_NODE_SCORE = 10
+"""kube-scheduler's ``MaxExtenderPriority``."""
+
+MAX_CANDIDATES = 200_000
+"""Most k-subsets :func:`best_gpu_set` will rank (C(16, 8) is 12,870)."""
+
+
+@dataclass(frozen=True, slots=True)
+class GpuSetChoice:
+    """The GPUs chosen for a request and why.
+
+    Attributes:
+        gpus: the chosen GPU indices, ascending.
+        score: the bandwidth the set sustains, MB/s per direction (0 for one GPU: nothing to share).
+        best_possible: the best ``score`` any k GPUs of this node reach when all are free.
+        numa_groups: how many CPU-socket groups the set spans.
+        fragmentation: total pair bandwidth (MB/s) between the chosen GPUs and the GPUs left free.
+    """
+
+    gpus: tuple[int, ...]
+    score: int
+    best_possible: int
+    numa_groups: int
+    fragmentation: int
+
+
+class TopologyCache:
+    """Caller-owned memory for topology scoring; every part is bounded (least recently used goes first).
+
+    Keep one per process (it is thread-safe) and pass it to every call; nothing is cached without it.
+
+    Args:
+        max_topologies: prepared topologies kept by :meth:`topology`.
+        max_choices: :func:`best_gpu_set` results kept, keyed by (topology, free GPUs, k).
+        max_set_scores: exact set bandwidths kept, keyed by (topology, GPU set).
+    """
+
+    def __init__(
+        self, *, max_topologies: int = 256, max_choices: int = 65_536, max_set_scores: int = 262_144
+    ) -> None:
+        self.topologies: BoundedCache[tuple[TopologyDocument, BandwidthModel], NodeTopology]
+        self.topologies = BoundedCache(max_topologies)
+        self.choices: BoundedCache[tuple[str, frozenset[int], int], GpuSetChoice] = BoundedCache(max_choices)
+        self.set_scores: BoundedCache[tuple[str, tuple[int, ...]], int] = BoundedCache(max_set_scores)
+
+    def topology(
+        self, document: TopologyDocument, bandwidth: BandwidthModel = DEFAULT_BANDWIDTH
+    ) -> NodeTopology:
+        """The prepared topology of ``document``, built on first use.
+
+        Hashing a document costs a little; keep the returned object with the node (rebuilding it only
+        when the annotation changes) rather than calling this per request.
+        """
+        key = (document, bandwidth)
+        found = self.topologies.get(key)
+        if found is None:
+            found = prepare_topology(document, bandwidth)
+            self.topologies.put(key, found)
+        return found
+
+    def clear(self) -> None:
+        """Forget everything."""
+        self.topologies.clear()
+        self.choices.clear()
+        self.set_scores.clear()
+
+
+def set_score(topology: NodeTopology, gpus: Iterable[int], *, cache: TopologyCache | None = None) -> int:
+    """The bandwidth (MB/s per direction) the GPUs ``gpus`` sustain together; 0 for fewer than two.
+
+    >>> from scheduling.topology.builders import uniform
+    >>> set_score(prepare_topology(uniform(8, "NV12", gpu_model="NVIDIA A100-SXM4-40GB")), [0, 1])
+    250000
+    """
+    members = tuple(sorted(set(gpus)))
+    _check_gpus(topology, members)
+    return _set_mbs(topology, members, cache)
+
+
+def best_gpu_set(
+    topology: NodeTopology, free: frozenset[int], k: int, *, cache: TopologyCache | None = None
+) -> GpuSetChoice | None:
+    """The best ``k`` GPUs among ``free``, or ``None`` when fewer than ``k`` are free.
+
+    "Best" is the order in the module docstring: bandwidth, then the tie-breaks.
+
+    Raises:
+        TopologyError: ``k`` is below 1, ``free`` names a GPU the node lacks, or the node has more
+            than :data:`MAX_CANDIDATES` candidate sets.
+
+    >>> from scheduling.topology.builders import uniform
+    >>> node = prepare_topology(uniform(8, "NV12", gpu_model="NVIDIA A100-SXM4-40GB"))
+    >>> best_gpu_set(node, frozenset({1, 3, 5, 6}), 2)
+    GpuSetChoice(gpus=(1, 3), score=250000, best_possible=250000, numa_groups=2, fragmentation=1000000)
+    """
+    key = (topology.fingerprint, free, k)
+    if cache is not None:
+        found = cache.choices.get(key)
+        if found is not None:
+            return found
+    if k < 1:
+        msg = f"a GPU set needs at least one GPU, got k={k}"
+        raise TopologyError(msg)
+    ordered = tuple(sorted(free))
+    _check_gpus(topology, ordered)
+    if len(ordered) < k:
+        return None
+    if comb(len(ordered), k) > MAX_CANDIDATES:
+        msg = f"choosing {k} of {len(ordered)} GPUs means {comb(len(ordered), k)} sets, over {MAX_CANDIDATES}"
+        raise TopologyError(msg)
+    gpus, score, groups, fragmentation = _search(topology, ordered, k, cache)
+    everything = frozenset(range(topology.gpu_count))
+    if free == everything:
+        best_possible = score
+    else:
+        best = best_gpu_set(topology, everything, k, cache=cache)
+        best_possible = best.score if best is not None else score
+    choice = GpuSetChoice(gpus, score, max(best_possible, score), groups, fragmentation)
+    if cache is not None:
+        cache.choices.put(key, choice)
+    return choice
+
+
+def node_topology_score(
+    topology: NodeTopology, free: frozenset[int], k: int, *, cache: TopologyCache | None = None
+) -> int:
+    """0..10: the best free set's bandwidth relative to the best any k GPUs of this node reach.
+
+    10 means the free GPUs include a best-possible set (always so for k = 1); a node that cannot fit k
+    GPUs scores 0. The ratio is rounded down, so only a best-possible set earns 10.
+
+    >>> from scheduling.topology.builders import uniform
+    >>> node = prepare_topology(uniform(8, "SYS"))
+    >>> node_topology_score(node, frozenset({0, 1}), 2), node_topology_score(node, frozenset({0}), 2)
+    (10, 0)
+    """
+    choice = best_gpu_set(topology, free, k, cache=cache)
+    if choice is None:
+        return 0
+    if choice.best_possible <= 0:
+        return MAX_NODE_SCORE
+    return MAX_NODE_SCORE * choice.score // choice.best_possible
+
+
+def _search(
+    topology: NodeTopology, free: tuple[int, ...], k: int, cache: TopologyCache | None
+) -> tuple[tuple[int, ...], int, int, int]:
+    """Best-first search; returns (gpus, score, socket groups, fragmentation).
+
+    Candidates are ranked by (-upper bound, socket groups); the remaining tie-breaks are computed only
+    for the buckets of equal rank that the search reaches. ``free`` holds at least ``k`` GPUs.
+    """
+    locality = topology.locality
+    ranked = sorted(
+        (-topology.upper_bound(combo), len({locality[g] for g in combo}), combo)
+        for combo in combinations(free, k)
+    )
+    best = _Best()
+    start = 0
+    while start < len(ranked) and not best.beats(ranked[start][:2]):
+        end = start
+        while end < len(ranked) and ranked[end][:2] == ranked[start][:2]:
+            end += 1
+        bucket = sorted(_full_key(topology, free, *entry) for entry in ranked[start:end])
+        for entry in bucket:
+            if best.beats(entry):
+                break
+            best.offer((-_set_mbs(topology, entry[-1], cache), *entry[1:]))
+        start = end
+    key = best.key
+    return key[-1], -key[0], key[1], key[2]
+
+
+class _Best:
+    """The best exact key seen so far; before the first one, nothing is beaten."""
+
+    def __init__(self) -> None:
+        self.key: tuple[int, int, int, int, int, tuple[int, ...]] = (0, 0, 0, 0, 0, ())
+        self.found = False
+
+    def beats(self, key: tuple[object, ...]) -> bool:
+        return self.found and key > self.key[: len(key)]
+
+    def offer(self, key: tuple[int, int, int, int, int, tuple[int, ...]]) -> None:
+        if not self.found or key < self.key:
+            self.key, self.found = key, True
+
+
+def _full_key(
+    topology: NodeTopology, free: tuple[int, ...], rank: int, groups: int, combo: tuple[int, ...]
+) -> tuple[int, int, int, int, int, tuple[int, ...]]:
+    pair, distance = topology.pair_mbs, topology.distance
+    rest = [g for g in free if g not in combo]
+    inside = list(combinations(combo, 2))
+    return (
+        rank,
+        groups,
+        sum(pair[a][b] for a in combo for b in rest),
+        -sum(pair[a][b] for a, b in inside),
+        sum(distance[a][b] for a, b in inside),
+        combo,
+    )
+
+
+def _set_mbs(topology: NodeTopology, members: tuple[int, ...], cache: TopologyCache | None) -> int:
+    if cache is None:
+        return topology.set_mbs(members)
+    key = (topology.fingerprint, members)
+    found = cache.set_scores.get(key)
+    if found is None:
+        found = topology.set_mbs(members)
+        cache.set_scores.put(key, found)
+    return found
+
+
+def _check_gpus(topology: NodeTopology, ordered: tuple[int, ...]) -> None:
+    if ordered and (ordered[0] < 0 or ordered[-1] >= topology.gpu_count):
+        msg = f"GPUs {list(ordered)} are not all on this node (GPU0..GPU{topology.gpu_count - 1})"
+        raise TopologyError(msg)
