@@ -16,12 +16,13 @@ from typing import Protocol
 from kubeio.binding import BindRefusedError, BindStatus
 from kubeio.convert import format_gpu_indices
 from kubeio.errors import KubeError
-from scheduling.binpack import binpack_scores
-from scheduling.gpu_choice import NoGpusError, lowest_free
+from scheduling.gpu_choice import NoGpusError, choose_gpus
 from scheduling.gpu_fit import FilterDecision, filter_nodes
 from scheduling.model import GPUS_ANNOTATION, Pod
+from scheduling.node_ranking import rank_nodes
 from scheduling.promises import Promise, PromiseBook
 from scheduling.snapshot import ClusterSnapshot
+from scheduling.topology import TopologyCache
 
 log = logging.getLogger(__name__)
 
@@ -77,11 +78,13 @@ class Extender:
         *,
         clock: Callable[[], float],
         promise_ttl: float,
+        topologies: TopologyCache | None = None,
     ) -> None:
         self._cluster = cluster
         self._binder = binder
         self._clock = clock
         self._promise_ttl = promise_ttl
+        self._topologies = topologies or TopologyCache()
         self._lock = threading.Lock()
         self._promises = PromiseBook()
 
@@ -95,8 +98,8 @@ class Extender:
         return filter_nodes(pod, node_names, self._cluster.snapshot(), self._promises)
 
     def prioritize(self, pod: Pod, node_names: tuple[str, ...]) -> tuple[tuple[str, int], ...]:
-        """Integer 0..10 bin-packing scores for the candidate nodes."""
-        return binpack_scores(pod, node_names, self._cluster.snapshot(), self._promises)
+        """Integer 0..10 scores: GPU connectivity first, packing second (``scheduling.node_ranking``)."""
+        return rank_nodes(pod, node_names, self._cluster.snapshot(), self._promises, self._topologies)
 
     def preempt(
         self, victims: Mapping[str, tuple[tuple[str, ...], int]]
@@ -175,11 +178,12 @@ class Extender:
             if earlier is not None and earlier.node == node:
                 return earlier
             book = self._promises.release(pod.uid)
-            free = self._cluster.snapshot().free_on(node, book)
-            if free is None:
+            snapshot = self._cluster.snapshot()
+            info, free = snapshot.nodes.get(node), snapshot.free_on(node, book)
+            if info is None or free is None:
                 msg = "node left the cluster"
                 raise NoGpusError(msg)
-            gpus = lowest_free(free, pod.requests.gpus) if pod.requests.gpus else ()
+            gpus = choose_gpus(info, free, pod.requests.gpus, self._topologies)
             promise = Promise(pod.uid, pod.key, node, gpus, self._clock() + self._promise_ttl)
             self._promises = book.add(promise)
             return promise

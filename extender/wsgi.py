@@ -38,6 +38,7 @@ def create() -> Flask:
         PodBinder(http, timeout=settings.api_timeout_seconds),
         clock=time.monotonic,
         promise_ttl=settings.promise_ttl_seconds,
+        topologies=cache.topologies,
     )
     cache.add_listener(service.pod_changed)
     stop = threading.Event()

@@ -19,6 +19,7 @@ from kubeio.reflector import Collection, Reflector
 from scheduling.gpu_usage import NodeGpuUsage
 from scheduling.model import Node, Pod
 from scheduling.snapshot import ClusterSnapshot
+from scheduling.topology import TopologyCache
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +38,9 @@ class ClusterCache:
     read the cache, and a caller holding its own lock may read the cache without deadlock.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, topologies: TopologyCache | None = None) -> None:
+        self.topologies = topologies or TopologyCache()
+        """Prepared GPU topologies, shared by all nodes with the same document (and by the extender)."""
         self._lock = threading.Lock()
         self._nodes: dict[str, Node] = {}
         self._pods: dict[str, Pod] = {}
@@ -89,7 +92,7 @@ class ClusterCache:
         """Replace every node with a fresh list."""
         nodes = {}
         for raw in items:
-            node = _convert(node_from_api, raw)
+            node = _convert(self._node, raw)
             if node is not None:
                 nodes[node.name] = node
         with self._lock:
@@ -98,7 +101,7 @@ class ClusterCache:
 
     def node_event(self, kind: str, raw: JsonObject) -> None:
         """Apply one node watch event."""
-        node = _convert(node_from_api, raw)
+        node = _convert(self._node, raw)
         if node is None:
             return
         with self._lock:
@@ -142,6 +145,12 @@ class ClusterCache:
             self._put(pod.uid, old, new)
             self._changed()
         self._notify([(old, new)])
+
+    def _node(self, raw: object) -> Node:
+        node = node_from_api(raw, self.topologies)
+        if node.topology_problem:
+            log.warning("node %s: %s", node.name, node.topology_problem)
+        return node
 
     def _put(self, uid: str, old: Pod | None, new: Pod | None) -> None:
         touched: set[str] = set()

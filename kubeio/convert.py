@@ -21,6 +21,7 @@ from scheduling.model import (
     Resources,
 )
 from scheduling.quantity import QuantityError, to_milli, to_units
+from scheduling.topology import NodeTopology, TopologyCache, TopologyError, from_json
 
 
 class ConvertError(ValueError):
@@ -167,8 +168,20 @@ def pod_from_api(raw: object) -> Pod:
     )
 
 
-def node_from_api(raw: object) -> Node:
-    """Convert a v1 Node.
+def node_topology(
+    annotation: str | None, topologies: TopologyCache
+) -> tuple[NodeTopology | None, str | None]:
+    """Read a ``phalanx.io/gpu-topology`` annotation: the prepared topology, or why it is unusable."""
+    if annotation is None:
+        return None, None
+    try:
+        return topologies.topology(from_json(annotation)), None
+    except TopologyError as exc:
+        return None, f"annotation {TOPOLOGY_ANNOTATION} is unreadable: {exc}"
+
+
+def node_from_api(raw: object, topologies: TopologyCache | None = None) -> Node:
+    """Convert a v1 Node, with its GPU topology prepared through ``topologies`` (shared across nodes).
 
     Raises:
         ConvertError: a required field is missing or a field has the wrong type.
@@ -183,11 +196,13 @@ def node_from_api(raw: object) -> Node:
         if cond.get("type") == "Ready":
             ready = cond.get("status") == "True"
     annotations = _labels(meta.get("annotations"), "metadata.annotations")
+    topology, problem = node_topology(annotations.get(TOPOLOGY_ANNOTATION), topologies or TopologyCache())
     return Node(
         name=_str(meta.get("name"), "metadata.name", required=True),
         allocatable=resources_of(status.get("allocatable"), "status.allocatable"),
         labels=_labels(meta.get("labels"), "metadata.labels"),
         unschedulable=bool(spec.get("unschedulable", False)),
         ready=ready,
-        topology=annotations.get(TOPOLOGY_ANNOTATION),
+        topology=topology,
+        topology_problem=problem,
     )

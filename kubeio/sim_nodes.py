@@ -8,17 +8,21 @@ tells the simulated kubelet (``kubeio.sim_kubelet``) which nodes are its own.
 
 from __future__ import annotations
 
+import argparse
+import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 from types import MappingProxyType
 from urllib.parse import quote
 
 from kubeio.errors import ConflictError
-from kubeio.http import JsonObject, KubeHttp
+from kubeio.http import JsonObject, KubeHttp, load_api_client
 from kubeio.sim_kubelet import SIMULATED_LABEL
 from scheduling.model import GPU_RESOURCE, TOPOLOGY_ANNOTATION
+from scheduling.topology import parse_topo_matrix
 
 ZONE_LABEL = "topology.kubernetes.io/zone"
 RACK_LABEL = "phalanx.io/rack"
@@ -143,3 +147,39 @@ def register_all(http: KubeHttp, specs: Sequence[SimNodeSpec]) -> None:
     """Register every node in ``specs``."""
     for spec in specs:
         register(http, spec)
+
+
+def topology_from_file(path: Path, *, model: str | None = None) -> str:
+    """The annotation value for an ``nvidia-smi topo -m`` output file (``--topology``)."""
+    return parse_topo_matrix(path.read_text(errors="replace"), gpu_model=model).to_json()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m kubeio.sim_nodes``: register simulated GPU nodes in a cluster."""
+    parser = argparse.ArgumentParser(description="Register simulated GPU nodes.")
+    parser.add_argument("--kubeconfig", default=None, help="kubeconfig path (default: in-cluster)")
+    parser.add_argument("--count", type=int, default=3)
+    parser.add_argument("--prefix", default="gpu-node")
+    parser.add_argument("--gpus", type=int, default=8)
+    parser.add_argument("--zones", type=int, default=1)
+    parser.add_argument("--racks-per-zone", type=int, default=1)
+    parser.add_argument("--topology", type=Path, default=None, help="an `nvidia-smi topo -m` output file")
+    args = parser.parse_args(argv)
+    topology = topology_from_file(args.topology) if args.topology else None
+    http = KubeHttp(load_api_client(args.kubeconfig), user_agent="phalanx-sim-nodes")
+    specs = fleet(
+        args.count,
+        prefix=args.prefix,
+        gpus=args.gpus,
+        zones=args.zones,
+        racks_per_zone=args.racks_per_zone,
+        topology=topology,
+    )
+    register_all(http, specs)
+    for spec in specs:
+        print(f"registered {spec.name} ({spec.gpus} GPUs, {dict(spec.labels)})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -68,8 +68,11 @@ def _rejection(name: str, need: int, snapshot: ClusterSnapshot, promises: Promis
         return reasons.unknown_node()
     if need == 0:
         return None
-    if node.allocatable.gpus < need:
-        return reasons.too_few_gpus(node.allocatable.gpus, need)
+    if node.topology_problem is not None:
+        return reasons.unreadable_topology()
+    total = len(node.gpu_indices)
+    if total < need:
+        return reasons.too_few_gpus(total, need)
     free = snapshot.free_on(name, promises)
     if free is None or free.count < need:
         return reasons.too_few_free_gpus(0 if free is None else free.count, need)

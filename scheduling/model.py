@@ -10,13 +10,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from scheduling.topology import TOPOLOGY_ANNOTATION as DOCUMENT_ANNOTATION
+from scheduling.topology import NodeTopology
+
 GPU_RESOURCE = "nvidia.com/gpu"
 """The extended resource name the NVIDIA device plugin advertises."""
 
 GPUS_ANNOTATION = "phalanx.io/gpus"
 """Pod annotation, written in the Binding, that lists the GPU indices phalanx gave the pod ("0,1")."""
 
-TOPOLOGY_ANNOTATION = "phalanx.io/gpu-topology"
+TOPOLOGY_ANNOTATION = DOCUMENT_ANNOTATION
 """Node annotation holding the node's GPU topology document (see ``scheduling.topology``)."""
 
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
@@ -93,7 +96,10 @@ class Node:
         labels: the node's labels (zone, rack, ...).
         unschedulable: ``spec.unschedulable`` (cordoned).
         ready: the ``Ready`` condition is ``True``.
-        topology: the raw ``phalanx.io/gpu-topology`` annotation, parsed lazily by the topology code.
+        topology: the node's prepared GPU topology, from its ``phalanx.io/gpu-topology`` annotation, or
+            ``None`` when the node has none (phalanx then treats its GPUs as interchangeable).
+        topology_problem: why the annotation could not be used, when it is present but unreadable;
+            phalanx then places no GPU pod there, since its GPU indices cannot be trusted.
     """
 
     name: str
@@ -101,9 +107,16 @@ class Node:
     labels: Mapping[str, str] = field(default_factory=lambda: EMPTY_LABELS, compare=False)
     unschedulable: bool = False
     ready: bool = True
-    topology: str | None = None
+    topology: NodeTopology | None = None
+    topology_problem: str | None = None
 
     @property
     def gpu_indices(self) -> frozenset[int]:
-        """The GPU indices the node offers: ``0 .. allocatable-1``, as the device plugin numbers them."""
-        return frozenset(range(self.allocatable.gpus))
+        """The GPU indices the node offers, as the device plugin numbers them.
+
+        ``0 .. allocatable-1``, cut to the GPUs the topology document lists when it lists fewer.
+        """
+        count = self.allocatable.gpus
+        if self.topology is not None:
+            count = min(count, self.topology.gpu_count)
+        return frozenset(range(count))

@@ -28,6 +28,7 @@ class Reason(enum.Enum):
     UNKNOWN_NODE = "unknown_node"
     TOO_FEW_GPUS = "too_few_gpus"
     TOO_FEW_FREE_GPUS = "too_few_free_gpus"
+    UNREADABLE_TOPOLOGY = "unreadable_topology"
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,4 +70,13 @@ def too_few_free_gpus(free: int, needed: int) -> Rejection:
         Code.UNSCHEDULABLE,
         Reason.TOO_FEW_FREE_GPUS,
         f"node(s) with too few free GPUs ({free} free, pod needs {needed})",
+    )
+
+
+def unreadable_topology() -> Rejection:
+    """The node's GPU topology annotation is present but unreadable, so its GPU indices are not trusted."""
+    return Rejection(
+        Code.UNRESOLVABLE,
+        Reason.UNREADABLE_TOPOLOGY,
+        "node(s) whose GPU topology annotation phalanx.io/gpu-topology is unreadable (see the phalanx log)",
     )

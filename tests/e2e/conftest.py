@@ -18,7 +18,9 @@ sys.path.insert(0, str(REPO / "hack"))
 
 from testbed import Testbed
 
-from kubeio.sim_nodes import fleet
+from kubeio.sim_nodes import fleet, topology_from_file
+
+BRIDGED_A6000 = REPO / "hack" / "topologies" / "rtx-a6000-8gpu-nvlink-bridge-pairs_unige-baobab-gpu048.txt"
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -30,11 +32,11 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.fixture(scope="session")
 def testbed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Testbed]:
-    """A running test bed with three simulated 8-GPU nodes, torn down after the session."""
+    """A running test bed with three simulated 8x RTX A6000 nodes (NVLink bridge pairs), torn down after."""
     bed = Testbed(Path(tmp_path_factory.mktemp("testbed")))
     try:
         bed.start()
-        bed.add_nodes(fleet(3, gpus=8, racks_per_zone=3))
+        bed.add_nodes(fleet(3, gpus=8, racks_per_zone=3, topology=topology_from_file(BRIDGED_A6000)))
         yield bed
     finally:
         bed.stop()

@@ -1,0 +1,69 @@
+"""GPU topology end to end: bridged pairs for 2-GPU pods, and an unreadable topology explained."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+import pytest
+from testbed import Testbed
+from workload import create_pod, events_for, get_pod, gpu_pod, gpus_of, list_pods, live, wait_for, wait_pod
+
+from kubeio.errors import NotFoundError
+from kubeio.sim_nodes import SimNodeSpec
+from tests.e2e.test_single_pod import namespace  # noqa: F401 - the fixture
+
+BRIDGE_PAIRS = {(0, 1), (2, 3), (4, 5), (6, 7)}  # NV4 pairs of the A6000 box the session nodes use
+
+
+def free_bridge_pairs(testbed: Testbed, node: str) -> set[tuple[int, int]]:
+    held = {
+        g for p in list_pods(testbed.http) if live(p) and p["spec"]["nodeName"] == node for g in gpus_of(p)
+    }
+    return {pair for pair in BRIDGE_PAIRS if not set(pair) & held}
+
+
+def test_two_gpu_pods_get_bridged_pairs_while_any_is_free(testbed: Testbed, namespace: str) -> None:  # noqa: F811
+    sizes = [1, 2, 2, 2, 1, 2, 2, 1, 2, 2, 2, 2, 1]  # a lone GPU first: lowest-index choice would split pairs
+    checked = 0
+    for i, size in enumerate(sizes):
+        before = {n: free_bridge_pairs(testbed, n) for n in ("gpu-node-1", "gpu-node-2", "gpu-node-3")}
+        create_pod(testbed.http, namespace, gpu_pod(f"p{i}", size))
+        pod = wait_pod(testbed.http, namespace, f"p{i}", "bound", live)
+        node, gpus = pod["spec"]["nodeName"], gpus_of(pod)
+        if size == 2 and before[node]:
+            assert gpus in BRIDGE_PAIRS, f"p{i} on {node} got {gpus} while {sorted(before[node])} were free"
+            checked += 1
+    assert checked >= 8
+
+
+@pytest.fixture
+def broken_node(testbed: Testbed) -> Iterator[str]:
+    """A GPU node whose topology annotation is corrupt, removed afterwards."""
+    name = "gpu-node-broken"
+    spec = SimNodeSpec(
+        name, gpus=8, labels={"phalanx.io/rack": "rack-broken"}, topology='{"v": 1, "gpus": "oops"}'
+    )
+    testbed.add_nodes([spec])
+    yield name
+    with contextlib.suppress(NotFoundError):
+        testbed.http.request("DELETE", f"/api/v1/nodes/{name}")
+
+
+def test_a_node_with_an_unreadable_topology_gets_the_extenders_reason(
+    testbed: Testbed,
+    namespace: str,  # noqa: F811
+    broken_node: str,
+) -> None:
+    pod = gpu_pod("pinned", 1, node_selector={"phalanx.io/rack": "rack-broken"})
+    create_pod(testbed.http, namespace, pod)
+
+    def extender_reason() -> str | None:
+        for event in events_for(testbed.http, namespace, "pinned"):
+            if event["reason"] == "FailedScheduling" and "phalanx.io/gpu-topology" in event["message"]:
+                return str(event["message"])
+        return None
+
+    message = wait_for("a FailedScheduling event with phalanx's reason", extender_reason)
+    assert "GPU topology annotation phalanx.io/gpu-topology is unreadable" in message
+    assert not get_pod(testbed.http, namespace, "pinned")["spec"].get("nodeName")
