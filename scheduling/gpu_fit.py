@@ -46,7 +46,6 @@ def filter_nodes(
     Returns:
         Feasible nodes in request order, and a rejection for each other node.
     """
-    need = pod.requests.gpus
     feasible: list[str] = []
     rejected: dict[str, Rejection] = {}
     seen: set[str] = set()
@@ -54,7 +53,7 @@ def filter_nodes(
         if name in seen:
             continue
         seen.add(name)
-        rejection = _rejection(name, need, snapshot, promises)
+        rejection = _rejection(name, pod, snapshot, promises)
         if rejection is None:
             feasible.append(name)
         else:
@@ -62,18 +61,29 @@ def filter_nodes(
     return FilterDecision(tuple(feasible), MappingProxyType(rejected))
 
 
-def _rejection(name: str, need: int, snapshot: ClusterSnapshot, promises: PromiseBook) -> Rejection | None:
+def _rejection(name: str, pod: Pod, snapshot: ClusterSnapshot, promises: PromiseBook) -> Rejection | None:
     node = snapshot.nodes.get(name)
     if node is None:
         return reasons.unknown_node()
-    if need == 0:
+    need = pod.requests
+    promised = promises.requested_on(name)
+    if promised.milli_cpu or promised.memory:
+        used = snapshot.usage_of(name).requested
+        alloc = node.allocatable
+        short_cpu = alloc.milli_cpu and used.milli_cpu + promised.milli_cpu + need.milli_cpu > alloc.milli_cpu
+        short_memory = alloc.memory and used.memory + promised.memory + need.memory > alloc.memory
+        if short_cpu or short_memory:
+            return reasons.reserved("CPU or memory")
+    if need.gpus == 0:
         return None
     if node.topology_problem is not None:
         return reasons.unreadable_topology()
     total = len(node.gpu_indices)
-    if total < need:
-        return reasons.too_few_gpus(total, need)
+    if total < need.gpus:
+        return reasons.too_few_gpus(total, need.gpus)
     free = snapshot.free_on(name, promises)
-    if free is None or free.count < need:
-        return reasons.too_few_free_gpus(0 if free is None else free.count, need)
-    return None
+    if free is None or free.count >= need.gpus:
+        return None
+    if (snapshot.free_on(name, PromiseBook()) or free).count >= need.gpus:
+        return reasons.reserved("GPUs")
+    return reasons.too_few_free_gpus(free.count, need.gpus)

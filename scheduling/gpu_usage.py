@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from scheduling.model import Node, Pod
+from scheduling.model import Node, Pod, Resources
 
 _NO_HOLDERS: Mapping[int, tuple[str, ...]] = MappingProxyType({})
 
@@ -25,10 +25,12 @@ class NodeGpuUsage:
     Attributes:
         holders: GPU index -> keys of the live pods whose annotation names it, sorted.
         unindexed: GPUs held by live pods whose annotation is missing or does not cover their request.
+        requested: the sum of the live pods' requests (CPU and memory matter when a gang is planned).
     """
 
     holders: Mapping[int, tuple[str, ...]] = field(default_factory=lambda: _NO_HOLDERS)
     unindexed: int = 0
+    requested: Resources = field(default_factory=Resources)
 
     @staticmethod
     def of_pods(pods: Iterable[Pod]) -> NodeGpuUsage:
@@ -42,9 +44,14 @@ class NodeGpuUsage:
         ([0, 1], 1)
         """
         holders: dict[int, list[str]] = {}
-        unindexed = 0
+        unindexed = cpu = memory = gpus = 0
         for pod in pods:
-            if not pod.holds_resources or pod.requests.gpus == 0:
+            if not pod.holds_resources:
+                continue
+            cpu += pod.requests.milli_cpu
+            memory += pod.requests.memory
+            gpus += pod.requests.gpus
+            if pod.requests.gpus == 0:
                 continue
             indices = pod.gpu_indices
             if indices is None or len(indices) != pod.requests.gpus:
@@ -53,7 +60,7 @@ class NodeGpuUsage:
             for index in indices:
                 holders.setdefault(index, []).append(pod.key)
         frozen = {index: tuple(sorted(keys)) for index, keys in sorted(holders.items())}
-        return NodeGpuUsage(MappingProxyType(frozen), unindexed)
+        return NodeGpuUsage(MappingProxyType(frozen), unindexed, Resources(cpu, memory, gpus))
 
     @property
     def held(self) -> frozenset[int]:

@@ -22,6 +22,15 @@ GPUS_ANNOTATION = "phalanx.io/gpus"
 TOPOLOGY_ANNOTATION = DOCUMENT_ANNOTATION
 """Node annotation holding the node's GPU topology document (see ``scheduling.topology``)."""
 
+GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
+"""Pod label naming the pod's PodGroup (scheduler-plugins convention, used by MPI Operator v2)."""
+
+GANG_PLAN_ANNOTATION = "phalanx.io/gang-plan"
+"""PodGroup annotation holding the bind plan while a gang is being bound (crash recovery)."""
+
+DEFAULT_SCHEDULE_TIMEOUT_SECONDS = 60
+"""scheduler-plugins' default for ``spec.scheduleTimeoutSeconds``."""
+
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 """Pod phases in which a pod no longer holds resources on its node."""
 
@@ -60,6 +69,7 @@ class Pod:
         labels: the pod's labels.
         priority: ``spec.priority`` (0 when unset).
         created: ``metadata.creationTimestamp`` as RFC 3339 text (sorts chronologically).
+        group: the name of the pod's PodGroup (label ``scheduling.x-k8s.io/pod-group``), if any.
     """
 
     uid: str
@@ -74,11 +84,17 @@ class Pod:
     labels: Mapping[str, str] = field(default_factory=lambda: EMPTY_LABELS, compare=False)
     priority: int = 0
     created: str = ""
+    group: str | None = None
 
     @property
     def key(self) -> str:
         """``namespace/name``, the name users and events know the pod by."""
         return f"{self.namespace}/{self.name}"
+
+    @property
+    def group_key(self) -> str | None:
+        """``namespace/group`` of the pod's PodGroup, or ``None`` for a pod on its own."""
+        return None if self.group is None else f"{self.namespace}/{self.group}"
 
     @property
     def holds_resources(self) -> bool:
@@ -120,3 +136,31 @@ class Node:
         if self.topology is not None:
             count = min(count, self.topology.gpu_count)
         return frozenset(range(count))
+
+
+@dataclass(frozen=True, slots=True)
+class PodGroup:
+    """A gang: pods that run all together or not at all (scheduler-plugins ``PodGroup``).
+
+    Attributes:
+        namespace: the group's namespace (its pods are in the same one).
+        name: the group's name, which member pods carry in ``scheduling.x-k8s.io/pod-group``.
+        min_member: how many members must be placed at once.
+        timeout_seconds: ``spec.scheduleTimeoutSeconds``: how long members wait for each other at bind.
+        plan: the ``phalanx.io/gang-plan`` annotation when a bind is (or was) under way.
+        phase: ``status.phase`` as last written.
+        uid: the object's UID.
+    """
+
+    namespace: str
+    name: str
+    min_member: int
+    timeout_seconds: int = DEFAULT_SCHEDULE_TIMEOUT_SECONDS
+    plan: str | None = None
+    phase: str = ""
+    uid: str = ""
+
+    @property
+    def key(self) -> str:
+        """``namespace/name``."""
+        return f"{self.namespace}/{self.name}"

@@ -29,6 +29,8 @@ class Reason(enum.Enum):
     TOO_FEW_GPUS = "too_few_gpus"
     TOO_FEW_FREE_GPUS = "too_few_free_gpus"
     UNREADABLE_TOPOLOGY = "unreadable_topology"
+    RESERVED = "reserved"
+    GANG_WAITING = "gang_waiting"
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,3 +82,17 @@ def unreadable_topology() -> Rejection:
         Reason.UNREADABLE_TOPOLOGY,
         "node(s) whose GPU topology annotation phalanx.io/gpu-topology is unreadable (see the phalanx log)",
     )
+
+
+def reserved(what: str) -> Rejection:
+    """The node's free capacity is promised to pods being placed: a gang's reservation or a bind."""
+    return Rejection(
+        Code.UNRESOLVABLE,
+        Reason.RESERVED,
+        f"node(s) whose free {what} are reserved for pods being placed (a gang or a bind in progress)",
+    )
+
+
+def gang_waiting(message: str) -> Rejection:
+    """The pod's gang cannot be placed now; ``message`` says what it waits for (same on every node)."""
+    return Rejection(Code.UNRESOLVABLE, Reason.GANG_WAITING, message)

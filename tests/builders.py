@@ -14,7 +14,7 @@ from types import MappingProxyType
 from kubeio.binding import BindRefusedError, BindStatus
 from kubeio.errors import KubeError
 from scheduling.gpu_usage import NodeGpuUsage
-from scheduling.model import Node, Pod, Resources
+from scheduling.model import Node, Pod, PodGroup, Resources
 from scheduling.snapshot import ClusterSnapshot
 
 
@@ -55,12 +55,28 @@ class PodBuilder:
         self._pod = replace(self._pod, node_name=node, gpu_indices=indices, phase="Running")
         return self
 
+    def group(self, name: str) -> PodBuilder:
+        self._pod = replace(self._pod, group=name)
+        return self
+
+    def terminating(self) -> PodBuilder:
+        self._pod = replace(self._pod, terminating=True)
+        return self
+
     def phase(self, phase: str) -> PodBuilder:
         self._pod = replace(self._pod, phase=phase)
         return self
 
     def build(self) -> Pod:
         return self._pod
+
+
+def a_gang(name: str, min_member: int, *, namespace: str = "ml", timeout: int = 60) -> PodGroup:
+    return PodGroup(namespace, name, min_member, timeout, uid=f"uid-pg-{name}")
+
+
+def members(group: str, count: int, gpus: int, *, prefix: str = "w") -> list[Pod]:
+    return [a_pod(f"{prefix}{i}").gpus(gpus).group(group).build() for i in range(count)]
 
 
 def a_node(name: str) -> NodeBuilder:

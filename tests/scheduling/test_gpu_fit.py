@@ -54,7 +54,7 @@ CASES = [
         (),
         2,
         (),
-        {"a": Reason.TOO_FEW_FREE_GPUS},
+        {"a": Reason.RESERVED},
         (Promise("u", "ml/p", "a", tuple(range(7)), 100.0),),
     ),
     Case(

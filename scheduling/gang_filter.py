@@ -1,0 +1,103 @@
+"""The filter decision for a member of a gang: answer from its reservation, or plan the whole gang.
+
+Rules (architecture.md §3, issue "Gang scheduling"):
+
+- a member that has a reservation gets exactly its reserved node; a repeated filter for the same pod
+  UID gives the same answer;
+- a gang with fewer live pods than ``minMember`` is not planned: every node is turned down with
+  "gang ns/g: waiting for members: 6 of 8 pods exist";
+- otherwise the unbound members are planned together (``scheduling.gang_planner``); the plan becomes
+  promises (a reservation) that expire unless bind consumes them, and the member gets its planned node;
+- a gang that does not fit is turned down on every node with one sentence saying what it needs.
+
+Every rejection here is ``UnschedulableAndUnresolvable``: kube-scheduler's per-pod preemption cannot
+make room for a whole gang, and evicting for one member would only half-place it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from types import MappingProxyType
+
+from scheduling import reasons
+from scheduling.gang_planner import DEFAULT_LOCALITY_KEYS, GangPlan, plan_gang, unplaced
+from scheduling.model import Pod, PodGroup
+from scheduling.promises import Promise, PromiseBook
+from scheduling.reasons import Rejection
+from scheduling.snapshot import ClusterSnapshot
+from scheduling.topology import TopologyCache
+
+
+@dataclass(frozen=True, slots=True)
+class GangFilterDecision:
+    """What filter answers for a gang member, and how the promise book changes.
+
+    Attributes:
+        feasible: the member's node (at most one), if it has a place.
+        rejected: every other candidate, with the reason.
+        promises: the book to keep after this decision (the reservation added or dropped).
+        verdict: the gang's state in one sentence, for its events and status.
+        planned: the new plan, when this call made one.
+    """
+
+    feasible: tuple[str, ...]
+    rejected: Mapping[str, Rejection]
+    promises: PromiseBook
+    verdict: str
+    planned: GangPlan | None = None
+
+
+def _answer(
+    node: str | None, candidates: Sequence[str], rejection: Rejection, promises: PromiseBook, verdict: str
+) -> GangFilterDecision:
+    feasible = tuple(n for n in dict.fromkeys(candidates) if n == node)
+    rejected = {n: rejection for n in dict.fromkeys(candidates) if n != node}
+    return GangFilterDecision(feasible, MappingProxyType(rejected), promises, verdict)
+
+
+def decide_gang_member(
+    pod: Pod,
+    group: PodGroup | None,
+    members: Sequence[Pod],
+    candidates: Sequence[str],
+    snapshot: ClusterSnapshot,
+    promises: PromiseBook,
+    cache: TopologyCache,
+    *,
+    now: float,
+    reservation_ttl: float,
+    locality_keys: Sequence[str] = DEFAULT_LOCALITY_KEYS,
+) -> GangFilterDecision:
+    """Decide filter for ``pod``, a member of the gang ``group`` whose live pods are ``members``."""
+    key = pod.group_key or ""
+    if group is None:
+        message = f"gang {key}: waiting for PodGroup {key} to be created"
+        return _answer(None, candidates, reasons.gang_waiting(message), promises, message)
+    held = promises.by_uid.get(pod.uid)
+    if held is not None and held.group == key:
+        if held.node in candidates:
+            message = f"gang {key}: member {pod.name} is reserved on node {held.node}"
+            return _answer(held.node, candidates, reasons.gang_waiting(message), promises, message)
+        promises = promises.release_group(key)  # the plan does not suit this member any more: plan again
+    live = [m for m in members if not m.terminating]
+    if len(live) < group.min_member:
+        message = f"gang {key}: waiting for members: {len(live)} of {group.min_member} pods exist"
+        return _answer(None, candidates, reasons.gang_waiting(message), promises, message)
+    running = [m for m in live if m.holds_resources]
+    reserved = promises.by_group.get(key, frozenset())
+    pending = [m for m in unplaced(live) if m.uid not in reserved or m.uid == pod.uid]
+    if len(running) + len(reserved) >= group.min_member or pod not in pending:
+        pending = [pod]  # the gang is whole already: place this extra member on its own
+    plan = plan_gang(key, pending, candidates, snapshot, promises, cache, locality_keys=locality_keys)
+    if not isinstance(plan, GangPlan):
+        return _answer(None, candidates, reasons.gang_waiting(plan.message), promises, plan.message)
+    new = [
+        Promise(p.pod.uid, p.pod.key, p.node, p.gpus, now + reservation_ttl, p.pod.requests, key)
+        for p in plan.placements
+    ]
+    mine = next(p.node for p in plan.placements if p.pod.uid == pod.uid)
+    nodes = ", ".join(plan.nodes)
+    message = f"gang {key}: {len(plan.placements)} pods reserved on {len(plan.nodes)} nodes ({nodes})"
+    decision = _answer(mine, candidates, reasons.gang_waiting(message), promises.add_all(new), message)
+    return GangFilterDecision(decision.feasible, decision.rejected, decision.promises, message, plan)
