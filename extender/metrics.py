@@ -13,6 +13,44 @@ _LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0
 
 
 @dataclass(frozen=True, slots=True)
+class GangMetrics:
+    """Gang scheduling metrics."""
+
+    time_to_bound: Histogram
+    """``phalanx_gang_time_to_bound_seconds``: from a gang's first filter to its release to bind."""
+    reservations: Gauge
+    """``phalanx_gang_reservations``: gangs holding a reservation now."""
+    barrier_timeouts: Counter
+    """``phalanx_gang_barrier_timeouts_total``: gangs whose members did not all reach bind in time."""
+    recoveries: Counter
+    """``phalanx_gang_recoveries_total{action}``: half-bound gangs completed or rolled back."""
+
+    @staticmethod
+    def create(registry: CollectorRegistry) -> GangMetrics:
+        """Register the metrics in ``registry``."""
+        return GangMetrics(
+            time_to_bound=Histogram(
+                "phalanx_gang_time_to_bound_seconds",
+                "Time from a gang's first filter until its members are released to bind together.",
+                registry=registry,
+                buckets=(0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300, 1800),
+            ),
+            reservations=Gauge(
+                "phalanx_gang_reservations", "Gangs holding a reservation.", registry=registry
+            ),
+            barrier_timeouts=Counter(
+                "phalanx_gang_barrier_timeouts", "Gangs whose bind barrier timed out.", registry=registry
+            ),
+            recoveries=Counter(
+                "phalanx_gang_recoveries",
+                "Half-bound gangs completed or rolled back.",
+                ["action"],
+                registry=registry,
+            ),
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class ExtenderMetrics:
     """The extender's metrics."""
 

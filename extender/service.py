@@ -8,11 +8,12 @@ an immutable value under one lock; ``filter`` and ``prioritize`` read it without
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
+from extender.gangs import GangCoordinator
+from extender.ledger import PromiseLedger
 from kubeio.binding import BindRefusedError, BindStatus
 from kubeio.convert import format_gpu_indices
 from kubeio.errors import KubeError
@@ -79,27 +80,35 @@ class Extender:
         clock: Callable[[], float],
         promise_ttl: float,
         topologies: TopologyCache | None = None,
+        ledger: PromiseLedger | None = None,
+        gangs: GangCoordinator | None = None,
     ) -> None:
         self._cluster = cluster
         self._binder = binder
         self._clock = clock
         self._promise_ttl = promise_ttl
         self._topologies = topologies or TopologyCache()
-        self._lock = threading.Lock()
-        self._promises = PromiseBook()
+        self.ledger = ledger or PromiseLedger()
+        self.gangs = gangs
+        """Gang handling; without it PodGroup labels are ignored and every pod is placed on its own."""
 
     @property
     def promises(self) -> PromiseBook:
         """The open promises (an immutable value)."""
-        return self._promises
+        return self.ledger.book
 
     def filter(self, pod: Pod, node_names: tuple[str, ...]) -> FilterDecision:
-        """Keep the candidate nodes with room for the pod's GPUs; give the others a reason."""
-        return filter_nodes(pod, node_names, self._cluster.snapshot(), self._promises)
+        """Keep the candidate nodes with room for the pod's GPUs; give the others a reason.
+
+        A member of a PodGroup is answered by the gang coordinator: its reserved node, or none.
+        """
+        if pod.group_key is not None and self.gangs is not None:
+            return self.gangs.filter(pod, node_names)
+        return filter_nodes(pod, node_names, self._cluster.snapshot(), self.ledger.book)
 
     def prioritize(self, pod: Pod, node_names: tuple[str, ...]) -> tuple[tuple[str, int], ...]:
         """Integer 0..10 scores: GPU connectivity first, packing second (``scheduling.node_ranking``)."""
-        return rank_nodes(pod, node_names, self._cluster.snapshot(), self._promises, self._topologies)
+        return rank_nodes(pod, node_names, self._cluster.snapshot(), self.ledger.book, self._topologies)
 
     def preempt(
         self, victims: Mapping[str, tuple[tuple[str, ...], int]]
@@ -124,9 +133,7 @@ class Extender:
             self._release(new.uid)
 
     def _release(self, uid: str) -> None:
-        if uid in self._promises.by_uid:
-            with self._lock:
-                self._promises = self._promises.release(uid)
+        self.ledger.release(uid)
 
     def bind(self, namespace: str, name: str, uid: str, node: str) -> BindOutcome:
         """Choose GPU indices on ``node``, promise them, and create the Binding.
@@ -150,6 +157,9 @@ class Extender:
             if pod.node_name == node:
                 return BindOutcome("", "already_bound", pod.gpu_indices or ())
             return BindOutcome(f"pod {pod.key} is already bound to node {pod.node_name}", "bound_elsewhere")
+        if pod.group_key is not None and self.gangs is not None:
+            result = self.gangs.bind(pod, node)
+            return BindOutcome(result.error, result.outcome, result.gpus)
         try:
             promise = self._promise(pod, node)
         except NoGpusError as exc:
@@ -170,20 +180,21 @@ class Extender:
         return BindOutcome("", "bound", promise.gpus)
 
     def _promise(self, pod: Pod, node: str) -> Promise:
-        with self._lock:
-            self._promises, lapsed = self._promises.expire(self._clock())
+        def change(book: PromiseBook) -> tuple[PromiseBook, Promise]:
+            book, lapsed = book.expire(self._clock())
             for old in lapsed:
                 log.warning("promise of GPUs %s on %s to %s lapsed", old.gpus, old.node, old.pod_key)
-            earlier = self._promises.by_uid.get(pod.uid)
+            earlier = book.by_uid.get(pod.uid)
             if earlier is not None and earlier.node == node:
-                return earlier
-            book = self._promises.release(pod.uid)
+                return book, earlier
+            book = book.release(pod.uid)
             snapshot = self._cluster.snapshot()
             info, free = snapshot.nodes.get(node), snapshot.free_on(node, book)
             if info is None or free is None:
                 msg = "node left the cluster"
                 raise NoGpusError(msg)
             gpus = choose_gpus(info, free, pod.requests.gpus, self._topologies)
-            promise = Promise(pod.uid, pod.key, node, gpus, self._clock() + self._promise_ttl)
-            self._promises = book.add(promise)
-            return promise
+            promise = Promise(pod.uid, pod.key, node, gpus, self._clock() + self._promise_ttl, pod.requests)
+            return book.add(promise), promise
+
+        return self.ledger.update(change)

@@ -39,6 +39,23 @@ class ExtenderSettings:
     ready_timeout_seconds: float = 60.0
     """How long start-up waits for the first list of nodes and pods before serving anyway."""
 
+    reservation_ttl_seconds: float = 60.0
+    """How long a gang's reservation made at filter holds without its members reaching bind."""
+
+    bind_wait_seconds: float = 25.0
+    """Longest a gang member's bind waits for the rest of the gang (also capped by the PodGroup's
+    ``scheduleTimeoutSeconds``); must stay below kube-scheduler's ``httpTimeout`` (30 s)."""
+
+    gang_bind_delay_seconds: float = 0.0
+    """Fault injection for crash tests: the n-th member of a released gang waits n times this long
+    before its Binding, which widens the window in which a gang is half-bound. Keep 0 in production."""
+
+    locality_keys: tuple[str, ...] = ("phalanx.io/rack", "topology.kubernetes.io/zone")
+    """Node labels of locality domains, innermost first: gangs are kept inside one when it fits."""
+
+    recovery_interval_seconds: float = 5.0
+    """How often gangs left with a bind plan (a crash, a failed Binding) are completed or rolled back."""
+
     @staticmethod
     def from_env(environ: Mapping[str, str]) -> ExtenderSettings:
         """Read ``PHALANX_*`` variables (and ``KUBECONFIG``); unset ones keep their defaults.
@@ -58,6 +75,21 @@ class ExtenderSettings:
             ready_timeout_seconds=_float(
                 environ, "PHALANX_READY_TIMEOUT_SECONDS", defaults.ready_timeout_seconds
             ),
+            reservation_ttl_seconds=_float(
+                environ, "PHALANX_RESERVATION_TTL_SECONDS", defaults.reservation_ttl_seconds
+            ),
+            bind_wait_seconds=_float(environ, "PHALANX_BIND_WAIT_SECONDS", defaults.bind_wait_seconds),
+            gang_bind_delay_seconds=_float(
+                environ, "PHALANX_GANG_BIND_DELAY_SECONDS", defaults.gang_bind_delay_seconds, allow_zero=True
+            ),
+            locality_keys=tuple(
+                k.strip()
+                for k in environ.get("PHALANX_LOCALITY_KEYS", ",".join(defaults.locality_keys)).split(",")
+                if k.strip()
+            ),
+            recovery_interval_seconds=_float(
+                environ, "PHALANX_RECOVERY_INTERVAL_SECONDS", defaults.recovery_interval_seconds
+            ),
         )
 
 
@@ -76,7 +108,7 @@ def _int(environ: Mapping[str, str], name: str, default: int, low: int, high: in
     return value
 
 
-def _float(environ: Mapping[str, str], name: str, default: float) -> float:
+def _float(environ: Mapping[str, str], name: str, default: float, *, allow_zero: bool = False) -> float:
     text = environ.get(name)
     if text is None or text == "":
         return default
@@ -85,7 +117,7 @@ def _float(environ: Mapping[str, str], name: str, default: float) -> float:
     except ValueError:
         msg = f"{name}={text!r} is not a number"
         raise SettingsError(msg) from None
-    if not value > 0:
-        msg = f"{name}={value} must be positive"
+    if not (value > 0 or (allow_zero and value == 0)) or value != value or value == float("inf"):
+        msg = f"{name}={value} must be a finite positive number"
         raise SettingsError(msg)
     return value

@@ -1,7 +1,9 @@
 """Composition root: the one place that builds real clients, caches and registries.
 
 gunicorn calls ``create()`` once in its single worker (``gunicorn 'extender.wsgi:create()'``), so the
-cache threads live in the process that serves the requests.
+cache threads live in the process that serves the requests. gunicorn's master already listens, so
+kube-scheduler's calls queue until ``create()`` returns; gangs left half-bound by a previous process are
+completed or rolled back before that, so no filter plans around a stale half-bound gang.
 """
 
 from __future__ import annotations
@@ -15,36 +17,74 @@ from flask import Flask
 from prometheus_client import CollectorRegistry
 
 from extender.app import create_app
+from extender.gangs import GangCoordinator, GangSettings
+from extender.ledger import PromiseLedger
+from extender.metrics import GangMetrics
 from extender.service import Extender
 from extender.settings import ExtenderSettings
 from kubeio.binding import PodBinder
 from kubeio.cluster_cache import ClusterCache
+from kubeio.events import EventRecorder
 from kubeio.http import KubeHttp, load_api_client
+from kubeio.podgroups import PodGroupWriter
 
 log = logging.getLogger(__name__)
 
 
 def create() -> Flask:
-    """Build the extender from the environment and start its caches."""
+    """Build the extender from the environment, start its caches and loops, recover gangs."""
     logging.basicConfig(
         level=os.environ.get("PHALANX_LOG_LEVEL", "INFO"),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     settings = ExtenderSettings.from_env(os.environ)
     http = KubeHttp(load_api_client(settings.kubeconfig, pool_size=max(16, settings.threads)))
+    registry = CollectorRegistry()
+    stop = threading.Event()
     cache = ClusterCache()
+    binder = PodBinder(http, timeout=settings.api_timeout_seconds)
+    events = EventRecorder(http, clock=time.time)
+    ledger = PromiseLedger()
+    gangs = GangCoordinator(
+        cache,
+        ledger,
+        PodGroupWriter(http, timeout=settings.api_timeout_seconds),
+        binder.bind,
+        clock=time.monotonic,
+        topologies=cache.topologies,
+        settings=GangSettings(
+            reservation_ttl=settings.reservation_ttl_seconds,
+            bind_wait=settings.bind_wait_seconds,
+            bind_delay=settings.gang_bind_delay_seconds,
+            locality_keys=settings.locality_keys,
+        ),
+        events=events,
+        metrics=GangMetrics.create(registry),
+    )
     service = Extender(
         cache,
-        PodBinder(http, timeout=settings.api_timeout_seconds),
+        binder,
         clock=time.monotonic,
         promise_ttl=settings.promise_ttl_seconds,
         topologies=cache.topologies,
+        ledger=ledger,
+        gangs=gangs,
     )
     cache.add_listener(service.pod_changed)
-    stop = threading.Event()
     cache.start(http, stop)
-    if not cache.wait_synced(settings.ready_timeout_seconds):
+    events.start(stop)
+    if cache.wait_synced(settings.ready_timeout_seconds):
+        recovered = gangs.recover_all()
+        if recovered:
+            log.info("recovered %d gangs left with a bind plan", recovered)
+    else:
         log.warning(
             "caches not synced after %ss; serving, /readyz says not ready", settings.ready_timeout_seconds
         )
-    return create_app(settings, service, registry=CollectorRegistry(), ready=lambda: cache.synced)
+    threading.Thread(
+        target=gangs.run_recovery,
+        args=(stop, settings.recovery_interval_seconds),
+        name="recovery",
+        daemon=True,
+    ).start()
+    return create_app(settings, service, registry=registry, ready=lambda: cache.synced)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
@@ -127,3 +128,73 @@ def wait_pod(
 
 def running(pod: JsonObject) -> bool:
     return bool(pod.get("status", {}).get("phase") == "Running")
+
+
+def podgroup(name: str, min_member: int, *, timeout_seconds: int | None = None) -> JsonObject:
+    """A scheduler-plugins PodGroup."""
+    spec: dict[str, Any] = {"minMember": min_member}
+    if timeout_seconds is not None:
+        spec["scheduleTimeoutSeconds"] = timeout_seconds
+    return {
+        "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+        "kind": "PodGroup",
+        "metadata": {"name": name},
+        "spec": spec,
+    }
+
+
+PODGROUPS = "/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{namespace}/podgroups"
+
+
+def create_podgroup(http: KubeHttp, namespace: str, group: JsonObject) -> JsonObject:
+    return http.request("POST", PODGROUPS.format(namespace=namespace), body=group)
+
+
+def get_podgroup(http: KubeHttp, namespace: str, name: str) -> JsonObject:
+    return http.request("GET", PODGROUPS.format(namespace=namespace) + f"/{name}")
+
+
+def member(name: str, group: str, gpus: int, **kwargs: Any) -> JsonObject:
+    """A pod labelled into PodGroup ``group``."""
+    pod = gpu_pod(name, gpus, **kwargs)
+    pod["metadata"]["labels"] = {"scheduling.x-k8s.io/pod-group": group}
+    return pod
+
+
+class PodTimeline:
+    """Watches a namespace's pods in a thread and records when each first got a node, for ordering checks."""
+
+    def __init__(self, http: KubeHttp, namespace: str) -> None:
+        self.bound_at: dict[str, float] = {}
+        self.created_at: dict[str, float] = {}
+        self._stop = threading.Event()
+        self._http = http
+        self._namespace = namespace
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._ready = threading.Event()
+
+    def __enter__(self) -> PodTimeline:
+        self._thread.start()
+        self._ready.wait(10)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(10)
+
+    def _run(self) -> None:
+        path = f"/api/v1/namespaces/{self._namespace}/pods"
+        version = str(self._http.request("GET", path)["metadata"]["resourceVersion"])
+        self._ready.set()
+        while not self._stop.is_set():
+            query = {"resourceVersion": version, "timeoutSeconds": "5", "allowWatchBookmarks": "true"}
+            for event in self._http.watch(path, query, timeout=15):
+                obj = event.get("object") or {}
+                version = str(obj.get("metadata", {}).get("resourceVersion", version))
+                name = obj.get("metadata", {}).get("name")
+                if event.get("type") == "ADDED":
+                    self.created_at.setdefault(name, time.monotonic())
+                if name and obj.get("spec", {}).get("nodeName"):
+                    self.bound_at.setdefault(name, time.monotonic())
+                if self._stop.is_set():
+                    return

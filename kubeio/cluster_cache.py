@@ -13,11 +13,11 @@ from collections.abc import Callable, Iterable
 from types import MappingProxyType
 from typing import TypeVar
 
-from kubeio.convert import ConvertError, node_from_api, pod_from_api
+from kubeio.convert import ConvertError, node_from_api, pod_from_api, podgroup_from_api
 from kubeio.http import JsonObject, KubeHttp
 from kubeio.reflector import Collection, Reflector
 from scheduling.gpu_usage import NodeGpuUsage
-from scheduling.model import Node, Pod
+from scheduling.model import Node, Pod, PodGroup
 from scheduling.snapshot import ClusterSnapshot
 from scheduling.topology import TopologyCache
 
@@ -27,6 +27,8 @@ PodListener = Callable[[Pod | None, Pod | None], None]
 """Called with (old, new) after a pod changed; ``new`` is ``None`` when it is gone."""
 
 T = TypeVar("T")
+
+PODGROUPS_PATH = "/apis/scheduling.x-k8s.io/v1alpha1/podgroups"
 
 LIVE_PODS = "status.phase!=Succeeded,status.phase!=Failed"
 
@@ -47,6 +49,8 @@ class ClusterCache:
         self._uid_by_key: dict[str, str] = {}
         self._pods_on_node: dict[str, set[str]] = {}
         self._usage: dict[str, NodeGpuUsage] = {}
+        self._groups: dict[str, PodGroup] = {}
+        self._members: dict[str, set[str]] = {}
         self._version = 0
         self._snapshot: ClusterSnapshot | None = None
         self._listeners: list[PodListener] = []
@@ -77,13 +81,28 @@ class ClusterCache:
         with self._lock:
             return sorted(self._pods.values(), key=lambda p: p.key)
 
+    def podgroup(self, key: str) -> PodGroup | None:
+        """The PodGroup ``namespace/name``, if it exists."""
+        with self._lock:
+            return self._groups.get(key)
+
+    def podgroups(self) -> list[PodGroup]:
+        """Every PodGroup, sorted by key."""
+        with self._lock:
+            return [self._groups[k] for k in sorted(self._groups)]
+
+    def members(self, key: str) -> list[Pod]:
+        """The live pods labelled into the PodGroup ``namespace/name``, sorted by name."""
+        with self._lock:
+            return sorted((self._pods[u] for u in self._members.get(key, ())), key=lambda p: p.name)
+
     def add_listener(self, listener: PodListener) -> None:
         """Call ``listener(old, new)`` after every pod change."""
         self._listeners.append(listener)
 
     @property
     def synced(self) -> bool:
-        """Whether nodes and pods have both been listed at least once."""
+        """Whether nodes, pods and PodGroups have all been listed at least once."""
         return bool(self._reflectors) and all(r.synced.is_set() for r in self._reflectors)
 
     # -- feeding -----------------------------------------------------------------------------------
@@ -123,9 +142,12 @@ class ClusterCache:
             self._pods = fresh
             self._uid_by_key = {pod.key: uid for uid, pod in fresh.items()}
             self._pods_on_node = {}
+            self._members = {}
             for uid, pod in fresh.items():
                 if pod.node_name:
                     self._pods_on_node.setdefault(pod.node_name, set()).add(uid)
+                if pod.group_key:
+                    self._members.setdefault(pod.group_key, set()).add(uid)
             self._usage = {
                 node: NodeGpuUsage.of_pods(fresh[uid] for uid in uids)
                 for node, uids in self._pods_on_node.items()
@@ -156,6 +178,8 @@ class ClusterCache:
         touched: set[str] = set()
         if old is not None:
             self._uid_by_key.pop(old.key, None)
+            if old.group_key:
+                self._members.get(old.group_key, set()).discard(uid)
             if old.node_name:
                 self._pods_on_node.get(old.node_name, set()).discard(uid)
                 touched.add(old.node_name)
@@ -163,6 +187,8 @@ class ClusterCache:
         if new is not None:
             self._pods[uid] = new
             self._uid_by_key[new.key] = uid
+            if new.group_key:
+                self._members.setdefault(new.group_key, set()).add(uid)
             if new.node_name:
                 self._pods_on_node.setdefault(new.node_name, set()).add(uid)
                 touched.add(new.node_name)
@@ -173,6 +199,27 @@ class ClusterCache:
             else:
                 self._pods_on_node.pop(node, None)
                 self._usage.pop(node, None)
+
+    def replace_podgroups(self, items: Iterable[JsonObject]) -> None:
+        """Replace every PodGroup with a fresh list."""
+        groups = {}
+        for raw in items:
+            group = _convert(podgroup_from_api, raw)
+            if group is not None:
+                groups[group.key] = group
+        with self._lock:
+            self._groups = groups
+
+    def podgroup_event(self, kind: str, raw: JsonObject) -> None:
+        """Apply one PodGroup watch event."""
+        group = _convert(podgroup_from_api, raw)
+        if group is None:
+            return
+        with self._lock:
+            if kind == "DELETED":
+                self._groups.pop(group.key, None)
+            else:
+                self._groups[group.key] = group
 
     def _changed(self) -> None:
         self._version += 1
@@ -202,8 +249,15 @@ class ClusterCache:
                 on_event=self.pod_event,
                 stop=stop,
             ),
+            Reflector(
+                http,
+                Collection(PODGROUPS_PATH, optional=True),
+                on_replace=self.replace_podgroups,
+                on_event=self.podgroup_event,
+                stop=stop,
+            ),
         ]
-        for reflector, name in zip(self._reflectors, ("nodes", "pods"), strict=True):
+        for reflector, name in zip(self._reflectors, ("nodes", "pods", "podgroups"), strict=True):
             thread = threading.Thread(target=reflector.run, name=f"watch-{name}", daemon=True)
             thread.start()
             self._threads.append(thread)

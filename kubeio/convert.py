@@ -12,12 +12,16 @@ from types import MappingProxyType
 from typing import Any
 
 from scheduling.model import (
+    DEFAULT_SCHEDULE_TIMEOUT_SECONDS,
     EMPTY_LABELS,
+    GANG_PLAN_ANNOTATION,
     GPU_RESOURCE,
     GPUS_ANNOTATION,
+    GROUP_LABEL,
     TOPOLOGY_ANNOTATION,
     Node,
     Pod,
+    PodGroup,
     Resources,
 )
 from scheduling.quantity import QuantityError, to_milli, to_units
@@ -152,6 +156,7 @@ def pod_from_api(raw: object) -> Pod:
     if not isinstance(priority, int) or isinstance(priority, bool):
         msg = "spec.priority must be an integer"
         raise ConvertError(msg)
+    labels = _labels(meta.get("labels"), "metadata.labels")
     return Pod(
         uid=_str(meta.get("uid"), "metadata.uid", required=True),
         namespace=_str(meta.get("namespace"), "metadata.namespace", required=True),
@@ -162,9 +167,10 @@ def pod_from_api(raw: object) -> Pod:
         phase=_str(status.get("phase"), "status.phase") or "Pending",
         scheduler_name=_str(spec.get("schedulerName"), "spec.schedulerName") or "default-scheduler",
         terminating=meta.get("deletionTimestamp") is not None,
-        labels=_labels(meta.get("labels"), "metadata.labels"),
+        labels=labels,
         priority=priority,
         created=_str(meta.get("creationTimestamp"), "metadata.creationTimestamp"),
+        group=labels.get(GROUP_LABEL) or None,
     )
 
 
@@ -205,4 +211,39 @@ def node_from_api(raw: object, topologies: TopologyCache | None = None) -> Node:
         ready=ready,
         topology=topology,
         topology_problem=problem,
+    )
+
+
+def _positive_int(value: object, where: str, default: int) -> int:
+    if value is None:
+        return default
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        msg = f"{where} must be a positive integer"
+        raise ConvertError(msg)
+    return value
+
+
+def podgroup_from_api(raw: object) -> PodGroup:
+    """Convert a scheduler-plugins ``scheduling.x-k8s.io/v1alpha1`` PodGroup.
+
+    Raises:
+        ConvertError: a required field is missing or a field has the wrong type.
+    """
+    group = _obj(raw, "podgroup", optional=False)
+    meta = _obj(group.get("metadata"), "metadata", optional=False)
+    spec = _obj(group.get("spec"), "spec")
+    status = _obj(group.get("status"), "status")
+    annotations = _labels(meta.get("annotations"), "metadata.annotations")
+    return PodGroup(
+        namespace=_str(meta.get("namespace"), "metadata.namespace", required=True),
+        name=_str(meta.get("name"), "metadata.name", required=True),
+        min_member=_positive_int(spec.get("minMember"), "spec.minMember", 1),
+        timeout_seconds=_positive_int(
+            spec.get("scheduleTimeoutSeconds"),
+            "spec.scheduleTimeoutSeconds",
+            DEFAULT_SCHEDULE_TIMEOUT_SECONDS,
+        ),
+        plan=annotations.get(GANG_PLAN_ANNOTATION),
+        phase=_str(status.get("phase"), "status.phase"),
+        uid=_str(meta.get("uid"), "metadata.uid"),
     )

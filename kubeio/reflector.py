@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kubeio.errors import GoneError, KubeError
+from kubeio.errors import GoneError, KubeError, NotFoundError
 from kubeio.http import JsonObject, KubeHttp
 
 log = logging.getLogger(__name__)
@@ -31,11 +31,15 @@ class Collection:
         path: the collection's URL path, e.g. ``/api/v1/pods``.
         field_selector: an optional field selector; objects leaving it arrive as DELETED events.
         page_size: items per list page, so a 150,000-pod list does not arrive as one reply.
+        optional: the collection may not exist (a CRD not installed): treat it as empty and look again
+            every ``optional_retry`` seconds, instead of never becoming synced.
     """
 
     path: str
     field_selector: str = ""
     page_size: int = 500
+    optional: bool = False
+    optional_retry: float = 30.0
 
 
 class Reflector:
@@ -121,6 +125,19 @@ class Reflector:
             except GoneError:
                 log.info("watch of %s expired; listing again", self._collection.path)
                 version = ""
+            except NotFoundError as exc:
+                if not self._collection.optional:
+                    log.warning("list/watch of %s failed: %s", self._collection.path, exc)
+                    self._stop.wait(backoff)
+                    backoff = min(self._max_backoff, backoff * 2)
+                    continue
+                log.info(
+                    "%s does not exist (CRD not installed?); treating it as empty", self._collection.path
+                )
+                self._on_replace([])
+                self.synced.set()
+                version = ""
+                self._stop.wait(self._collection.optional_retry)
             except KubeError as exc:
                 log.warning("list/watch of %s failed: %s", self._collection.path, exc)
                 self._stop.wait(backoff)

@@ -6,8 +6,10 @@ release, the extender under gunicorn, the simulated kubelet, and simulated 8-GPU
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from collections.abc import Iterator
+from itertools import count
 from pathlib import Path
 
 import pytest
@@ -17,7 +19,9 @@ from tests.conftest import REPO
 sys.path.insert(0, str(REPO / "hack"))
 
 from testbed import Testbed
+from workload import ensure_namespace, list_pods, wait_for
 
+from kubeio.errors import NotFoundError
 from kubeio.sim_nodes import fleet, topology_from_file
 
 BRIDGED_A6000 = REPO / "hack" / "topologies" / "rtx-a6000-8gpu-nvlink-bridge-pairs_unige-baobab-gpu048.txt"
@@ -40,3 +44,22 @@ def testbed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Testbed]:
         yield bed
     finally:
         bed.stop()
+
+
+_names = count()
+
+
+@pytest.fixture
+def namespace(testbed: Testbed) -> Iterator[str]:
+    """A fresh namespace; its pods are deleted afterwards so every test starts with free GPUs."""
+    name = f"e2e-{next(_names)}"
+    ensure_namespace(testbed.http, name)
+    yield name
+    for pod in list_pods(testbed.http, name):
+        with contextlib.suppress(NotFoundError):
+            testbed.http.request(
+                "DELETE",
+                f"/api/v1/namespaces/{name}/pods/{pod['metadata']['name']}",
+                body={"gracePeriodSeconds": 0},
+            )
+    wait_for("pods deleted", lambda: not list_pods(testbed.http, name), timeout=30)

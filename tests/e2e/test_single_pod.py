@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import contextlib
 import random
 import time
 import urllib.request
-from collections.abc import Iterator
-from itertools import count
 
 import orjson
 import pytest
@@ -15,7 +12,6 @@ from testbed import Testbed
 from workload import (
     create_pod,
     double_booked,
-    ensure_namespace,
     events_for,
     get_pod,
     gpu_pod,
@@ -28,25 +24,6 @@ from workload import (
 )
 
 from kubeio.binding import BindRefusedError, BindStatus, PodBinder
-from kubeio.errors import NotFoundError
-
-_names = count()
-
-
-@pytest.fixture
-def namespace(testbed: Testbed) -> Iterator[str]:
-    """A fresh namespace; its pods are deleted afterwards so every test starts with free GPUs."""
-    name = f"e2e-{next(_names)}"
-    ensure_namespace(testbed.http, name)
-    yield name
-    for pod in list_pods(testbed.http, name):
-        with contextlib.suppress(NotFoundError):
-            testbed.http.request(
-                "DELETE",
-                f"/api/v1/namespaces/{name}/pods/{pod['metadata']['name']}",
-                body={"gracePeriodSeconds": 0},
-            )
-    wait_for("pods deleted", lambda: not list_pods(testbed.http, name), timeout=30)
 
 
 def metric(testbed: Testbed, name: str, **labels: str) -> float:

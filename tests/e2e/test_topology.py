@@ -11,7 +11,6 @@ from workload import create_pod, events_for, get_pod, gpu_pod, gpus_of, list_pod
 
 from kubeio.errors import NotFoundError
 from kubeio.sim_nodes import SimNodeSpec
-from tests.e2e.test_single_pod import namespace  # noqa: F401 - the fixture
 
 BRIDGE_PAIRS = {(0, 1), (2, 3), (4, 5), (6, 7)}  # NV4 pairs of the A6000 box the session nodes use
 
@@ -23,7 +22,7 @@ def free_bridge_pairs(testbed: Testbed, node: str) -> set[tuple[int, int]]:
     return {pair for pair in BRIDGE_PAIRS if not set(pair) & held}
 
 
-def test_two_gpu_pods_get_bridged_pairs_while_any_is_free(testbed: Testbed, namespace: str) -> None:  # noqa: F811
+def test_two_gpu_pods_get_bridged_pairs_while_any_is_free(testbed: Testbed, namespace: str) -> None:
     sizes = [1, 2, 2, 2, 1, 2, 2, 1, 2, 2, 2, 2, 1]  # a lone GPU first: lowest-index choice would split pairs
     checked = 0
     for i, size in enumerate(sizes):
@@ -52,7 +51,7 @@ def broken_node(testbed: Testbed) -> Iterator[str]:
 
 def test_a_node_with_an_unreadable_topology_gets_the_extenders_reason(
     testbed: Testbed,
-    namespace: str,  # noqa: F811
+    namespace: str,
     broken_node: str,
 ) -> None:
     pod = gpu_pod("pinned", 1, node_selector={"phalanx.io/rack": "rack-broken"})

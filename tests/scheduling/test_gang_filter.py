@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from scheduling.gang_filter import decide_gang_member
+from scheduling.gang_filter import GangFilterDecision, decide_gang_member
 from scheduling.model import Pod, PodGroup
 from scheduling.promises import PromiseBook
 from scheduling.reasons import Code, Reason
@@ -21,7 +21,7 @@ def decide(
     book: PromiseBook,
     snap: ClusterSnapshot | None = None,
     now: float = 0.0,
-):  # type: ignore[no-untyped-def]
+) -> GangFilterDecision:
     return decide_gang_member(
         pod,
         group,

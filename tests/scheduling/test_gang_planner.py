@@ -27,24 +27,55 @@ class Case:
 
 
 CASES = [
-    Case("16 one-GPU workers fill two nodes, not three", tuple(rack(f"n{i}", "r1") for i in (1, 2, 3)),
-         tuple(members("g", 16, 1)), nodes_used=("n1", "n2")),
-    Case("8-GPU gang stays in the rack that can hold it", (rack("a1", "ra"), rack("b1", "rb"), rack("b2", "rb")),
-         tuple(members("g", 2, 8)), nodes_used=("b1", "b2")),
-    Case("launcher without GPUs joins a worker node", (rack("n1", "r1"), rack("n2", "r1")),
-         (*members("g", 2, 4), a_pod("launcher").cpu(500).group("g").build()), nodes_used=("n1",)),
-    Case("too big for the cluster", (rack("n1", "r1"), rack("n2", "r1")), tuple(members("g", 3, 8)),
-         shortfall="gang ml/g: needs 24 GPUs for 3 pods (8 per pod); 16 free on 2 nodes, at most 8 on one node"),
-    Case("another gang's reservation counts as used", (rack("n1", "r1"), rack("n2", "r1")), tuple(members("g", 2, 8)),
-         promised=(Promise("x", "ml/x", "n2", tuple(range(8)), 99.0, group="ml/other"),),
-         shortfall="gang ml/g: needs 16 GPUs for 2 pods (8 per pod); 8 free on 1 node, at most 8 on one node"),
-    Case("fragmented free GPUs do not fit an 8-GPU member", (rack("n1", "r1"), rack("n2", "r1")),
-         tuple(members("g", 1, 8)),
-         running=(a_pod("x").gpus(4).on("n1", range(4)).build(), a_pod("y").gpus(4).on("n2", range(4)).build()),
-         shortfall="gang ml/g: needs 8 GPUs for 1 pod (8 per pod); 8 free on 2 nodes, at most 4 on one node"),
-    Case("mixed sizes list each", (rack("n1", "r1", 4),), (*members("g", 1, 4), *members("g", 1, 2, prefix="v")),
-         shortfall="gang ml/g: needs 6 GPUs for 2 pods (4 + 2); 4 free on 1 node, at most 4 on one node"),
-]  # fmt: skip
+    Case(
+        "16 one-GPU workers fill two nodes, not three",
+        tuple(rack(f"n{i}", "r1") for i in (1, 2, 3)),
+        tuple(members("g", 16, 1)),
+        nodes_used=("n1", "n2"),
+    ),
+    Case(
+        "8-GPU gang stays in the rack that can hold it",
+        (rack("a1", "ra"), rack("b1", "rb"), rack("b2", "rb")),
+        tuple(members("g", 2, 8)),
+        nodes_used=("b1", "b2"),
+    ),
+    Case(
+        "launcher without GPUs joins a worker node",
+        (rack("n1", "r1"), rack("n2", "r1")),
+        (*members("g", 2, 4), a_pod("launcher").cpu(500).group("g").build()),
+        nodes_used=("n1",),
+    ),
+    Case(
+        "too big for the cluster",
+        (rack("n1", "r1"), rack("n2", "r1")),
+        tuple(members("g", 3, 8)),
+        shortfall="gang ml/g: needs 24 GPUs for 3 pods (8 per pod); "
+        "16 free on 2 nodes, at most 8 on one node",
+    ),
+    Case(
+        "another gang's reservation counts as used",
+        (rack("n1", "r1"), rack("n2", "r1")),
+        tuple(members("g", 2, 8)),
+        promised=(Promise("x", "ml/x", "n2", tuple(range(8)), 99.0, group="ml/other"),),
+        shortfall="gang ml/g: needs 16 GPUs for 2 pods (8 per pod); 8 free on 1 node, at most 8 on one node",
+    ),
+    Case(
+        "fragmented free GPUs do not fit an 8-GPU member",
+        (rack("n1", "r1"), rack("n2", "r1")),
+        tuple(members("g", 1, 8)),
+        running=(
+            a_pod("x").gpus(4).on("n1", range(4)).build(),
+            a_pod("y").gpus(4).on("n2", range(4)).build(),
+        ),
+        shortfall="gang ml/g: needs 8 GPUs for 1 pod (8 per pod); 8 free on 2 nodes, at most 4 on one node",
+    ),
+    Case(
+        "mixed sizes list each",
+        (rack("n1", "r1", 4),),
+        (*members("g", 1, 4), *members("g", 1, 2, prefix="v")),
+        shortfall="gang ml/g: needs 6 GPUs for 2 pods (4 + 2); 4 free on 1 node, at most 4 on one node",
+    ),
+]
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)

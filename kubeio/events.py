@@ -1,0 +1,120 @@
+"""Kubernetes Events, written off the hot path.
+
+``filter`` must not wait for the API server, yet every "no" must reach the user. Events are queued and
+written by one background thread; the same (object, reason, message) is written at most once per
+``repeat_after`` seconds, so a gang re-filtered on every cluster event does not flood the API.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from urllib.parse import quote
+
+from kubeio.errors import KubeError
+from kubeio.http import KubeHttp
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectRef:
+    """The object an event is about."""
+
+    kind: str
+    api_version: str
+    namespace: str
+    name: str
+    uid: str
+
+
+@dataclass(frozen=True, slots=True)
+class _Event:
+    ref: ObjectRef
+    type: str
+    reason: str
+    message: str
+
+
+class EventRecorder:
+    """Queues events and writes them from a daemon thread."""
+
+    def __init__(
+        self,
+        http: KubeHttp,
+        *,
+        component: str = "phalanx",
+        clock: Callable[[], float],
+        repeat_after: float = 60.0,
+        max_queue: int = 10_000,
+    ) -> None:
+        self._http = http
+        self._component = component
+        self._clock = clock
+        self._repeat_after = repeat_after
+        self._queue: queue.Queue[_Event] = queue.Queue(max_queue)
+        self._last: dict[tuple[str, str, str], float] = {}
+        self._lock = threading.Lock()
+
+    def record(self, ref: ObjectRef, type_: str, reason: str, message: str) -> None:
+        """Queue an event unless the same one was recorded within ``repeat_after`` seconds."""
+        key = (ref.uid or f"{ref.namespace}/{ref.name}", reason, message)
+        now = self._clock()
+        with self._lock:
+            if now - self._last.get(key, float("-inf")) < self._repeat_after:
+                return
+            self._last[key] = now
+            if len(self._last) > 50_000:
+                self._last = {k: t for k, t in self._last.items() if now - t < self._repeat_after}
+        try:
+            self._queue.put_nowait(_Event(ref, type_, reason, message))
+        except queue.Full:
+            log.warning("event queue full; dropping %s %s: %s", reason, ref.name, message)
+
+    def run(self, stop: threading.Event) -> None:
+        """Write queued events until ``stop`` is set."""
+        while not stop.is_set():
+            try:
+                event = self._queue.get(timeout=0.5)
+            except queue.Empty:
+                continue
+            self._write(event)
+
+    def start(self, stop: threading.Event) -> None:
+        """Run the writer in a daemon thread."""
+        threading.Thread(target=self.run, args=(stop,), name="events", daemon=True).start()
+
+    def _write(self, event: _Event) -> None:
+        now = datetime.fromtimestamp(self._clock(), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        ref = event.ref
+        body = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"generateName": f"{ref.name}.", "namespace": ref.namespace},
+            "involvedObject": {
+                "kind": ref.kind,
+                "apiVersion": ref.api_version,
+                "namespace": ref.namespace,
+                "name": ref.name,
+                "uid": ref.uid,
+            },
+            "type": event.type,
+            "reason": event.reason,
+            "message": event.message[:1024],
+            "source": {"component": self._component},
+            "reportingComponent": self._component,
+            "reportingInstance": self._component,
+            "firstTimestamp": now,
+            "lastTimestamp": now,
+            "count": 1,
+        }
+        try:
+            self._http.request(
+                "POST", f"/api/v1/namespaces/{quote(ref.namespace, safe='')}/events", body=body
+            )
+        except KubeError as exc:
+            log.warning("could not record event %s on %s/%s: %s", event.reason, ref.namespace, ref.name, exc)

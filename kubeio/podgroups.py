@@ -1,0 +1,61 @@
+"""Writes to PodGroups (the gang's bind plan annotation and its status) and pod deletion for rollback.
+
+The plan annotation is written before a gang's first Binding, so a restarted extender can complete or
+roll back a half-bound gang from what the API server holds (crash safety, architecture.md §3).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import quote
+
+from kubeio.errors import NotFoundError
+from kubeio.http import KubeHttp
+from scheduling.model import GANG_PLAN_ANNOTATION
+
+_MERGE = "application/merge-patch+json"
+
+
+def podgroup_path(namespace: str, name: str) -> str:
+    """The URL path of one PodGroup."""
+    namespace, name = quote(namespace, safe=""), quote(name, safe="")
+    return f"/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{namespace}/podgroups/{name}"
+
+
+class PodGroupWriter:
+    """Patches PodGroups and deletes member pods; every call is one API request."""
+
+    def __init__(self, http: KubeHttp, *, timeout: float = 20.0) -> None:
+        self._http = http
+        self._timeout = timeout
+
+    def set_plan(self, namespace: str, name: str, plan: str | None) -> None:
+        """Write (or with ``None`` remove) the gang's bind plan annotation.
+
+        Raises:
+            KubeError: the PodGroup could not be patched (the bind must not start then).
+        """
+        body = {"metadata": {"annotations": {GANG_PLAN_ANNOTATION: plan}}}
+        self._http.request(
+            "PATCH", podgroup_path(namespace, name), body=body, content_type=_MERGE, timeout=self._timeout
+        )
+
+    def set_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> None:
+        """Merge ``status`` into the PodGroup's status subresource."""
+        path = podgroup_path(namespace, name) + "/status"
+        self._http.request(
+            "PATCH", path, body={"status": dict(status)}, content_type=_MERGE, timeout=self._timeout
+        )
+
+    def delete_pod(self, namespace: str, name: str, uid: str, *, grace_seconds: int | None = None) -> bool:
+        """Delete pod ``namespace/name`` if it still has ``uid``; ``False`` if it was already gone."""
+        path = f"/api/v1/namespaces/{quote(namespace, safe='')}/pods/{quote(name, safe='')}"
+        body: dict[str, Any] = {"kind": "DeleteOptions", "apiVersion": "v1", "preconditions": {"uid": uid}}
+        if grace_seconds is not None:
+            body["gracePeriodSeconds"] = grace_seconds
+        try:
+            self._http.request("DELETE", path, body=body, timeout=self._timeout)
+        except NotFoundError:
+            return False
+        return True

@@ -1,0 +1,149 @@
+"""Gang scheduling end to end: all-or-nothing through an unmodified kube-scheduler (3 nodes x 8 GPUs)."""
+
+from __future__ import annotations
+
+import random
+import time
+
+from testbed import Testbed
+from workload import (
+    PodTimeline,
+    create_pod,
+    create_podgroup,
+    double_booked,
+    events_for,
+    gpu_pod,
+    list_pods,
+    member,
+    podgroup,
+    wait_for,
+)
+
+FINISH = {"phalanx.io/sim-duration-seconds": "2"}
+
+
+def bound_names(testbed: Testbed, namespace: str, prefix: str = "") -> set[str]:
+    pods = list_pods(testbed.http, namespace)
+    return {
+        p["metadata"]["name"]
+        for p in pods
+        if p["spec"].get("nodeName") and p["metadata"]["name"].startswith(prefix)
+    }
+
+
+def test_a_launcher_and_16_workers_are_bound_together(testbed: Testbed, namespace: str) -> None:
+    create_podgroup(testbed.http, namespace, podgroup("llama", 17))
+    with PodTimeline(testbed.http, namespace) as timeline:
+        create_pod(testbed.http, namespace, member("launcher", "llama", 0))
+        for i in range(16):
+            create_pod(testbed.http, namespace, member(f"worker-{i}", "llama", 1))
+        wait_for("all 17 members bound", lambda: len(bound_names(testbed, namespace)) == 17, timeout=90)
+        time.sleep(0.5)
+    last_created = max(timeline.created_at.values())
+    first_bound, last_bound = min(timeline.bound_at.values()), max(timeline.bound_at.values())
+    assert len(timeline.bound_at) == 17
+    assert first_bound >= last_created, "a member was bound before the last one existed"
+    assert last_bound - first_bound < 2.0, f"members were bound {last_bound - first_bound:.2f}s apart"
+    nodes = {p["spec"]["nodeName"] for p in list_pods(testbed.http, namespace)}
+    assert len(nodes) == 2, f"16 one-GPU workers fit on 2 of the 8-GPU nodes, got {sorted(nodes)}"
+    assert double_booked(list_pods(testbed.http)) == []
+
+
+def _race(testbed: Testbed, namespace: str, round_: int, rng: random.Random) -> float:
+    """Two gangs of 2 x 8 GPUs (16 of 24) created interleaved: one runs whole, the other waits whole."""
+    a, b = f"a{round_}", f"b{round_}"
+    create_podgroup(testbed.http, namespace, podgroup(a, 2))
+    create_podgroup(testbed.http, namespace, podgroup(b, 2))
+    order = [(a, 0), (a, 1), (b, 0), (b, 1)]
+    rng.shuffle(order)
+    start = time.monotonic()
+    for group, i in order:
+        create_pod(testbed.http, namespace, member(f"{group}-{i}", group, 8, annotations=FINISH))
+    half_since: dict[str, float] = {}
+    partial: list[str] = []
+
+    def one_gang_whole() -> str | None:
+        """Which gang is whole; a gang half-bound for over a second (not a release in flight) is noted."""
+        bound = bound_names(testbed, namespace, a) | bound_names(testbed, namespace, b)
+        now = time.monotonic()
+        for g in (a, b):
+            if len({n for n in bound if n.startswith(f"{g}-")}) == 1:
+                if now - half_since.setdefault(g, now) > 1.0:
+                    partial.append(g)
+            else:
+                half_since.pop(g, None)
+        whole = [g for g in (a, b) if {f"{g}-0", f"{g}-1"} <= bound]
+        return whole[0] if whole else None
+
+    first = wait_for(f"round {round_}: one gang bound", one_gang_whole, timeout=60, interval=0.05)
+    other = b if first == a else a
+    assert not bound_names(testbed, namespace, f"{other}-"), (
+        f"round {round_}: {other} bound while {first} ran"
+    )
+
+    def second_whole() -> bool:
+        return one_gang_whole() is not None and len(bound_names(testbed, namespace, f"{other}-")) == 2
+
+    wait_for(
+        f"round {round_}: the second gang bound after the first finished",
+        second_whole,
+        timeout=90,
+        interval=0.05,
+    )
+    took = time.monotonic() - start
+    assert partial == [], f"round {round_}: a gang was seen half-bound: {partial}"
+    wait_for(
+        "both gangs finished",
+        lambda: all(p["status"].get("phase") == "Succeeded" for p in list_pods(testbed.http, namespace)),
+        timeout=60,
+    )
+    return took
+
+
+def test_two_gangs_that_each_need_two_thirds_never_deadlock(testbed: Testbed, namespace: str) -> None:
+    rng = random.Random(3)
+    rounds = [_race(testbed, namespace, round_, rng) for round_ in range(20)]
+    spread = f"{min(rounds):.1f}..{max(rounds):.1f}s (mean {sum(rounds) / len(rounds):.1f}s)"
+    print(f"20 interleavings: both gangs ran one after the other in {spread}")
+    assert double_booked(list_pods(testbed.http)) == []
+
+
+def test_a_gang_larger_than_the_cluster_binds_nothing_and_says_why(testbed: Testbed, namespace: str) -> None:
+    create_podgroup(testbed.http, namespace, podgroup("huge", 4))
+    for i in range(4):
+        create_pod(testbed.http, namespace, member(f"huge-{i}", "huge", 8))
+
+    def reason() -> str | None:
+        for event in events_for(testbed.http, namespace, "huge-0"):
+            if event["reason"] == "FailedScheduling" and "needs 32 GPUs" in event["message"]:
+                return str(event["message"])
+        return None
+
+    message = wait_for("the gang's reason on a member", reason, timeout=60)
+    assert "gang " + namespace + "/huge: needs 32 GPUs for 4 pods (8 per pod); 24 free on 3 nodes" in message
+    time.sleep(2)
+    assert bound_names(testbed, namespace) == set()
+
+
+def test_a_gang_binds_nothing_until_min_member_pods_exist(testbed: Testbed, namespace: str) -> None:
+    create_podgroup(testbed.http, namespace, podgroup("eight", 8))
+    for i in range(6):
+        create_pod(testbed.http, namespace, member(f"m{i}", "eight", 1))
+
+    def waiting() -> str | None:
+        for event in events_for(testbed.http, namespace, "m0"):
+            if "waiting for members: 6 of 8" in event["message"]:
+                return str(event["message"])
+        return None
+
+    wait_for("members to say they wait for 2 more", waiting)
+    time.sleep(2)
+    assert bound_names(testbed, namespace) == set()
+    for i in (6, 7):
+        create_pod(testbed.http, namespace, member(f"m{i}", "eight", 1))
+    wait_for("all 8 bound", lambda: len(bound_names(testbed, namespace)) == 8, timeout=60)
+
+
+def test_a_pod_without_a_group_still_schedules_around_a_reservation(testbed: Testbed, namespace: str) -> None:
+    create_pod(testbed.http, namespace, gpu_pod("alone", 2))
+    wait_for("the lone pod bound", lambda: "alone" in bound_names(testbed, namespace))
