@@ -1,0 +1,134 @@
+"""Node agent settings: command-line flags that fall back to environment variables, read in one place.
+
+In the DaemonSet everything comes from the environment (``NODE_NAME`` from the downward API); on a
+workstation the same values can be given as flags (style.md house rule 10).
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+ENV_NODE = "NODE_NAME"
+ENV_KUBECONFIG = "KUBECONFIG"
+ENV_INTERVAL = "PHALANX_NODE_AGENT_INTERVAL_SECONDS"
+ENV_MAX_BACKOFF = "PHALANX_NODE_AGENT_MAX_BACKOFF_SECONDS"
+ENV_API_TIMEOUT = "PHALANX_API_TIMEOUT_SECONDS"
+ENV_LOG_LEVEL = "PHALANX_LOG_LEVEL"
+
+
+@dataclass(frozen=True, slots=True)
+class AgentSettings:
+    """How the node agent runs."""
+
+    node_name: str | None = None
+    """The node whose annotation is written (``--node`` / ``NODE_NAME``); only ``--print`` runs without."""
+
+    kubeconfig: str | None = None
+    """Path of a kubeconfig; unset means the pod's service account (``--kubeconfig`` / ``KUBECONFIG``)."""
+
+    interval_seconds: float = 60.0
+    """Time between reads once a cycle succeeded. Topology changes only when hardware or drivers change,
+    so a minute keeps the annotation fresh without loading NVML or the API server."""
+
+    initial_backoff_seconds: float = 5.0
+    """Wait after the first failed cycle; it doubles with each further failure."""
+
+    max_backoff_seconds: float = 300.0
+    """Longest wait between failed cycles, so thousands of agents do not hammer a struggling API server."""
+
+    api_timeout_seconds: float = 10.0
+    """Timeout of one API request."""
+
+    once: bool = False
+    """Run one cycle and exit: 0 if it published or found nothing to change, 1 otherwise."""
+
+    print_only: bool = False
+    """Read the topology, print its JSON and exit without touching the API (for operators)."""
+
+    fake_topology: str | None = None
+    """Read from a fake NVML built from this file (``topo -m`` text or document JSON), not the driver."""
+
+    fake_gpu_model: str | None = None
+    """The GPU model of a ``topo -m`` fake topology (``topo -m`` does not print it)."""
+
+    log_level: str = "INFO"
+    """Python logging level (``PHALANX_LOG_LEVEL``)."""
+
+
+def parse_settings(argv: Sequence[str] | None, environ: Mapping[str, str]) -> AgentSettings:
+    """Read flags, falling back to ``environ`` for each one that has an environment variable.
+
+    Raises:
+        SystemExit: a flag or variable has a malformed value, or no node name is given (status 2, with
+            argparse's usage message).
+    """
+    defaults = AgentSettings()
+    parser = argparse.ArgumentParser(
+        prog="python -m placement.node_agent",
+        description="Publish this node's GPU topology (read through NVML) as a node annotation.",
+    )
+    parser.add_argument("--node", default=environ.get(ENV_NODE) or None, help=f"node name (${ENV_NODE})")
+    parser.add_argument(
+        "--kubeconfig",
+        default=environ.get(ENV_KUBECONFIG) or None,
+        help=f"kubeconfig path (${ENV_KUBECONFIG}; default: in-cluster service account)",
+    )
+    parser.add_argument(
+        "--interval",
+        type=_positive,
+        default=environ.get(ENV_INTERVAL) or defaults.interval_seconds,
+        help=f"seconds between reads (${ENV_INTERVAL}; default %(default)s)",
+    )
+    parser.add_argument(
+        "--max-backoff",
+        type=_positive,
+        default=environ.get(ENV_MAX_BACKOFF) or defaults.max_backoff_seconds,
+        help=f"longest wait after failures, seconds (${ENV_MAX_BACKOFF}; default %(default)s)",
+    )
+    parser.add_argument(
+        "--api-timeout",
+        type=_positive,
+        default=environ.get(ENV_API_TIMEOUT) or defaults.api_timeout_seconds,
+        help=f"API request timeout, seconds (${ENV_API_TIMEOUT}; default %(default)s)",
+    )
+    parser.add_argument("--once", action="store_true", help="run one cycle and exit")
+    parser.add_argument("--print", dest="print_only", action="store_true", help="print the topology, no API")
+    parser.add_argument("--fake-topology", metavar="FILE", help="answer NVML from a topo -m or JSON file")
+    parser.add_argument("--fake-gpu-model", metavar="NAME", help="GPU model of a topo -m --fake-topology")
+    parser.add_argument(
+        "--log-level",
+        default=environ.get(ENV_LOG_LEVEL) or defaults.log_level,
+        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+        type=str.upper,
+        help=f"logging level (${ENV_LOG_LEVEL}; default %(default)s)",
+    )
+    args = parser.parse_args(argv)
+    if not args.node and not args.print_only:
+        parser.error(f"the node name is required: --node or ${ENV_NODE} (the downward API in the DaemonSet)")
+    return AgentSettings(
+        node_name=args.node,
+        kubeconfig=args.kubeconfig,
+        interval_seconds=args.interval,
+        initial_backoff_seconds=min(defaults.initial_backoff_seconds, args.interval),
+        max_backoff_seconds=args.max_backoff,
+        api_timeout_seconds=args.api_timeout,
+        once=args.once,
+        print_only=args.print_only,
+        fake_topology=args.fake_topology,
+        fake_gpu_model=args.fake_gpu_model,
+        log_level=args.log_level,
+    )
+
+
+def _positive(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        msg = f"{text!r} is not a number"
+        raise argparse.ArgumentTypeError(msg) from None
+    if not 0 < value < float("inf"):
+        msg = f"{value} must be a positive number of seconds"
+        raise argparse.ArgumentTypeError(msg)
+    return value

@@ -1,0 +1,78 @@
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+
+from placement.node_agent.settings import AgentSettings, parse_settings
+
+
+@dataclass(frozen=True)
+class Case:
+    id: str
+    argv: list[str]
+    environ: dict[str, str]
+    expected: AgentSettings
+
+
+CASES = [
+    Case("env-only", [], {"NODE_NAME": "gpu-node-7"}, AgentSettings(node_name="gpu-node-7")),
+    Case(
+        "flags-win",
+        ["--node", "a", "--kubeconfig", "/k", "--interval", "30", "--max-backoff", "120"],
+        {"NODE_NAME": "b", "KUBECONFIG": "/env", "PHALANX_NODE_AGENT_INTERVAL_SECONDS": "90"},
+        AgentSettings(node_name="a", kubeconfig="/k", interval_seconds=30, max_backoff_seconds=120),
+    ),
+    Case(
+        "env-numbers",
+        [],
+        {
+            "NODE_NAME": "n",
+            "PHALANX_NODE_AGENT_INTERVAL_SECONDS": "2.5",
+            "PHALANX_NODE_AGENT_MAX_BACKOFF_SECONDS": "30",
+            "PHALANX_API_TIMEOUT_SECONDS": "3",
+            "PHALANX_LOG_LEVEL": "debug",
+        },
+        AgentSettings(
+            node_name="n",
+            interval_seconds=2.5,
+            initial_backoff_seconds=2.5,
+            max_backoff_seconds=30,
+            api_timeout_seconds=3,
+            log_level="DEBUG",
+        ),
+    ),
+    Case("empty-env-is-unset", ["--node", "n"], {"KUBECONFIG": ""}, AgentSettings(node_name="n")),
+    Case("print-needs-no-node", ["--print"], {}, AgentSettings(print_only=True)),
+    Case(
+        "fake",
+        ["--node", "n", "--once", "--fake-topology", "t.txt", "--fake-gpu-model", "NVIDIA L40S"],
+        {},
+        AgentSettings(node_name="n", once=True, fake_topology="t.txt", fake_gpu_model="NVIDIA L40S"),
+    ),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
+def test_flags_fall_back_to_the_environment(case: Case) -> None:
+    assert parse_settings(case.argv, case.environ) == case.expected
+
+
+@pytest.mark.parametrize(
+    ("argv", "environ", "message"),
+    [
+        ([], {}, "node name is required"),
+        (["--node", "n", "--interval", "0"], {}, "must be a positive"),
+        ([], {"NODE_NAME": "n", "PHALANX_NODE_AGENT_INTERVAL_SECONDS": "soon"}, "is not a number"),
+        (["--node", "n", "--max-backoff", "inf"], {}, "must be a positive"),
+        (["--node", "n", "--log-level", "chatty"], {}, "invalid choice"),
+    ],
+    ids=["no-node", "zero-interval", "bad-env-interval", "infinite-backoff", "bad-log-level"],
+)
+def test_bad_settings_exit_with_usage(
+    argv: list[str], environ: dict[str, str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        parse_settings(argv, environ)
+    assert exited.value.code == 2
+    assert message in capsys.readouterr().err
