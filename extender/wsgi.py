@@ -23,7 +23,7 @@ from extender.metrics import GangMetrics
 from extender.service import Extender
 from extender.settings import ExtenderSettings
 from kubeio.binding import PodBinder
-from kubeio.cluster_cache import ClusterCache
+from kubeio.cluster_cache import LIVE_PODS, ClusterCache
 from kubeio.events import EventRecorder
 from kubeio.http import KubeHttp, load_api_client
 from kubeio.podgroups import PodGroupWriter
@@ -41,7 +41,7 @@ def create() -> Flask:
     http = KubeHttp(load_api_client(settings.kubeconfig, pool_size=max(16, settings.threads)))
     registry = CollectorRegistry()
     stop = threading.Event()
-    cache = ClusterCache()
+    cache = ClusterCache(pods_selector=LIVE_PODS)
     binder = PodBinder(http, timeout=settings.api_timeout_seconds)
     events = EventRecorder(http, clock=time.time)
     ledger = PromiseLedger()

@@ -47,12 +47,14 @@ class Testbed:
         *,
         extender_port: int | None = None,
         extender_env: dict[str, str] | None = None,
+        placement_grace: float = 60.0,
         log: Callable[[str], None] = lambda line: print(line, file=sys.stderr, flush=True),
     ) -> None:
         self.state_dir = state_dir
         self.extender_port = extender_port or free_port()
         self.extender_url = f"http://127.0.0.1:{self.extender_port}"
         self.extender_env = extender_env or {}
+        self.placement_grace = placement_grace
         self.log = log
         self.cluster = LocalCluster(state_dir, extender_url=self.extender_url, log=log)
         self.logs = state_dir / "logs"
@@ -81,13 +83,14 @@ class Testbed:
         )
         self.start_extender()
 
-    def start_extender(self) -> None:
+    def start_extender(self, extra_env: dict[str, str] | None = None) -> None:
         """Start the extender as production does, under gunicorn, and wait for ``/readyz``."""
         env = {
             "KUBECONFIG": str(self.kubeconfig),
             "PHALANX_PORT": str(self.extender_port),
             "PHALANX_BIND_ADDRESS": "127.0.0.1",
             **self.extender_env,
+            **(extra_env or {}),
         }
         argv = [
             sys.executable,

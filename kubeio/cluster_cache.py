@@ -40,7 +40,15 @@ class ClusterCache:
     read the cache, and a caller holding its own lock may read the cache without deadlock.
     """
 
-    def __init__(self, topologies: TopologyCache | None = None) -> None:
+    def __init__(self, topologies: TopologyCache | None = None, *, pods_selector: str = "") -> None:
+        """Create an empty cache.
+
+        Args:
+            topologies: shared prepared topologies (a new cache if ``None``).
+            pods_selector: field selector for pods; ``LIVE_PODS`` leaves finished pods out (the
+                extender), empty keeps them (the placement manager counts succeeded and failed members).
+        """
+        self._pods_selector = pods_selector
         self.topologies = topologies or TopologyCache()
         """Prepared GPU topologies, shared by all nodes with the same document (and by the extender)."""
         self._lock = threading.Lock()
@@ -244,7 +252,7 @@ class ClusterCache:
             ),
             Reflector(
                 http,
-                Collection("/api/v1/pods", field_selector=LIVE_PODS),
+                Collection("/api/v1/pods", field_selector=self._pods_selector),
                 on_replace=self.replace_pods,
                 on_event=self.pod_event,
                 stop=stop,

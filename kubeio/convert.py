@@ -246,4 +246,19 @@ def podgroup_from_api(raw: object) -> PodGroup:
         plan=annotations.get(GANG_PLAN_ANNOTATION),
         phase=_str(status.get("phase"), "status.phase"),
         uid=_str(meta.get("uid"), "metadata.uid"),
+        counts=(
+            _count(status.get("scheduled"), "status.scheduled"),
+            _count(status.get("running"), "status.running"),
+            _count(status.get("succeeded"), "status.succeeded"),
+            _count(status.get("failed"), "status.failed"),
+        ),
     )
+
+
+def _count(value: object, where: str) -> int:
+    if value is None:
+        return 0
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        msg = f"{where} must be a non-negative integer"
+        raise ConvertError(msg)
+    return value

@@ -150,6 +150,7 @@ class PodGroup:
         plan: the ``phalanx.io/gang-plan`` annotation when a bind is (or was) under way.
         phase: ``status.phase`` as last written.
         uid: the object's UID.
+        counts: ``status`` (scheduled, running, succeeded, failed) as last written.
     """
 
     namespace: str
@@ -159,6 +160,7 @@ class PodGroup:
     plan: str | None = None
     phase: str = ""
     uid: str = ""
+    counts: tuple[int, int, int, int] = (0, 0, 0, 0)
 
     @property
     def key(self) -> str:

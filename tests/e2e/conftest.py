@@ -37,7 +37,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 @pytest.fixture(scope="session")
 def testbed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Testbed]:
     """A running test bed with three simulated 8x RTX A6000 nodes (NVLink bridge pairs), torn down after."""
-    bed = Testbed(Path(tmp_path_factory.mktemp("testbed")))
+    bed = Testbed(Path(tmp_path_factory.mktemp("testbed")), placement_grace=3.0)
     try:
         bed.start()
         bed.add_nodes(fleet(3, gpus=8, racks_per_zone=3, topology=topology_from_file(BRIDGED_A6000)))

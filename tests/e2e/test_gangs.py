@@ -12,6 +12,7 @@ from workload import (
     create_podgroup,
     double_booked,
     events_for,
+    get_podgroup,
     gpu_pod,
     list_pods,
     member,
@@ -147,3 +148,25 @@ def test_a_gang_binds_nothing_until_min_member_pods_exist(testbed: Testbed, name
 def test_a_pod_without_a_group_still_schedules_around_a_reservation(testbed: Testbed, namespace: str) -> None:
     create_pod(testbed.http, namespace, gpu_pod("alone", 2))
     wait_for("the lone pod bound", lambda: "alone" in bound_names(testbed, namespace))
+
+
+def test_a_gang_that_loses_a_member_is_evicted_whole_with_a_reason(testbed: Testbed, namespace: str) -> None:
+    create_podgroup(testbed.http, namespace, podgroup("trio", 3))
+    for i in range(3):
+        create_pod(testbed.http, namespace, member(f"t{i}", "trio", 1))
+    wait_for(
+        "the gang running and its status saying so",
+        lambda: get_podgroup(testbed.http, namespace, "trio").get("status", {}).get("phase") == "Running",
+        timeout=60,
+    )
+    testbed.http.request("DELETE", f"/api/v1/namespaces/{namespace}/pods/t1", body={"gracePeriodSeconds": 0})
+    wait_for("the survivors evicted", lambda: not list_pods(testbed.http, namespace), timeout=30)
+
+    def evicted() -> str | None:
+        for event in events_for(testbed.http, namespace, "trio"):
+            if event["reason"] == "GangEvicted":
+                return str(event["message"])
+        return None
+
+    message = wait_for("a GangEvicted event on the PodGroup", evicted, timeout=15)
+    assert message.startswith(f"gang {namespace}/trio: only 2 of 3 members running (1 lost)")

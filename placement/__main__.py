@@ -1,0 +1,80 @@
+"""Composition root of the placement manager: ``python -m placement [--kubeconfig PATH] ...``.
+
+Builds the real objects (API client, cache of nodes, all pods and PodGroups, PodGroup writer, event
+recorder, metrics) and runs the reconcile loop until SIGTERM or SIGINT.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Sequence
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
+
+from kubeio.cluster_cache import ClusterCache
+from kubeio.events import EventRecorder
+from kubeio.http import KubeHttp, load_api_client
+from kubeio.podgroups import PodGroupWriter
+from placement.reconciler import Reconciler
+from placement.settings import PlacementSettings
+
+log = logging.getLogger("placement")
+
+
+def run(settings: PlacementSettings, stop: threading.Event) -> None:
+    """Reconcile every ``interval_seconds`` until ``stop`` is set; a failed pass is logged, not fatal."""
+    http = KubeHttp(load_api_client(settings.kubeconfig), user_agent="phalanx-placement")
+    registry = CollectorRegistry()
+    passes = Histogram("phalanx_placement_pass_seconds", "Duration of one reconcile pass.", registry=registry)
+    evictions = Counter(
+        "phalanx_stale_gang_evictions", "Gangs evicted whole for running below minMember.", registry=registry
+    )
+    if settings.metrics_port:
+        start_http_server(settings.metrics_port, registry=registry)
+    cache = ClusterCache()
+    cache.start(http, stop)
+    events = EventRecorder(http, component="phalanx-placement", clock=time.time)
+    events.start(stop)
+    reconciler = Reconciler(
+        cache,
+        PodGroupWriter(http),
+        events,
+        clock=time.monotonic,
+        grace_seconds=settings.stale_grace_seconds,
+        on_evict=lambda _group: evictions.inc(),
+    )
+    if not cache.wait_synced(120):
+        log.warning("caches not synced after 120s; reconciling with what is there")
+    while not stop.is_set():
+        started = time.monotonic()
+        try:
+            result = reconciler.reconcile_once()
+            if result.evicted:
+                log.info("evicted stale gangs: %s", ", ".join(result.evicted))
+        except Exception:  # one bad pass must not end the manager
+            log.exception("reconcile pass failed")
+        passes.observe(time.monotonic() - started)
+        stop.wait(settings.interval_seconds)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Parse settings, install signal handlers, run."""
+    logging.basicConfig(
+        level=os.environ.get("PHALANX_LOG_LEVEL", "INFO"),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    settings = PlacementSettings.parse(argv, os.environ)
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    run(settings, stop)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

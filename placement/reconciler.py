@@ -1,0 +1,125 @@
+"""One reconcile pass over gangs: keep PodGroup status true, evict gangs that fell below ``minMember``.
+
+Decisions are the core's (``scheduling.gang_health``); this module remembers since when each gang has
+been short (in memory: after a restart the grace period starts again, which only delays an eviction)
+and performs the writes.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from kubeio.errors import KubeError
+from kubeio.events import ObjectRef
+from scheduling.gang_health import find_shortage, gang_status
+from scheduling.model import Pod, PodGroup
+
+log = logging.getLogger(__name__)
+
+
+class GangSource(Protocol):
+    """What a pass reads: ``kubeio.cluster_cache.ClusterCache`` (with finished pods) or a fake."""
+
+    def podgroups(self) -> list[PodGroup]:
+        """Every PodGroup."""
+
+    def members(self, key: str) -> list[Pod]:
+        """The pods of a PodGroup, finished ones included."""
+
+
+class GangSink(Protocol):
+    """What a pass writes: ``kubeio.podgroups.PodGroupWriter`` or a fake."""
+
+    def set_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> None:
+        """Merge a PodGroup status."""
+
+    def delete_pod(self, namespace: str, name: str, uid: str, *, grace_seconds: int | None = None) -> bool:
+        """Delete a member."""
+
+
+class EventSink(Protocol):
+    """Records an event (``kubeio.events.EventRecorder``)."""
+
+    def record(self, ref: ObjectRef, type_: str, reason: str, message: str) -> None:
+        """Queue one event."""
+
+
+@dataclass(frozen=True, slots=True)
+class PassResult:
+    """What one pass did."""
+
+    statuses: tuple[str, ...] = ()
+    evicted: tuple[str, ...] = ()
+    errors: tuple[str, ...] = field(default=())
+
+
+class Reconciler:
+    """Gang status and stale-gang eviction."""
+
+    def __init__(
+        self,
+        source: GangSource,
+        sink: GangSink,
+        events: EventSink,
+        *,
+        clock: Callable[[], float],
+        grace_seconds: float,
+        on_evict: Callable[[PodGroup], None] = lambda _group: None,
+    ) -> None:
+        self._source = source
+        self._sink = sink
+        self._events = events
+        self._clock = clock
+        self._grace = grace_seconds
+        self._on_evict = on_evict
+        self._short_since: dict[str, float] = {}
+
+    def reconcile_once(self) -> PassResult:
+        """Run one pass over every PodGroup."""
+        now = self._clock()
+        statuses: list[str] = []
+        evicted: list[str] = []
+        errors: list[str] = []
+        seen: set[str] = set()
+        for group in self._source.podgroups():
+            seen.add(group.key)
+            members = self._source.members(group.key)
+            try:
+                if self._write_status(group, members):
+                    statuses.append(group.key)
+                if self._evict_if_stale(group, members, now):
+                    evicted.append(group.key)
+            except KubeError as exc:
+                log.warning("gang %s: %s", group.key, exc)
+                errors.append(group.key)
+        for gone in set(self._short_since) - seen:
+            del self._short_since[gone]
+        return PassResult(tuple(statuses), tuple(evicted), tuple(errors))
+
+    def _write_status(self, group: PodGroup, members: list[Pod]) -> bool:
+        status = gang_status(group, members)
+        counts = (status.scheduled, status.running, status.succeeded, status.failed)
+        if status.phase == group.phase and counts == group.counts:
+            return False
+        self._sink.set_status(group.namespace, group.name, status.as_api())
+        return True
+
+    def _evict_if_stale(self, group: PodGroup, members: list[Pod], now: float) -> bool:
+        shortage = find_shortage(group, members)
+        if shortage is None:
+            self._short_since.pop(group.key, None)
+            return False
+        since = self._short_since.setdefault(group.key, now)
+        if now - since < self._grace:
+            return False
+        log.warning("%s", shortage.message)
+        for pod in shortage.holding:
+            self._sink.delete_pod(pod.namespace, pod.name, pod.uid)
+        ref = ObjectRef("PodGroup", "scheduling.x-k8s.io/v1alpha1", group.namespace, group.name, group.uid)
+        self._events.record(ref, "Warning", "GangEvicted", shortage.message)
+        del self._short_since[group.key]
+        self._on_evict(group)
+        return True

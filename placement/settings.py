@@ -1,0 +1,63 @@
+"""Placement manager settings: flags, falling back to environment variables, in one place."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class PlacementSettings:
+    """How the placement manager runs."""
+
+    kubeconfig: str | None = None
+    """kubeconfig path; unset means the in-cluster service account (``KUBECONFIG``)."""
+
+    interval_seconds: float = 2.0
+    """Time between reconcile passes (``PHALANX_PLACEMENT_INTERVAL_SECONDS``)."""
+
+    stale_grace_seconds: float = 60.0
+    """How long a placed gang may run below ``minMember`` before it is evicted whole
+    (``PHALANX_STALE_GANG_GRACE_SECONDS``); long enough for a controller to replace a lost member."""
+
+    metrics_port: int = 0
+    """Port of ``/metrics`` on all addresses; 0 turns it off (``PHALANX_PLACEMENT_METRICS_PORT``)."""
+
+    @staticmethod
+    def parse(argv: Sequence[str] | None, environ: Mapping[str, str]) -> PlacementSettings:
+        """Read flags, each defaulting to its environment variable, then to the built-in default."""
+        defaults = PlacementSettings()
+        parser = argparse.ArgumentParser(prog="python -m placement", description="phalanx placement manager")
+        parser.add_argument("--kubeconfig", default=environ.get("KUBECONFIG") or None)
+        parser.add_argument(
+            "--interval-seconds",
+            type=_positive,
+            default=environ.get("PHALANX_PLACEMENT_INTERVAL_SECONDS", defaults.interval_seconds),
+        )
+        parser.add_argument(
+            "--stale-grace-seconds",
+            type=_positive,
+            default=environ.get("PHALANX_STALE_GANG_GRACE_SECONDS", defaults.stale_grace_seconds),
+        )
+        metrics_port = environ.get("PHALANX_PLACEMENT_METRICS_PORT", defaults.metrics_port)
+        parser.add_argument("--metrics-port", type=int, default=metrics_port)
+        args = parser.parse_args(argv)
+        return PlacementSettings(
+            kubeconfig=args.kubeconfig,
+            interval_seconds=_positive(args.interval_seconds),
+            stale_grace_seconds=_positive(args.stale_grace_seconds),
+            metrics_port=int(args.metrics_port),
+        )
+
+
+def _positive(text: object) -> float:
+    try:
+        value = float(str(text))
+    except ValueError:
+        msg = f"{text!r} is not a number"
+        raise argparse.ArgumentTypeError(msg) from None
+    if not 0 < value < float("inf"):
+        msg = f"{text!r} must be a positive number"
+        raise argparse.ArgumentTypeError(msg)
+    return value

@@ -1,0 +1,97 @@
+"""A gang's status from its members, and the rule for evicting a gang that fell below ``minMember``.
+
+A gang that once ran with all its members but lost some (a member failed, was evicted or deleted) is
+worse than no gang: the survivors hold GPUs and wait forever for peers that will not come back
+(anchors.md §4). Such a gang is evicted whole after a grace period, so its controller can recreate it
+and the scheduler can place it again all at once. A gang winding down (a member succeeded) is not
+stale: training jobs finish member by member.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from scheduling.model import Pod, PodGroup
+
+PLACED_PHASES = frozenset({"Scheduled", "Running"})
+"""Phases that say the gang once had ``minMember`` members placed."""
+
+
+@dataclass(frozen=True, slots=True)
+class GangStatus:
+    """The PodGroup status fields phalanx maintains (scheduler-plugins names)."""
+
+    phase: str
+    scheduled: int
+    running: int
+    succeeded: int
+    failed: int
+
+    def as_api(self) -> dict[str, object]:
+        """The ``status`` object to merge into the PodGroup."""
+        return {
+            "phase": self.phase,
+            "scheduled": self.scheduled,
+            "running": self.running,
+            "succeeded": self.succeeded,
+            "failed": self.failed,
+        }
+
+
+def gang_status(group: PodGroup, members: Sequence[Pod]) -> GangStatus:
+    """Count the members and name the phase.
+
+    >>> from scheduling.model import Resources
+    >>> pods = [Pod(f"u{i}", "ml", f"w{i}", Resources(), node_name="n", phase="Running") for i in range(2)]
+    >>> gang_status(PodGroup("ml", "g", 2), pods).phase
+    'Running'
+    """
+    scheduled = sum(1 for m in members if m.node_name is not None)
+    running = sum(1 for m in members if m.phase == "Running" and m.node_name is not None)
+    succeeded = sum(1 for m in members if m.phase == "Succeeded")
+    failed = sum(1 for m in members if m.phase == "Failed")
+    need = group.min_member
+    if succeeded >= need:
+        phase = "Finished"
+    elif running >= need or (running and running + succeeded >= need):
+        phase = "Running"
+    elif failed and scheduled - failed - succeeded < need:
+        phase = "Failed"
+    elif scheduled >= need:
+        phase = "Scheduled"
+    elif group.phase in PLACED_PHASES and any(m.holds_resources for m in members):
+        phase = group.phase  # placed once and now short: stays placed until evicted (find_shortage)
+    else:
+        phase = "Pending"
+    return GangStatus(phase, scheduled, running, succeeded, failed)
+
+
+@dataclass(frozen=True, slots=True)
+class Shortage:
+    """A placed gang now running with fewer than ``minMember`` members."""
+
+    group: PodGroup
+    holding: tuple[Pod, ...]
+    message: str
+
+
+def find_shortage(group: PodGroup, members: Sequence[Pod]) -> Shortage | None:
+    """The shortage of ``group``, if it was placed and now holds fewer than ``minMember`` live members."""
+    if group.phase not in PLACED_PHASES and group.phase != "Failed":
+        return None
+    if any(m.phase == "Succeeded" for m in members):
+        return None
+    holding = tuple(
+        sorted((m for m in members if m.holds_resources and not m.terminating), key=lambda m: m.name)
+    )
+    if not holding or len(holding) >= group.min_member:
+        return None
+    lost = group.min_member - len(holding)
+    failed = sorted(m.name for m in members if m.phase == "Failed")
+    why = f"; failed: {', '.join(failed)}" if failed else ""
+    message = (
+        f"gang {group.key}: only {len(holding)} of {group.min_member} members running "
+        f"({lost} lost{why}); evicting the rest so the gang can be placed again whole"
+    )
+    return Shortage(group, holding, message)

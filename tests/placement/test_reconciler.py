@@ -1,0 +1,97 @@
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from kubeio.events import ObjectRef
+from placement.reconciler import Reconciler
+from scheduling.model import Pod, PodGroup
+from tests.builders import a_gang, a_pod
+
+
+@dataclass
+class FakeGangs:
+    groups: dict[str, PodGroup] = field(default_factory=dict)
+    pods: dict[str, Pod] = field(default_factory=dict)
+    statuses: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    deleted: list[str] = field(default_factory=list)
+    events: list[tuple[str, str]] = field(default_factory=list)
+
+    def podgroups(self) -> list[PodGroup]:
+        return list(self.groups.values())
+
+    def members(self, key: str) -> list[Pod]:
+        return [p for p in self.pods.values() if p.group_key == key]
+
+    def set_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> None:
+        self.statuses.append((name, dict(status)))
+        group = self.groups[f"{namespace}/{name}"]
+        counts = (status["scheduled"], status["running"], status["succeeded"], status["failed"])
+        self.groups[group.key] = replace(group, phase=str(status["phase"]), counts=counts)
+
+    def delete_pod(self, namespace: str, name: str, uid: str, *, grace_seconds: int | None = None) -> bool:
+        self.deleted.append(name)
+        self.pods.pop(name, None)
+        return True
+
+    def record(self, ref: ObjectRef, type_: str, reason: str, message: str) -> None:
+        self.events.append((reason, message))
+
+
+def running(name: str) -> Pod:
+    return a_pod(name).gpus(1).group("g").on("n1", [0]).build()
+
+
+def test_status_is_written_only_when_it_changes() -> None:
+    fake = FakeGangs({"ml/g": a_gang("g", 2)}, {"w0": running("w0"), "w1": running("w1")})
+    reconciler = Reconciler(fake, fake, fake, clock=lambda: 0.0, grace_seconds=10)
+    assert reconciler.reconcile_once().statuses == ("ml/g",)
+    assert reconciler.reconcile_once().statuses == ()
+    assert fake.statuses == [
+        ("g", {"phase": "Running", "scheduled": 2, "running": 2, "succeeded": 0, "failed": 0})
+    ]
+
+
+def test_a_gang_that_lost_a_member_is_evicted_whole_after_the_grace_period_once() -> None:
+    now = [0.0]
+    fake = FakeGangs({"ml/g": a_gang("g", 3)}, {f"w{i}": running(f"w{i}") for i in range(3)})
+    reconciler = Reconciler(fake, fake, fake, clock=lambda: now[0], grace_seconds=10)
+    reconciler.reconcile_once()
+    del fake.pods["w1"]  # evicted by someone, or its node died
+    now[0] = 1.0
+    assert reconciler.reconcile_once().evicted == ()
+    now[0] = 11.5
+    assert reconciler.reconcile_once().evicted == ("ml/g",)
+    assert sorted(fake.deleted) == ["w0", "w2"]
+    assert [reason for reason, _ in fake.events] == ["GangEvicted"]
+    now[0] = 30.0
+    assert reconciler.reconcile_once().evicted == ()
+
+
+def test_a_member_replaced_within_the_grace_period_saves_the_gang() -> None:
+    now = [0.0]
+    fake = FakeGangs({"ml/g": a_gang("g", 2)}, {"w0": running("w0"), "w1": running("w1")})
+    reconciler = Reconciler(fake, fake, fake, clock=lambda: now[0], grace_seconds=10)
+    reconciler.reconcile_once()
+    del fake.pods["w1"]
+    now[0] = 5.0
+    reconciler.reconcile_once()
+    fake.pods["w1b"] = running("w1b")
+    now[0] = 20.0
+    assert reconciler.reconcile_once().evicted == ()
+    assert fake.deleted == []
+
+
+def test_a_gang_marked_failed_keeps_counting_towards_its_eviction() -> None:
+    now = [0.0]
+    fake = FakeGangs({"ml/g": a_gang("g", 2)}, {"w0": running("w0"), "w1": running("w1")})
+    reconciler = Reconciler(fake, fake, fake, clock=lambda: now[0], grace_seconds=10)
+    reconciler.reconcile_once()
+    fake.pods["w1"] = replace(fake.pods["w1"], phase="Failed")
+    now[0] = 1.0
+    reconciler.reconcile_once()
+    assert fake.groups["ml/g"].phase == "Failed"
+    now[0] = 12.0
+    assert reconciler.reconcile_once().evicted == ("ml/g",)
+    assert fake.deleted == ["w0"]
