@@ -32,6 +32,7 @@ class _Barrier:
     leader: str | None = None
     plan_ok: bool | None = None
     inside: int = 0
+    failures: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,16 +112,23 @@ class BarrierBoard:
                 self._cond.wait(min(left, 1.0))
             return barrier.plan_ok
 
-    def leave(self, group: str, passage: Passage) -> bool:
-        """A member is done with its barrier; ``True`` for the last one out (the barrier is removed)."""
+    def leave(self, group: str, passage: Passage, *, bound: bool) -> bool:
+        """A member is done with its barrier, ``bound`` or not.
+
+        Returns:
+            ``True`` for the last member out of an open barrier in which every member was bound: the
+            gang is whole and its plan annotation can go.
+        """
         barrier = _of(passage)
         with self._cond:
             barrier.inside -= 1
+            if not bound:
+                barrier.failures += 1
             if barrier.inside > 0:
                 return False
             if self._barriers.get(group) is barrier:
                 del self._barriers[group]
-            return True
+            return barrier.state is State.OPEN and barrier.failures == 0
 
 
 def _of(passage: Passage) -> _Barrier:

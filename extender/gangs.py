@@ -189,10 +189,13 @@ class GangCoordinator:
         running = sum(1 for m in self._cluster.members(key) if m.holds_resources)
         wait = min(self._settings.bind_wait, float(group.timeout_seconds))
         passage = self.board.join(key, pod.uid, group.min_member - running, wait)
+        result = GangBind("gang bind interrupted", "error")
         try:
-            return self._through(group, pod, node, promise.gpus, passage, wait)
+            result = self._through(group, pod, node, promise.gpus, passage, wait)
+            return result
         finally:
-            self.board.leave(key, passage)
+            if self.board.leave(key, passage, bound=not result.error) and passage.open:
+                self._clear_plan(group)
 
     def _through(
         self, group: PodGroup, pod: Pod, node: str, gpus: tuple[int, ...], passage: Passage, wait: float
@@ -243,6 +246,13 @@ class GangCoordinator:
             return False
         return True
 
+    def _clear_plan(self, group: PodGroup) -> None:
+        """Every member of the release is bound: the plan has done its job (recovery would clear it too)."""
+        try:
+            self._writer.set_plan(group.namespace, group.name, None)
+        except KubeError as exc:
+            log.info("gang %s: plan annotation stays for the recovery pass to clear: %s", group.key, exc)
+
     def _finished(self, group: PodGroup) -> None:
         with self._seen_lock:
             first = self._first_seen.pop(group.key, None)
@@ -272,6 +282,12 @@ class GangCoordinator:
             return
         pods = {p.name: p for p in self._cluster.members(group.key)}
         recovery = plan_recovery(plan, pods)
+        log.debug(
+            "gang %s recovery: plan %s, pods %s",
+            group.key,
+            [(m.name, m.node) for m in plan],
+            [(p.name, p.node_name, p.terminating) for p in pods.values()],
+        )
         try:
             for member in recovery.bind:
                 annotations = {GPUS_ANNOTATION: format_gpu_indices(member.gpus)} if member.gpus else {}

@@ -75,13 +75,20 @@ class Testbed:
         return self._http
 
     def start(self) -> None:
-        """Start the control plane, the simulated kubelet and the extender; wait until all are ready."""
+        """Start the control plane, simulated kubelet, extender and placement manager; wait for readiness."""
         self.cluster.up()
         self.logs.mkdir(parents=True, exist_ok=True)
         self._spawn(
             "sim-kubelet", [sys.executable, "-m", "kubeio.sim_kubelet", "--kubeconfig", str(self.kubeconfig)]
         )
         self.start_extender()
+        self.start_placement()
+
+    def start_placement(self) -> None:
+        """Start the placement manager; stale gangs are evicted after ``placement_grace`` seconds."""
+        argv = [sys.executable, "-m", "placement", "--kubeconfig", str(self.kubeconfig)]
+        argv += ["--interval-seconds", "1", "--stale-grace-seconds", str(self.placement_grace)]
+        self._spawn("placement", argv)
 
     def start_extender(self, extra_env: dict[str, str] | None = None) -> None:
         """Start the extender as production does, under gunicorn, and wait for ``/readyz``."""

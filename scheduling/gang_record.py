@@ -105,9 +105,14 @@ def plan_recovery(plan: Iterable[PlannedMember], pods_by_name: Mapping[str, Pod]
             placed.append(pod)
         else:
             lost.append(member.name)
+    if not to_bind:
+        # Every member still here is bound: the bind finished. A member lost since then is the
+        # placement manager's business (stale gangs, with a grace period), not a crash to undo.
+        return Recovery((), (), "every planned member was bound")
     if lost:
-        reason = f"members {', '.join(lost)} are gone or elsewhere; deleting the {len(placed)} bound members"
+        reason = (
+            f"the bind was interrupted and members {', '.join(lost)} are gone, so the gang cannot be "
+            f"completed; deleting the {len(placed)} bound members"
+        )
         return Recovery((), tuple(placed), reason)
-    if to_bind:
-        return Recovery(tuple(to_bind), (), f"binding the {len(to_bind)} members the interrupted bind left")
-    return Recovery((), (), "every planned member is bound")
+    return Recovery(tuple(to_bind), (), f"binding the {len(to_bind)} members the interrupted bind left")

@@ -7,10 +7,24 @@ from collections.abc import Iterator
 
 import pytest
 from testbed import Testbed
-from workload import create_pod, events_for, get_pod, gpu_pod, gpus_of, list_pods, live, wait_for, wait_pod
+from workload import (
+    create_pod,
+    create_podgroup,
+    events_for,
+    get_pod,
+    gpu_pod,
+    gpus_of,
+    list_pods,
+    live,
+    member,
+    podgroup,
+    wait_for,
+    wait_pod,
+)
 
 from kubeio.errors import NotFoundError
-from kubeio.sim_nodes import SimNodeSpec
+from kubeio.sim_nodes import SimNodeSpec, topology_from_file
+from tests.e2e.conftest import BRIDGED_A6000
 
 BRIDGE_PAIRS = {(0, 1), (2, 3), (4, 5), (6, 7)}  # NV4 pairs of the A6000 box the session nodes use
 
@@ -66,3 +80,35 @@ def test_a_node_with_an_unreadable_topology_gets_the_extenders_reason(
     message = wait_for("a FailedScheduling event with phalanx's reason", extender_reason)
     assert "GPU topology annotation phalanx.io/gpu-topology is unreadable" in message
     assert not get_pod(testbed.http, namespace, "pinned")["spec"].get("nodeName")
+
+
+@pytest.fixture
+def rack_a(testbed: Testbed) -> Iterator[list[str]]:
+    """Two more bridged 8-GPU nodes that share rack-a (the session's three nodes are one per rack)."""
+    names = ["gpu-rack-a-1", "gpu-rack-a-2"]
+    topology = topology_from_file(BRIDGED_A6000)
+    testbed.add_nodes(
+        [SimNodeSpec(n, gpus=8, labels={"phalanx.io/rack": "rack-a"}, topology=topology) for n in names]
+    )
+    yield names
+    for name in names:
+        with contextlib.suppress(NotFoundError):
+            testbed.http.request("DELETE", f"/api/v1/nodes/{name}")
+
+
+def test_an_8_gpu_gang_lands_on_the_fewest_nodes_of_one_rack(
+    testbed: Testbed, namespace: str, rack_a: list[str]
+) -> None:
+    create_podgroup(testbed.http, namespace, podgroup("wide", 2))
+    for i in range(2):
+        create_pod(testbed.http, namespace, member(f"wide-{i}", "wide", 8))
+    wait_for(
+        "both members bound",
+        lambda: (
+            all(live(p) for p in list_pods(testbed.http, namespace))
+            and len(list_pods(testbed.http, namespace)) == 2
+        ),
+        timeout=60,
+    )
+    nodes = sorted(p["spec"]["nodeName"] for p in list_pods(testbed.http, namespace))
+    assert nodes == rack_a, f"the only rack that holds 16 GPUs is rack-a, got {nodes}"
