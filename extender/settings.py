@@ -23,7 +23,7 @@ class ExtenderSettings:
     port: int = 8888
     """Port to listen on; must match ``urlPrefix`` in ``manifests/scheduler-config.yaml``."""
 
-    threads: int = 64
+    threads: int = 256
     """Concurrent requests. kube-scheduler sends one bind per pod concurrently; a gang needs one slot
     per member, and filter/prioritize must not queue behind them."""
 

@@ -32,12 +32,12 @@ class PlacementSettings:
         parser.add_argument("--kubeconfig", default=environ.get("KUBECONFIG") or None)
         parser.add_argument(
             "--interval-seconds",
-            type=_positive,
+            type=positive_number,
             default=environ.get("PHALANX_PLACEMENT_INTERVAL_SECONDS", defaults.interval_seconds),
         )
         parser.add_argument(
             "--stale-grace-seconds",
-            type=_positive,
+            type=positive_number,
             default=environ.get("PHALANX_STALE_GANG_GRACE_SECONDS", defaults.stale_grace_seconds),
         )
         metrics_port = environ.get("PHALANX_PLACEMENT_METRICS_PORT", defaults.metrics_port)
@@ -45,13 +45,14 @@ class PlacementSettings:
         args = parser.parse_args(argv)
         return PlacementSettings(
             kubeconfig=args.kubeconfig,
-            interval_seconds=_positive(args.interval_seconds),
-            stale_grace_seconds=_positive(args.stale_grace_seconds),
+            interval_seconds=positive_number(args.interval_seconds),
+            stale_grace_seconds=positive_number(args.stale_grace_seconds),
             metrics_port=int(args.metrics_port),
         )
 
 
-def _positive(text: object) -> float:
+def positive_number(text: object) -> float:
+    """Argparse type: a finite positive number (seconds, intervals)."""
     try:
         value = float(str(text))
     except ValueError:

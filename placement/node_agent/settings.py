@@ -10,6 +10,8 @@ import argparse
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from placement.settings import positive_number
+
 ENV_NODE = "NODE_NAME"
 ENV_KUBECONFIG = "KUBECONFIG"
 ENV_INTERVAL = "PHALANX_NODE_AGENT_INTERVAL_SECONDS"
@@ -77,19 +79,19 @@ def parse_settings(argv: Sequence[str] | None, environ: Mapping[str, str]) -> Ag
     )
     parser.add_argument(
         "--interval",
-        type=_positive,
+        type=positive_number,
         default=environ.get(ENV_INTERVAL) or defaults.interval_seconds,
         help=f"seconds between reads (${ENV_INTERVAL}; default %(default)s)",
     )
     parser.add_argument(
         "--max-backoff",
-        type=_positive,
+        type=positive_number,
         default=environ.get(ENV_MAX_BACKOFF) or defaults.max_backoff_seconds,
         help=f"longest wait after failures, seconds (${ENV_MAX_BACKOFF}; default %(default)s)",
     )
     parser.add_argument(
         "--api-timeout",
-        type=_positive,
+        type=positive_number,
         default=environ.get(ENV_API_TIMEOUT) or defaults.api_timeout_seconds,
         help=f"API request timeout, seconds (${ENV_API_TIMEOUT}; default %(default)s)",
     )
@@ -120,15 +122,3 @@ def parse_settings(argv: Sequence[str] | None, environ: Mapping[str, str]) -> Ag
         fake_gpu_model=args.fake_gpu_model,
         log_level=args.log_level,
     )
-
-
-def _positive(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        msg = f"{text!r} is not a number"
-        raise argparse.ArgumentTypeError(msg) from None
-    if not 0 < value < float("inf"):
-        msg = f"{value} must be a positive number of seconds"
-        raise argparse.ArgumentTypeError(msg)
-    return value
