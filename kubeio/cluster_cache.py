@@ -15,9 +15,11 @@ from typing import TypeVar
 
 from kubeio.convert import ConvertError, node_from_api, pod_from_api, podgroup_from_api
 from kubeio.http import JsonObject, KubeHttp
+from kubeio.queues import QUEUES_PATH, queue_from_api
 from kubeio.reflector import Collection, Reflector
 from scheduling.gpu_usage import NodeGpuUsage
 from scheduling.model import Node, Pod, PodGroup
+from scheduling.queues import Queue
 from scheduling.snapshot import ClusterSnapshot
 from scheduling.topology import TopologyCache
 
@@ -58,6 +60,7 @@ class ClusterCache:
         self._pods_on_node: dict[str, set[str]] = {}
         self._usage: dict[str, NodeGpuUsage] = {}
         self._groups: dict[str, PodGroup] = {}
+        self._queues: dict[str, Queue] = {}
         self._members: dict[str, set[str]] = {}
         self._version = 0
         self._snapshot: ClusterSnapshot | None = None
@@ -98,6 +101,11 @@ class ClusterCache:
         """Every PodGroup, sorted by key."""
         with self._lock:
             return [self._groups[k] for k in sorted(self._groups)]
+
+    def queues(self) -> list[Queue]:
+        """Every Queue object, sorted by name (not yet validated as a tree)."""
+        with self._lock:
+            return [self._queues[k] for k in sorted(self._queues)]
 
     def members(self, key: str) -> list[Pod]:
         """The live pods labelled into the PodGroup ``namespace/name``, sorted by name."""
@@ -229,6 +237,27 @@ class ClusterCache:
             else:
                 self._groups[group.key] = group
 
+    def replace_queues(self, items: Iterable[JsonObject]) -> None:
+        """Replace every Queue with a fresh list."""
+        queues = {}
+        for raw in items:
+            queue = _convert(queue_from_api, raw)
+            if queue is not None:
+                queues[queue.name] = queue
+        with self._lock:
+            self._queues = queues
+
+    def queue_event(self, kind: str, raw: JsonObject) -> None:
+        """Apply one Queue watch event."""
+        queue = _convert(queue_from_api, raw)
+        if queue is None:
+            return
+        with self._lock:
+            if kind == "DELETED":
+                self._queues.pop(queue.name, None)
+            else:
+                self._queues[queue.name] = queue
+
     def _changed(self) -> None:
         self._version += 1
         self._snapshot = None
@@ -264,8 +293,15 @@ class ClusterCache:
                 on_event=self.podgroup_event,
                 stop=stop,
             ),
+            Reflector(
+                http,
+                Collection(QUEUES_PATH, optional=True),
+                on_replace=self.replace_queues,
+                on_event=self.queue_event,
+                stop=stop,
+            ),
         ]
-        for reflector, name in zip(self._reflectors, ("nodes", "pods", "podgroups"), strict=True):
+        for reflector, name in zip(self._reflectors, ("nodes", "pods", "podgroups", "queues"), strict=True):
             thread = threading.Thread(target=reflector.run, name=f"watch-{name}", daemon=True)
             thread.start()
             self._threads.append(thread)

@@ -1,0 +1,94 @@
+"""Queue objects (``queues.scheduling.phalanx.io``): API JSON -> ``scheduling.queues.Queue``, and status.
+
+The CRD's own validation (manifests/crds) refuses negative amounts and a limit below the quota at
+admission; what needs every queue at once (cycles, children over their parent's quota) is checked by
+``scheduling.queues.QueueTree.build`` and reported in each queue's status condition ``Valid``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import quote
+
+from kubeio.convert import ConvertError
+from kubeio.http import KubeHttp
+from scheduling.quantity import QuantityError, to_milli, to_units
+from scheduling.queues import Queue, ResourceQuota
+from scheduling.queues.resources import CPU, GPU, MEMORY
+
+QUEUES_PATH = "/apis/scheduling.phalanx.io/v1alpha1/queues"
+_MERGE = "application/merge-patch+json"
+
+
+def _amount(resource: str, value: object, where: str) -> int:
+    try:
+        return to_milli(value) if resource == CPU else to_units(value)
+    except QuantityError as exc:
+        msg = f"{where}: {exc}"
+        raise ConvertError(msg) from None
+
+
+def _share(resource: str, raw: object, where: str) -> ResourceQuota:
+    if raw is None:
+        return ResourceQuota()
+    if not isinstance(raw, dict):
+        msg = f"{where} must be an object"
+        raise ConvertError(msg)
+    weight = raw.get("overQuotaWeight", 1)
+    if not isinstance(weight, int) or isinstance(weight, bool):
+        msg = f"{where}.overQuotaWeight must be an integer"
+        raise ConvertError(msg)
+    limit = raw.get("limit")
+    return ResourceQuota(
+        quota=_amount(resource, raw.get("quota", 0), f"{where}.quota"),
+        over_quota_weight=weight,
+        limit=None if limit is None else _amount(resource, limit, f"{where}.limit"),
+    )
+
+
+def queue_from_api(raw: object) -> Queue:
+    """Convert a Queue object.
+
+    Raises:
+        ConvertError: a field has the wrong type or an amount is not a quantity.
+    """
+    if not isinstance(raw, dict):
+        msg = "queue must be an object"
+        raise ConvertError(msg)
+    meta: Mapping[str, Any] = raw.get("metadata") or {}
+    spec: Mapping[str, Any] = raw.get("spec") or {}
+    name = meta.get("name")
+    if not isinstance(name, str) or not name:
+        msg = "metadata.name must be a non-empty string"
+        raise ConvertError(msg)
+    resources: Mapping[str, Any] = spec.get("resources") or {}
+    runtime = spec.get("minRuntimeSeconds")
+    if runtime is not None and (not isinstance(runtime, int) or isinstance(runtime, bool)):
+        msg = "spec.minRuntimeSeconds must be an integer"
+        raise ConvertError(msg)
+    parent = spec.get("parent")
+    return Queue(
+        name=name,
+        parent=parent if isinstance(parent, str) and parent else None,
+        gpu=_share(GPU, resources.get(GPU), f"spec.resources.{GPU}"),
+        cpu=_share(CPU, resources.get(CPU), f"spec.resources.{CPU}"),
+        memory=_share(MEMORY, resources.get(MEMORY), f"spec.resources.{MEMORY}"),
+        min_runtime_seconds=runtime,
+        created=str(meta.get("creationTimestamp") or ""),
+    )
+
+
+class QueueWriter:
+    """Writes Queue status."""
+
+    def __init__(self, http: KubeHttp, *, timeout: float = 20.0) -> None:
+        self._http = http
+        self._timeout = timeout
+
+    def set_status(self, name: str, status: Mapping[str, Any]) -> None:
+        """Merge ``status`` into queue ``name``'s status subresource."""
+        path = f"{QUEUES_PATH}/{quote(name, safe='')}/status"
+        self._http.request(
+            "PATCH", path, body={"status": dict(status)}, content_type=_MERGE, timeout=self._timeout
+        )
