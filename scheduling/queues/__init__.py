@@ -1,0 +1,91 @@
+"""Queues and fair share, in the pure core: who deserves what, who goes first, who gives room back.
+
+- ``model``: ``Queue``, ``QueueTree`` (validated hierarchy, only leaves hold workloads), ``DEFAULT_QUEUE``.
+- ``workloads``: ``PendingGroup``, ``RunningGang``, the preemptibility rule and the labels.
+- ``fair_share``: quota first, then the unused rest by over-quota weight (water-filling), per level.
+- ``usage``: optional time-decayed usage that moves the over-quota weights (KAI's time-based fairshare).
+- ``drf``: dominant resource share.
+- ``ordering``: ``QueueState`` and the order of pending groups; ``admission``: ``admit`` and its reasons.
+- ``reclaim``: whole-gang evictions that give a starved queue its fair share back; ``victims``: the
+  just-enough victim set.
+- ``preemption``: kube-scheduler's victims narrowed to the preemptor's queue, gangs whole.
+
+Like the rest of ``scheduling``, nothing here reads a clock, the environment or a random source: ``now``,
+half-lives and usage are arguments.
+"""
+
+from scheduling.queues.admission import Admission, AdmissionRule, admit
+from scheduling.queues.drf import dominant_resource, dominant_share, resource_shares
+from scheduling.queues.fair_share import Claim, FairShares, QueueShare, Split, divide, fair_shares
+from scheduling.queues.model import DEFAULT_QUEUE, Queue, QueueError, QueueTree, ResourceQuota, default_queue
+from scheduling.queues.ordering import QueueState, Standing, order_pending, queue_states, standing
+from scheduling.queues.preemption import (
+    GangMember,
+    PreemptionDecision,
+    Preemptor,
+    PreemptRule,
+    VictimPod,
+    preempt_within_queue,
+)
+from scheduling.queues.reclaim import Eviction, ReclaimOutcome, ReclaimPlan, plan_reclaim, plan_reclaims
+from scheduling.queues.usage import UsageSample, UsageWeighting, decayed_usage, normalized_usage
+from scheduling.queues.victims import Fits, VictimSearch, check_victims, choose_victims
+from scheduling.queues.workloads import (
+    NON_PREEMPTIBLE_PRIORITY,
+    PREEMPTIBLE_LABEL,
+    QUEUE_LABEL,
+    PendingGroup,
+    RunningGang,
+    is_preemptible,
+)
+
+__all__ = [
+    "DEFAULT_QUEUE",
+    "NON_PREEMPTIBLE_PRIORITY",
+    "PREEMPTIBLE_LABEL",
+    "QUEUE_LABEL",
+    "Admission",
+    "AdmissionRule",
+    "Claim",
+    "Eviction",
+    "FairShares",
+    "Fits",
+    "GangMember",
+    "PendingGroup",
+    "PreemptRule",
+    "PreemptionDecision",
+    "Preemptor",
+    "Queue",
+    "QueueError",
+    "QueueShare",
+    "QueueState",
+    "QueueTree",
+    "ReclaimOutcome",
+    "ReclaimPlan",
+    "ResourceQuota",
+    "RunningGang",
+    "Split",
+    "Standing",
+    "UsageSample",
+    "UsageWeighting",
+    "VictimPod",
+    "VictimSearch",
+    "admit",
+    "check_victims",
+    "choose_victims",
+    "decayed_usage",
+    "default_queue",
+    "divide",
+    "dominant_resource",
+    "dominant_share",
+    "fair_shares",
+    "is_preemptible",
+    "normalized_usage",
+    "order_pending",
+    "plan_reclaim",
+    "plan_reclaims",
+    "preempt_within_queue",
+    "queue_states",
+    "resource_shares",
+    "standing",
+]

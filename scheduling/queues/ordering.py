@@ -1,0 +1,185 @@
+"""The order in which pending groups get their turn, across queues and within a queue.
+
+Rules (architecture.md §4, issue "Queues and fair share"):
+
+- between queues: a group whose queue stays within its deserved quota with it goes first, then one whose
+  queue stays within its fair share, then the rest; inside each band the queue with the smaller dominant
+  resource share (counting the group, ``scheduling.queues.drf``) goes first, then the older group, then
+  names;
+- within a queue: higher priority first, then older, then name.
+
+A queue's standing is the worst along its path: a team inside a department that is over its fair share
+is over it too. The order is built one group at a time, as if each group took its requests when its turn
+came, so a queue with many groups does not keep the head of the line after it got its share.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from fractions import Fraction
+from types import MappingProxyType
+
+from scheduling.model import Resources
+from scheduling.queues.drf import dominant_share
+from scheduling.queues.fair_share import FairShares
+from scheduling.queues.model import QueueTree
+from scheduling.queues.resources import RESOURCE_NAMES, ZERO, amount, plus, total
+from scheduling.queues.workloads import PendingGroup
+
+
+@dataclass(frozen=True, slots=True)
+class QueueState:
+    """What admission and ordering need to know about one queue now.
+
+    Attributes:
+        name: the queue.
+        quota: its configured quota.
+        limits: resources with a limit, and the limit.
+        deserved: its in-quota share now (``scheduling.queues.fair_share``).
+        fair_share: its fair share now.
+        allocated: what its workloads hold (for a parent: its subtree's).
+        allocated_non_preemptible: the part of ``allocated`` held by non-preemptible workloads.
+        quota_resources: the resources quotas govern in this cluster (``QueueTree.quota_resources``).
+        created: the queue's creation time as RFC 3339 text.
+        parent: the parent's state, or ``None`` at the top level.
+    """
+
+    name: str
+    quota: Resources
+    limits: Mapping[str, int]
+    deserved: Resources
+    fair_share: Resources
+    allocated: Resources
+    allocated_non_preemptible: Resources = ZERO
+    quota_resources: tuple[str, ...] = RESOURCE_NAMES
+    created: str = ""
+    parent: QueueState | None = None
+
+    def path(self) -> tuple[QueueState, ...]:
+        """This queue and its ancestors, nearest first."""
+        chain: list[QueueState] = [self]
+        while (parent := chain[-1].parent) is not None:
+            chain.append(parent)
+        return tuple(chain)
+
+
+def queue_states(
+    tree: QueueTree,
+    shares: FairShares,
+    allocated: Mapping[str, Resources],
+    non_preemptible: Mapping[str, Resources] | None = None,
+) -> Mapping[str, QueueState]:
+    """Build every queue's state; a parent's allocation is the sum over its leaves.
+
+    Args:
+        tree: the validated queues.
+        shares: the fair-share result for the same tree.
+        allocated: per leaf queue, what its running workloads hold.
+        non_preemptible: per leaf queue, the part held by non-preemptible workloads.
+    """
+    held_np = non_preemptible or {}
+    states: dict[str, QueueState] = {}
+
+    def subtotal(name: str, by_leaf: Mapping[str, Resources]) -> Resources:
+        if tree.is_leaf(name):
+            return by_leaf.get(name, ZERO)
+        return total(subtotal(kid, by_leaf) for kid in tree.children[name])
+
+    pending: list[tuple[str, QueueState | None]] = [(root, None) for root in reversed(tree.roots)]
+    while pending:
+        name, parent = pending.pop()
+        queue, share = tree[name], shares[name]
+        state = QueueState(
+            name,
+            queue.quota,
+            queue.limits,
+            share.deserved,
+            share.fair_share,
+            subtotal(name, allocated),
+            subtotal(name, held_np),
+            tree.quota_resources,
+            queue.created,
+            parent,
+        )
+        states[name] = state
+        pending.extend((kid, state) for kid in reversed(tree.children[name]))
+    return MappingProxyType(dict(sorted(states.items())))
+
+
+class Standing(enum.IntEnum):
+    """Where a queue would stand with one more group; lower goes first."""
+
+    WITHIN_DESERVED = 0
+    WITHIN_FAIR_SHARE = 1
+    OVER_FAIR_SHARE = 2
+
+
+def _fits(used: Resources, bound: Resources, resources: Iterable[str]) -> bool:
+    return all(amount(used, r) <= amount(bound, r) for r in resources)
+
+
+def standing(
+    state: QueueState, requests: Resources, extra: Mapping[str, Resources] | None = None
+) -> Standing:
+    """Where ``state``'s queue stands if a group with ``requests`` also ran, the worst along its path.
+
+    Deserved quota is compared on the resources quotas govern (``QueueState.quota_resources``); fair
+    share on every resource. ``extra`` adds allocation not yet in the states (groups ordered earlier).
+    """
+    worst = Standing.WITHIN_DESERVED
+    for queue in state.path():
+        held = plus(plus(queue.allocated, (extra or {}).get(queue.name, ZERO)), requests)
+        if not _fits(held, queue.fair_share, RESOURCE_NAMES):
+            return Standing.OVER_FAIR_SHARE
+        if not _fits(held, queue.deserved, queue.quota_resources):
+            worst = Standing.WITHIN_FAIR_SHARE
+    return worst
+
+
+def within_queue_key(group: PendingGroup) -> tuple[int, str, str]:
+    """Sort key inside one queue: higher priority, then older, then name."""
+    return (-group.priority, group.created, group.key)
+
+
+def _head_key(
+    head: PendingGroup, state: QueueState, extra: Mapping[str, Resources], capacity: Resources
+) -> tuple[Standing, Fraction, str, str, str]:
+    held = plus(plus(state.allocated, extra.get(state.name, ZERO)), head.requests)
+    return (
+        standing(state, head.requests, extra),
+        dominant_share(held, capacity),
+        head.created,
+        state.created,
+        state.name,
+    )
+
+
+def order_pending(
+    groups: Iterable[PendingGroup], states: Mapping[str, QueueState], capacity: Resources
+) -> tuple[PendingGroup, ...]:
+    """Return every pending group in the order they get their turn (see the module rules).
+
+    Raises:
+        ValueError: a group names a queue with no state.
+    """
+    lines: dict[str, list[PendingGroup]] = {}
+    for group in groups:
+        if group.queue not in states:
+            msg = f"group {group.key} names queue {group.queue}, which has no state"
+            raise ValueError(msg)
+        lines.setdefault(group.queue, []).append(group)
+    for line in lines.values():
+        line.sort(key=within_queue_key, reverse=True)  # the head is popped from the end
+    extra: dict[str, Resources] = {}
+    order: list[PendingGroup] = []
+    while lines:
+        queue = min(lines, key=lambda q: _head_key(lines[q][-1], states[q], extra, capacity))
+        head = lines[queue].pop()
+        order.append(head)
+        for ancestor in states[queue].path():
+            extra[ancestor.name] = plus(extra.get(ancestor.name, ZERO), head.requests)
+        if not lines[queue]:
+            del lines[queue]
+    return tuple(order)

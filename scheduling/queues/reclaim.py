@@ -1,0 +1,287 @@
+"""Reclaim: give a queue below its fair share its share back by evicting whole gangs from queues above.
+
+Rules (architecture.md §4, issue "Queues and fair share"; the failure modes of anchors.md §4.B):
+
+- Only for a group whose queue stays within its fair share with it, in the resources that are short,
+  and that its queue's own rules admit (``scheduling.queues.admission``). When an ancestor would go over
+  its own fair share, only queues under the deepest such ancestor can give room (a team takes from its
+  siblings, not from another department), and they give enough to keep every ancestor within its share.
+- Only whole, preemptible gangs of other queues; never one younger than its queue's minimum runtime.
+- A victim's queue (and each of its ancestors below the common ancestor with the beneficiary) must stay
+  at or above its own fair share in the short resources after the eviction. The beneficiary ends at or
+  below its fair share and every victim queue at or above its own, so the victim cannot reclaim the
+  capacity back under the same fair shares: no ping-pong (Kueue #3779, #14543).
+- Just enough (``scheduling.queues.victims``): lowest priority first, youngest first, small gangs before a
+  big one is broken into, and every victim the others make unnecessary spared again, so no victim can be
+  left out and a 48-GPU request never takes 376 (KAI PR #1565).
+- Simulated before it is returned: the freed capacity covers the shortfall, every queue rule above
+  still holds, and ``fits`` (optional, e.g. the gang planner on a snapshot without the victims) agrees.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import partial
+
+from scheduling.model import Resources
+from scheduling.queues.admission import admit
+from scheduling.queues.fair_share import FairShares
+from scheduling.queues.model import QueueTree
+from scheduling.queues.ordering import queue_states
+from scheduling.queues.resources import (
+    RESOURCE_NAMES,
+    ZERO,
+    amount,
+    format_amount,
+    format_quantity,
+    is_zero,
+    minus,
+    plus,
+    resources_of,
+    shortfall,
+    total,
+)
+from scheduling.queues.victims import Fits, VictimSearch, check_victims, choose_victims
+from scheduling.queues.workloads import PendingGroup, RunningGang
+
+
+class ReclaimOutcome(enum.Enum):
+    """How a reclaim attempt ended, for metrics."""
+
+    EVICT = "evict"
+    FITS = "fits"
+    NOT_STARVED = "not_starved"
+    NO_VICTIMS = "no_victims"
+
+
+@dataclass(frozen=True, slots=True)
+class Eviction:
+    """One gang to evict, and the sentence for its event (names the beneficiary and the rule)."""
+
+    gang: str
+    queue: str
+    requests: Resources
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class ReclaimPlan:
+    """The answer for one starved group: gangs to evict, or why none are.
+
+    Attributes:
+        group: the beneficiary group's key.
+        queue: its queue.
+        outcome: how the attempt ended.
+        evictions: the gangs to evict, whole, in the order they were chosen; empty unless ``EVICT``.
+        message: one sentence for the group's events and the reclaim log.
+    """
+
+    group: str
+    queue: str
+    outcome: ReclaimOutcome
+    evictions: tuple[Eviction, ...]
+    message: str
+
+
+def _at_least(a: Resources, b: Resources) -> Resources:
+    return resources_of({r: max(amount(a, r), amount(b, r)) for r in RESOURCE_NAMES})
+
+
+def _held_by_queue(tree: QueueTree, allocated: Mapping[str, Resources]) -> dict[str, Resources]:
+    held: dict[str, Resources] = {}
+    for leaf in tree.leaves():
+        for queue in tree.path(leaf):
+            held[queue] = plus(held.get(queue, ZERO), allocated.get(leaf, ZERO))
+    return held
+
+
+def _first_short(search: VictimSearch, gang: RunningGang) -> str:
+    return next((r for r in search.short if amount(gang.requests, r)), search.short[0])
+
+
+def _reasons(
+    search: VictimSearch, group: PendingGroup, chosen: Sequence[RunningGang]
+) -> tuple[Eviction, ...]:
+    queue = group.queue
+    evictions, taken = [], dict[str, Resources]()
+    for gang in chosen:
+        r = _first_short(search, gang)
+        fair_v = amount(search.shares[gang.queue].fair_share, r)
+        over = amount(search.held[gang.queue], r) - amount(taken.get(gang.queue, ZERO), r) - fair_v
+        held_q, need_q = amount(search.held[queue], r), amount(group.requests, r)
+        fair_q = amount(search.shares[queue].fair_share, r)
+        victim = (
+            f"queue {gang.queue} is {format_quantity(r, over)} over its fair share {format_amount(r, fair_v)}"
+        )
+        if held_q + need_q == fair_q:
+            mine = (
+                f"{queue} needs {format_amount(r, need_q)} to reach its fair share {format_amount(r, fair_q)}"
+            )
+        else:
+            mine = (
+                f"{queue} needs {format_amount(r, need_q)} and stays within its fair share "
+                f"{format_amount(r, fair_q)} (it holds {format_amount(r, held_q)})"
+            )
+        reason = f"reclaim: {victim}; {mine} (group {group.key})"
+        evictions.append(Eviction(gang.key, gang.queue, gang.requests, reason))
+        taken[gang.queue] = plus(taken.get(gang.queue, ZERO), gang.requests)
+    return tuple(evictions)
+
+
+def _why_not(
+    search: VictimSearch,
+    group: PendingGroup,
+    others: Sequence[RunningGang],
+    candidates: Sequence[RunningGang],
+    now: float,
+) -> str:
+    r = search.short[0]
+    young = sum(
+        1 for g in others if g.preemptible and now - g.started_at < search.tree.min_runtime_seconds(g.queue)
+    )
+    pinned = sum(1 for g in others if not g.preemptible)
+    reachable, taken = ZERO, dict[str, Resources]()
+    below = 0
+    for gang in sorted(candidates, key=lambda g: (g.priority, -g.started_at, g.key)):
+        if search.keeps_fair(gang, taken):
+            reachable = plus(reachable, gang.requests)
+            search.take(taken, gang)
+        else:
+            below += 1
+    parts = [f"{format_quantity(r, amount(reachable, r))} can be taken from queues over their fair share"]
+    if pinned:
+        parts.append(f"{pinned} gang(s) are not preemptible")
+    if young:
+        parts.append(f"{young} gang(s) are younger than their queue's minimum runtime")
+    if below:
+        parts.append(f"{below} gang(s) would push their queue below its fair share")
+    if is_zero(shortfall(search.need, reachable)):
+        parts.append("but the node-level check found no victim set that makes room where the group fits")
+    if search.within is not None:
+        parts.insert(
+            0, f"its parent {search.within} is at its fair share, so only queues under it can give room"
+        )
+    return (
+        f"reclaim for {group.key} (queue {group.queue}): cannot free "
+        f"{format_quantity(r, amount(search.need, r))}: " + "; ".join(parts)
+    )
+
+
+def plan_reclaim(
+    group: PendingGroup,
+    *,
+    tree: QueueTree,
+    shares: FairShares,
+    allocated: Mapping[str, Resources],
+    running: Sequence[RunningGang],
+    free: Resources,
+    now: float,
+    fits: Fits | None = None,
+) -> ReclaimPlan:
+    """Choose the gangs to evict so that ``group`` fits, or say why nothing can be reclaimed.
+
+    Args:
+        group: a pending group of a queue below its fair share.
+        tree: the validated queues (for the hierarchy and minimum runtimes).
+        shares: the fair-share result.
+        allocated: per leaf queue, what its workloads hold now.
+        running: every running gang that could be a victim.
+        free: the cluster's free capacity now.
+        now: the current time, in the seconds of ``RunningGang.started_at``.
+        fits: optional node-level check of a victim set (see ``Fits``); aggregate amounts otherwise.
+    """
+    need = shortfall(group.requests, free)
+    short = tuple(r for r in RESOURCE_NAMES if amount(need, r) > 0)
+    if not short:
+        return ReclaimPlan(
+            group.key, group.queue, ReclaimOutcome.FITS, (), f"{group.key} fits; nothing to reclaim"
+        )
+    non_preemptible: dict[str, Resources] = {}
+    for gang in running:
+        if not gang.preemptible:
+            non_preemptible[gang.queue] = plus(non_preemptible.get(gang.queue, ZERO), gang.requests)
+    admission = admit(group, queue_states(tree, shares, allocated, non_preemptible)[group.queue])
+    if not admission.ok:
+        return ReclaimPlan(group.key, group.queue, ReclaimOutcome.NOT_STARVED, (), admission.reason)
+    held = _held_by_queue(tree, allocated)
+    for r in short:
+        with_group = amount(held.get(group.queue, ZERO), r) + amount(group.requests, r)
+        fair = amount(shares[group.queue].fair_share, r)
+        if with_group > fair:
+            message = (
+                f"queue {group.queue}: with {group.key} it would hold {format_quantity(r, with_group)}, "
+                f"over its fair share {format_amount(r, fair)}; "
+                "reclaim only gives a queue back its fair share"
+            )
+            return ReclaimPlan(group.key, group.queue, ReclaimOutcome.NOT_STARVED, (), message)
+    target, within = need, None
+    for queue in tree.path(group.queue)[:-1]:
+        excess = shortfall(plus(held.get(queue, ZERO), group.requests), shares[queue].fair_share)
+        excess = resources_of({r: amount(excess, r) for r in short})
+        if not is_zero(excess):
+            target, within = _at_least(target, excess), queue
+    search = VictimSearch(group.queue, tree, shares, held, short, target, shares.capacity, within)
+    others = [
+        g
+        for g in running
+        if g.queue != group.queue
+        and any(amount(g.requests, r) for r in short)
+        and (within is None or within in tree.path(g.queue))
+    ]
+    candidates = sorted(
+        (g for g in others if g.preemptible and now - g.started_at >= tree.min_runtime_seconds(g.queue)),
+        key=lambda g: (g.priority, -g.started_at, g.key),
+    )
+    chosen = choose_victims(search, candidates, fits)
+    if chosen is None or not check_victims(search, chosen, fits):
+        message = _why_not(search, group, others, candidates, now)
+        return ReclaimPlan(group.key, group.queue, ReclaimOutcome.NO_VICTIMS, (), message)
+    evictions = _reasons(search, group, chosen)
+    freed = total(g.requests for g in chosen)
+    message = (
+        f"reclaim for {group.key} (queue {group.queue}): evict {len(chosen)} gang(s) holding "
+        f"{format_quantity(short[0], amount(freed, short[0]))} to free the "
+        f"{format_quantity(short[0], amount(need, short[0]))} it lacks"
+    )
+    if within is not None:
+        message += f", from queues under {within}, which stays within its fair share"
+    return ReclaimPlan(group.key, group.queue, ReclaimOutcome.EVICT, evictions, message)
+
+
+def plan_reclaims(
+    groups: Sequence[PendingGroup],
+    *,
+    tree: QueueTree,
+    shares: FairShares,
+    allocated: Mapping[str, Resources],
+    running: Sequence[RunningGang],
+    free: Resources,
+    now: float,
+    fits: Callable[[PendingGroup, frozenset[str]], bool] | None = None,
+) -> tuple[ReclaimPlan, ...]:
+    """Plan reclaim for several starved groups in turn (``order_pending`` order), one pass of the loop.
+
+    Each plan sees the world the plans before it leave: their victims gone, their groups running. So no
+    gang is chosen twice, and a second group of the same queue counts the first against the fair share.
+    The fair shares stay those given, for the whole pass.
+    """
+    held, alive, spare = dict(allocated), list(running), free
+    plans = []
+    for group in groups:
+        check = None if fits is None else partial(fits, group)
+        plan = plan_reclaim(
+            group, tree=tree, shares=shares, allocated=held, running=alive, free=spare, now=now, fits=check
+        )
+        plans.append(plan)
+        if plan.outcome not in (ReclaimOutcome.EVICT, ReclaimOutcome.FITS):
+            continue
+        gone = {e.gang for e in plan.evictions}
+        for eviction in plan.evictions:
+            held[eviction.queue] = minus(held.get(eviction.queue, ZERO), eviction.requests)
+            spare = plus(spare, eviction.requests)
+        alive = [g for g in alive if g.key not in gone]
+        spare = minus(spare, group.requests)
+        held[group.queue] = plus(held.get(group.queue, ZERO), group.requests)
+    return tuple(plans)

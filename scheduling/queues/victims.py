@@ -1,0 +1,145 @@
+"""Choosing just enough victims: the smallest set of whole gangs whose eviction covers a shortfall.
+
+Reclaim (``scheduling.queues.reclaim``) decides *whether* a group may take room back and from whom; this
+module decides *which* gangs, so that no more is evicted than needed (volcano #5984 evicted 10 pods to
+free 1; KAI PR #1565 evicted 376 GPUs for a 48-GPU request). The search, deterministic throughout:
+
+1. Among the gangs that may still be taken (their queue stays at or above its fair share), look at the
+   lowest priority present; inside it, in the caller's order (youngest first), take an exact fit for
+   what is still missing if there is one, else the first gang that does not cover it all (so small
+   gangs are used before a big one is broken into), and only when every gang would overshoot, the one
+   that overshoots least.
+2. Repeat until the shortfall is covered and the optional node-level check ``fits`` agrees.
+3. Spare again, last chosen first, every victim the others make unnecessary: the result is
+   irreducible (no victim can be left out).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+
+from scheduling.model import Resources
+from scheduling.queues.fair_share import FairShares
+from scheduling.queues.model import QueueTree
+from scheduling.queues.resources import RESOURCE_NAMES, ZERO, amount, is_zero, minus, plus, shortfall, total
+from scheduling.queues.workloads import RunningGang
+
+Fits = Callable[[frozenset[str]], bool]
+"""Whether the group would be placed if the gangs with these keys were gone (node-level simulation)."""
+
+
+@dataclass(frozen=True, slots=True)
+class VictimSearch:
+    """What a victim set must achieve and may not break.
+
+    Attributes:
+        queue: the beneficiary's leaf queue.
+        tree: the queues.
+        shares: the fair shares every victim queue must keep.
+        held: what every queue (leaves and parents) holds now.
+        short: the resources the beneficiary lacks; only these are protected and counted.
+        need: how much of each must be freed.
+        capacity: the cluster's capacity, to compare overshoots across resources.
+        within: when set, the ancestor of ``queue`` that victims must come from (``None``: anywhere).
+    """
+
+    queue: str
+    tree: QueueTree
+    shares: FairShares
+    held: Mapping[str, Resources]
+    short: tuple[str, ...]
+    need: Resources
+    capacity: Resources
+    within: str | None = None
+
+    def victim_side(self, queue: str) -> tuple[str, ...]:
+        """The victim's queue and its ancestors below the common ancestor with the beneficiary."""
+        mine = set(self.tree.path(self.queue))
+        return tuple(q for q in self.tree.path(queue) if q not in mine)
+
+    def keeps_fair(self, gang: RunningGang, taken: Mapping[str, Resources]) -> bool:
+        """Whether each victim-side queue keeps its fair share if ``gang`` goes after ``taken``."""
+        for queue in self.victim_side(gang.queue):
+            left = minus(minus(self.held.get(queue, ZERO), taken.get(queue, ZERO)), gang.requests)
+            fair = self.shares[queue].fair_share
+            if any(amount(gang.requests, r) and amount(left, r) < amount(fair, r) for r in self.short):
+                return False
+        return True
+
+    def rest(self, chosen: Sequence[RunningGang]) -> Resources:
+        """What is still missing once ``chosen`` are gone."""
+        return shortfall(self.need, total(g.requests for g in chosen))
+
+    def take(self, taken: dict[str, Resources], gang: RunningGang) -> None:
+        """Record ``gang`` as evicted in ``taken`` (per victim-side queue)."""
+        for queue in self.victim_side(gang.queue):
+            taken[queue] = plus(taken.get(queue, ZERO), gang.requests)
+
+
+def _pick(search: VictimSearch, tier: Sequence[RunningGang], rest: Resources) -> RunningGang:
+    wanted = [r for r in RESOURCE_NAMES if amount(rest, r) > 0]
+    if not wanted:
+        return tier[0]
+    exact = [g for g in tier if all(amount(g.requests, r) == amount(rest, r) for r in wanted)]
+    if exact:
+        return exact[0]
+    partial = [g for g in tier if any(amount(g.requests, r) < amount(rest, r) for r in wanted)]
+    if partial:
+        return partial[0]
+
+    def overshoot(gang: RunningGang) -> Fraction:
+        parts = (
+            Fraction(amount(gang.requests, r) - amount(rest, r), max(1, amount(search.capacity, r)))
+            for r in wanted
+        )
+        return sum(parts, Fraction(0))
+
+    return min(tier, key=lambda g: (overshoot(g), tier.index(g)))
+
+
+def choose_victims(
+    search: VictimSearch, candidates: Sequence[RunningGang], fits: Fits | None = None
+) -> list[RunningGang] | None:
+    """Return an irreducible victim set from ``candidates``, or ``None`` when no set suffices.
+
+    ``candidates`` must already be whole, preemptible gangs past their minimum runtime, sorted by
+    preference (lowest priority, then youngest, then name).
+    """
+    chosen: list[RunningGang] = []
+    taken: dict[str, Resources] = {}
+
+    def done(gangs: Sequence[RunningGang]) -> bool:
+        return is_zero(search.rest(gangs)) and (fits is None or fits(frozenset(g.key for g in gangs)))
+
+    while not done(chosen):
+        rest = search.rest(chosen)
+        eligible = [
+            g
+            for g in candidates
+            if g not in chosen
+            and search.keeps_fair(g, taken)
+            and any(amount(g.requests, r) and (amount(rest, r) or is_zero(rest)) for r in search.short)
+        ]
+        if not eligible:
+            return None
+        lowest = min(g.priority for g in eligible)
+        pick = _pick(search, [g for g in eligible if g.priority == lowest], rest)
+        chosen.append(pick)
+        search.take(taken, pick)
+    for gang in reversed(list(chosen)):
+        spared = [g for g in chosen if g is not gang]
+        if done(spared):
+            chosen = spared
+    return chosen
+
+
+def check_victims(search: VictimSearch, chosen: Sequence[RunningGang], fits: Fits | None = None) -> bool:
+    """Simulate evicting ``chosen``: every one preemptible, every victim queue keeps its share, room made."""
+    taken: dict[str, Resources] = {}
+    for gang in chosen:
+        if not gang.preemptible or not search.keeps_fair(gang, taken):
+            return False
+        search.take(taken, gang)
+    return is_zero(search.rest(chosen)) and (fits is None or fits(frozenset(g.key for g in chosen)))

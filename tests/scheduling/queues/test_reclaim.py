@@ -1,0 +1,392 @@
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from scheduling.model import Resources
+from scheduling.queues.fair_share import fair_shares
+from scheduling.queues.model import Queue, QueueTree, ResourceQuota
+from scheduling.queues.reclaim import ReclaimOutcome, ReclaimPlan, plan_reclaim, plan_reclaims
+from scheduling.queues.victims import Fits
+from scheduling.queues.workloads import PendingGroup, RunningGang
+from tests.scheduling.queues.builders import gang, gpu_queue, gpus, group
+
+NOW = 10_000.0
+A_B_C = (gpu_queue("team-a", 8), gpu_queue("team-b", 8), gpu_queue("team-c", 0, weight=2))
+
+
+def reclaim(
+    queues: Sequence[Queue],
+    capacity: int,
+    running: Sequence[RunningGang],
+    job: PendingGroup,
+    *,
+    demand: dict[str, int] | None = None,
+    fits: Fits | None = None,
+) -> ReclaimPlan:
+    """Allocations come from ``running``; demand is allocations plus the job plus ``demand``."""
+    tree = QueueTree.build(queues)
+    held: dict[str, int] = {}
+    for g in running:
+        held[g.queue] = held.get(g.queue, 0) + g.requests.gpus
+    wanted = dict(held)
+    wanted[job.queue] = wanted.get(job.queue, 0) + job.requests.gpus
+    for queue, extra in (demand or {}).items():
+        wanted[queue] = wanted.get(queue, 0) + extra
+    shares = fair_shares(tree, gpus(capacity), {q: gpus(n) for q, n in wanted.items()})
+    return plan_reclaim(
+        job,
+        tree=tree,
+        shares=shares,
+        allocated={q: gpus(n) for q, n in held.items()},
+        running=running,
+        free=gpus(capacity - sum(held.values())),
+        now=NOW,
+        fits=fits,
+    )
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    queues: tuple[Queue, ...]
+    capacity: int
+    running: tuple[RunningGang, ...]
+    job: PendingGroup
+    outcome: ReclaimOutcome
+    victims: tuple[str, ...] = ()
+    reasons: tuple[str, ...] = ()
+    message: str | None = None
+    demand: dict[str, int] = field(default_factory=dict)
+
+
+CASES = [
+    Case(
+        "the issue's sentence: a borrower with fair share 0 gives back",
+        A_B_C,
+        16,
+        (gang("b1", "team-b", 8, started_at=0), gang("c1", "team-c", 8, started_at=0)),
+        group("a1", "team-a", 8),
+        ReclaimOutcome.EVICT,
+        ("ml/c1",),
+        (
+            "reclaim: queue team-c is 8 GPUs over its fair share 0; "
+            "team-a needs 8 to reach its fair share 8 (group ml/a1)",
+        ),
+    ),
+    Case(
+        "just enough whole gangs, youngest first, exact fit last",
+        A_B_C,
+        24,
+        tuple(gang(f"c{i}", "team-c", 4, started_at=100.0 * i) for i in range(6)),
+        group("a1", "team-a", 8),
+        ReclaimOutcome.EVICT,
+        ("ml/c5", "ml/c4"),
+        (
+            "reclaim: queue team-c is 8 GPUs over its fair share 16; "
+            "team-a needs 8 to reach its fair share 8 (group ml/a1)",
+            "reclaim: queue team-c is 4 GPUs over its fair share 16; "
+            "team-a needs 8 to reach its fair share 8 (group ml/a1)",
+        ),
+    ),
+    Case(
+        "lowest priority first, even when older",
+        A_B_C,
+        16,
+        (
+            gang("b1", "team-b", 8),
+            gang("c-young", "team-c", 4, priority=10, started_at=900),
+            gang("c-old", "team-c", 4, priority=0, started_at=0),
+        ),
+        group("a1", "team-a", 4),
+        ReclaimOutcome.EVICT,
+        ("ml/c-old",),
+    ),
+    Case(
+        "an exact fit beats several small gangs",
+        A_B_C,
+        16,
+        (
+            gang("b1", "team-b", 8),
+            *(gang(f"c{i}", "team-c", 2, started_at=i) for i in range(2)),
+            gang("c4", "team-c", 4),
+        ),
+        group("a1", "team-a", 4),
+        ReclaimOutcome.EVICT,
+        ("ml/c4",),
+    ),
+    Case(
+        "a queue within its fair share is not a victim; a sibling borrower is",
+        (
+            gpu_queue("org1", 8),
+            gpu_queue("t1", 8, parent="org1"),
+            gpu_queue("t2", 0, parent="org1"),
+            gpu_queue("org2", 8),
+            gpu_queue("t3", 8, parent="org2"),
+        ),
+        16,
+        (gang("t2-job", "t2", 8), gang("t3-job", "t3", 8)),
+        group("t1-job", "t1", 8),
+        ReclaimOutcome.EVICT,
+        ("ml/t2-job",),
+        (
+            "reclaim: queue t2 is 8 GPUs over its fair share 0; "
+            "t1 needs 8 to reach its fair share 8 (group ml/t1-job)",
+        ),
+    ),
+    Case(
+        "it fits already",
+        A_B_C,
+        24,
+        (gang("c1", "team-c", 8),),
+        group("a1", "team-a", 8),
+        ReclaimOutcome.FITS,
+        message="ml/a1 fits; nothing to reclaim",
+    ),
+    Case(
+        "the beneficiary would go over its fair share",
+        A_B_C,
+        16,
+        (gang("a0", "team-a", 8), gang("c1", "team-c", 8)),
+        group("a1", "team-a", 8),
+        ReclaimOutcome.NOT_STARVED,
+        message="queue team-a: with ml/a1 it would hold 16 GPUs, over its fair share 11; "
+        "reclaim only gives a queue back its fair share",
+    ),
+    Case(
+        "a non-preemptible beneficiary stays within its quota",
+        (gpu_queue("team-a", 4), gpu_queue("team-c", 0)),
+        16,
+        (gang("c1", "team-c", 16),),
+        group("a1", "team-a", 8, priority=100, preemptible=False),
+        ReclaimOutcome.NOT_STARVED,
+        message="queue team-a: non-preemptible jobs run only within the queue's quota "
+        "(GPU quota 4, 0 held by non-preemptible jobs, this job needs 8)",
+    ),
+    Case(
+        "non-preemptible, too young, or below fair share: nothing to take",
+        (*A_B_C[:2], gpu_queue("team-c", 0, weight=2, min_runtime=600)),
+        24,
+        (
+            gang("b1", "team-b", 8),
+            gang("b2", "team-b", 4),
+            gang("c-pinned", "team-c", 4, preemptible=False),
+            gang("c-young", "team-c", 8, started_at=NOW - 60),
+        ),
+        group("a1", "team-a", 8),
+        ReclaimOutcome.NO_VICTIMS,
+        message="reclaim for ml/a1 (queue team-a): cannot free 8 GPUs: 0 GPUs can be taken from queues over "
+        "their fair share; 1 gang(s) are not preemptible; 1 gang(s) are younger than their queue's minimum "
+        "runtime; 2 gang(s) would push their queue below its fair share",
+        demand={"team-b": 4},
+    ),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+def test_plan_reclaim(case: Case) -> None:
+    plan = reclaim(case.queues, case.capacity, case.running, case.job, demand=case.demand)
+    assert plan.outcome is case.outcome, plan.message
+    assert tuple(e.gang for e in plan.evictions) == case.victims
+    if case.reasons:
+        assert tuple(e.reason for e in plan.evictions) == case.reasons
+    if case.message is not None:
+        assert plan.message == case.message
+
+
+def test_kai_1565_a_48_gpu_request_does_not_evict_376_gpus() -> None:
+    """48 nodes x 8 GPUs; a borrower holds 376 in 47 gangs of 8; a 48-GPU job in quota needs 40 more."""
+    queues = (gpu_queue("team-a", 48), gpu_queue("team-c", 0))
+    running = tuple(gang(f"c{i:02}", "team-c", 8, started_at=i) for i in range(47))
+    plan = reclaim(queues, 384, running, group("a1", "team-a", 48))
+    assert plan.outcome is ReclaimOutcome.EVICT
+    assert sum(e.requests.gpus for e in plan.evictions) == 40
+    assert [e.gang for e in plan.evictions] == ["ml/c46", "ml/c45", "ml/c44", "ml/c43", "ml/c42"]
+    assert (
+        plan.message
+        == "reclaim for ml/a1 (queue team-a): evict 5 gang(s) holding 40 GPUs to free the 40 GPUs it lacks"
+    )
+
+
+def test_kai_1565_a_big_young_gang_is_not_taken_when_small_ones_do() -> None:
+    queues = (gpu_queue("team-a", 48), gpu_queue("team-c", 0, weight=0))
+    running = (
+        gang("c-big", "team-c", 256, started_at=999),
+        *(gang(f"c{i:02}", "team-c", 8, started_at=i) for i in range(15)),
+    )
+    plan = reclaim(queues, 384, running, group("a1", "team-a", 48))
+    assert [e.requests.gpus for e in plan.evictions] == [8] * 5
+
+
+def test_when_only_a_big_gang_can_cover_the_small_ones_are_spared() -> None:
+    queues = (gpu_queue("team-a", 48), gpu_queue("team-c", 0, weight=0))
+    running = (
+        gang("c-big", "team-c", 64),
+        gang("c1", "team-c", 8, started_at=5),
+        gang("c2", "team-c", 8, started_at=6),
+    )
+    plan = reclaim(queues, 80, running, group("a1", "team-a", 40))
+    assert [e.gang for e in plan.evictions] == ["ml/c-big"]
+
+
+def test_a_node_level_check_adds_victims_until_the_group_fits() -> None:
+    """The aggregate says two gangs are enough; the (fake) planner also wants c2's node."""
+    running = tuple(gang(f"c{i}", "team-c", 4, started_at=i) for i in range(6))
+    calls: list[frozenset[str]] = []
+
+    def fits(victims: frozenset[str]) -> bool:
+        calls.append(victims)
+        return "ml/c2" in victims
+
+    plan = reclaim(A_B_C, 24, running, group("a1", "team-a", 8), fits=fits)
+    assert plan.outcome is ReclaimOutcome.NO_VICTIMS  # team-c may give 8 (fair share 16), c2 is the third
+    assert plan.message.endswith(
+        "8 GPUs can be taken from queues over their fair share; 4 gang(s) would push their queue below its "
+        "fair share; but the node-level check found no victim set that makes room where the group fits"
+    )
+    plan = reclaim(A_B_C, 24, running, group("a1", "team-a", 8), demand={"team-b": 8}, fits=fits)
+    assert plan.outcome is ReclaimOutcome.EVICT  # team-b wants its quota too: team-c's fair share is 8
+    assert [e.gang for e in plan.evictions] == ["ml/c5", "ml/c2"]  # c4 and c3 spared again
+    assert calls[-1] == frozenset({"ml/c5", "ml/c2"})
+
+
+def test_a_department_at_its_fair_share_takes_from_inside_only() -> None:
+    queues = (
+        gpu_queue("org1", 8),
+        gpu_queue("t1", 8, parent="org1"),
+        gpu_queue("t2", 0, parent="org1"),
+        gpu_queue("org2", 8),
+        gpu_queue("t3", 0, parent="org2"),
+    )
+    running = (gang("t2-job", "t2", 4, started_at=0, preemptible=False), gang("t3-job", "t3", 12))
+    plan = reclaim(queues, 16, running, group("t1-job", "t1", 8), demand={"t3": 4})
+    assert plan.outcome is ReclaimOutcome.NO_VICTIMS
+    assert plan.message == (
+        "reclaim for ml/t1-job (queue t1): cannot free 8 GPUs: its parent org1 is at its fair share, "
+        "so only queues under it can give room; 0 GPUs can be taken from queues over their fair share; "
+        "1 gang(s) are not preemptible"
+    )
+
+
+# --- property: every plan is irreducible and keeps every queue rule --------------------------------
+
+
+@st.composite
+def reclaim_cases(draw: st.DrawFn) -> tuple[tuple[Queue, ...], int, tuple[RunningGang, ...], PendingGroup]:
+    queues = tuple(
+        gpu_queue(
+            f"q{i}",
+            draw(st.integers(0, 16)),
+            weight=draw(st.integers(0, 3)),
+            min_runtime=draw(st.sampled_from([None, 50])),
+        )
+        for i in range(draw(st.integers(2, 4)))
+    )
+    running = tuple(
+        gang(
+            f"g{j}",
+            draw(st.sampled_from([q.name for q in queues[1:]])),
+            draw(st.sampled_from([1, 2, 4, 8, 16])),
+            priority=draw(st.integers(0, 2)),
+            started_at=float(draw(st.integers(0, 100))),
+            preemptible=draw(st.booleans()),
+        )
+        for j in range(draw(st.integers(0, 12)))
+    )
+    capacity = sum(g.requests.gpus for g in running) + draw(st.integers(0, 8))
+    job = group("job", queues[0].name, draw(st.integers(1, 24)))
+    return queues, capacity, running, job
+
+
+@settings(max_examples=400, deadline=None)
+@given(reclaim_cases())
+def test_reclaim_plans_are_just_enough_and_fair(
+    case: tuple[tuple[Queue, ...], int, tuple[RunningGang, ...], PendingGroup],
+) -> None:
+    queues, capacity, running, job = case
+    plan = reclaim(queues, capacity, running, job)
+    again = reclaim(queues, capacity, tuple(reversed(running)), job)
+    assert plan == again
+    if plan.outcome is not ReclaimOutcome.EVICT:
+        assert not plan.evictions
+        return
+    tree = QueueTree.build(queues)
+    by_key = {g.key: g for g in running}
+    victims = [by_key[e.gang] for e in plan.evictions]
+    free = capacity - sum(g.requests.gpus for g in running)
+    need = job.requests.gpus - free
+    freed = [v.requests.gpus for v in victims]
+    assert sum(freed) >= need
+    assert all(sum(freed) - f < need for f in freed), "no victim could have been spared"
+    for v in victims:
+        assert v.preemptible and v.queue != job.queue
+        assert NOW - v.started_at >= tree.min_runtime_seconds(v.queue) or NOW < 50
+    held = {q.name: sum(g.requests.gpus for g in running if g.queue == q.name) for q in queues}
+    wanted = dict(held)
+    wanted[job.queue] += job.requests.gpus
+    shares = fair_shares(tree, gpus(capacity), {q: gpus(n) for q, n in wanted.items()})
+    assert held[job.queue] + job.requests.gpus <= shares[job.queue].fair_share.gpus
+    for queue in {v.queue for v in victims}:
+        left = held[queue] - sum(v.requests.gpus for v in victims if v.queue == queue)
+        assert left >= shares[queue].fair_share.gpus
+
+
+def test_cpu_short_reclaims_cpu_and_names_it() -> None:
+    queues = (Queue("team-a"), Queue("team-c", cpu=ResourceQuota(0, 0, None)))
+    tree = QueueTree.build(queues)
+    running = (RunningGang("ml/c1", "team-c", Resources(milli_cpu=6000), started_at=0),)
+    job = PendingGroup("ml/a1", "team-a", Resources(milli_cpu=4000))
+    capacity = Resources(milli_cpu=8000)
+    shares = fair_shares(tree, capacity, {"team-a": job.requests, "team-c": running[0].requests})
+    plan = plan_reclaim(
+        job,
+        tree=tree,
+        shares=shares,
+        allocated={"team-c": running[0].requests},
+        running=running,
+        free=Resources(milli_cpu=2000),
+        now=NOW,
+    )
+    assert [e.reason for e in plan.evictions] == [
+        "reclaim: queue team-c is 6 CPU over its fair share 0; "
+        "team-a needs 4 to reach its fair share 4 (group ml/a1)"
+    ]
+
+
+def test_one_pass_for_the_issue_scenario_evicts_each_gang_once() -> None:
+    """24 GPUs; C (quota 0, weight 2) fills them with 4-GPU gangs; A and B (quota 8) each submit 8."""
+    tree = QueueTree.build(A_B_C)
+    running = [gang(f"c{i}", "team-c", 4, started_at=float(i)) for i in range(6)]
+    jobs = [group("a1", "team-a", 8), group("b1", "team-b", 8)]
+    demand = {"team-a": gpus(8), "team-b": gpus(8), "team-c": gpus(24)}
+    shares = fair_shares(tree, gpus(24), demand)
+    assert [shares[q].fair_share.gpus for q in ("team-a", "team-b", "team-c")] == [8, 8, 8]
+    plans = plan_reclaims(
+        jobs, tree=tree, shares=shares, allocated={"team-c": gpus(24)}, running=running, free=gpus(0), now=NOW
+    )
+    assert [p.outcome for p in plans] == [ReclaimOutcome.EVICT, ReclaimOutcome.EVICT]
+    victims = [e.gang for p in plans for e in p.evictions]
+    assert victims == ["ml/c5", "ml/c4", "ml/c3", "ml/c2"]
+    assert plans[1].evictions[0].reason == (
+        "reclaim: queue team-c is 8 GPUs over its fair share 8; "
+        "team-b needs 8 to reach its fair share 8 (group ml/b1)"
+    )
+
+
+def test_a_second_group_of_the_same_queue_counts_the_first() -> None:
+    tree = QueueTree.build(A_B_C)
+    running = [gang(f"c{i}", "team-c", 4, started_at=float(i)) for i in range(6)]
+    jobs = [group("a1", "team-a", 8), group("a2", "team-a", 4)]
+    shares = fair_shares(tree, gpus(24), {"team-a": gpus(12), "team-b": gpus(8), "team-c": gpus(24)})
+    plans = plan_reclaims(
+        jobs, tree=tree, shares=shares, allocated={"team-c": gpus(24)}, running=running, free=gpus(0), now=NOW
+    )
+    assert shares["team-a"].fair_share.gpus == 11
+    assert [p.outcome for p in plans] == [ReclaimOutcome.EVICT, ReclaimOutcome.NOT_STARVED]
+    assert plans[1].message.startswith(
+        "queue team-a: with ml/a2 it would hold 12 GPUs, over its fair share 11"
+    )
