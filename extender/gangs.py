@@ -14,6 +14,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Protocol
 
 from extender.barrier import BarrierBoard, Passage
@@ -23,6 +24,7 @@ from kubeio.binding import BindRefusedError
 from kubeio.convert import format_gpu_indices
 from kubeio.errors import KubeError
 from kubeio.events import ObjectRef
+from scheduling import reasons
 from scheduling.gang_filter import decide_gang_member
 from scheduling.gang_record import PlanError, PlannedMember, decode_plan, encode_plan, plan_recovery
 from scheduling.gpu_fit import FilterDecision
@@ -116,6 +118,7 @@ class GangCoordinator:
         events: EventSink | None = None,
         metrics: GangMetrics | None = None,
         sleep: Callable[[float], None] = time.sleep,
+        hold: Callable[[Pod], str | None] = lambda _pod: None,
     ) -> None:
         self._cluster = cluster
         self._ledger = ledger
@@ -127,6 +130,7 @@ class GangCoordinator:
         self._events = events
         self._metrics = metrics
         self._sleep = sleep
+        self._hold = hold
         self.board = BarrierBoard(clock)
         self._first_seen: dict[str, float] = {}
         self._seen_lock = threading.Lock()
@@ -142,6 +146,12 @@ class GangCoordinator:
         group = self._cluster.podgroup(key)
         members = self._cluster.members(key)
         snapshot = self._cluster.snapshot()
+        if pod.uid not in self._ledger.book.by_uid:
+            held = self._hold(pod)
+            if held is not None:
+                self._tell(group, "Warning", "QueueHold", held)
+                rejection = reasons.queue_hold(held)
+                return FilterDecision((), MappingProxyType({n: rejection for n in dict.fromkeys(node_names)}))
 
         def change(book: PromiseBook) -> tuple[PromiseBook, FilterDecision]:
             book, lapsed = book.expire(now)
@@ -188,7 +198,11 @@ class GangCoordinator:
             return GangBind(f"gang {key}: {pod.name} is reserved on {promise.node}, not {node}", "wrong_node")
         running = sum(1 for m in self._cluster.members(key) if m.holds_resources)
         wait = min(self._settings.bind_wait, float(group.timeout_seconds))
+        log.debug("gang %s: %s reached bind (%d running, waiting up to %.0fs)", key, pod.name, running, wait)
         passage = self.board.join(key, pod.uid, group.min_member - running, wait)
+        log.debug(
+            "gang %s: %s leaves the barrier (open=%s, leader=%s)", key, pod.name, passage.open, passage.leader
+        )
         result = GangBind("gang bind interrupted", "error")
         try:
             result = self._through(group, pod, node, promise.gpus, passage, wait)
@@ -220,6 +234,7 @@ class GangCoordinator:
         if self._settings.bind_delay:
             self._sleep(self._settings.bind_delay * passage.rank)
         annotations = {GPUS_ANNOTATION: format_gpu_indices(gpus)} if gpus else {}
+        log.debug("gang %s: binding %s to %s", key, pod.name, node)
         try:
             self._bind(pod.namespace, pod.name, pod.uid, node, annotations)
         except (BindRefusedError, KubeError) as exc:

@@ -117,7 +117,7 @@ def preempt() -> Response:
     def handle(body: dict[str, Any]) -> Any:
         service, _ = _parts()
         args = wire.parse_preemption_args(body)
-        return wire.preemption_result(service.preempt(args.victims))
+        return wire.preemption_result(service.preempt(args.pod, args.victims))
 
     return _serve("preempt", handle)
 

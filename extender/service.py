@@ -10,13 +10,17 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Protocol
 
 from extender.gangs import GangCoordinator
 from extender.ledger import PromiseLedger
+from extender.nudger import Nudger
+from extender.queues import QueueKeeper
 from kubeio.binding import BindRefusedError, BindStatus
 from kubeio.convert import format_gpu_indices
 from kubeio.errors import KubeError
+from scheduling import reasons
 from scheduling.gpu_choice import NoGpusError, choose_gpus
 from scheduling.gpu_fit import FilterDecision, filter_nodes
 from scheduling.model import GPUS_ANNOTATION, Pod
@@ -82,6 +86,8 @@ class Extender:
         topologies: TopologyCache | None = None,
         ledger: PromiseLedger | None = None,
         gangs: GangCoordinator | None = None,
+        queues: QueueKeeper | None = None,
+        nudger: Nudger | None = None,
     ) -> None:
         self._cluster = cluster
         self._binder = binder
@@ -90,6 +96,9 @@ class Extender:
         self._topologies = topologies or TopologyCache()
         self.ledger = ledger or PromiseLedger()
         self.gangs = gangs
+        self.queues = queues
+        self.nudger = nudger
+        """Queue rules; without them every pod is admitted as far as queues go."""
         """Gang handling; without it PodGroup labels are ignored and every pod is placed on its own."""
 
     @property
@@ -100,10 +109,21 @@ class Extender:
     def filter(self, pod: Pod, node_names: tuple[str, ...]) -> FilterDecision:
         """Keep the candidate nodes with room for the pod's GPUs; give the others a reason.
 
-        A member of a PodGroup is answered by the gang coordinator: its reserved node, or none.
+        A member of a PodGroup is answered by the gang coordinator: its reserved node, or none. A pod
+        left with no node is remembered, so it is woken when capacity frees up (``extender.nudger``).
         """
+        decision = self._filter(pod, node_names)
+        if not decision.feasible and self.nudger is not None:
+            self.nudger.turned_down(pod)
+        return decision
+
+    def _filter(self, pod: Pod, node_names: tuple[str, ...]) -> FilterDecision:
         if pod.group_key is not None and self.gangs is not None:
             return self.gangs.filter(pod, node_names)
+        held = self.queues.hold(pod) if self.queues is not None else None
+        if held is not None:
+            rejection = reasons.queue_hold(held)
+            return FilterDecision((), MappingProxyType({n: rejection for n in dict.fromkeys(node_names)}))
         return filter_nodes(pod, node_names, self._cluster.snapshot(), self.ledger.book)
 
     def prioritize(self, pod: Pod, node_names: tuple[str, ...]) -> tuple[tuple[str, int], ...]:
@@ -111,9 +131,12 @@ class Extender:
         return rank_nodes(pod, node_names, self._cluster.snapshot(), self.ledger.book, self._topologies)
 
     def preempt(
-        self, victims: Mapping[str, tuple[tuple[str, ...], int]]
+        self, pod: Pod, victims: Mapping[str, tuple[tuple[str, ...], int]]
     ) -> Mapping[str, tuple[tuple[str, ...], int]]:
-        """Return kube-scheduler's proposed victims unchanged (queue-aware preemption comes later).
+        """Narrow kube-scheduler's proposed victims to those ``pod`` may preempt, keeping gangs whole.
+
+        Priority preempts only within a queue, only preemptible pods past their queue's minimum runtime,
+        and a gang's members on the node go together (``scheduling.queues.preempt_within_queue``).
 
         Raises:
             UnknownNodeError: a candidate node is not in the cluster view.
@@ -123,7 +146,12 @@ class Extender:
         if unknown:
             msg = f"preempt names nodes phalanx does not know: {', '.join(unknown)}"
             raise UnknownNodeError(msg)
-        return victims
+        if self.queues is None:
+            return victims
+        kept, why = self.queues.narrow(pod, victims)
+        for reason in why:
+            log.info("preempt for %s: %s", pod.key, reason)
+        return kept
 
     def pod_changed(self, old: Pod | None, new: Pod | None) -> None:
         """Cache listener: a promise ends once the cache shows its pod bound, or gone."""

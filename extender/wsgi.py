@@ -20,6 +20,8 @@ from extender.app import create_app
 from extender.gangs import GangCoordinator, GangSettings
 from extender.ledger import PromiseLedger
 from extender.metrics import GangMetrics
+from extender.nudger import Nudger
+from extender.queues import QueueKeeper
 from extender.service import Extender
 from extender.settings import ExtenderSettings
 from kubeio.binding import PodBinder
@@ -45,6 +47,8 @@ def create() -> Flask:
     binder = PodBinder(http, timeout=settings.api_timeout_seconds)
     events = EventRecorder(http, clock=time.time)
     ledger = PromiseLedger()
+    queues = QueueKeeper(cache, ledger, clock=time.time)
+    nudger = Nudger(binder, clock=time.monotonic)
     gangs = GangCoordinator(
         cache,
         ledger,
@@ -60,6 +64,7 @@ def create() -> Flask:
         ),
         events=events,
         metrics=GangMetrics.create(registry),
+        hold=queues.hold,
     )
     service = Extender(
         cache,
@@ -69,11 +74,15 @@ def create() -> Flask:
         topologies=cache.topologies,
         ledger=ledger,
         gangs=gangs,
+        queues=queues,
+        nudger=nudger,
     )
     cache.add_listener(service.pod_changed)
+    cache.add_listener(nudger.pod_changed)
     cache.start(http, stop)
     events.start(stop)
     if cache.wait_synced(settings.ready_timeout_seconds):
+        queues.refresh()
         recovered = gangs.recover_all()
         if recovered:
             log.info("recovered %d gangs left with a bind plan", recovered)
@@ -81,6 +90,8 @@ def create() -> Flask:
         log.warning(
             "caches not synced after %ss; serving, /readyz says not ready", settings.ready_timeout_seconds
         )
+    threading.Thread(target=queues.run, args=(stop, 1.0), name="queues", daemon=True).start()
+    threading.Thread(target=nudger.run, args=(stop,), name="nudger", daemon=True).start()
     threading.Thread(
         target=gangs.run_recovery,
         args=(stop, settings.recovery_interval_seconds),

@@ -198,3 +198,32 @@ class PodTimeline:
                     self.bound_at.setdefault(name, time.monotonic())
                 if self._stop.is_set():
                     return
+
+
+QUEUES = "/apis/scheduling.phalanx.io/v1alpha1/queues"
+
+
+def queue(
+    name: str, *, quota: int, weight: int, limit: int | None = None, parent: str | None = None
+) -> JsonObject:
+    """A phalanx Queue with a GPU quota, over-quota weight and optional limit."""
+    gpu: dict[str, Any] = {"quota": quota, "overQuotaWeight": weight}
+    if limit is not None:
+        gpu["limit"] = limit
+    spec: dict[str, Any] = {"resources": {"nvidia.com/gpu": gpu}}
+    if parent:
+        spec["parent"] = parent
+    return {
+        "apiVersion": "scheduling.phalanx.io/v1alpha1",
+        "kind": "Queue",
+        "metadata": {"name": name},
+        "spec": spec,
+    }
+
+
+def create_queue(http: KubeHttp, body: JsonObject) -> JsonObject:
+    return http.request("POST", QUEUES, body=body)
+
+
+def get_queue(http: KubeHttp, name: str) -> JsonObject:
+    return http.request("GET", f"{QUEUES}/{name}")

@@ -91,3 +91,18 @@ class PodBinder:
                 exc.status, exc.reason, f"pod {namespace}/{name} no longer exists"
             ) from exc
         return BindStatus.BOUND
+
+    def touch(self, namespace: str, name: str, key: str, value: str) -> None:
+        """Merge-patch one annotation on a pod, so kube-scheduler sees an update and retries it.
+
+        Raises:
+            KubeError: the pod is gone or the API server failed.
+        """
+        body = {"metadata": {"annotations": {key: value}}}
+        self._http.request(
+            "PATCH",
+            _pod_path(namespace, name),
+            body=body,
+            content_type="application/merge-patch+json",
+            timeout=self._timeout,
+        )

@@ -87,6 +87,16 @@ class ClusterCache:
             uid = self._uid_by_key.get(f"{namespace}/{name}")
             return None if uid is None else self._pods.get(uid)
 
+    def pod_by_uid(self, uid: str) -> Pod | None:
+        """The live pod with ``uid``, if the cache has it."""
+        with self._lock:
+            return self._pods.get(uid)
+
+    @property
+    def version(self) -> int:
+        """A counter that grows with every change of nodes or pods."""
+        return self._version
+
     def pods(self) -> list[Pod]:
         """All live pods, sorted by key (for status pages and tests; not for the hot path)."""
         with self._lock:
@@ -246,6 +256,7 @@ class ClusterCache:
                 queues[queue.name] = queue
         with self._lock:
             self._queues = queues
+            self._changed()
 
     def queue_event(self, kind: str, raw: JsonObject) -> None:
         """Apply one Queue watch event."""
@@ -257,6 +268,7 @@ class ClusterCache:
                 self._queues.pop(queue.name, None)
             else:
                 self._queues[queue.name] = queue
+            self._changed()
 
     def _changed(self) -> None:
         self._version += 1

@@ -8,6 +8,7 @@ extender turns into HTTP 400 and the cache into a logged, skipped object.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import datetime
 from types import MappingProxyType
 from typing import Any
 
@@ -171,7 +172,18 @@ def pod_from_api(raw: object) -> Pod:
         priority=priority,
         created=_str(meta.get("creationTimestamp"), "metadata.creationTimestamp"),
         group=labels.get(GROUP_LABEL) or None,
+        started_at=_epoch(status.get("startTime")),
     )
+
+
+def _epoch(text: object) -> float | None:
+    """RFC 3339 text (``2026-11-22T09:16:55Z``) -> seconds since the epoch; ``None`` if absent or odd."""
+    if not isinstance(text, str) or not text:
+        return None
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
 
 
 def node_topology(

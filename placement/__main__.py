@@ -14,14 +14,17 @@ import threading
 import time
 from collections.abc import Sequence
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
 from kubeio.cluster_cache import ClusterCache
 from kubeio.events import EventRecorder
 from kubeio.http import KubeHttp, load_api_client
 from kubeio.podgroups import PodGroupWriter
+from kubeio.queues import QueueWriter
+from placement.queues import QueueReconciler
 from placement.reconciler import Reconciler
 from placement.settings import PlacementSettings
+from scheduling.queues.resources import GPU, amount
 
 log = logging.getLogger("placement")
 
@@ -33,6 +36,18 @@ def run(settings: PlacementSettings, stop: threading.Event) -> None:
     passes = Histogram("phalanx_placement_pass_seconds", "Duration of one reconcile pass.", registry=registry)
     evictions = Counter(
         "phalanx_stale_gang_evictions", "Gangs evicted whole for running below minMember.", registry=registry
+    )
+    reclaims = Counter(
+        "phalanx_reclaims",
+        "Gangs evicted to give a queue its fair share back, by victim queue.",
+        ["queue"],
+        registry=registry,
+    )
+    queue_gpus = Gauge(
+        "phalanx_queue_gpus",
+        "GPUs per queue: allocated, deserved, fair share, pending.",
+        ["queue", "kind"],
+        registry=registry,
     )
     if settings.metrics_port:
         start_http_server(settings.metrics_port, registry=registry)
@@ -48,6 +63,16 @@ def run(settings: PlacementSettings, stop: threading.Event) -> None:
         grace_seconds=settings.stale_grace_seconds,
         on_evict=lambda _group: evictions.inc(),
     )
+    writer = PodGroupWriter(http)
+    queues = QueueReconciler(
+        cache,
+        QueueWriter(http),
+        writer,
+        events,
+        clock=time.time,
+        topologies=cache.topologies,
+        on_evict=lambda eviction: reclaims.labels(eviction.queue).inc(),
+    )
     if not cache.wait_synced(120):
         log.warning("caches not synced after 120s; reconciling with what is there")
     while not stop.is_set():
@@ -56,6 +81,17 @@ def run(settings: PlacementSettings, stop: threading.Event) -> None:
             result = reconciler.reconcile_once()
             if result.evicted:
                 log.info("evicted stale gangs: %s", ", ".join(result.evicted))
+            reclaimed = queues.reconcile_once()
+            for message in reclaimed.messages:
+                log.info("%s", message)
+            if queues.view is not None:
+                for name, state in queues.view.states.items():
+                    share = queues.view.shares[name]
+                    queue_gpus.labels(name, "allocated").set(amount(state.allocated, GPU))
+                    queue_gpus.labels(name, "deserved").set(amount(share.deserved, GPU))
+                    queue_gpus.labels(name, "fair_share").set(amount(share.fair_share, GPU))
+                    pending = sum(g.requests.gpus for g in queues.view.pending if g.queue == name)
+                    queue_gpus.labels(name, "pending").set(pending)
         except Exception:  # one bad pass must not end the manager
             log.exception("reconcile pass failed")
         passes.observe(time.monotonic() - started)

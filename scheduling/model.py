@@ -70,6 +70,7 @@ class Pod:
         priority: ``spec.priority`` (0 when unset).
         created: ``metadata.creationTimestamp`` as RFC 3339 text (sorts chronologically).
         group: the name of the pod's PodGroup (label ``scheduling.x-k8s.io/pod-group``), if any.
+        started_at: ``status.startTime`` in seconds since the epoch, once the pod runs.
     """
 
     uid: str
@@ -85,6 +86,7 @@ class Pod:
     priority: int = 0
     created: str = ""
     group: str | None = None
+    started_at: float | None = None
 
     @property
     def key(self) -> str:

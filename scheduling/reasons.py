@@ -31,6 +31,7 @@ class Reason(enum.Enum):
     UNREADABLE_TOPOLOGY = "unreadable_topology"
     RESERVED = "reserved"
     GANG_WAITING = "gang_waiting"
+    QUEUE_HOLD = "queue_hold"
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,3 +97,8 @@ def reserved(what: str) -> Rejection:
 def gang_waiting(message: str) -> Rejection:
     """The pod's gang cannot be placed now; ``message`` says what it waits for (same on every node)."""
     return Rejection(Code.UNRESOLVABLE, Reason.GANG_WAITING, message)
+
+
+def queue_hold(message: str) -> Rejection:
+    """The pod's queue may not start it now; ``message`` names the queue and the rule."""
+    return Rejection(Code.UNRESOLVABLE, Reason.QUEUE_HOLD, message)

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from scheduling.gpu_usage import EMPTY_USAGE, FreeGpus, NodeGpuUsage, free_gpus
-from scheduling.model import Node
+from scheduling.model import Node, Resources
 from scheduling.promises import PromiseBook
 
 
@@ -33,6 +33,19 @@ class ClusterSnapshot:
     def usage_of(self, node: str) -> NodeGpuUsage:
         """GPUs held by live pods on ``node``."""
         return self.usage.get(node, EMPTY_USAGE)
+
+    def free_total(self, promises: PromiseBook) -> Resources:
+        """What ready, schedulable nodes have left after live pods and promises, summed (never negative)."""
+        cpu = memory = gpus = 0
+        for name, node in self.nodes.items():
+            if not node.ready or node.unschedulable:
+                continue
+            used, promised = self.usage_of(name).requested, promises.requested_on(name)
+            alloc = node.allocatable
+            cpu += max(0, alloc.milli_cpu - used.milli_cpu - promised.milli_cpu)
+            memory += max(0, alloc.memory - used.memory - promised.memory)
+            gpus += max(0, len(node.gpu_indices) - used.gpus - promised.gpus)
+        return Resources(cpu, memory, gpus)
 
     def free_on(self, node: str, promises: PromiseBook) -> FreeGpus | None:
         """Free GPUs of ``node`` after live pods and open promises, or ``None`` for an unknown node."""

@@ -127,6 +127,6 @@ def test_unknown_nodes_in_bind_and_preempt_are_bad_requests() -> None:
     with pytest.raises(UnknownNodeError):
         ext.bind("ml", "p", "uid-ml-p", "ghost")
     with pytest.raises(UnknownNodeError):
-        ext.preempt({"ghost": (("u",), 0)})
+        ext.preempt(a_pod("p").build(), {"ghost": (("u",), 0)})
     assert binder.calls == []
-    assert ext.preempt({"n1": (("u",), 0)}) == {"n1": (("u",), 0)}
+    assert ext.preempt(a_pod("p").build(), {"n1": (("u",), 0)}) == {"n1": (("u",), 0)}

@@ -1,0 +1,187 @@
+"""The queues' view of the cluster: what each queue holds, deserves and waits for, at one moment.
+
+Built from the same cluster facts as every other decision (nodes, live pods, promises) and the Queue
+objects; the extender reads it to admit or hold a group at ``filter``, the placement manager to reclaim
+and to write queue status. Building it walks every pod, so callers refresh it off the hot path.
+
+Groups are PodGroups (all their members) or pods on their own. A pod belongs to the queue its label
+``phalanx.io/queue`` names, else the default queue. Pods of other schedulers are not in any queue: they
+take capacity away from all queues.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from types import MappingProxyType
+
+from scheduling.model import Node, Pod, Resources
+from scheduling.promises import PromiseBook
+from scheduling.queues import (
+    PREEMPTIBLE_LABEL,
+    QUEUE_LABEL,
+    FairShares,
+    PendingGroup,
+    Queue,
+    QueueError,
+    QueueState,
+    QueueTree,
+    RunningGang,
+    fair_shares,
+    is_preemptible,
+    order_pending,
+    queue_states,
+)
+from scheduling.queues.resources import ZERO, minus, plus, total
+
+SCHEDULER_NAME = "phalanx"
+
+
+@dataclass(frozen=True, slots=True)
+class QueueView:
+    """Queues at one moment.
+
+    Attributes:
+        tree: the queue tree in force (the last valid one when the current set is invalid).
+        problems: why the current set of Queue objects is invalid (empty when it is valid).
+        capacity: what queues divide: ready nodes' allocatable minus what other schedulers' pods hold.
+        free: capacity not held by queue workloads nor promised.
+        shares: deserved quota and fair share per queue.
+        states: per queue, shares and allocation, parents linked.
+        pending: pending groups in the order they get their turn.
+        running: groups holding resources now.
+        misplaced: pods whose label names a queue that cannot hold workloads, with the reason.
+        counted: UIDs of the pods counted in the queues' allocations.
+    """
+
+    tree: QueueTree
+    problems: tuple[str, ...]
+    capacity: Resources
+    free: Resources
+    shares: FairShares
+    states: Mapping[str, QueueState]
+    pending: tuple[PendingGroup, ...]
+    running: tuple[RunningGang, ...]
+    misplaced: Mapping[str, str]
+    counted: frozenset[str] = frozenset()
+
+    def state_of(self, group: PendingGroup) -> QueueState:
+        """The state of ``group``'s queue."""
+        return self.states[group.queue]
+
+    def ahead_of(self, key: str, free: Resources | None = None) -> tuple[PendingGroup, ...]:
+        """Pending groups before ``key`` in the order that could start now (each fits ``free``, by default
+        the view's free room; a caller with fresher numbers passes them).
+        """
+        room = self.free if free is None else free
+        ahead: list[PendingGroup] = []
+        for group in self.pending:
+            if group.key == key:
+                return tuple(ahead)
+            if _within(group.requests, room):
+                ahead.append(group)
+        return ()
+
+
+def _within(a: Resources, b: Resources) -> bool:
+    return a.milli_cpu <= b.milli_cpu and a.memory <= b.memory and a.gpus <= b.gpus
+
+
+def tree_of(queues: Sequence[Queue], previous: QueueTree | None) -> tuple[QueueTree, tuple[str, ...]]:
+    """The tree of ``queues``, or the previous valid tree (and the problems) when they are invalid."""
+    try:
+        return QueueTree.build(queues), ()
+    except QueueError as exc:
+        fallback = previous if previous is not None else QueueTree.build([])
+        return fallback, exc.problems
+
+
+def group_key(pod: Pod) -> str:
+    """The key a pod is admitted, placed and evicted under: its PodGroup's, else its own."""
+    return pod.group_key or pod.key
+
+
+def pending_group(pod: Pod, members: Iterable[Pod], tree: QueueTree) -> PendingGroup:
+    """The pending group ``pod`` belongs to (all unbound members of its gang, or the pod alone).
+
+    Raises:
+        QueueError: the pod's queue label names a queue that does not exist or is not a leaf.
+    """
+    queue = tree.workload_queue(pod.labels.get(QUEUE_LABEL))
+    waiting = [m for m in members if m.node_name is None and not m.terminating] or [pod]
+    return PendingGroup(
+        key=group_key(pod),
+        queue=queue,
+        requests=total(m.requests for m in waiting),
+        priority=pod.priority,
+        created=min(m.created for m in waiting),
+        preemptible=is_preemptible(pod.priority, pod.labels.get(PREEMPTIBLE_LABEL)),
+    )
+
+
+def build_queue_view(
+    queues: Sequence[Queue],
+    previous: QueueTree | None,
+    nodes: Iterable[Node],
+    pods: Iterable[Pod],
+    promises: PromiseBook,
+) -> QueueView:
+    """Build the view from every node and live pod (see the module docstring for the rules)."""
+    tree, problems = tree_of(queues, previous)
+    capacity = total(n.allocatable for n in nodes if n.ready and not n.unschedulable)
+    allocated: dict[str, Resources] = {}
+    non_preemptible: dict[str, Resources] = {}
+    running: dict[str, list[Pod]] = {}
+    waiting: dict[str, list[Pod]] = {}
+    misplaced: dict[str, str] = {}
+    counted: set[str] = set()
+    for pod in pods:
+        if pod.scheduler_name != SCHEDULER_NAME:
+            if pod.holds_resources:
+                capacity = minus(capacity, pod.requests)
+            continue
+        try:
+            queue = tree.workload_queue(pod.labels.get(QUEUE_LABEL))
+        except QueueError as exc:
+            misplaced[pod.key] = str(exc)
+            continue
+        if pod.holds_resources or pod.uid in promises.by_uid:
+            counted.add(pod.uid)
+            allocated[queue] = plus(allocated.get(queue, ZERO), pod.requests)
+            if not is_preemptible(pod.priority, pod.labels.get(PREEMPTIBLE_LABEL)):
+                non_preemptible[queue] = plus(non_preemptible.get(queue, ZERO), pod.requests)
+        if pod.holds_resources:
+            running.setdefault(group_key(pod), []).append(pod)
+        elif pod.node_name is None and not pod.terminating and pod.uid not in promises.by_uid:
+            waiting.setdefault(group_key(pod), []).append(pod)
+    pending = [pending_group(members[0], members, tree) for _, members in sorted(waiting.items())]
+    demand = dict(allocated)
+    for group in pending:
+        demand[group.queue] = plus(demand.get(group.queue, ZERO), group.requests)
+    shares = fair_shares(tree, capacity, demand)
+    states = queue_states(tree, shares, allocated, non_preemptible)
+    free = minus(capacity, total(allocated.values()))
+    return QueueView(
+        tree=tree,
+        problems=problems,
+        capacity=capacity,
+        free=free,
+        shares=shares,
+        states=states,
+        pending=order_pending(pending, states, capacity),
+        running=tuple(_running(key, members, tree) for key, members in sorted(running.items())),
+        misplaced=MappingProxyType(misplaced),
+        counted=frozenset(counted),
+    )
+
+
+def _running(key: str, members: Sequence[Pod], tree: QueueTree) -> RunningGang:
+    first = min(members, key=lambda p: p.name)
+    return RunningGang(
+        key=key,
+        queue=tree.workload_queue(first.labels.get(QUEUE_LABEL)),
+        requests=total(m.requests for m in members),
+        preemptible=all(is_preemptible(m.priority, m.labels.get(PREEMPTIBLE_LABEL)) for m in members),
+        priority=max(m.priority for m in members),
+        started_at=max((m.started_at or 0.0) for m in members),
+    )
