@@ -70,8 +70,9 @@ class QueueView:
         return self.states[group.queue]
 
     def ahead_of(self, key: str, free: Resources | None = None) -> tuple[PendingGroup, ...]:
-        """Pending groups before ``key`` in the order that could start now (each fits ``free``, by default
-        the view's free room; a caller with fresher numbers passes them).
+        """Pending groups before ``key`` in the order that could start now (each fits ``free``).
+
+        ``free`` defaults to the view's free room; a caller with fresher numbers passes them.
         """
         room = self.free if free is None else free
         ahead: list[PendingGroup] = []
