@@ -104,6 +104,7 @@ def test_reclaim_gives_a_and_b_their_quota_back_from_c_in_whole_gangs(
         report.append(f"{name}: allocated {status['allocated']}, fair share {status['fairShare']}")
         assert abs(status["allocated"] - status["fairShare"]) <= 4, report
     print(f"A and B reached their quota {took:.1f}s after submitting; " + "; ".join(report))
+    print(testbed.cluster.kubectl("get", "queues").stdout)
     c_left = sum(1 for g, n in counts.items() if g.startswith("c") and n == 2)
     assert c_left == 1, f"C keeps one gang (its fair share is 4 GPUs), kept {c_left}"
 
@@ -123,6 +124,7 @@ def test_a_pod_over_its_queue_limit_waits_and_says_which_rule(
         return None
 
     message = wait_for("a2 held by queue a's limit", held, timeout=60)
+    print(f"a2's FailedScheduling event: {message}")
     # The allocation quoted is what the queue view held at that moment (refreshed every second), so only
     # the stable parts of the sentence are checked.
     assert "queue a: over its GPU limit (limit 12, allocated " in message
