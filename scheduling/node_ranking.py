@@ -8,15 +8,18 @@ Composition rule (style.md house rule 5): each candidate gets two integer scores
 - ``packing``: ``scheduling.binpack`` (fill busy nodes first, keep whole nodes free for big jobs);
 
 and the node's score is ``(2 * topology + packing) // 3``: a set whose all-reduce runs at full NVLink
-speed is worth more than packing, and packing decides among equally connected nodes. Unknown nodes
-and nodes the pod does not fit score 0. The result is an integer in 0..10 (``MaxExtenderPriority``).
+speed is worth more than packing, and packing decides among equally connected nodes. A pod with at most
+one GPU has nothing to connect, so its score is ``packing`` alone, at full resolution (the blend would
+round neighbouring packing levels together and let kube-scheduler's own scores spread the pods). Unknown
+nodes and nodes the pod does not fit score 0. The result is an integer in 0..10
+(``MaxExtenderPriority``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from scheduling.binpack import MAX_SCORE, binpack_scores
+from scheduling.binpack import binpack_scores
 from scheduling.model import Pod
 from scheduling.promises import PromiseBook
 from scheduling.snapshot import ClusterSnapshot
@@ -44,8 +47,9 @@ def rank_nodes(
             ranked.append((name, 0))
             continue
         if need <= 1:
-            topology = MAX_SCORE
-        elif node.topology is None:
+            ranked.append((name, packing))
+            continue
+        if node.topology is None:
             topology = UNKNOWN_TOPOLOGY_SCORE
         else:
             topology = node_topology_score(node.topology, free.indices, need, cache=cache)

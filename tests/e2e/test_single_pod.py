@@ -139,3 +139,11 @@ def test_the_binding_subresource_is_idempotent_and_guarded_by_uid(testbed: Testb
         binder.bind(namespace, "manual", uid, "gpu-node-2", {})
     pod = get_pod(testbed.http, namespace, "manual")
     assert (pod["spec"]["nodeName"], gpus_of(pod)) == ("gpu-node-1", (7,))
+
+
+def test_one_gpu_pods_pack_onto_one_node_and_keep_the_others_whole(testbed: Testbed, namespace: str) -> None:
+    for i in range(4):
+        create_pod(testbed.http, namespace, gpu_pod(f"small-{i}", 1))
+        wait_pod(testbed.http, namespace, f"small-{i}", "bound", live)
+    nodes = {p["spec"]["nodeName"] for p in list_pods(testbed.http, namespace)}
+    assert len(nodes) == 1, f"4 one-GPU pods spread over {sorted(nodes)}; 8-GPU jobs need whole nodes"
