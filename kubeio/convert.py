@@ -151,12 +151,7 @@ def pod_from_api(raw: object) -> Pod:
     status = _obj(pod.get("status"), "status")
     annotations = _labels(meta.get("annotations"), "metadata.annotations")
     node_name = _str(spec.get("nodeName"), "spec.nodeName")
-    priority = spec.get("priority", 0)
-    if priority is None:
-        priority = 0
-    if not isinstance(priority, int) or isinstance(priority, bool):
-        msg = "spec.priority must be an integer"
-        raise ConvertError(msg)
+    priority = _int(spec.get("priority"), "spec.priority")
     labels = _labels(meta.get("labels"), "metadata.labels")
     return Pod(
         uid=_str(meta.get("uid"), "metadata.uid", required=True),
@@ -226,11 +221,13 @@ def node_from_api(raw: object, topologies: TopologyCache | None = None) -> Node:
     )
 
 
-def _positive_int(value: object, where: str, default: int) -> int:
+def _int(value: object, where: str, *, default: int = 0, minimum: int | None = None) -> int:
+    """An integer field (``None`` gives ``default``); bools and values below ``minimum`` are refused."""
     if value is None:
         return default
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        msg = f"{where} must be a positive integer"
+    if not isinstance(value, int) or isinstance(value, bool) or (minimum is not None and value < minimum):
+        bound = "an integer" if minimum is None else f"an integer of at least {minimum}"
+        msg = f"{where} must be {bound}"
         raise ConvertError(msg)
     return value
 
@@ -249,28 +246,20 @@ def podgroup_from_api(raw: object) -> PodGroup:
     return PodGroup(
         namespace=_str(meta.get("namespace"), "metadata.namespace", required=True),
         name=_str(meta.get("name"), "metadata.name", required=True),
-        min_member=_positive_int(spec.get("minMember"), "spec.minMember", 1),
-        timeout_seconds=_positive_int(
+        min_member=_int(spec.get("minMember"), "spec.minMember", default=1, minimum=1),
+        timeout_seconds=_int(
             spec.get("scheduleTimeoutSeconds"),
             "spec.scheduleTimeoutSeconds",
-            DEFAULT_SCHEDULE_TIMEOUT_SECONDS,
+            default=DEFAULT_SCHEDULE_TIMEOUT_SECONDS,
+            minimum=1,
         ),
         plan=annotations.get(GANG_PLAN_ANNOTATION),
         phase=_str(status.get("phase"), "status.phase"),
         uid=_str(meta.get("uid"), "metadata.uid"),
         counts=(
-            _count(status.get("scheduled"), "status.scheduled"),
-            _count(status.get("running"), "status.running"),
-            _count(status.get("succeeded"), "status.succeeded"),
-            _count(status.get("failed"), "status.failed"),
+            _int(status.get("scheduled"), "status.scheduled", minimum=0),
+            _int(status.get("running"), "status.running", minimum=0),
+            _int(status.get("succeeded"), "status.succeeded", minimum=0),
+            _int(status.get("failed"), "status.failed", minimum=0),
         ),
     )
-
-
-def _count(value: object, where: str) -> int:
-    if value is None:
-        return 0
-    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        msg = f"{where} must be a non-negative integer"
-        raise ConvertError(msg)
-    return value
