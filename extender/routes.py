@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
@@ -76,8 +77,8 @@ def filter_() -> Response:
         args = wire.parse_extender_args(body)
         decision = service.filter(args.pod, args.node_names)
         metrics.node_verdicts.labels("feasible").inc(len(decision.feasible))
-        for rejection in decision.rejected.values():
-            metrics.node_verdicts.labels(rejection.reason.value).inc()
+        for reason, count in Counter(r.reason.value for r in decision.rejected.values()).items():
+            metrics.node_verdicts.labels(reason).inc(count)
         return wire.filter_result(args, decision.feasible, decision.rejected)
 
     return _serve("filter", handle)

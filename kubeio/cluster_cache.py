@@ -17,7 +17,7 @@ from kubeio.convert import ConvertError, node_from_api, pod_from_api, podgroup_f
 from kubeio.http import JsonObject, KubeHttp
 from kubeio.queues import QUEUES_PATH, queue_from_api
 from kubeio.reflector import Collection, Reflector
-from scheduling.gpu_usage import NodeGpuUsage
+from scheduling.gpu_usage import EMPTY_USAGE, FreeGpus, NodeGpuUsage, free_gpus
 from scheduling.model import Node, Pod, PodGroup
 from scheduling.queues import Queue
 from scheduling.snapshot import ClusterSnapshot
@@ -59,6 +59,7 @@ class ClusterCache:
         self._uid_by_key: dict[str, str] = {}
         self._pods_on_node: dict[str, set[str]] = {}
         self._usage: dict[str, NodeGpuUsage] = {}
+        self._free: dict[str, FreeGpus] = {}
         self._groups: dict[str, PodGroup] = {}
         self._queues: dict[str, Queue] = {}
         self._members: dict[str, set[str]] = {}
@@ -78,6 +79,7 @@ class ClusterCache:
                     MappingProxyType(dict(self._nodes)),
                     MappingProxyType(dict(self._usage)),
                     self._version,
+                    MappingProxyType(dict(self._free)),
                 )
             return self._snapshot
 
@@ -142,6 +144,7 @@ class ClusterCache:
                 nodes[node.name] = node
         with self._lock:
             self._nodes = nodes
+            self._free = {name: self._free_of(name) for name in nodes}
             self._changed()
 
     def node_event(self, kind: str, raw: JsonObject) -> None:
@@ -152,8 +155,10 @@ class ClusterCache:
         with self._lock:
             if kind == "DELETED":
                 self._nodes.pop(node.name, None)
+                self._free.pop(node.name, None)
             else:
                 self._nodes[node.name] = node
+                self._free[node.name] = self._free_of(node.name)
             self._changed()
 
     def replace_pods(self, items: Iterable[JsonObject]) -> None:
@@ -178,6 +183,7 @@ class ClusterCache:
                 node: NodeGpuUsage.of_pods(fresh[uid] for uid in uids)
                 for node, uids in self._pods_on_node.items()
             }
+            self._free = {name: self._free_of(name) for name in self._nodes}
             self._changed()
         changes = [(old.get(uid), fresh.get(uid)) for uid in sorted(old.keys() | fresh.keys())]
         self._notify([(a, b) for a, b in changes if a != b])
@@ -193,6 +199,9 @@ class ClusterCache:
             self._put(pod.uid, old, new)
             self._changed()
         self._notify([(old, new)])
+
+    def _free_of(self, name: str) -> FreeGpus:
+        return free_gpus(self._nodes[name], self._usage.get(name, EMPTY_USAGE), frozenset())
 
     def _node(self, raw: object) -> Node:
         node = node_from_api(raw, self.topologies)
@@ -225,6 +234,8 @@ class ClusterCache:
             else:
                 self._pods_on_node.pop(node, None)
                 self._usage.pop(node, None)
+            if node in self._nodes:
+                self._free[node] = self._free_of(node)
 
     def replace_podgroups(self, items: Iterable[JsonObject]) -> None:
         """Replace every PodGroup with a fresh list."""

@@ -52,7 +52,7 @@ def _score(name: str, need: int, snapshot: ClusterSnapshot, promises: PromiseBoo
     free = snapshot.free_on(name, promises)
     if node is None or free is None:
         return 0
-    total = len(node.gpu_indices)
+    total = node.gpu_total
     if total == 0:
         return MAX_SCORE if need == 0 else 0
     if free.count < need:

@@ -129,15 +129,20 @@ class Node:
     topology_problem: str | None = None
 
     @property
+    def gpu_total(self) -> int:
+        """How many GPUs the node offers (``len(gpu_indices)``, without building the set)."""
+        count = self.allocatable.gpus
+        if self.topology is not None:
+            count = min(count, self.topology.gpu_count)
+        return count
+
+    @property
     def gpu_indices(self) -> frozenset[int]:
         """The GPU indices the node offers, as the device plugin numbers them.
 
         ``0 .. allocatable-1``, cut to the GPUs the topology document lists when it lists fewer.
         """
-        count = self.allocatable.gpus
-        if self.topology is not None:
-            count = min(count, self.topology.gpu_count)
-        return frozenset(range(count))
+        return frozenset(range(self.gpu_total))
 
 
 @dataclass(frozen=True, slots=True)

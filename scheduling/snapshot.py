@@ -24,11 +24,15 @@ class ClusterSnapshot:
         nodes: node name -> node.
         usage: node name -> GPUs held by live pods; a node missing here holds nothing.
         version: the cache's change counter when the snapshot was taken, for logs and replays.
+        base_free: node name -> free GPUs after live pods (before promises), kept up to date per node by
+            the cache so that filter reads one entry per candidate instead of recomputing it; nodes missing
+            here are computed on demand.
     """
 
     nodes: Mapping[str, Node] = field(default_factory=lambda: MappingProxyType({}))
     usage: Mapping[str, NodeGpuUsage] = field(default_factory=lambda: MappingProxyType({}))
     version: int = 0
+    base_free: Mapping[str, FreeGpus] = field(default_factory=lambda: MappingProxyType({}), compare=False)
 
     def usage_of(self, node: str) -> NodeGpuUsage:
         """GPUs held by live pods on ``node``."""
@@ -44,12 +48,16 @@ class ClusterSnapshot:
             alloc = node.allocatable
             cpu += max(0, alloc.milli_cpu - used.milli_cpu - promised.milli_cpu)
             memory += max(0, alloc.memory - used.memory - promised.memory)
-            gpus += max(0, len(node.gpu_indices) - used.gpus - promised.gpus)
+            gpus += max(0, node.gpu_total - used.gpus - promised.gpus)
         return Resources(cpu, memory, gpus)
 
     def free_on(self, node: str, promises: PromiseBook) -> FreeGpus | None:
         """Free GPUs of ``node`` after live pods and open promises, or ``None`` for an unknown node."""
+        promised = promises.by_node.get(node)
+        base = self.base_free.get(node)
+        if base is not None and not promised:
+            return base
         info = self.nodes.get(node)
         if info is None:
             return None
-        return free_gpus(info, self.usage_of(node), promises.on_node(node))
+        return free_gpus(info, self.usage_of(node), promised or frozenset())

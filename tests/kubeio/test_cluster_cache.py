@@ -66,6 +66,7 @@ def test_incremental_usage_equals_a_fresh_rebuild(
     fresh.replace_nodes([raw_node("n1"), raw_node("n2")])
     fresh.replace_pods(list(current.values()))
     assert dict(cache.snapshot().usage) == dict(fresh.snapshot().usage)
+    assert dict(cache.snapshot().base_free) == dict(fresh.snapshot().base_free)
     assert cache.pods() == fresh.pods()
     assert len(seen) == len(events)
 
