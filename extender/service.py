@@ -24,7 +24,7 @@ from scheduling import reasons
 from scheduling.gpu_choice import NoGpusError, choose_gpus
 from scheduling.gpu_fit import FilterDecision, filter_nodes
 from scheduling.model import GPUS_ANNOTATION, Pod
-from scheduling.node_ranking import rank_nodes
+from scheduling.node_ranking import ScoreMemo, rank_nodes
 from scheduling.promises import Promise, PromiseBook
 from scheduling.snapshot import ClusterSnapshot
 from scheduling.topology import TopologyCache
@@ -94,6 +94,7 @@ class Extender:
         self._clock = clock
         self._promise_ttl = promise_ttl
         self._topologies = topologies or TopologyCache()
+        self._score_memo: ScoreMemo = {}
         self.ledger = ledger or PromiseLedger()
         self.gangs = gangs
         self.queues = queues
@@ -128,7 +129,9 @@ class Extender:
 
     def prioritize(self, pod: Pod, node_names: tuple[str, ...]) -> tuple[tuple[str, int], ...]:
         """Integer 0..10 scores: GPU connectivity first, packing second (``scheduling.node_ranking``)."""
-        return rank_nodes(pod, node_names, self._cluster.snapshot(), self.ledger.book, self._topologies)
+        return rank_nodes(
+            pod, node_names, self._cluster.snapshot(), self.ledger.book, self._topologies, self._score_memo
+        )
 
     def preempt(
         self, pod: Pod, victims: Mapping[str, tuple[tuple[str, ...], int]]

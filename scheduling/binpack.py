@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from scheduling.model import Pod
+from scheduling.gpu_usage import FreeGpus
+from scheduling.model import Node, Pod
 from scheduling.promises import PromiseBook
 from scheduling.snapshot import ClusterSnapshot
 
@@ -52,6 +53,11 @@ def _score(name: str, need: int, snapshot: ClusterSnapshot, promises: PromiseBoo
     free = snapshot.free_on(name, promises)
     if node is None or free is None:
         return 0
+    return packing_score(node, free, need)
+
+
+def packing_score(node: Node, free: FreeGpus, need: int) -> int:
+    """The packing score of placing a pod that needs ``need`` GPUs on ``node`` with ``free`` GPUs free."""
     total = node.gpu_total
     if total == 0:
         return MAX_SCORE if need == 0 else 0

@@ -19,8 +19,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from scheduling.binpack import binpack_scores
-from scheduling.model import Pod
+from scheduling.binpack import packing_score
+from scheduling.gpu_usage import FreeGpus
+from scheduling.model import Node, Pod
 from scheduling.promises import PromiseBook
 from scheduling.snapshot import ClusterSnapshot
 from scheduling.topology import TopologyCache, node_topology_score
@@ -30,33 +31,48 @@ PACKING_WEIGHT = 1
 UNKNOWN_TOPOLOGY_SCORE = 5
 
 
+ScoreMemo = dict[tuple[str, int], tuple[FreeGpus, Node, int]]
+"""Caller-owned memory of node scores: (node, GPUs needed) -> (free GPUs, node, score). An entry is used
+only while the node and its free GPUs are the very same objects, which the cache replaces whenever
+either changes, so a hit is exact."""
+
+
 def rank_nodes(
     pod: Pod,
     candidates: Sequence[str],
     snapshot: ClusterSnapshot,
     promises: PromiseBook,
     cache: TopologyCache,
+    memo: ScoreMemo | None = None,
 ) -> tuple[tuple[str, int], ...]:
     """Score every distinct candidate 0..10 for ``pod``, in request order."""
     need = pod.requests.gpus
     ranked: list[tuple[str, int]] = []
-    for name, packing in binpack_scores(pod, candidates, snapshot, promises):
-        node = snapshot.nodes.get(name)
+    nodes = snapshot.nodes
+    for name in dict.fromkeys(candidates):
+        node = nodes.get(name)
         free = snapshot.free_on(name, promises)
         if node is None or free is None or free.count < need:
             ranked.append((name, 0))
             continue
-        if need <= 1:
-            ranked.append((name, packing))
-            continue
-        if node.topology is None:
-            topology = UNKNOWN_TOPOLOGY_SCORE
-        else:
-            topology = node_topology_score(node.topology, free.indices, need, cache=cache)
-        ranked.append(
-            (
-                name,
-                (TOPOLOGY_WEIGHT * topology + PACKING_WEIGHT * packing) // (TOPOLOGY_WEIGHT + PACKING_WEIGHT),
-            )
-        )
+        if memo is not None:
+            hit = memo.get((name, need))
+            if hit is not None and hit[0] is free and hit[1] is node:
+                ranked.append((name, hit[2]))
+                continue
+        score = _score(node, free, need, cache)
+        if memo is not None:
+            memo[(name, need)] = (free, node, score)
+        ranked.append((name, score))
     return tuple(ranked)
+
+
+def _score(node: Node, free: FreeGpus, need: int, cache: TopologyCache) -> int:
+    packing = packing_score(node, free, need)
+    if need <= 1:
+        return packing
+    if node.topology is None:
+        topology = UNKNOWN_TOPOLOGY_SCORE
+    else:
+        topology = node_topology_score(node.topology, free.indices, need, cache=cache)
+    return (TOPOLOGY_WEIGHT * topology + PACKING_WEIGHT * packing) // (TOPOLOGY_WEIGHT + PACKING_WEIGHT)

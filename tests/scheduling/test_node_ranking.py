@@ -82,3 +82,19 @@ def test_a_topology_listing_fewer_gpus_than_allocatable_caps_the_node() -> None:
     decision = filter_nodes(a_pod("p").gpus(4).build(), ["n"], snapshot_of([node]), PromiseBook())
     assert decision.rejected["n"].reason is Reason.TOO_FEW_GPUS
     assert "only 3 GPUs" in decision.rejected["n"].message
+
+
+def test_the_score_memo_never_changes_an_answer_and_notices_changed_nodes() -> None:
+    cache = TopologyCache()
+    nodes = [replace(a_node(f"n{i}").build(), topology=cache.topology(A6000)) for i in range(4)]
+    running = [a_pod(f"x{i}").gpus(i).on(f"n{i}", range(i)).build() for i in range(4)]
+    snap = snapshot_of(nodes, running)
+    memo: dict = {}  # type: ignore[type-arg]
+    pod = a_pod("p").gpus(2).build()
+    plain = rank_nodes(pod, [n.name for n in nodes], snap, PromiseBook(), cache)
+    assert rank_nodes(pod, [n.name for n in nodes], snap, PromiseBook(), cache, memo) == plain
+    assert rank_nodes(pod, [n.name for n in nodes], snap, PromiseBook(), cache, memo) == plain
+    fuller = snapshot_of(nodes, [*running, a_pod("y").gpus(4).on("n0", [4, 5, 6, 7]).build()])
+    assert dict(rank_nodes(pod, ["n0"], fuller, PromiseBook(), cache, memo)) == dict(
+        rank_nodes(pod, ["n0"], fuller, PromiseBook(), cache)
+    )
