@@ -138,7 +138,8 @@ class QueueKeeper:
         extra = self._in_flight(view, group.key, group.queue)
         state = replace(state, allocated=plus(state.allocated, extra))
         free = self._free()
-        admission = admit(group, state, self._still_pending(view.ahead_of(group.key, free)), free=free)
+        ahead = view.ahead_of(group.key, free, limit=AHEAD_CHECKED)
+        admission = admit(group, state, self._still_pending(ahead), free=free)
         if not admission.ok:
             return admission.reason
         uids = frozenset(m.uid for m in members if m.node_name is None)
@@ -159,7 +160,7 @@ class QueueKeeper:
     def _still_pending(self, ahead: Sequence[PendingGroup]) -> tuple[PendingGroup, ...]:
         """The groups ahead that are still waiting now (the view may list some placed since it was built)."""
         waiting = []
-        for group in ahead[:AHEAD_CHECKED]:
+        for group in ahead:
             members = self._source.members(group.key)
             if members:
                 if any(m.node_name is None and not m.terminating for m in members):

@@ -12,7 +12,7 @@ take capacity away from all queues.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from scheduling.model import Node, Pod, Resources
@@ -52,6 +52,7 @@ class QueueView:
         running: groups holding resources now.
         misplaced: pods whose label names a queue that cannot hold workloads, with the reason.
         counted: UIDs of the pods counted in the queues' allocations.
+        positions: each pending group's index in ``pending``.
     """
 
     tree: QueueTree
@@ -64,24 +65,32 @@ class QueueView:
     running: tuple[RunningGang, ...]
     misplaced: Mapping[str, str]
     counted: frozenset[str] = frozenset()
+    positions: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
 
     def state_of(self, group: PendingGroup) -> QueueState:
         """The state of ``group``'s queue."""
         return self.states[group.queue]
 
-    def ahead_of(self, key: str, free: Resources | None = None) -> tuple[PendingGroup, ...]:
-        """Pending groups before ``key`` in the order that could start now (each fits ``free``).
+    def ahead_of(
+        self, key: str, free: Resources | None = None, *, limit: int = 64
+    ) -> tuple[PendingGroup, ...]:
+        """The first ``limit`` pending groups before ``key`` that could start now (each fits ``free``).
 
-        ``free`` defaults to the view's free room; a caller with fresher numbers passes them.
+        ``free`` defaults to the view's free room; a caller with fresher numbers passes them. A group not
+        in the view (newer than it) has nothing ahead. The scan stops early: the head of the line is what
+        goes next, and a filter call must not walk 50,000 pending groups.
         """
+        position = self.positions.get(key)
+        if position is None:
+            return ()
         room = self.free if free is None else free
         ahead: list[PendingGroup] = []
-        for group in self.pending:
-            if group.key == key:
-                return tuple(ahead)
+        for group in self.pending[:position]:
             if _within(group.requests, room):
                 ahead.append(group)
-        return ()
+                if len(ahead) >= limit:
+                    break
+        return tuple(ahead)
 
 
 def _within(a: Resources, b: Resources) -> bool:
@@ -162,6 +171,7 @@ def build_queue_view(
     shares = fair_shares(tree, capacity, demand)
     states = queue_states(tree, shares, allocated, non_preemptible)
     free = minus(capacity, total(allocated.values()))
+    ordered = order_pending(pending, states, capacity)
     return QueueView(
         tree=tree,
         problems=problems,
@@ -169,10 +179,11 @@ def build_queue_view(
         free=free,
         shares=shares,
         states=states,
-        pending=order_pending(pending, states, capacity),
+        pending=ordered,
         running=tuple(_running(key, members, tree) for key, members in sorted(running.items())),
         misplaced=MappingProxyType(misplaced),
         counted=frozenset(counted),
+        positions=MappingProxyType({g.key: i for i, g in enumerate(ordered)}),
     )
 
 
