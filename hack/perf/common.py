@@ -1,0 +1,215 @@
+"""Small helpers every section shares: progress lines, percentiles, versions, process facts, politeness.
+
+Kept free of cluster code so the offline sections (fair share, memory) can import it in their own
+subprocess without pulling in the test bed.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[2]
+"""Root of the checkout: every path the harness reads (manifests, topologies) is relative to it."""
+
+HACK = REPO / "hack"
+"""``hack/``: put on ``PYTHONPATH`` of the harness's own subprocesses so ``perf`` imports there too."""
+
+E2E_PATTERN = "pytest.*e2e"
+"""What an end-to-end test run looks like in ``pgrep -f``; the harness waits while one runs."""
+
+
+@dataclass
+class Progress:
+    """Timestamped progress lines on stderr, so a long run shows where it is without cluttering stdout.
+
+    Attributes:
+        started: ``time.monotonic()`` when the run began; every line shows the seconds since then.
+        quiet: drop the lines (tests of the harness itself, or ``--quiet``).
+    """
+
+    started: float = field(default_factory=time.monotonic)
+    quiet: bool = False
+
+    def __call__(self, message: str) -> None:
+        """Print one progress line (also usable as the test bed's ``log`` callback)."""
+        if not self.quiet:
+            elapsed = time.monotonic() - self.started
+            print(f"[bench {elapsed:7.1f}s] {message}", file=sys.stderr, flush=True)
+
+
+def percentile(samples: Sequence[float], q: float) -> float:
+    """Nearest-rank percentile: an observed value, never an interpolation between two.
+
+    >>> percentile([5.0, 1.0, 3.0, 2.0, 4.0], 0.5), percentile([1.0, 2.0], 0.99)
+    (3.0, 2.0)
+    """
+    if not samples:
+        return float("nan")
+    ordered = sorted(samples)
+    rank = max(1, -(-len(ordered) * q // 1))  # ceil(n * q), at least the first sample
+    return ordered[min(len(ordered), int(rank)) - 1]
+
+
+def summary(samples: Sequence[float]) -> dict[str, float]:
+    """p50, p99, max and count of a list of samples, rounded for the JSON report.
+
+    >>> summary([1.0, 2.0, 3.0])
+    {'n': 3, 'p50': 2.0, 'p99': 3.0, 'max': 3.0}
+    """
+    if not samples:
+        return {"n": 0, "p50": float("nan"), "p99": float("nan"), "max": float("nan")}
+    return {
+        "n": len(samples),
+        "p50": round(percentile(samples, 0.5), 4),
+        "p99": round(percentile(samples, 0.99), 4),
+        "max": round(max(samples), 4),
+    }
+
+
+def _git(*args: str) -> str:
+    try:
+        result = subprocess.run(
+            ["git", *args], cwd=REPO, capture_output=True, text=True, timeout=10, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return result.stdout.strip() if result.returncode == 0 else ""
+
+
+def _package(name: str) -> str:
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def _mem_total_gib() -> float:
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                return round(int(line.split()[1]) / 2**20, 1)
+    except OSError:
+        pass
+    return float("nan")
+
+
+def versions() -> dict[str, Any]:
+    """What the figures depend on: versions, commit, cores and memory (perf-anchors.md (i) item 7)."""
+    sys.path.insert(0, str(HACK))
+    try:
+        from localcluster import kubernetes_version  # stdlib only; lives in hack/
+    finally:
+        sys.path.remove(str(HACK))
+    commit = _git("rev-parse", "HEAD")
+    dirty = bool(_git("status", "--porcelain", "--untracked-files=no"))
+    return {
+        "python": platform.python_version(),
+        "kubernetes": kubernetes_version(REPO / "hack" / "controlplane"),
+        "git_commit": commit + ("+dirty" if dirty else ""),
+        "cores": os.cpu_count(),
+        "memory_gib": _mem_total_gib(),
+        "machine": f"{platform.system()} {platform.machine()} {platform.processor() or ''}".strip(),
+        "packages": {
+            p: _package(p) for p in ("flask", "gunicorn", "orjson", "networkx", "prometheus-client")
+        },
+    }
+
+
+def e2e_runs() -> list[int]:
+    """Pids of end-to-end test runs on this machine (``pgrep -f 'pytest.*e2e'``), never this process."""
+    try:
+        result = subprocess.run(
+            ["pgrep", "-f", E2E_PATTERN], capture_output=True, text=True, timeout=10, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    mine = {os.getpid(), os.getppid()}
+    return [int(p) for p in result.stdout.split() if p.isdigit() and int(p) not in mine]
+
+
+def wait_for_quiet_machine(progress: Progress, *, what: str, poll_seconds: float = 30.0) -> float:
+    """Wait while an end-to-end test run uses the machine; return the seconds waited.
+
+    Two cores cannot hold a benchmark and a test run at once without each disturbing the other: the
+    figures would be wrong and the tests' timeouts would be at risk. So every large measurement starts
+    only when no ``pytest ... e2e`` process is running.
+    """
+    waited = 0.0
+    while pids := e2e_runs():
+        progress(f"an end-to-end test run is in progress (pids {pids}); waiting before {what}")
+        time.sleep(poll_seconds)
+        waited += poll_seconds
+    return waited
+
+
+def _cpu_jiffies() -> tuple[int, int]:
+    """(idle, total) jiffies of all CPUs since boot, from the first line of ``/proc/stat``."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    return fields[3] + fields[4], sum(fields)
+
+
+def wait_for_idle_cpu(
+    progress: Progress, *, what: str, idle: float = 0.8, window: float = 1.0, timeout: float = 180.0
+) -> float:
+    """Wait until the machine is at least ``idle`` idle over ``window`` seconds; return the seconds waited.
+
+    After a burst of binds the simulated kubelet is still reporting pods Running and every watcher
+    (extender, schedulers, placement manager) is still digesting those events; per-call timings taken
+    then measure that backlog on two cores, not the extender. So those measurements start once the
+    machine has settled, or after ``timeout`` with a note in the progress output. An end-to-end test run
+    that started meanwhile is waited for first (``wait_for_quiet_machine``).
+    """
+    waited = wait_for_quiet_machine(progress, what=what)
+    started = time.monotonic()
+    while time.monotonic() - started < timeout:
+        idle0, total0 = _cpu_jiffies()
+        time.sleep(window)
+        idle1, total1 = _cpu_jiffies()
+        if total1 > total0 and (idle1 - idle0) / (total1 - total0) >= idle:
+            return waited + time.monotonic() - started
+    progress(f"machine still busy after {timeout:.0f}s; measuring {what} anyway")
+    return waited + time.monotonic() - started
+
+
+def proc_status(pid: int) -> dict[str, int]:
+    """``VmRSS`` and ``VmHWM`` (peak RSS) of a process in KiB, from ``/proc/PID/status``; empty if gone."""
+    values: dict[str, int] = {}
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            key, _, rest = line.partition(":")
+            if key in ("VmRSS", "VmHWM"):
+                values[key] = int(rest.split()[0])
+    except (OSError, ValueError, IndexError):
+        return {}
+    return values
+
+
+def children(pid: int) -> list[int]:
+    """Direct child pids of ``pid`` (every thread's list), e.g. gunicorn's worker under its master."""
+    found: list[int] = []
+    task_dir = Path(f"/proc/{pid}/task")
+    try:
+        tasks = list(task_dir.iterdir())
+    except OSError:
+        return found
+    for task in tasks:
+        try:
+            found += [int(c) for c in (task / "children").read_text().split()]
+        except (OSError, ValueError):
+            continue
+    return sorted(set(found))
+
+
+def subprocess_env() -> dict[str, str]:
+    """The environment for the harness's own Python subprocesses: ``hack/`` importable, output unbuffered."""
+    path = os.pathsep.join(p for p in (str(HACK), os.environ.get("PYTHONPATH", "")) if p)
+    return {**os.environ, "PYTHONPATH": path, "PYTHONUNBUFFERED": "1"}

@@ -1,0 +1,316 @@
+"""The printed table and the goal check of a benchmark run (the JSON is the same data, unformatted).
+
+Goals come from issue 6 and are reported, never asserted: a run that misses one still succeeds, since
+the harness exists to show where phalanx stands, not to gate a change.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+GIB_KIB = 2**20
+
+
+def _num(value: Any, fmt: str = "{:.2f}") -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    return fmt.format(value)
+
+
+def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], *, text_first: bool = False) -> list[str]:
+    """Aligned columns: numbers to the right; the first column to the left when it holds prose."""
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
+
+    def line(cells: Sequence[str]) -> str:
+        return "  ".join(
+            c.ljust(w) if text_first and i == 0 else c.rjust(w)
+            for i, (c, w) in enumerate(zip(cells, widths, strict=True))
+        )
+
+    out = [line(headers), "  ".join("-" * w for w in widths), *(line(r) for r in rows)]
+    return ["  " + x.rstrip() for x in out]
+
+
+def _pair(summary: dict[str, Any] | None) -> str:
+    if not summary:
+        return "-"
+    return f"{_num(summary.get('p50'))} / {_num(summary.get('p99'))}"
+
+
+def throughput_rows(results: dict[str, Any]) -> list[list[str]]:
+    """One row per (nodes, scheduler); the phalanx row carries the ratio to the baseline."""
+    rows = []
+    for size in results.get("sizes", []):
+        base = size.get("baseline") or {}
+        for which in ("baseline", "phalanx"):
+            r = size.get(which)
+            if not r:
+                continue
+            ratio = "-"
+            if which == "phalanx" and base.get("pods_per_second") and r.get("pods_per_second"):
+                ratio = f"{r['pods_per_second'] / base['pods_per_second']:.2f}x"
+            latency = r.get("latency_ms") or {}
+            rows.append(
+                [
+                    str(size["nodes"]),
+                    which,
+                    f"{r.get('burst_bound', 0)}/{r.get('burst_pods', 0)}",
+                    _num(r.get("pods_per_second"), "{:.1f}"),
+                    ratio,
+                    f"{latency.get('n', 0)}@{_num(r.get('paced_rate_achieved'), '{:g}')}/s",
+                    _num(latency.get("p50"), "{:.0f}"),
+                    _num(latency.get("p99"), "{:.0f}"),
+                ]
+            )
+    return rows
+
+
+def goals(results: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """(goal, measured, verdict) for each goal of issue 6 that the run has a figure for."""
+    out: list[tuple[str, str, str]] = []
+    by_nodes = {s["nodes"]: s for s in results.get("sizes", [])}
+
+    def verdict(ok: bool | None) -> str:
+        return "n/a" if ok is None else ("met" if ok else "MISSED")
+
+    s1000 = by_nodes.get(1000, {})
+    base, phx = (
+        (s1000.get("baseline") or {}).get("pods_per_second"),
+        (s1000.get("phalanx") or {}).get("pods_per_second"),
+    )
+    if base and phx:
+        out.append(
+            (
+                "throughput with extender >= 0.5x without, 1,000 nodes",
+                f"{phx / base:.2f}x ({phx:.0f} vs {base:.0f} pods/s)",
+                verdict(phx / base >= 0.5),
+            )
+        )
+    phx5 = (by_nodes.get(5000, {}).get("phalanx") or {}).get("pods_per_second")
+    out.append(
+        (
+            "phalanx >= 150 pods/s at 5,000 nodes",
+            _num(phx5, "{:.0f} pods/s"),
+            verdict(None if phx5 is None else phx5 >= 150),
+        )
+    )
+    for nodes, limit in ((1000, 2.0), (5000, 5.0)):
+        calls = by_nodes.get(nodes, {}).get("calls") or {}
+        p99s = [v["p99"] for v in (calls.get("filter") or {}).values() if isinstance(v, dict)]
+        worst = max(p99s) if p99s else None
+        out.append(
+            (
+                f"filter p99 <= {limit:g} ms at {nodes:,} candidates",
+                _num(worst, "{:.2f} ms"),
+                verdict(None if worst is None else worst <= limit),
+            )
+        )
+    gang = [g for s in results.get("sizes", []) for g in s.get("gangs", []) if g["size"] == 256]
+    if gang:
+        g = gang[-1]
+        took = g.get("last_created_to_all_bound_seconds")
+        out.append(
+            (
+                f"256-pod gang bound <= 5 s after last member ({g['nodes']:,} nodes)",
+                _num(took, "{:.2f} s"),
+                verdict(took is not None and took <= 5.0),
+            )
+        )
+    else:
+        out.append(("256-pod gang bound <= 5 s after last member", "not run", "n/a"))
+    envelope = (results.get("memory") or {}).get("envelope") or {}
+    if envelope.get("rss_kib"):
+        out.append(
+            (
+                f"extender RSS < 1 GiB, real gunicorn worker ({envelope['nodes']:,} nodes / "
+                f"{envelope['pods']:,} pods via API)",
+                f"{envelope['rss_kib'] / 1024:.0f} MiB",
+                verdict(envelope["rss_kib"] < GIB_KIB),
+            )
+        )
+    mem = (results.get("memory") or {}).get("cache") or {}
+    if mem.get("rss_kib"):
+        label = f"{mem['nodes']:,} nodes / {mem['pods']:,} pods"
+        out.append(
+            (
+                f"extender cache RSS < 1 GiB ({label}, steady)",
+                f"{mem['rss_kib'] / 1024:.0f} MiB",
+                verdict(mem["rss_kib"] < GIB_KIB),
+            )
+        )
+        out.append(
+            (
+                "  same, peak while the list is converted",
+                f"{mem['peak_rss_kib'] / 1024:.0f} MiB",
+                verdict(mem["peak_rss_kib"] < GIB_KIB),
+            )
+        )
+    return out
+
+
+def disturbed(results: dict[str, Any]) -> list[str]:
+    """Figures taken while an end-to-end test run shared the machine (started after the harness checked)."""
+    out = []
+    for size in results.get("sizes", []):
+        for which in ("baseline", "phalanx"):
+            r = size.get(which) or {}
+            for key in ("disturbed", "paced_disturbed"):
+                if r.get(key):
+                    out.append(
+                        f"{which} @ {size['nodes']:,} nodes, {key.replace('_disturbed', '')}: {r[key]}"
+                    )
+        if (size.get("calls") or {}).get("disturbed"):
+            out.append(f"extender calls @ {size['nodes']:,}: {size['calls']['disturbed']}")
+        out += [
+            f"gang of {g['size']} @ {size['nodes']:,}: an end-to-end test run was running"
+            for g in size.get("gangs", [])
+            if g.get("disturbed")
+        ]
+    return out
+
+
+def render(results: dict[str, Any]) -> str:
+    """The whole report as printed at the end of a run."""
+    v = results["versions"]
+    lines = [
+        f"phalanx benchmark ({results['mode']}): python {v['python']}, kubernetes {v['kubernetes']}, "
+        f"commit {v['git_commit'][:12]}{'+dirty' if v['git_commit'].endswith('+dirty') else ''}, "
+        f"{v['cores']} cores, {v['memory_gib']} GiB; load generator shares the cores; "
+        f"{results.get('duration_seconds', 0):.0f} s",
+        "",
+        "1. Scheduling through kube-scheduler v{} without (baseline) and with the extender (phalanx)".format(
+            v["kubernetes"].lstrip("v")
+        ),
+        "   backlog: pods created first, then the scheduler started; pods/s between first and last bind",
+        "   latency: pods created one by one at a fixed rate; POST sent -> watch sees spec.nodeName, ms",
+    ]
+    lines += _table(
+        ["nodes", "scheduler", "bound", "pods/s", "ratio", "paced", "p50 ms", "p99 ms"],
+        throughput_rows(results),
+    )
+    lines += [
+        "",
+        "2. Extender per call (direct POSTs to gunicorn, NodeNames, topology annotations), p50 / p99 ms",
+    ]
+    call_rows = []
+    envelope = (results.get("memory") or {}).get("envelope") or {}
+    cases = [
+        (s.get("calls"), s.get("extender_rss_kib", {}).get("VmRSS", 0), "") for s in results.get("sizes", [])
+    ]
+    if envelope.get("calls"):
+        cases.append((envelope["calls"], envelope.get("rss_kib", 0), f" +{envelope['pods']:,} pods"))
+    for calls, rss, extra in cases:
+        if calls:
+            call_rows.append(
+                [
+                    f"{calls['candidates']:,}{extra}",
+                    str(calls["calls"]),
+                    _pair(calls["filter"].get("1")),
+                    _pair(calls["filter"].get("4")),
+                    _pair(calls["prioritize"].get("1")),
+                    _pair(calls["prioritize"].get("4")),
+                    f"{rss / 1024:.0f}",
+                ]
+            )
+    lines += _table(
+        [
+            "candidates",
+            "calls",
+            "filter 1-GPU",
+            "filter 4-GPU",
+            "prioritize 1-GPU",
+            "prioritize 4-GPU",
+            "RSS MiB",
+        ],
+        call_rows,
+    )
+    lines += ["", "3. Gang time-to-bound (PodGroup + one-GPU members, one gang at a time)"]
+    gang_rows = [
+        [
+            f"{g['nodes']:,}",
+            str(g["size"]),
+            f"{g['bound']}/{g['size']}",
+            _num(g["create_seconds"]),
+            _num(g["last_created_to_all_bound_seconds"]),
+        ]
+        for s in results.get("sizes", [])
+        for g in s.get("gangs", [])
+    ]
+    lines += _table(["nodes", "gang", "bound", "create s", "last created -> all bound s"], gang_rows)
+    lines += ["", "4. Fair-share recompute (scheduling.queues, in-process, one call each), seconds"]
+    fair = results.get("fair_share") or {}
+    if not fair.get("available"):
+        lines.append(f"  not available: {fair.get('reason', 'section not run')}")
+    else:
+        fair_rows = []
+        for row in fair["rows"]:
+            steps = row.get("steps", {})
+            note = row.get("skipped") or row.get("error") or ""
+            if "timed_out_after_seconds" in row:
+                note = f"> {row['timed_out_after_seconds']:g} s in {row.get('unfinished_step', '?')}"
+            fair_rows.append(
+                [
+                    f"{row['queues']:,}",
+                    f"{row['groups']:,}",
+                    *(
+                        _num(steps.get(s), "{:.3f}")
+                        for s in ("tree", "fair_shares", "queue_states", "order_pending")
+                    ),
+                    note or _num(row.get("recompute_seconds"), "{:.3f}"),
+                ]
+            )
+        lines += _table(
+            ["queues", "pending groups", "tree", "fair_shares", "queue_states", "order_pending", "total"],
+            fair_rows,
+        )
+    lines += ["", "5. Resident memory of the extender"]
+    memory = results.get("memory") or {}
+    mem_rows = []
+    cache = memory.get("cache") or {}
+    if cache.get("rss_kib"):
+        mem_rows.append(
+            [
+                "ClusterCache in a subprocess (API-shaped objects)",
+                f"{cache['nodes']:,}",
+                f"{cache['pods']:,}",
+                f"{cache['rss_kib'] / 1024:.0f}",
+                f"{cache['peak_rss_kib'] / 1024:.0f}",
+            ]
+        )
+        mem_rows.append(
+            [
+                "  same interpreter before loading anything",
+                "0",
+                "0",
+                f"{cache['rss_after_imports_kib'] / 1024:.0f}",
+                "-",
+            ]
+        )
+    elif cache.get("error"):
+        mem_rows.append([f"ClusterCache subprocess failed: {cache['error']}", "-", "-", "-", "-"])
+    for probe in memory.get("gunicorn", []):
+        mem_rows.append(
+            [
+                f"gunicorn extender worker, {probe['when']}",
+                f"{probe['nodes']:,}",
+                f"{probe['pods']:,}",
+                f"{probe['rss_kib'] / 1024:.0f}",
+                f"{probe['peak_rss_kib'] / 1024:.0f}",
+            ]
+        )
+    lines += _table(["what", "nodes", "pods", "RSS MiB", "peak MiB"], mem_rows, text_first=True)
+    if memory.get("api_estimate"):
+        lines.append(f"  {memory['api_estimate']}")
+    lines += ["", "Goals (issue 6)"]
+    lines += _table(["goal", "measured", "verdict"], [list(g) for g in goals(results)], text_first=True)
+    notes: list[str] = list(results.get("notes", [])) + disturbed(results)
+    if notes:
+        lines += ["", "Notes"] + [f"  - {n}" for n in notes]
+    return "\n".join(lines)
+
+
+def section_header(progress: Callable[[str], None], title: str) -> None:
+    """A visible separator in the progress output between sections."""
+    progress(f"== {title}")
