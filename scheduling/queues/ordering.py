@@ -16,6 +16,7 @@ came, so a queue with many groups does not keep the head of the line after it go
 from __future__ import annotations
 
 import enum
+import heapq
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
@@ -161,6 +162,13 @@ def order_pending(
 ) -> tuple[PendingGroup, ...]:
     """Return every pending group in the order they get their turn (see the module rules).
 
+    The next group is always the head of the queue with the smallest ``_head_key``. Keys are kept in a
+    heap and refreshed lazily: ordering a group adds to the allocation of its queue and its ancestors,
+    which can only make their descendants' keys larger (a worse standing, a larger dominant share), so a
+    stale key is a lower bound; when one comes out of the heap it is recomputed and pushed back, and the
+    first fresh key out is the true minimum. That keeps 50,000 groups in 1,000 queues to a fraction of a
+    second instead of a scan of every queue per group.
+
     Raises:
         ValueError: a group names a queue with no state.
     """
@@ -173,13 +181,29 @@ def order_pending(
     for line in lines.values():
         line.sort(key=within_queue_key, reverse=True)  # the head is popped from the end
     extra: dict[str, Resources] = {}
+    changes: dict[str, int] = {}
+    paths = {queue: tuple(a.name for a in states[queue].path()) for queue in lines}
+
+    def stamp(queue: str) -> tuple[int, ...]:
+        return tuple(changes.get(name, 0) for name in paths[queue])
+
+    heap = [
+        (_head_key(line[-1], states[queue], extra, capacity), queue, stamp(queue))
+        for queue, line in lines.items()
+    ]
+    heapq.heapify(heap)
     order: list[PendingGroup] = []
-    while lines:
-        queue = min(lines, key=lambda q: _head_key(lines[q][-1], states[q], extra, capacity))
-        head = lines[queue].pop()
+    while heap:
+        _, queue, seen = heapq.heappop(heap)
+        line = lines[queue]
+        if seen != stamp(queue):
+            heapq.heappush(heap, (_head_key(line[-1], states[queue], extra, capacity), queue, stamp(queue)))
+            continue
+        head = line.pop()
         order.append(head)
-        for ancestor in states[queue].path():
-            extra[ancestor.name] = plus(extra.get(ancestor.name, ZERO), head.requests)
-        if not lines[queue]:
-            del lines[queue]
+        for name in paths[queue]:
+            extra[name] = plus(extra.get(name, ZERO), head.requests)
+            changes[name] = changes.get(name, 0) + 1
+        if line:
+            heapq.heappush(heap, (_head_key(line[-1], states[queue], extra, capacity), queue, stamp(queue)))
     return tuple(order)
