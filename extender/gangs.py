@@ -145,6 +145,8 @@ class GangCoordinator:
             self._first_seen.setdefault(key, now)
         group = self._cluster.podgroup(key)
         members = self._cluster.members(key)
+        if all(m.uid != pod.uid for m in members):
+            members = [*members, pod]  # kube-scheduler can be a moment ahead of our cache
         snapshot = self._cluster.snapshot()
         if pod.uid not in self._ledger.book.by_uid:
             held = self._hold(pod)

@@ -132,9 +132,11 @@ def test_a_gang_binds_nothing_until_min_member_pods_exist(testbed: Testbed, name
         create_pod(testbed.http, namespace, member(f"m{i}", "eight", 1))
 
     def waiting() -> str | None:
-        for event in events_for(testbed.http, namespace, "m0"):
-            if "waiting for members: 6 of 8" in event["message"]:
-                return str(event["message"])
+        # Whichever member kube-scheduler tries last says it; the PodGroup's own event says it too.
+        for name in ("eight", *(f"m{i}" for i in range(6))):
+            for event in events_for(testbed.http, namespace, name):
+                if "waiting for members: 6 of 8" in event["message"]:
+                    return str(event["message"])
         return None
 
     wait_for("members to say they wait for 2 more", waiting)
