@@ -103,18 +103,24 @@ def _mem_total_gib() -> float:
 
 
 def versions() -> dict[str, Any]:
-    """What the figures depend on: versions, commit, cores and memory (perf-anchors.md (i) item 7)."""
+    """What the figures depend on: versions, commit, cores and memory (perf-anchors.md (i) item 7).
+
+    The product code measured is the working tree, so uncommitted changes to it are listed too: a
+    commit alone would not say what ran.
+    """
     sys.path.insert(0, str(HACK))
     try:
         from localcluster import kubernetes_version  # stdlib only; lives in hack/
     finally:
         sys.path.remove(str(HACK))
     commit = _git("rev-parse", "HEAD")
-    dirty = bool(_git("status", "--porcelain", "--untracked-files=no"))
+    product = ("scheduling", "kubeio", "extender", "placement", "manifests", "pyproject.toml")
+    changes = _git("status", "--porcelain", "--", *product).splitlines()
     return {
         "python": platform.python_version(),
         "kubernetes": kubernetes_version(REPO / "hack" / "controlplane"),
-        "git_commit": commit + ("+dirty" if dirty else ""),
+        "git_commit": commit + ("+dirty" if changes else ""),
+        "uncommitted_product_changes": changes,
         "cores": os.cpu_count(),
         "memory_gib": _mem_total_gib(),
         "machine": f"{platform.system()} {platform.machine()} {platform.processor() or ''}".strip(),

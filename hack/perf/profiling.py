@@ -13,10 +13,13 @@ into ``.venv`` only (never into ``pyproject.toml``). Without it this section say
 
 from __future__ import annotations
 
+import argparse
 import importlib
 import random
+import subprocess
+import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +33,7 @@ from kubeio.binding import BindStatus
 from kubeio.cluster_cache import ClusterCache
 from kubeio.sim_nodes import node_object, status_patch
 from perf.bed import node_specs, probe_pod, topology_documents
-from perf.common import Progress, summary
+from perf.common import Progress, subprocess_env, summary
 from scheduling.model import Pod
 
 OCCUPANCY = (0, 0, 1, 2, 3, 4, 6)
@@ -130,14 +133,28 @@ def _top(session: Any, total: float, count: int) -> dict[str, list[dict[str, Any
 def profile_verbs(
     node_counts: tuple[int, ...], calls: int, out_dir: Path, progress: Progress
 ) -> dict[str, Any]:
+    """Run the profile in a fresh interpreter and return its report.
+
+    A fresh interpreter because the harness runs for an hour while the product may change on disk: a
+    module imported now next to one imported an hour ago would be a mix no extender ever ran.
+    """
+    argv = [sys.executable, "-m", "perf.profiling", "--nodes", ",".join(map(str, node_counts))]
+    argv += ["--calls", str(calls), "--out", str(out_dir)]
+    proc = subprocess.run(argv, stdout=subprocess.PIPE, env=subprocess_env(), text=True, check=False)
+    if proc.returncode != 0 or not proc.stdout.strip():
+        return {"available": False, "reason": f"the profile subprocess failed (exit {proc.returncode})"}
+    report: dict[str, Any] = orjson.loads(proc.stdout.strip().splitlines()[-1])
+    return report
+
+
+def _profile_in_process(
+    node_counts: tuple[int, ...], calls: int, out_dir: Path, progress: Progress
+) -> dict[str, Any]:
     """Profile filter and prioritize of a 4-GPU pod at each node count; write HTML/text profiles too."""
     try:
         pyinstrument: Any = importlib.import_module("pyinstrument")
     except ImportError:
-        return {
-            "available": False,
-            "reason": "pyinstrument is not installed (hack/bench --profile installs it)",
-        }
+        return {"available": False, "reason": "pyinstrument is not installed (hack/bench installs it)"}
     out_dir.mkdir(parents=True, exist_ok=True)
     result: dict[str, Any] = {"available": True, "pyinstrument": pyinstrument.__version__, "cases": []}
     for nodes in node_counts:
@@ -181,3 +198,19 @@ def profile_verbs(
             result["cases"].append(case)
             progress(f"profile {verb} @ {nodes} candidates: p50 {timing['p50']:.2f} ms in-process")
     return result
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the profile subprocess: progress on stderr, the report as one JSON line on stdout."""
+    parser = argparse.ArgumentParser(description="profile the extender's filter and prioritize")
+    parser.add_argument("--nodes", required=True, help="comma-separated candidate counts")
+    parser.add_argument("--calls", type=int, required=True)
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args(argv)
+    counts = tuple(int(n) for n in args.nodes.split(","))
+    print(orjson.dumps(_profile_in_process(counts, args.calls, args.out, Progress())).decode())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

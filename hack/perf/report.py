@@ -179,7 +179,11 @@ def render(results: dict[str, Any]) -> str:
         f"commit {v['git_commit'][:12]}{'+dirty' if v['git_commit'].endswith('+dirty') else ''}, "
         f"{v['cores']} cores, {v['memory_gib']} GiB; load generator shares the cores; "
         f"{results.get('duration_seconds', 0):.0f} s",
-        "",
+        *(
+            [f"uncommitted product changes measured too: {', '.join(v['uncommitted_product_changes'])}", ""]
+            if v.get("uncommitted_product_changes")
+            else [""]
+        ),
         "1. Scheduling through kube-scheduler v{} without (baseline) and with the extender (phalanx)".format(
             v["kubernetes"].lstrip("v")
         ),
