@@ -108,10 +108,10 @@ FULL = Plan(
     envelope_calls=300,
 )
 
-SECTIONS = ("throughput", "gangs", "envelope", "fairshare", "memory", "profile")
-"""Every section; the first three need the cluster (``throughput`` includes the per-call latency)."""
+SECTIONS = ("throughput", "gangs", "envelope", "liveprofile", "fairshare", "memory", "profile")
+"""Every section; the first four need the cluster (``throughput`` includes the per-call latency)."""
 
-CLUSTER_SECTIONS = frozenset({"throughput", "gangs", "envelope"})
+CLUSTER_SECTIONS = frozenset({"throughput", "gangs", "envelope", "liveprofile"})
 
 
 def _terminate(signum: int, frame: FrameType | None) -> None:
@@ -127,11 +127,13 @@ def _cluster_sections(
     *,
     sections: set[str],
     schedulers: tuple[str, ...],
+    out_dir: Path,
 ) -> None:
     from perf.bed import BenchBed  # the cluster code imports the test bed; offline runs do not need it
     from perf.envelope import fill_and_measure
     from perf.extender_calls import measure_calls
     from perf.gangs import measure_gangs
+    from perf.liveprofile import live_profile
     from perf.throughput import Workload, fitting, measure
 
     threads = max(320, max(plan.gang_sizes, default=0) + 64)
@@ -145,6 +147,9 @@ def _cluster_sections(
             took = bb.grow_to(nodes)
             size: dict[str, Any] = {"nodes": nodes, "register_seconds": round(took, 1)}
             results["sizes"].append(size)
+            if "liveprofile" in sections:
+                wait_for_idle_cpu(progress, what="the live profile")
+                size["live_profile"] = live_profile(bb, 10.0, out_dir, progress)
             work = Workload(
                 fitting(plan.burst_pods.get(nodes, 1000), nodes),
                 fitting(plan.paced_pods, nodes),
@@ -293,7 +298,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             try:
                 schedulers = tuple(s.strip() for s in args.schedulers.split(",") if s.strip())
                 _cluster_sections(
-                    plan_sized, state, results, progress, sections=sections, schedulers=schedulers
+                    plan_sized,
+                    state,
+                    results,
+                    progress,
+                    sections=sections,
+                    schedulers=schedulers,
+                    out_dir=json_path.parent,
                 )
             except Exception as exc:  # report what was measured before the failure, then fail the run
                 failed = True
@@ -323,8 +334,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     from perf.report import render
 
     print(render(results))
+    _print_live_profiles(results)
     _print_profile(results.get("profile"))
     return 1 if failed else 0
+
+
+def _print_live_profiles(results: dict[str, Any]) -> None:
+    for size in results.get("sizes", []):
+        live = size.get("live_profile")
+        if not live:
+            continue
+        print(
+            f"\nLive profile of the gunicorn worker (py-spy, lines), {size['nodes']:,} candidates, 4-GPU pod"
+        )
+        if not live.get("available"):
+            print(f"  not available: {live.get('reason')}")
+            continue
+        for verb in ("filter", "prioritize"):
+            case = live.get(verb) or {}
+            print(f"  {verb}: {case.get('calls')} calls, {case.get('samples')} samples in request threads")
+            for row in case.get("self", [])[:10]:
+                print(f"    self {row['share']:6.1%}  {row['frame']}")
+            for row in case.get("product_inclusive", [])[:8]:
+                print(f"    incl {row['share']:6.1%}  {row['frame']}")
 
 
 def _print_profile(profile: dict[str, Any] | None) -> None:

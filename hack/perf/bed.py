@@ -61,7 +61,7 @@ def with_client_limits(text: str) -> str:
     The product's manifest is used as is otherwise, so the phalanx scheduler measured here is the one
     that ships, with only the harness's rate limits added.
 
-    >>> print(with_client_limits("clientConnection:\\n  kubeconfig: ''\\nprofiles: []\\n"))
+    >>> print(with_client_limits("clientConnection:\n  kubeconfig: ''\nprofiles: []\n"))
     clientConnection:
       qps: 5000
       burst: 5000
