@@ -11,6 +11,12 @@ Rules (architecture.md §4, issue "Queues and fair share"; the failure modes of 
   at or above its own fair share in the short resources after the eviction. The beneficiary ends at or
   below its fair share and every victim queue at or above its own, so the victim cannot reclaim the
   capacity back under the same fair shares: no ping-pong (Kueue #3779, #14543).
+- A quota is guaranteed. When no such set exists and the beneficiary is below its deserved quota (its
+  leaf and every ancestor, in the short resources), victim queues need keep only their own deserved
+  quota, and gangs of queues that still keep their fair share go first. Gangs come whole, so a queue
+  can end up over its fair share by one gang while another sits below its quota (B's gang got the room
+  before A's); this undoes that. Still no ping-pong: the victim keeps its quota, so it is owed none,
+  and the beneficiary ends within its fair share, which the first rule protects.
 - Just enough (``scheduling.queues.victims``): lowest priority first, youngest first, small gangs before a
   big one is broken into, and every victim the others make unnecessary spared again, so no victim can be
   left out and a 48-GPU request never takes 376 (KAI PR #1565).
@@ -22,7 +28,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 
 from scheduling.model import Resources
@@ -108,14 +114,21 @@ def _reasons(
     evictions, taken = [], dict[str, Resources]()
     for gang in chosen:
         r = _first_short(search, gang)
-        fair_v = amount(search.shares[gang.queue].fair_share, r)
-        over = amount(search.held[gang.queue], r) - amount(taken.get(gang.queue, ZERO), r) - fair_v
+        floor_v = amount(search.floor(gang.queue), r)
+        over = amount(search.held[gang.queue], r) - amount(taken.get(gang.queue, ZERO), r) - floor_v
         held_q, need_q = amount(search.held[queue], r), amount(group.requests, r)
         fair_q = amount(search.shares[queue].fair_share, r)
         victim = (
-            f"queue {gang.queue} is {format_quantity(r, over)} over its fair share {format_amount(r, fair_v)}"
+            f"queue {gang.queue} is {format_quantity(r, over)} over its {search.floor_name} "
+            f"{format_amount(r, floor_v)}"
         )
-        if held_q + need_q == fair_q:
+        if search.quota_owed:
+            deserved_q = amount(search.shares[queue].deserved, r)
+            mine = (
+                f"{queue} holds {format_amount(r, held_q)}, below its quota {format_amount(r, deserved_q)}, "
+                f"and needs {format_amount(r, need_q)}"
+            )
+        elif held_q + need_q == fair_q:
             mine = (
                 f"{queue} needs {format_amount(r, need_q)} to reach its fair share {format_amount(r, fair_q)}"
             )
@@ -145,18 +158,20 @@ def _why_not(
     reachable, taken = ZERO, dict[str, Resources]()
     below = 0
     for gang in sorted(candidates, key=lambda g: (g.priority, -g.started_at, g.key)):
-        if search.keeps_fair(gang, taken):
+        if search.keeps_share(gang, taken):
             reachable = plus(reachable, gang.requests)
             search.take(taken, gang)
         else:
             below += 1
-    parts = [f"{format_quantity(r, amount(reachable, r))} can be taken from queues over their fair share"]
+    parts = [
+        f"{format_quantity(r, amount(reachable, r))} can be taken from queues over their {search.floor_name}"
+    ]
     if pinned:
         parts.append(f"{pinned} gang(s) are not preemptible")
     if young:
         parts.append(f"{young} gang(s) are younger than their queue's minimum runtime")
     if below:
-        parts.append(f"{below} gang(s) would push their queue below its fair share")
+        parts.append(f"{below} gang(s) would push their queue below its {search.floor_name}")
     if is_zero(shortfall(search.need, reachable)):
         parts.append("but the node-level check found no victim set that makes room where the group fits")
     if search.within is not None:
@@ -235,6 +250,14 @@ def plan_reclaim(
         key=lambda g: (g.priority, -g.started_at, g.key),
     )
     chosen = choose_victims(search, candidates, fits)
+    owed = all(
+        amount(held.get(queue, ZERO), r) < amount(shares[queue].deserved, r)
+        for queue in tree.path(group.queue)
+        for r in short
+    )
+    if (chosen is None or not check_victims(search, chosen, fits)) and owed:
+        search = replace(search, quota_owed=True)
+        chosen = choose_victims(search, candidates, fits)
     if chosen is None or not check_victims(search, chosen, fits):
         message = _why_not(search, group, others, candidates, now)
         return ReclaimPlan(group.key, group.queue, ReclaimOutcome.NO_VICTIMS, (), message)

@@ -4,7 +4,9 @@ Reclaim (``scheduling.queues.reclaim``) decides *whether* a group may take room 
 module decides *which* gangs, so that no more is evicted than needed (volcano #5984 evicted 10 pods to
 free 1; KAI PR #1565 evicted 376 GPUs for a 48-GPU request). The search, deterministic throughout:
 
-1. Among the gangs that may still be taken (their queue stays at or above its fair share), look at the
+1. Among the gangs that may still be taken (their queue stays at or above its fair share; or, when the
+   beneficiary is owed its quota, at or above its deserved quota, preferring gangs whose queue still
+   keeps its fair share), look at the
    lowest priority present; inside it, in the caller's order (youngest first), take an exact fit for
    what is still missing if there is one, else the first gang that does not cover it all (so small
    gangs are used before a big one is broken into), and only when every gang would overshoot, the one
@@ -43,6 +45,8 @@ class VictimSearch:
         need: how much of each must be freed.
         capacity: the cluster's capacity, to compare overshoots across resources.
         within: when set, the ancestor of ``queue`` that victims must come from (``None``: anywhere).
+        quota_owed: the beneficiary is below its deserved quota, so victim queues need keep only their
+            own deserved quota, not their fair share: a quota is guaranteed, borrowed room is not.
     """
 
     queue: str
@@ -53,18 +57,32 @@ class VictimSearch:
     need: Resources
     capacity: Resources
     within: str | None = None
+    quota_owed: bool = False
 
     def victim_side(self, queue: str) -> tuple[str, ...]:
         """The victim's queue and its ancestors below the common ancestor with the beneficiary."""
         mine = set(self.tree.path(self.queue))
         return tuple(q for q in self.tree.path(queue) if q not in mine)
 
-    def keeps_fair(self, gang: RunningGang, taken: Mapping[str, Resources]) -> bool:
-        """Whether each victim-side queue keeps its fair share if ``gang`` goes after ``taken``."""
+    @property
+    def floor_name(self) -> str:
+        """What a victim queue keeps, in words."""
+        return "quota" if self.quota_owed else "fair share"
+
+    def floor(self, queue: str, *, fair: bool | None = None) -> Resources:
+        """What ``queue`` keeps after evictions: its fair share, or its deserved quota when owed one."""
+        share = self.shares[queue]
+        keep_fair = not self.quota_owed if fair is None else fair
+        return share.fair_share if keep_fair else share.deserved
+
+    def keeps_share(
+        self, gang: RunningGang, taken: Mapping[str, Resources], *, fair: bool | None = None
+    ) -> bool:
+        """Whether each victim-side queue keeps its ``floor`` if ``gang`` goes after ``taken``."""
         for queue in self.victim_side(gang.queue):
             left = minus(minus(self.held.get(queue, ZERO), taken.get(queue, ZERO)), gang.requests)
-            fair = self.shares[queue].fair_share
-            if any(amount(gang.requests, r) and amount(left, r) < amount(fair, r) for r in self.short):
+            keep = self.floor(queue, fair=fair)
+            if any(amount(gang.requests, r) and amount(left, r) < amount(keep, r) for r in self.short):
                 return False
         return True
 
@@ -119,11 +137,13 @@ def choose_victims(
             g
             for g in candidates
             if g not in chosen
-            and search.keeps_fair(g, taken)
+            and search.keeps_share(g, taken)
             and any(amount(g.requests, r) and (amount(rest, r) or is_zero(rest)) for r in search.short)
         ]
         if not eligible:
             return None
+        if search.quota_owed:
+            eligible = [g for g in eligible if search.keeps_share(g, taken, fair=True)] or eligible
         lowest = min(g.priority for g in eligible)
         pick = _pick(search, [g for g in eligible if g.priority == lowest], rest)
         chosen.append(pick)
@@ -136,10 +156,10 @@ def choose_victims(
 
 
 def check_victims(search: VictimSearch, chosen: Sequence[RunningGang], fits: Fits | None = None) -> bool:
-    """Simulate evicting ``chosen``: every one preemptible, every victim queue keeps its share, room made."""
+    """Simulate evicting ``chosen``: every one preemptible, every victim queue keeps its floor, room made."""
     taken: dict[str, Resources] = {}
     for gang in chosen:
-        if not gang.preemptible or not search.keeps_fair(gang, taken):
+        if not gang.preemptible or not search.keeps_share(gang, taken):
             return False
         search.take(taken, gang)
     return is_zero(search.rest(chosen)) and (fits is None or fits(frozenset(g.key for g in chosen)))

@@ -179,9 +179,10 @@ CASES = [
         ),
         group("a1", "team-a", 8),
         ReclaimOutcome.NO_VICTIMS,
-        message="reclaim for ml/a1 (queue team-a): cannot free 8 GPUs: 0 GPUs can be taken from queues over "
-        "their fair share; 1 gang(s) are not preemptible; 1 gang(s) are younger than their queue's minimum "
-        "runtime; 2 gang(s) would push their queue below its fair share",
+        # team-a is owed its quota, so team-b (over its quota 8 by b2, within its fair share) may give b2.
+        message="reclaim for ml/a1 (queue team-a): cannot free 8 GPUs: 4 GPUs can be taken from queues over "
+        "their quota; 1 gang(s) are not preemptible; 1 gang(s) are younger than their queue's minimum "
+        "runtime; 1 gang(s) would push their queue below its quota",
         demand={"team-b": 4},
     ),
 ]
@@ -242,7 +243,8 @@ def test_a_node_level_check_adds_victims_until_the_group_fits() -> None:
         calls.append(victims)
         return "ml/c2" in victims
 
-    plan = reclaim(A_B_C, 24, running, group("a1", "team-a", 8), fits=fits)
+    no_quota = (gpu_queue("team-a", 0), *A_B_C[1:])  # team-a is owed no quota: team-c keeps its fair share
+    plan = reclaim(no_quota, 24, running, group("a1", "team-a", 8), fits=fits)
     assert plan.outcome is ReclaimOutcome.NO_VICTIMS  # team-c may give 8 (fair share 16), c2 is the third
     assert plan.message.endswith(
         "8 GPUs can be taken from queues over their fair share; 4 gang(s) would push their queue below its "
@@ -252,6 +254,10 @@ def test_a_node_level_check_adds_victims_until_the_group_fits() -> None:
     assert plan.outcome is ReclaimOutcome.EVICT  # team-b wants its quota too: team-c's fair share is 8
     assert [e.gang for e in plan.evictions] == ["ml/c5", "ml/c2"]  # c4 and c3 spared again
     assert calls[-1] == frozenset({"ml/c5", "ml/c2"})
+    # Owed its quota, team-a may take team-c down to its quota (0); the search goes past the fair share,
+    # and sparing brings it back: c5 and c2 are enough, and team-c keeps its fair share after all.
+    plan = reclaim(A_B_C, 24, running, group("a1", "team-a", 8), fits=fits)
+    assert [e.gang for e in plan.evictions] == ["ml/c5", "ml/c2"]
 
 
 def test_a_department_at_its_fair_share_takes_from_inside_only() -> None:
@@ -267,7 +273,7 @@ def test_a_department_at_its_fair_share_takes_from_inside_only() -> None:
     assert plan.outcome is ReclaimOutcome.NO_VICTIMS
     assert plan.message == (
         "reclaim for ml/t1-job (queue t1): cannot free 8 GPUs: its parent org1 is at its fair share, "
-        "so only queues under it can give room; 0 GPUs can be taken from queues over their fair share; "
+        "so only queues under it can give room; 0 GPUs can be taken from queues over their quota; "
         "1 gang(s) are not preemptible"
     )
 
@@ -330,9 +336,11 @@ def test_reclaim_plans_are_just_enough_and_fair(
     wanted[job.queue] += job.requests.gpus
     shares = fair_shares(tree, gpus(capacity), {q: gpus(n) for q, n in wanted.items()})
     assert held[job.queue] + job.requests.gpus <= shares[job.queue].fair_share.gpus
+    owed = held[job.queue] < shares[job.queue].deserved.gpus
     for queue in {v.queue for v in victims}:
         left = held[queue] - sum(v.requests.gpus for v in victims if v.queue == queue)
-        assert left >= shares[queue].fair_share.gpus
+        keeps = shares[queue].deserved if owed else shares[queue].fair_share
+        assert left >= keeps.gpus, "a victim keeps its fair share, or its quota when the job is owed one"
 
 
 def test_cpu_short_reclaims_cpu_and_names_it() -> None:
@@ -390,3 +398,29 @@ def test_a_second_group_of_the_same_queue_counts_the_first() -> None:
     assert plans[1].message.startswith(
         "queue team-a: with ml/a2 it would hold 12 GPUs, over its fair share 11"
     )
+
+
+def test_a_queue_below_its_quota_takes_a_whole_gang_back_from_a_queue_over_its_quota() -> None:
+    """B's third gang got the room before A's second (the order is decided per pod, on a view that lags).
+
+    B then holds 12 GPUs against a fair share of 10, A 6 against a quota of 8. Taking B's gang would
+    leave B below its fair share, which the fair-share rule forbids; A is owed its quota, so it may.
+    """
+    running = (
+        gang("a-keeper", "team-a", 2, preemptible=False),
+        gang("a0", "team-a", 4, started_at=4),
+        *(gang(f"b{i}", "team-b", 4, started_at=i) for i in range(3)),
+        gang("c0", "team-c", 4),
+    )
+    plan = reclaim(A_B_C, 24, running, group("a1", "team-a", 4))
+    assert plan.outcome is ReclaimOutcome.EVICT, plan.message
+    assert [e.gang for e in plan.evictions] == ["ml/b2"]  # team-c keeps its fair share; youngest of B
+    assert plan.evictions[0].reason == (
+        "reclaim: queue team-b is 4 GPUs over its quota 8; "
+        "team-a holds 6, below its quota 8, and needs 4 (group ml/a1)"
+    )
+    # No ping-pong: B (now at its quota, below its fair share of 10) cannot take the gang back.
+    after = (*running[:2], gang("a1", "team-a", 4, started_at=10), *running[2:4], running[5])
+    back = reclaim(A_B_C, 24, after, group("b2", "team-b", 4))
+    assert back.outcome is ReclaimOutcome.NOT_STARVED
+    assert back.message.startswith("queue team-b: with ml/b2 it would hold 12 GPUs, over its fair share 10")
