@@ -77,12 +77,12 @@ class QueueView:
         """The first ``limit`` pending groups before ``key`` that could start now (each fits ``free``).
 
         ``free`` defaults to the view's free room; a caller with fresher numbers passes them. A group not
-        in the view (newer than it) has nothing ahead. The scan stops early: the head of the line is what
-        goes next, and a filter call must not walk 50,000 pending groups.
+        in the view (created since it was built) queues behind every group the view has, until the next
+        build gives it its place: it must not jump the line for the second or so the view lags. The scan
+        stops early: the head of the line is what goes next, and a filter call must not walk 50,000
+        pending groups.
         """
-        position = self.positions.get(key)
-        if position is None:
-            return ()
+        position = self.positions.get(key, len(self.pending))
         room = self.free if free is None else free
         ahead: list[PendingGroup] = []
         for group in self.pending[:position]:

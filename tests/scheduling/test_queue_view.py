@@ -48,3 +48,12 @@ def test_an_invalid_queue_set_keeps_the_last_valid_tree() -> None:
     view = build_queue_view(broken, good.tree, NODES, [], PromiseBook())
     assert view.tree is good.tree
     assert any("cycle" in p for p in view.problems)
+
+
+def test_a_group_newer_than_the_view_queues_behind_every_group_in_it() -> None:
+    waiting = [in_queue(a_pod(f"{q}{i}").gpus(4).build(), q) for q in ("a", "b") for i in range(2)]
+    view = build_queue_view(QUEUES, None, NODES, waiting, PromiseBook())
+    first = view.pending[0].key
+    assert view.ahead_of(first) == ()
+    assert [g.key for g in view.ahead_of("ml/new")] == [g.key for g in view.pending]
+    assert len(view.ahead_of("ml/new", limit=3)) == 3
