@@ -79,6 +79,7 @@ def create() -> Flask:
     )
     cache.add_listener(service.pod_changed)
     cache.add_listener(nudger.pod_changed)
+    cache.add_queue_listener(nudger.queues_changed)
     cache.start(http, stop)
     events.start(stop)
     if cache.wait_synced(settings.ready_timeout_seconds):

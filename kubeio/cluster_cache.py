@@ -66,6 +66,7 @@ class ClusterCache:
         self._version = 0
         self._snapshot: ClusterSnapshot | None = None
         self._listeners: list[PodListener] = []
+        self._queue_listeners: list[Callable[[], None]] = []
         self._reflectors: list[Reflector] = []
         self._threads: list[threading.Thread] = []
 
@@ -127,6 +128,10 @@ class ClusterCache:
     def add_listener(self, listener: PodListener) -> None:
         """Call ``listener(old, new)`` after every pod change."""
         self._listeners.append(listener)
+
+    def add_queue_listener(self, listener: Callable[[], None]) -> None:
+        """Call ``listener()`` after a Queue is added, deleted or its spec changes (not on status writes)."""
+        self._queue_listeners.append(listener)
 
     @property
     def synced(self) -> bool:
@@ -266,24 +271,37 @@ class ClusterCache:
             if queue is not None:
                 queues[queue.name] = queue
         with self._lock:
+            changed = queues != self._queues
             self._queues = queues
-            self._changed()
+            if changed:
+                self._changed()
+        if changed:
+            self._notify_queues()
 
     def queue_event(self, kind: str, raw: JsonObject) -> None:
-        """Apply one Queue watch event."""
+        """Apply one Queue watch event; a status-only update (the placement manager's) changes nothing."""
         queue = _convert(queue_from_api, raw)
         if queue is None:
             return
         with self._lock:
+            before = self._queues.get(queue.name)
             if kind == "DELETED":
-                self._queues.pop(queue.name, None)
+                changed = self._queues.pop(queue.name, None) is not None
             else:
+                changed = before != queue
                 self._queues[queue.name] = queue
-            self._changed()
+            if changed:
+                self._changed()
+        if changed:
+            self._notify_queues()
 
     def _changed(self) -> None:
         self._version += 1
         self._snapshot = None
+
+    def _notify_queues(self) -> None:
+        for listener in self._queue_listeners:
+            listener()
 
     def _notify(self, changes: list[tuple[Pod | None, Pod | None]]) -> None:
         for old, new in changes:

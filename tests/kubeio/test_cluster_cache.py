@@ -90,3 +90,32 @@ def test_unreadable_objects_are_skipped_not_fatal() -> None:
         [raw_node("n1"), {"metadata": {"name": "bad"}, "status": {"allocatable": {"cpu": "lots"}}}]
     )
     assert set(cache.snapshot().nodes) == {"n1"}
+
+
+def raw_queue(name: str, gpu_limit: int | None = None, allocated: int = 0) -> dict[str, Any]:
+    gpu: dict[str, Any] = {"quota": 8}
+    if gpu_limit is not None:
+        gpu["limit"] = gpu_limit
+    return {
+        "metadata": {"name": name, "creationTimestamp": "2026-01-01T00:00:00Z"},
+        "spec": {"resources": {"nvidia.com/gpu": gpu}},
+        "status": {"gpu": {"allocated": allocated}},
+    }
+
+
+def test_queue_listeners_hear_spec_changes_not_status_writes() -> None:
+    cache = ClusterCache()
+    heard: list[int] = []
+    cache.add_queue_listener(lambda: heard.append(cache.version))
+    cache.replace_queues([raw_queue("a")])
+    cache.queue_event("MODIFIED", raw_queue("a", allocated=4))  # the placement manager's status write
+    cache.replace_queues([raw_queue("a", allocated=6)])  # a relist that brings nothing new
+    assert len(heard) == 1
+    version = cache.version
+    cache.queue_event("MODIFIED", raw_queue("a", gpu_limit=12))  # the admin raised a limit
+    cache.queue_event("ADDED", raw_queue("b"))
+    cache.queue_event("DELETED", raw_queue("b"))
+    cache.queue_event("DELETED", raw_queue("b"))  # a repeated delete changes nothing
+    assert heard[1:] == [version + 1, version + 2, version + 3]
+    assert [q.name for q in cache.queues()] == ["a"]
+    assert cache.queues()[0].gpu.limit == 12

@@ -1,0 +1,59 @@
+"""The nudger wakes turned-down pods when room frees up or a queue rule changes, and only then."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import replace
+
+from extender.nudger import NUDGE_ANNOTATION, Nudger
+from tests.builders import a_pod
+
+
+class Toucher:
+    def __init__(self) -> None:
+        self.touched: list[tuple[str, str]] = []
+        self.done = threading.Event()
+
+    def touch(self, namespace: str, name: str, key: str, value: str) -> None:
+        assert key == NUDGE_ANNOTATION
+        self.touched.append((namespace, name))
+        self.done.set()
+
+
+def run(nudger: Nudger, toucher: Toucher, wake: object, *, wait: float = 2.0) -> list[tuple[str, str]]:
+    stop = threading.Event()
+    thread = threading.Thread(target=nudger.run, args=(stop, 0.01))
+    thread.start()
+    try:
+        if callable(wake):
+            wake()
+        toucher.done.wait(wait)
+    finally:
+        stop.set()
+        thread.join()
+    return toucher.touched
+
+
+def test_a_queue_change_wakes_pods_a_queue_rule_held() -> None:
+    toucher = Toucher()
+    nudger = Nudger(toucher, clock=lambda: 0.0)
+    nudger.turned_down(a_pod("held").gpus(4).build())
+    assert run(nudger, toucher, nudger.queues_changed) == [("ml", "held")]
+
+
+def test_freed_capacity_wakes_them_and_a_bound_pod_is_forgotten() -> None:
+    toucher = Toucher()
+    nudger = Nudger(toucher, clock=lambda: 0.0)
+    waiting, placed = a_pod("waiting").gpus(4).build(), a_pod("placed").gpus(4).build()
+    nudger.turned_down(waiting)
+    nudger.turned_down(placed)
+    nudger.pod_changed(placed, replace(placed, node_name="n0"))
+    leaving = a_pod("done").gpus(8).on("n1", range(8)).build()
+    assert run(nudger, toucher, lambda: nudger.pod_changed(leaving, None)) == [("ml", "waiting")]
+
+
+def test_nothing_is_touched_without_a_reason() -> None:
+    toucher = Toucher()
+    nudger = Nudger(toucher, clock=lambda: 0.0)
+    nudger.turned_down(a_pod("held").gpus(4).build())
+    assert run(nudger, toucher, None, wait=0.3) == []  # thirty rounds of the loop
