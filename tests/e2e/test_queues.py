@@ -89,9 +89,16 @@ def test_reclaim_gives_a_and_b_their_quota_back_from_c_in_whole_gangs(
                 half.pop(name, None)
         a = 2 + 2 * sum(counts.get(g, 0) for g in ("a0", "a1"))
         b = 2 * sum(counts.get(g, 0) for g in ("b0", "b1", "b2"))
+        last_seen[:] = [f"{g}={n}" for g, n in sorted(counts.items())]
         return a >= 8 and b >= 8
 
-    wait_for("A and B at their quota", a_and_b_at_quota, timeout=60, interval=0.25)
+    last_seen: list[str] = []
+    try:
+        wait_for("A and B at their quota", a_and_b_at_quota, timeout=60, interval=0.25)
+    except AssertionError as timed_out:
+        statuses = {q: get_queue(testbed.http, q).get("status", {}).get("gpu") for q in ("a", "b", "c")}
+        msg = f"{timed_out}; live members per gang: {last_seen}; queue status: {statuses}"
+        raise AssertionError(msg) from timed_out
     took = time.monotonic() - start
     time.sleep(8)
     assert partial == [], f"gangs seen half-bound: {partial}"
@@ -123,7 +130,12 @@ def test_a_pod_over_its_queue_limit_waits_and_says_which_rule(
                 return str(event["message"])
         return None
 
-    message = wait_for("a2 held by queue a's limit", held, timeout=60)
+    try:
+        message = wait_for("a2 held by queue a's limit", held, timeout=60)
+    except AssertionError as timed_out:
+        seen = [(e["reason"], e["message"]) for e in events_for(testbed.http, namespace, "a2")]
+        msg = f"{timed_out}; a2's events: {seen}"
+        raise AssertionError(msg) from timed_out
     print(f"a2's FailedScheduling event: {message}")
     # The allocation quoted is what the queue view held at that moment (refreshed every second), so only
     # the stable parts of the sentence are checked.
