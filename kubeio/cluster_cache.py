@@ -18,9 +18,9 @@ from kubeio.http import JsonObject, KubeHttp
 from kubeio.queues import QUEUES_PATH, queue_from_api
 from kubeio.reflector import Collection, Reflector
 from scheduling.gpu_usage import EMPTY_USAGE, FreeGpus, NodeGpuUsage, free_gpus
-from scheduling.model import Node, Pod, PodGroup
+from scheduling.model import Node, Pod, PodGroup, Resources
 from scheduling.queues import Queue
-from scheduling.snapshot import ClusterSnapshot
+from scheduling.snapshot import ClusterSnapshot, node_room
 from scheduling.topology import TopologyCache
 
 log = logging.getLogger(__name__)
@@ -60,6 +60,8 @@ class ClusterCache:
         self._pods_on_node: dict[str, set[str]] = {}
         self._usage: dict[str, NodeGpuUsage] = {}
         self._free: dict[str, FreeGpus] = {}
+        self._room: dict[str, Resources] = {}
+        self._room_total = Resources()
         self._groups: dict[str, PodGroup] = {}
         self._queues: dict[str, Queue] = {}
         self._members: dict[str, set[str]] = {}
@@ -81,6 +83,7 @@ class ClusterCache:
                     MappingProxyType(dict(self._usage)),
                     self._version,
                     MappingProxyType(dict(self._free)),
+                    self._room_total,
                 )
             return self._snapshot
 
@@ -150,6 +153,7 @@ class ClusterCache:
         with self._lock:
             self._nodes = nodes
             self._free = {name: self._free_of(name) for name in nodes}
+            self._recount_room()
             self._changed()
 
     def node_event(self, kind: str, raw: JsonObject) -> None:
@@ -164,6 +168,7 @@ class ClusterCache:
             else:
                 self._nodes[node.name] = node
                 self._free[node.name] = self._free_of(node.name)
+            self._update_room(node.name)
             self._changed()
 
     def replace_pods(self, items: Iterable[JsonObject]) -> None:
@@ -189,6 +194,7 @@ class ClusterCache:
                 for node, uids in self._pods_on_node.items()
             }
             self._free = {name: self._free_of(name) for name in self._nodes}
+            self._recount_room()
             self._changed()
         changes = [(old.get(uid), fresh.get(uid)) for uid in sorted(old.keys() | fresh.keys())]
         self._notify([(a, b) for a, b in changes if a != b])
@@ -207,6 +213,26 @@ class ClusterCache:
 
     def _free_of(self, name: str) -> FreeGpus:
         return free_gpus(self._nodes[name], self._usage.get(name, EMPTY_USAGE), frozenset())
+
+    def _room_of(self, name: str) -> Resources | None:
+        node = self._nodes.get(name)
+        return None if node is None else node_room(node, self._usage.get(name, EMPTY_USAGE).requested)
+
+    def _update_room(self, name: str) -> None:
+        """Keep ``_room_total`` equal to the sum of every node's room, one node at a time."""
+        before, after = self._room.pop(name, None), self._room_of(name)
+        cpu, memory, gpus = self._room_total.milli_cpu, self._room_total.memory, self._room_total.gpus
+        if before is not None:
+            cpu, memory, gpus = cpu - before.milli_cpu, memory - before.memory, gpus - before.gpus
+        if after is not None:
+            self._room[name] = after
+            cpu, memory, gpus = cpu + after.milli_cpu, memory + after.memory, gpus + after.gpus
+        self._room_total = Resources(cpu, memory, gpus)
+
+    def _recount_room(self) -> None:
+        self._room, self._room_total = {}, Resources()
+        for name in self._nodes:
+            self._update_room(name)
 
     def _node(self, raw: object) -> Node:
         node = node_from_api(raw, self.topologies)
@@ -241,6 +267,7 @@ class ClusterCache:
                 self._usage.pop(node, None)
             if node in self._nodes:
                 self._free[node] = self._free_of(node)
+            self._update_room(node)
 
     def replace_podgroups(self, items: Iterable[JsonObject]) -> None:
         """Replace every PodGroup with a fresh list."""

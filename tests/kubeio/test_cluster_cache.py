@@ -8,7 +8,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kubeio.cluster_cache import ClusterCache
-from scheduling.model import Pod
+from scheduling.model import Pod, Resources
+from scheduling.promises import Promise, PromiseBook
+from scheduling.snapshot import total_room
 
 
 def raw_node(name: str, gpus: int = 8) -> dict[str, Any]:
@@ -69,6 +71,34 @@ def test_incremental_usage_equals_a_fresh_rebuild(
     assert dict(cache.snapshot().base_free) == dict(fresh.snapshot().base_free)
     assert cache.pods() == fresh.pods()
     assert len(seen) == len(events)
+    snapshot = cache.snapshot()
+    for book in (PromiseBook(), PROMISES):
+        walked = total_room(snapshot.nodes.items(), snapshot.usage, book)
+        assert snapshot.room_total is not None
+        assert snapshot.free_total(book) == walked, "the running total agrees with a walk over every node"
+
+
+PROMISES = PromiseBook.of(
+    {
+        "p1": Promise("p1", "ml/p1", "n1", (6, 7), 1e9, Resources(500, 0, 2)),
+        "p2": Promise("p2", "ml/p2", "n2", tuple(range(8)), 1e9, Resources(0, 0, 8)),
+    }
+)
+
+
+def test_the_running_total_follows_nodes_that_change_leave_or_stop_being_schedulable() -> None:
+    cache = ClusterCache()
+    cache.replace_nodes([raw_node("n1"), raw_node("n2"), raw_node("n3", gpus=4)])
+    cache.replace_pods([raw_pod("u1", "n1", (0, 1, 2))])
+    cordoned = raw_node("n2")
+    cordoned["spec"] = {"unschedulable": True}
+    cache.node_event("MODIFIED", cordoned)
+    cache.node_event("DELETED", raw_node("n3", gpus=4))
+    cache.pod_event("ADDED", raw_pod("u2", "n3", (0,)))  # a pod on a node that is gone counts nowhere
+    snapshot = cache.snapshot()
+    assert snapshot.free_total(PromiseBook()).gpus == 5
+    assert snapshot.free_total(PROMISES).gpus == 3
+    assert snapshot.free_total(PROMISES) == total_room(snapshot.nodes.items(), snapshot.usage, PROMISES)
 
 
 def test_snapshot_is_reused_until_something_changes() -> None:
