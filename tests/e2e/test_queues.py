@@ -141,3 +141,44 @@ def test_a_pod_over_its_queue_limit_waits_and_says_which_rule(
     # the stable parts of the sentence are checked.
     assert "queue a: over its GPU limit (limit 12, allocated " in message
     assert "this job needs 5)" in message
+
+
+def test_a_queue_below_its_quota_takes_a_gang_back_from_a_queue_over_its_fair_share(
+    testbed: Testbed, namespace: str, queues: None
+) -> None:
+    """B holds 12 GPUs while A wants none; then A wants 4 more than it has, with 2 GPUs free.
+
+    Fair shares become A 10, B 10, C 4: B is over its fair share by one gang, and A below its quota.
+    Taking B's gang leaves B below its fair share, so only the quota guarantee can give A its room.
+    """
+    keeper = gpu_pod("a-keeper", 2)
+    keeper["metadata"]["labels"] = {"phalanx.io/queue": "a", "phalanx.io/preemptible": "false"}
+    create_pod(testbed.http, namespace, keeper)
+    for name, q in (("a0", "a"), ("b0", "b"), ("b1", "b"), ("b2", "b"), ("c0", "c")):
+        gang(testbed, namespace, name, q)
+    wait_for("22 GPUs in use", lambda: sum(bound_gangs(testbed, namespace).values()) == 10, timeout=60)
+    gang(testbed, namespace, "a1", "a")
+
+    def a1_bound() -> dict[str, int] | None:
+        counts = bound_gangs(testbed, namespace)
+        return counts if counts.get("a1") == 2 else None
+
+    counts = wait_for("a1 bound", a1_bound, timeout=60)
+    gone = [g for g in ("b0", "b1", "b2") if counts.get(g, 0) == 0]
+    assert len(gone) == 1, f"one of B's gangs gave the room back: {counts}"
+    assert all(n == 2 for g, n in counts.items() if g not in gone), f"whole gangs only: {counts}"
+
+    def reclaimed() -> str | None:
+        for event in events_for(testbed.http, namespace, f"{gone[0]}-0"):
+            if event["reason"] == "Reclaimed":
+                return str(event["message"])
+        return None
+
+    message = wait_for(f"{gone[0]}-0's Reclaimed event", reclaimed, timeout=30)
+    print(f"{gone[0]}-0's Reclaimed event: {message}")
+    assert "queue b is 4 GPUs over its quota 8; a holds 6, below its quota 8, and needs 4" in message
+    # No ping-pong: B, now at its quota and below its fair share, asks again and does not take it back.
+    gang(testbed, namespace, "b3", "b")
+    time.sleep(8)
+    running = {g: n for g, n in bound_gangs(testbed, namespace).items() if n}
+    assert running == {g: n for g, n in counts.items() if n}
