@@ -95,7 +95,8 @@ def _pod(body: Mapping[str, Any]) -> Pod:
 def _names(value: object, key: str) -> tuple[str, ...]:
     if value is None:
         return ()
-    if not isinstance(value, list) or not all(isinstance(n, str) and n for n in value):
+    # Two C-level scans instead of a Python loop over up to 5,000 names per request.
+    if not isinstance(value, list) or not set(map(type, value)) <= {str} or "" in value:
         msg = f"{key!r} must be a list of node names or null"
         raise WireError(msg)
     return tuple(value)

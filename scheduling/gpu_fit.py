@@ -48,17 +48,27 @@ def filter_nodes(
     """
     feasible: list[str] = []
     rejected: dict[str, Rejection] = {}
-    nodes, base_free, promised_nodes = snapshot.nodes, snapshot.base_free, promises.requested_by_node
+    node_of, base_free_of = snapshot.nodes.get, snapshot.base_free.get
+    promised_nodes = promises.requested_by_node
     need = pod.requests.gpus
+    too_few: dict[int, Rejection] = {}  # one sentence per free count, shared by the nodes it describes
     for name in dict.fromkeys(candidates):
         # Fast path, the common case at thousands of candidates: a known, healthy node with nothing
-        # promised on it and enough free GPUs. Everything else takes the full check with its reason.
-        node = nodes.get(name)
+        # promised on it, decided from its free-GPU record alone (the same answer and reason as the full
+        # check). Everything else takes the full check with its reason.
+        node = node_of(name)
         if node is not None and name not in promised_nodes and node.topology_problem is None:
-            free = base_free.get(name)
-            if free is not None and free.count >= need:
-                feasible.append(name)
-                continue
+            free = base_free_of(name)
+            if free is not None:
+                if free.count >= need:
+                    feasible.append(name)
+                    continue
+                if node.gpu_total >= need:
+                    reason = too_few.get(free.count)
+                    if reason is None:
+                        reason = too_few[free.count] = reasons.too_few_free_gpus(free.count, need)
+                    rejected[name] = reason
+                    continue
         rejection = _rejection(name, pod, snapshot, promises)
         if rejection is None:
             feasible.append(name)

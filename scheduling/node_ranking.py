@@ -31,8 +31,8 @@ PACKING_WEIGHT = 1
 UNKNOWN_TOPOLOGY_SCORE = 5
 
 
-ScoreMemo = dict[tuple[str, int], tuple[FreeGpus, Node, int]]
-"""Caller-owned memory of node scores: (node, GPUs needed) -> (free GPUs, node, score). An entry is used
+ScoreMemo = dict[int, dict[str, tuple[FreeGpus, Node, int]]]
+"""Caller-owned memory of node scores: GPUs needed -> node -> (free GPUs, node, score). An entry is used
 only while the node and its free GPUs are the very same objects, which the cache replaces whenever
 either changes, so a hit is exact."""
 
@@ -48,21 +48,28 @@ def rank_nodes(
     """Score every distinct candidate 0..10 for ``pod``, in request order."""
     need = pod.requests.gpus
     ranked: list[tuple[str, int]] = []
-    nodes = snapshot.nodes
+    node_of, base_free_of, promised_on = snapshot.nodes.get, snapshot.base_free.get, promises.by_node.get
+    table = None if memo is None else memo.setdefault(need, {})
     for name in dict.fromkeys(candidates):
-        node = nodes.get(name)
-        free = snapshot.free_on(name, promises)
-        if node is None or free is None or free.count < need:
+        node = node_of(name)
+        if node is None:
             ranked.append((name, 0))
             continue
-        if memo is not None:
-            hit = memo.get((name, need))
+        # snapshot.free_on, inlined for the common case: nothing promised on the node.
+        free = base_free_of(name) if not promised_on(name) else None
+        if free is None:
+            free = snapshot.free_on(name, promises)
+        if free is None or free.count < need:
+            ranked.append((name, 0))
+            continue
+        if table is not None:
+            hit = table.get(name)
             if hit is not None and hit[0] is free and hit[1] is node:
                 ranked.append((name, hit[2]))
                 continue
         score = _score(node, free, need, cache)
-        if memo is not None:
-            memo[(name, need)] = (free, node, score)
+        if table is not None:
+            table[name] = (free, node, score)
         ranked.append((name, score))
     return tuple(ranked)
 

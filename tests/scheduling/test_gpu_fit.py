@@ -1,13 +1,18 @@
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from types import MappingProxyType
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from scheduling.gpu_fit import filter_nodes
+from scheduling.gpu_usage import free_gpus
 from scheduling.model import Node, Pod
 from scheduling.promises import Promise, PromiseBook
 from scheduling.reasons import Code, Reason
+from scheduling.snapshot import ClusterSnapshot
 from tests.builders import a_node, a_pod, snapshot_of
 
 
@@ -101,3 +106,45 @@ def test_candidate_order_is_kept_and_duplicates_decided_once() -> None:
         a_pod("p").gpus(1).build(), ("c", "a", "c", "b"), snapshot_of(nodes), PromiseBook()
     )
     assert decision.feasible == ("c", "a", "b")
+
+
+@st.composite
+def clusters(draw: st.DrawFn) -> tuple[ClusterSnapshot, PromiseBook, Pod, list[str]]:
+    nodes = [a_node(f"n{i}").gpus(draw(st.sampled_from([0, 4, 8]))).build() for i in range(6)]
+    pods = []
+    for i, node in enumerate(nodes):
+        taken = draw(st.integers(0, node.gpu_total))
+        if taken:
+            pods.append(a_pod(f"p{i}").gpus(taken).on(node.name, range(taken)).build())
+    promises = [
+        Promise(f"u{i}", f"ml/q{i}", node.name, (node.gpu_total - 1,), 100.0)
+        for i, node in enumerate(nodes)
+        if node.gpu_total and draw(st.booleans())
+    ]
+    plain = snapshot_of(nodes, pods)
+    with_records = replace(
+        plain,
+        base_free=MappingProxyType(
+            {n.name: free_gpus(n, plain.usage_of(n.name), frozenset()) for n in nodes}
+        ),
+    )
+    candidates = [*(n.name for n in nodes), "ghost"]
+    need = draw(st.integers(0, 9))
+    return (
+        with_records,
+        PromiseBook.of({p.pod_uid: p for p in promises}),
+        a_pod("x").gpus(need).build(),
+        candidates,
+    )
+
+
+@settings(max_examples=300, deadline=None)
+@given(clusters())
+def test_the_fast_path_gives_the_answers_and_reasons_of_the_full_check(
+    case: tuple[ClusterSnapshot, PromiseBook, Pod, list[str]],
+) -> None:
+    snapshot, promises, pod, candidates = case
+    without_records = replace(snapshot, base_free=MappingProxyType({}))  # every node takes the full check
+    assert filter_nodes(pod, candidates, snapshot, promises) == filter_nodes(
+        pod, candidates, without_records, promises
+    )
