@@ -20,6 +20,7 @@ from kubeio.reflector import Collection, Reflector
 from scheduling.gpu_usage import EMPTY_USAGE, FreeGpus, NodeGpuUsage, free_gpus
 from scheduling.model import Node, Pod, PodGroup, Resources
 from scheduling.queues import Queue
+from scheduling.queues.resources import minus, plus
 from scheduling.snapshot import ClusterSnapshot, node_room
 from scheduling.topology import TopologyCache
 
@@ -221,13 +222,11 @@ class ClusterCache:
     def _update_room(self, name: str) -> None:
         """Keep ``_room_total`` equal to the sum of every node's room, one node at a time."""
         before, after = self._room.pop(name, None), self._room_of(name)
-        cpu, memory, gpus = self._room_total.milli_cpu, self._room_total.memory, self._room_total.gpus
         if before is not None:
-            cpu, memory, gpus = cpu - before.milli_cpu, memory - before.memory, gpus - before.gpus
+            self._room_total = minus(self._room_total, before)
         if after is not None:
             self._room[name] = after
-            cpu, memory, gpus = cpu + after.milli_cpu, memory + after.memory, gpus + after.gpus
-        self._room_total = Resources(cpu, memory, gpus)
+            self._room_total = plus(self._room_total, after)
 
     def _recount_room(self) -> None:
         self._room, self._room_total = {}, Resources()

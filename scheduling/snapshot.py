@@ -14,6 +14,7 @@ from types import MappingProxyType
 from scheduling.gpu_usage import EMPTY_USAGE, FreeGpus, NodeGpuUsage, free_gpus
 from scheduling.model import Node, Resources
 from scheduling.promises import PromiseBook
+from scheduling.queues.resources import minus, total
 
 _NOTHING = Resources()
 
@@ -48,17 +49,13 @@ class ClusterSnapshot:
         """What ready, schedulable nodes have left after live pods and promises, summed (never negative)."""
         if self.room_total is None:
             return total_room(self.nodes.items(), self.usage, promises)
-        cpu, memory, gpus = self.room_total.milli_cpu, self.room_total.memory, self.room_total.gpus
+        room = self.room_total
         for name, promised in promises.requested_by_node.items():
             node = self.nodes.get(name)
-            if node is None:
-                continue
-            used = self.usage_of(name).requested
-            before, after = node_room(node, used), node_room(node, used, promised)
-            cpu -= before.milli_cpu - after.milli_cpu
-            memory -= before.memory - after.memory
-            gpus -= before.gpus - after.gpus
-        return Resources(cpu, memory, gpus)
+            if node is not None:
+                used = self.usage_of(name).requested
+                room = minus(room, minus(node_room(node, used), node_room(node, used, promised)))
+        return room
 
     def free_on(self, node: str, promises: PromiseBook) -> FreeGpus | None:
         """Free GPUs of ``node`` after live pods and open promises, or ``None`` for an unknown node."""
@@ -88,10 +85,7 @@ def total_room(
     nodes: Iterable[tuple[str, Node]], usage: Mapping[str, NodeGpuUsage], promises: PromiseBook
 ) -> Resources:
     """``node_room`` summed over ``nodes``, after live pods and promises: the walk ``room_total`` saves."""
-    cpu = memory = gpus = 0
-    for name, node in nodes:
-        room = node_room(node, usage.get(name, EMPTY_USAGE).requested, promises.requested_on(name))
-        cpu += room.milli_cpu
-        memory += room.memory
-        gpus += room.gpus
-    return Resources(cpu, memory, gpus)
+    return total(
+        node_room(node, usage.get(name, EMPTY_USAGE).requested, promises.requested_on(name))
+        for name, node in nodes
+    )
