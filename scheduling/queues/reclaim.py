@@ -103,6 +103,15 @@ def _held_by_queue(tree: QueueTree, allocated: Mapping[str, Resources]) -> dict[
     return held
 
 
+def _owed_quota(
+    tree: QueueTree, shares: FairShares, held: Mapping[str, Resources], queue: str, short: Sequence[str]
+) -> bool:
+    """Whether ``queue`` and every ancestor hold less than their deserved quota in each short resource."""
+    return all(
+        amount(held.get(q, ZERO), r) < amount(shares[q].deserved, r) for q in tree.path(queue) for r in short
+    )
+
+
 def _first_short(search: VictimSearch, gang: RunningGang) -> str:
     return next((r for r in search.short if amount(gang.requests, r)), search.short[0])
 
@@ -250,12 +259,8 @@ def plan_reclaim(
         key=lambda g: (g.priority, -g.started_at, g.key),
     )
     chosen = choose_victims(search, candidates, fits)
-    owed = all(
-        amount(held.get(queue, ZERO), r) < amount(shares[queue].deserved, r)
-        for queue in tree.path(group.queue)
-        for r in short
-    )
-    if (chosen is None or not check_victims(search, chosen, fits)) and owed:
+    failed = chosen is None or not check_victims(search, chosen, fits)
+    if failed and _owed_quota(tree, shares, held, group.queue, short):
         search = replace(search, quota_owed=True)
         chosen = choose_victims(search, candidates, fits)
     if chosen is None or not check_victims(search, chosen, fits):

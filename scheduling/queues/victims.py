@@ -69,19 +69,25 @@ class VictimSearch:
         """What a victim queue keeps, in words."""
         return "quota" if self.quota_owed else "fair share"
 
-    def floor(self, queue: str, *, fair: bool | None = None) -> Resources:
-        """What ``queue`` keeps after evictions: its fair share, or its deserved quota when owed one."""
+    def floor(self, queue: str) -> Resources:
+        """What ``queue`` keeps after evictions: its fair share, or its deserved quota when one is owed."""
         share = self.shares[queue]
-        keep_fair = not self.quota_owed if fair is None else fair
-        return share.fair_share if keep_fair else share.deserved
+        return share.deserved if self.quota_owed else share.fair_share
 
-    def keeps_share(
-        self, gang: RunningGang, taken: Mapping[str, Resources], *, fair: bool | None = None
-    ) -> bool:
+    def keeps_share(self, gang: RunningGang, taken: Mapping[str, Resources]) -> bool:
         """Whether each victim-side queue keeps its ``floor`` if ``gang`` goes after ``taken``."""
+        return self._keeps(gang, taken, self.floor)
+
+    def keeps_fair_share(self, gang: RunningGang, taken: Mapping[str, Resources]) -> bool:
+        """Whether each victim-side queue keeps its fair share, whatever the floor."""
+        return self._keeps(gang, taken, lambda queue: self.shares[queue].fair_share)
+
+    def _keeps(
+        self, gang: RunningGang, taken: Mapping[str, Resources], floor: Callable[[str], Resources]
+    ) -> bool:
         for queue in self.victim_side(gang.queue):
             left = minus(minus(self.held.get(queue, ZERO), taken.get(queue, ZERO)), gang.requests)
-            keep = self.floor(queue, fair=fair)
+            keep = floor(queue)
             if any(amount(gang.requests, r) and amount(left, r) < amount(keep, r) for r in self.short):
                 return False
         return True
@@ -143,7 +149,7 @@ def choose_victims(
         if not eligible:
             return None
         if search.quota_owed:
-            eligible = [g for g in eligible if search.keeps_share(g, taken, fair=True)] or eligible
+            eligible = [g for g in eligible if search.keeps_fair_share(g, taken)] or eligible
         lowest = min(g.priority for g in eligible)
         pick = _pick(search, [g for g in eligible if g.priority == lowest], rest)
         chosen.append(pick)
