@@ -1,8 +1,9 @@
-"""One immutable view of the cluster per decision (style.md house rule 2).
+"""One immutable view of the whole cluster per decision (style.md house rule 2).
 
-The adapter keeps the per-node GPU usage up to date incrementally as watch events arrive and hands the
-core a snapshot of it; building one is a shallow copy of two dictionaries, and it is reused until the
-cache changes, so a request never rebuilds the cluster view from pods.
+``scheduling.state.ClusterState`` keeps nodes, pods, PodGroups, Queues and the per-node GPU usage up to
+date one change at a time and hands out a snapshot of all of it in constant time (persistent maps). A
+decision reads one snapshot and nothing else, so it can be saved and replayed
+(``scheduling.replay``).
 """
 
 from __future__ import annotations
@@ -12,16 +13,18 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from scheduling.gpu_usage import EMPTY_USAGE, FreeGpus, NodeGpuUsage, free_gpus
-from scheduling.model import Node, Resources
+from scheduling.model import Node, Pod, PodGroup, Resources
 from scheduling.promises import PromiseBook
+from scheduling.queues import Queue
 from scheduling.queues.resources import minus, total
 
 _NOTHING = Resources()
+_NO_UIDS: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
 class ClusterSnapshot:
-    """Nodes and their GPU usage at one moment.
+    """The cluster at one moment: nodes, their GPU usage, pods, PodGroups and Queues.
 
     Attributes:
         nodes: node name -> node.
@@ -33,6 +36,11 @@ class ClusterSnapshot:
         room_total: ``node_room`` summed over every node before promises, kept as a running total by the
             cache so that ``free_total`` (asked on every filter by the queue rules) costs one term per
             node with promises instead of a walk over every node; ``None``: walk.
+        pods: pod UID -> pod, every pod the driver keeps (the extender: live ones only).
+        pod_uids: ``namespace/name`` -> UID.
+        member_uids: PodGroup ``namespace/name`` -> UIDs of the pods labelled into it.
+        groups: PodGroup ``namespace/name`` -> PodGroup.
+        queues: Queue name -> Queue (as written; validated into a tree by the queue view).
     """
 
     nodes: Mapping[str, Node] = field(default_factory=lambda: MappingProxyType({}))
@@ -40,6 +48,45 @@ class ClusterSnapshot:
     version: int = 0
     base_free: Mapping[str, FreeGpus] = field(default_factory=lambda: MappingProxyType({}), compare=False)
     room_total: Resources | None = field(default=None, compare=False)
+    pods: Mapping[str, Pod] = field(default_factory=lambda: MappingProxyType({}), compare=False)
+    pod_uids: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}), compare=False)
+    member_uids: Mapping[str, frozenset[str]] = field(
+        default_factory=lambda: MappingProxyType({}), compare=False
+    )
+    groups: Mapping[str, PodGroup] = field(default_factory=lambda: MappingProxyType({}), compare=False)
+    queues: Mapping[str, Queue] = field(default_factory=lambda: MappingProxyType({}), compare=False)
+
+    def pod(self, namespace: str, name: str) -> Pod | None:
+        """The pod ``namespace/name``, if known."""
+        uid = self.pod_uids.get(f"{namespace}/{name}")
+        return None if uid is None else self.pods.get(uid)
+
+    def pod_by_uid(self, uid: str) -> Pod | None:
+        """The pod with ``uid``, if known."""
+        return self.pods.get(uid)
+
+    def all_pods(self) -> list[Pod]:
+        """Every pod, sorted by key (walks them all: not for the per-request path)."""
+        return sorted(self.pods.values(), key=lambda p: p.key)
+
+    def members(self, key: str) -> list[Pod]:
+        """The pods labelled into the PodGroup ``namespace/name``, sorted by name."""
+        pods = self.pods
+        return sorted(
+            (pods[u] for u in self.member_uids.get(key, _NO_UIDS) if u in pods), key=lambda p: p.name
+        )
+
+    def podgroup(self, key: str) -> PodGroup | None:
+        """The PodGroup ``namespace/name``, if it exists."""
+        return self.groups.get(key)
+
+    def podgroups(self) -> list[PodGroup]:
+        """Every PodGroup, sorted by key."""
+        return [self.groups[k] for k in sorted(self.groups)]
+
+    def queue_list(self) -> list[Queue]:
+        """Every Queue object, sorted by name."""
+        return [self.queues[k] for k in sorted(self.queues)]
 
     def usage_of(self, node: str) -> NodeGpuUsage:
         """GPUs held by live pods on ``node``."""

@@ -13,9 +13,9 @@ from types import MappingProxyType
 
 from kubeio.binding import BindRefusedError, BindStatus
 from kubeio.errors import KubeError
-from scheduling.gpu_usage import NodeGpuUsage
 from scheduling.model import Node, Pod, PodGroup, Resources
 from scheduling.snapshot import ClusterSnapshot
+from scheduling.state import state_of
 
 
 class NodeBuilder:
@@ -87,15 +87,11 @@ def a_pod(name: str, namespace: str = "ml") -> PodBuilder:
     return PodBuilder(name, namespace)
 
 
-def snapshot_of(nodes: Iterable[Node], pods: Iterable[Pod] = ()) -> ClusterSnapshot:
-    by_node: dict[str, list[Pod]] = {}
-    for pod in pods:
-        if pod.node_name:
-            by_node.setdefault(pod.node_name, []).append(pod)
-    return ClusterSnapshot(
-        MappingProxyType({n.name: n for n in nodes}),
-        MappingProxyType({name: NodeGpuUsage.of_pods(ps) for name, ps in by_node.items()}),
-    )
+def snapshot_of(
+    nodes: Iterable[Node], pods: Iterable[Pod] = (), groups: Iterable[PodGroup] = ()
+) -> ClusterSnapshot:
+    """The snapshot the core's own ``ClusterState`` makes of these objects (no hand-built copy)."""
+    return state_of(nodes, pods, groups).snapshot()
 
 
 @dataclass
@@ -104,17 +100,20 @@ class FakeCluster:
 
     nodes: dict[str, Node] = field(default_factory=dict)
     pods: dict[str, Pod] = field(default_factory=dict)
+    groups: dict[str, PodGroup] = field(default_factory=dict)
 
-    def add(self, *objects: Node | Pod) -> FakeCluster:
+    def add(self, *objects: Node | Pod | PodGroup) -> FakeCluster:
         for obj in objects:
             if isinstance(obj, Node):
                 self.nodes[obj.name] = obj
+            elif isinstance(obj, PodGroup):
+                self.groups[obj.key] = obj
             else:
                 self.pods[obj.key] = obj
         return self
 
     def snapshot(self) -> ClusterSnapshot:
-        return snapshot_of(self.nodes.values(), self.pods.values())
+        return snapshot_of(self.nodes.values(), self.pods.values(), self.groups.values())
 
     def pod(self, namespace: str, name: str) -> Pod | None:
         return self.pods.get(f"{namespace}/{name}")
