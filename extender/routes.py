@@ -20,6 +20,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from extender import wire
 from extender.metrics import ExtenderMetrics
 from extender.service import Extender, UnknownNodeError
+from scheduling.replay import save_filter
 
 log = logging.getLogger(__name__)
 
@@ -121,6 +122,23 @@ def preempt() -> Response:
         return wire.preemption_result(service.preempt(args.pod, args.victims))
 
     return _serve("preempt", handle)
+
+
+@bp.get("/debug/decision")
+def debug_decision() -> Response:
+    """The newest filter decision for ``?pod=namespace/name`` with everything it read, as a replay file.
+
+    ``hack/replay FILE`` (``scheduling.replay.replay_filter``) re-runs it offline, with no cluster. The
+    extender is reachable only by its kube-scheduler (it listens on loopback in the shipped manifests),
+    and the file holds what that scheduler may read anyway: nodes, pods, PodGroups and Queues.
+    """
+    service, _ = _parts()
+    key = request.args.get("pod", "")
+    found = service.decisions.last(key)
+    if found is None:
+        return _json({"Error": f"no filter decision for pod {key!r} is kept (give ?pod=namespace/name)"}, 404)
+    asked, outcome = found
+    return Response(save_filter(asked, outcome, service.settings), mimetype="application/json")
 
 
 @bp.get("/healthz")

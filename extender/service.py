@@ -1,57 +1,48 @@
-"""The extender's verbs as plain methods: read the cluster view, call the core, keep promises.
+"""The extender's verbs as plain methods: read one snapshot, ask the core once, apply its answer.
 
-No Flask here, so every verb is unit-testable with an in-memory cluster. The only mutable state is the
-promise book (GPUs chosen by ``bind`` whose binding the cache has not shown yet), swapped atomically as
-an immutable value under one lock; ``filter`` and ``prioritize`` read it without locking.
+No Flask here, so every verb is unit-testable with an in-memory cluster. Every decision is the core's
+(``scheduling.session``); this module supplies what it reads and applies what it returns. The only
+mutable decision state is the promise book (GPUs chosen by ``bind`` whose binding the cache has not
+shown yet, and gangs' reservations), swapped atomically as an immutable value under one lock;
+``filter`` of a pod on its own and ``prioritize`` read it without locking.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from types import MappingProxyType
-from typing import Protocol
 
-from extender.gangs import GangCoordinator
+from extender.decisions import DecisionLog
+from extender.gang_bind import GangBinder, GangTeller
 from extender.ledger import PromiseLedger
 from extender.nudger import Nudger
-from extender.queues import QueueKeeper
+from extender.view_keeper import ViewKeeper
 from kubeio.binding import BindRefusedError, BindStatus
-from kubeio.convert import format_gpu_indices
 from kubeio.errors import KubeError
-from scheduling import reasons
-from scheduling.gpu_choice import NoGpusError, choose_gpus
-from scheduling.gpu_fit import FilterDecision, filter_nodes
-from scheduling.model import GPUS_ANNOTATION, Pod
-from scheduling.node_ranking import ScoreMemo, rank_nodes
+from kubeio.ports import Binder, ClusterSource
+from kubeio.render import gpu_annotations
+from scheduling.gang_planner import DEFAULT_LOCALITY_KEYS
+from scheduling.gpu_choice import NoGpusError
+from scheduling.gpu_fit import FilterDecision
+from scheduling.model import Pod
+from scheduling.node_ranking import ScoreMemo
 from scheduling.promises import Promise, PromiseBook
-from scheduling.snapshot import ClusterSnapshot
+from scheduling.queue_gate import AdmittedBook, RoomMemo
+from scheduling.session import (
+    FilterInput,
+    FilterOutcome,
+    SessionSettings,
+    Victims,
+    choose_for_bind,
+    filter_pod,
+    narrow_victims,
+    prioritize_pod,
+)
 from scheduling.topology import TopologyCache
 
 log = logging.getLogger(__name__)
-
-
-class ClusterView(Protocol):
-    """What the extender reads: ``kubeio.cluster_cache.ClusterCache`` or an in-memory fake."""
-
-    def snapshot(self) -> ClusterSnapshot:
-        """The current nodes and GPU usage."""
-
-    def pod(self, namespace: str, name: str) -> Pod | None:
-        """A live pod by name, if known."""
-
-
-class Binder(Protocol):
-    """What the extender writes: ``kubeio.binding.PodBinder`` or a fake."""
-
-    def get_pod(self, namespace: str, name: str) -> Pod | None:
-        """Read one pod from the API server."""
-
-    def bind(
-        self, namespace: str, name: str, uid: str, node: str, annotations: Mapping[str, str]
-    ) -> BindStatus:
-        """Create the Binding."""
 
 
 class UnknownNodeError(ValueError):
@@ -74,33 +65,48 @@ class BindOutcome:
 
 
 class Extender:
-    """filter, prioritize, bind and preempt over one cluster view."""
+    """filter, prioritize, bind and preempt over one cluster source: read, ask the core, apply."""
 
     def __init__(
         self,
-        cluster: ClusterView,
+        cluster: ClusterSource,
         binder: Binder,
         *,
         clock: Callable[[], float],
         promise_ttl: float,
         topologies: TopologyCache | None = None,
         ledger: PromiseLedger | None = None,
-        gangs: GangCoordinator | None = None,
-        queues: QueueKeeper | None = None,
+        gangs: GangBinder | None = None,
+        teller: GangTeller | None = None,
+        views: ViewKeeper | None = None,
         nudger: Nudger | None = None,
+        reservation_ttl: float = 60.0,
+        locality_keys: tuple[str, ...] = DEFAULT_LOCALITY_KEYS,
+        wall_clock: Callable[[], float] = time.time,
+        decisions: DecisionLog | None = None,
     ) -> None:
         self._cluster = cluster
         self._binder = binder
         self._clock = clock
-        self._promise_ttl = promise_ttl
+        self._wall_clock = wall_clock
         self._topologies = topologies or TopologyCache()
         self._score_memo: ScoreMemo = {}
+        self._room = RoomMemo()
         self.ledger = ledger or PromiseLedger()
         self.gangs = gangs
-        self.queues = queues
-        self.nudger = nudger
+        """Gang binds; without it PodGroup labels are ignored and every pod is placed on its own."""
+        self.teller = teller or GangTeller(None, None, clock)
+        self.views = views
         """Queue rules; without them every pod is admitted as far as queues go."""
-        """Gang handling; without it PodGroup labels are ignored and every pod is placed on its own."""
+        self.nudger = nudger
+        self.decisions = decisions or DecisionLog()
+        """The last filter decisions with everything they read, for ``/debug/decision`` and replay."""
+        self.settings = SessionSettings(
+            gangs=gangs is not None,
+            reservation_ttl=reservation_ttl,
+            promise_ttl=promise_ttl,
+            locality_keys=locality_keys,
+        )
 
     @property
     def promises(self) -> PromiseBook:
@@ -108,50 +114,68 @@ class Extender:
         return self.ledger.book
 
     def filter(self, pod: Pod, node_names: tuple[str, ...]) -> FilterDecision:
-        """Keep the candidate nodes with room for the pod's GPUs; give the others a reason.
+        """Ask the core (``scheduling.session.filter_pod``) and apply its answer.
 
-        A member of a PodGroup is answered by the gang coordinator: its reserved node, or none. A pod
-        left with no node is remembered, so it is woken when capacity frees up (``extender.nudger``).
+        Applying means: keep the promise book it returns (a gang's reservation, under the ledger's lock so
+        two gangs never reserve the same GPUs), count an admitted group against its queue, tell the group
+        the verdict, and remember a pod left with no node so it is woken when capacity frees up.
         """
-        decision = self._filter(pod, node_names)
-        if not decision.feasible and self.nudger is not None:
-            self.nudger.turned_down(pod)
-        return decision
+        snapshot = self._cluster.snapshot()
+        view = self.views.view_for(pod, snapshot) if self.views is not None else None
+        admitted = self.views.admitted if self.views is not None else AdmittedBook()
+        now = self._clock()
 
-    def _filter(self, pod: Pod, node_names: tuple[str, ...]) -> FilterDecision:
-        if pod.group_key is not None and self.gangs is not None:
-            return self.gangs.filter(pod, node_names)
-        held = self.queues.hold(pod) if self.queues is not None else None
-        if held is not None:
-            rejection = reasons.queue_hold(held)
-            return FilterDecision((), MappingProxyType({n: rejection for n in dict.fromkeys(node_names)}))
-        return filter_nodes(pod, node_names, self._cluster.snapshot(), self.ledger.book)
+        def decide(book: PromiseBook) -> tuple[PromiseBook, tuple[FilterInput, FilterOutcome]]:
+            asked = FilterInput(pod, node_names, snapshot, book, view, admitted, now)
+            outcome = filter_pod(asked, topologies=self._topologies, settings=self.settings, room=self._room)
+            return outcome.promises, (asked, outcome)
+
+        if self.settings.gangs and pod.group_key is not None:
+            self.teller.seen(pod.group_key)
+            asked, outcome = self.ledger.update(decide)
+        else:
+            asked, outcome = decide(self.ledger.book)[1]
+        self._apply(asked, outcome)
+        return outcome.decision
+
+    def _apply(self, asked: FilterInput, outcome: FilterOutcome) -> None:
+        pod = asked.pod
+        self.decisions.remember(asked, outcome)
+        for gone in sorted({p.group for p in outcome.lapsed if p.group}):
+            log.info("reservation of gang %s expired", gone)
+        if self.views is not None:
+            self.views.record(outcome.admitted, asked.now)
+        if outcome.verdict is not None and pod.group_key is not None and self.settings.gangs:
+            self.teller.verdict(asked.snapshot.podgroup(pod.group_key), outcome.verdict)
+            if self.teller.metrics is not None:
+                self.teller.metrics.reservations.set(len(self.ledger.book.by_group))
+        if not outcome.feasible and self.nudger is not None:
+            self.nudger.turned_down(pod)
 
     def prioritize(self, pod: Pod, node_names: tuple[str, ...]) -> tuple[tuple[str, int], ...]:
         """Integer 0..10 scores: GPU connectivity first, packing second (``scheduling.node_ranking``)."""
-        return rank_nodes(
+        return prioritize_pod(
             pod, node_names, self._cluster.snapshot(), self.ledger.book, self._topologies, self._score_memo
         )
 
-    def preempt(
-        self, pod: Pod, victims: Mapping[str, tuple[tuple[str, ...], int]]
-    ) -> Mapping[str, tuple[tuple[str, ...], int]]:
+    def preempt(self, pod: Pod, victims: Victims) -> Victims:
         """Narrow kube-scheduler's proposed victims to those ``pod`` may preempt, keeping gangs whole.
 
         Priority preempts only within a queue, only preemptible pods past their queue's minimum runtime,
-        and a gang's members on the node go together (``scheduling.queues.preempt_within_queue``).
+        and a gang's members on the node go together (``scheduling.session.narrow_victims``).
 
         Raises:
             UnknownNodeError: a candidate node is not in the cluster view.
         """
-        nodes = self._cluster.snapshot().nodes
-        unknown = sorted(n for n in victims if n not in nodes)
+        snapshot = self._cluster.snapshot()
+        unknown = sorted(n for n in victims if n not in snapshot.nodes)
         if unknown:
             msg = f"preempt names nodes phalanx does not know: {', '.join(unknown)}"
             raise UnknownNodeError(msg)
-        if self.queues is None:
+        if self.views is None:
             return victims
-        kept, why = self.queues.narrow(pod, victims)
+        view = self.views.view or self.views.refresh()
+        kept, why = narrow_victims(pod, victims, snapshot, view.tree, now=self._wall_clock())
         for reason in why:
             log.info("preempt for %s: %s", pod.key, reason)
         return kept
@@ -159,12 +183,9 @@ class Extender:
     def pod_changed(self, old: Pod | None, new: Pod | None) -> None:
         """Cache listener: a promise ends once the cache shows its pod bound, or gone."""
         if new is None and old is not None:
-            self._release(old.uid)
+            self.ledger.release(old.uid)
         elif new is not None and new.node_name is not None:
-            self._release(new.uid)
-
-    def _release(self, uid: str) -> None:
-        self.ledger.release(uid)
+            self.ledger.release(new.uid)
 
     def bind(self, namespace: str, name: str, uid: str, node: str) -> BindOutcome:
         """Choose GPU indices on ``node``, promise them, and create the Binding.
@@ -176,7 +197,7 @@ class Extender:
         if node not in snapshot.nodes:
             msg = f"bind names node {node!r}, which phalanx does not know"
             raise UnknownNodeError(msg)
-        pod = self._cluster.pod(namespace, name) or self._binder.get_pod(namespace, name)
+        pod = snapshot.pod(namespace, name) or self._binder.get_pod(namespace, name)
         if pod is None:
             return BindOutcome(f"pod {namespace}/{name} does not exist", "pod_gone")
         if pod.uid != uid:
@@ -195,37 +216,33 @@ class Extender:
             promise = self._promise(pod, node)
         except NoGpusError as exc:
             return BindOutcome(f"node {node}: {exc} (taken since the pod was filtered)", "no_gpus")
-        annotations = {GPUS_ANNOTATION: format_gpu_indices(promise.gpus)} if promise.gpus else {}
         try:
-            status = self._binder.bind(namespace, name, uid, node, annotations)
+            status = self._binder.bind(namespace, name, uid, node, gpu_annotations(promise.gpus))
         except BindRefusedError as exc:
-            self._release(uid)
+            self.ledger.release(uid)
             return BindOutcome(f"binding {pod.key} to {node} was refused: {exc.message}", "refused")
         except KubeError as exc:
-            self._release(uid)
+            self.ledger.release(uid)
             return BindOutcome(f"binding {pod.key} to {node} failed: {exc}", "api_error")
         if status is BindStatus.ALREADY_BOUND:
-            self._release(uid)  # the earlier bind's annotation is the record; this promise is surplus
+            self.ledger.release(uid)  # the earlier bind's annotation is the record; this promise is surplus
             return BindOutcome("", "already_bound")
         log.info("bound %s to %s with GPUs %s", pod.key, node, list(promise.gpus))
         return BindOutcome("", "bound", promise.gpus)
 
     def _promise(self, pod: Pod, node: str) -> Promise:
         def change(book: PromiseBook) -> tuple[PromiseBook, Promise]:
-            book, lapsed = book.expire(self._clock())
+            book, promise, lapsed = choose_for_bind(
+                pod,
+                node,
+                self._cluster.snapshot(),
+                book,
+                now=self._clock(),
+                settings=self.settings,
+                topologies=self._topologies,
+            )
             for old in lapsed:
                 log.warning("promise of GPUs %s on %s to %s lapsed", old.gpus, old.node, old.pod_key)
-            earlier = book.by_uid.get(pod.uid)
-            if earlier is not None and earlier.node == node:
-                return book, earlier
-            book = book.release(pod.uid)
-            snapshot = self._cluster.snapshot()
-            info, free = snapshot.nodes.get(node), snapshot.free_on(node, book)
-            if info is None or free is None:
-                msg = "node left the cluster"
-                raise NoGpusError(msg)
-            gpus = choose_gpus(info, free, pod.requests.gpus, self._topologies)
-            promise = Promise(pod.uid, pod.key, node, gpus, self._clock() + self._promise_ttl, pod.requests)
-            return book.add(promise), promise
+            return book, promise
 
         return self.ledger.update(change)

@@ -17,13 +17,14 @@ from flask import Flask
 from prometheus_client import CollectorRegistry
 
 from extender.app import create_app
-from extender.gangs import GangCoordinator, GangSettings
+from extender.gang_bind import GangBinder, GangSettings, GangTeller
 from extender.ledger import PromiseLedger
 from extender.metrics import GangMetrics
 from extender.nudger import Nudger
-from extender.queues import QueueKeeper
+from extender.recovery import GangRecovery
 from extender.service import Extender
 from extender.settings import ExtenderSettings
+from extender.view_keeper import ViewKeeper
 from kubeio.binding import PodBinder
 from kubeio.cluster_cache import LIVE_PODS, ClusterCache
 from kubeio.events import EventRecorder
@@ -47,25 +48,22 @@ def create() -> Flask:
     binder = PodBinder(http, timeout=settings.api_timeout_seconds)
     events = EventRecorder(http, clock=time.time)
     ledger = PromiseLedger()
-    queues = QueueKeeper(cache, ledger, clock=time.time)
+    views = ViewKeeper(cache.snapshot, lambda: ledger.book)
     nudger = Nudger(binder, clock=time.monotonic)
-    gangs = GangCoordinator(
-        cache,
+    teller = GangTeller(events, GangMetrics.create(registry), time.monotonic)
+    writer = PodGroupWriter(http, timeout=settings.api_timeout_seconds)
+    gangs = GangBinder(
+        cache.snapshot,
         ledger,
-        PodGroupWriter(http, timeout=settings.api_timeout_seconds),
+        writer,
         binder.bind,
         clock=time.monotonic,
-        topologies=cache.topologies,
+        teller=teller,
         settings=GangSettings(
-            reservation_ttl=settings.reservation_ttl_seconds,
-            bind_wait=settings.bind_wait_seconds,
-            bind_delay=settings.gang_bind_delay_seconds,
-            locality_keys=settings.locality_keys,
+            bind_wait=settings.bind_wait_seconds, bind_delay=settings.gang_bind_delay_seconds
         ),
-        events=events,
-        metrics=GangMetrics.create(registry),
-        hold=queues.hold,
     )
+    recovery = GangRecovery(cache.snapshot, ledger, writer, binder.bind, board=gangs.board, teller=teller)
     service = Extender(
         cache,
         binder,
@@ -74,8 +72,11 @@ def create() -> Flask:
         topologies=cache.topologies,
         ledger=ledger,
         gangs=gangs,
-        queues=queues,
+        teller=teller,
+        views=views,
         nudger=nudger,
+        reservation_ttl=settings.reservation_ttl_seconds,
+        locality_keys=settings.locality_keys,
     )
     cache.add_listener(service.pod_changed)
     cache.add_listener(nudger.pod_changed)
@@ -83,18 +84,18 @@ def create() -> Flask:
     cache.start(http, stop)
     events.start(stop)
     if cache.wait_synced(settings.ready_timeout_seconds):
-        queues.refresh()
-        recovered = gangs.recover_all()
+        views.refresh()
+        recovered = recovery.recover_all()
         if recovered:
             log.info("recovered %d gangs left with a bind plan", recovered)
     else:
         log.warning(
             "caches not synced after %ss; serving, /readyz says not ready", settings.ready_timeout_seconds
         )
-    threading.Thread(target=queues.run, args=(stop, 1.0), name="queues", daemon=True).start()
+    threading.Thread(target=views.run, args=(stop, 1.0), name="queues", daemon=True).start()
     threading.Thread(target=nudger.run, args=(stop,), name="nudger", daemon=True).start()
     threading.Thread(
-        target=gangs.run_recovery,
+        target=recovery.run,
         args=(stop, settings.recovery_interval_seconds),
         name="recovery",
         daemon=True,

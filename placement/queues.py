@@ -10,57 +10,20 @@ the victims' queues at or above their own fair share (no ping-pong).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from types import MappingProxyType
-from typing import Any, Protocol
+from typing import Any
 
-from kubeio.events import ObjectRef
-from scheduling.gang_planner import GangPlan, plan_gang
-from scheduling.gpu_usage import NodeGpuUsage
-from scheduling.model import TERMINAL_PHASES, Node, Pod
+from kubeio.ports import EventSink, PodDeleter, QueueSink, QueueSource
+from kubeio.render import pod_ref, queue_status
+from scheduling.model import TERMINAL_PHASES, Pod
 from scheduling.promises import PromiseBook
-from scheduling.queue_view import QueueView, build_queue_view, group_key
-from scheduling.queues import Eviction, PendingGroup, Queue, QueueTree, ReclaimOutcome, plan_reclaims
-from scheduling.queues.resources import CPU, GPU, MEMORY, amount, format_quantity
-from scheduling.snapshot import ClusterSnapshot
+from scheduling.queue_view import QueueView, view_of
+from scheduling.queues import Eviction, PendingGroup, QueueTree, ReclaimOutcome, plan_reclaims
+from scheduling.reclaim_fit import fits_after_evicting, group_pods
 from scheduling.topology import TopologyCache
 
 log = logging.getLogger(__name__)
-
-
-class QueueSource(Protocol):
-    """What a pass reads (``kubeio.cluster_cache.ClusterCache``)."""
-
-    def snapshot(self) -> ClusterSnapshot:
-        """Nodes and usage."""
-
-    def pods(self) -> list[Pod]:
-        """Every pod the cache has (finished ones included)."""
-
-    def queues(self) -> list[Queue]:
-        """Every Queue object."""
-
-
-class QueueSink(Protocol):
-    """Writes queue status (``kubeio.queues.QueueWriter``)."""
-
-    def set_status(self, name: str, status: Mapping[str, Any]) -> None:
-        """Merge a queue's status."""
-
-
-class PodDeleter(Protocol):
-    """Deletes pods (``kubeio.podgroups.PodGroupWriter``)."""
-
-    def delete_pod(self, namespace: str, name: str, uid: str, *, grace_seconds: int | None = None) -> bool:
-        """Delete one pod if it still has ``uid``."""
-
-
-class EventSink(Protocol):
-    """Records an event."""
-
-    def record(self, ref: ObjectRef, type_: str, reason: str, message: str) -> None:
-        """Queue one event."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,39 +33,6 @@ class QueuePass:
     statuses: tuple[str, ...] = ()
     evicted: tuple[str, ...] = ()
     messages: tuple[str, ...] = ()
-
-
-def queue_status(view: QueueView, name: str) -> dict[str, Any]:
-    """Queue ``name``'s status: allocated, deserved, fair share and pending per resource, and validity."""
-    state, share = view.states[name], view.shares[name]
-    pending = [g for g in view.pending if name in view.tree.path(g.queue)]
-    status: dict[str, Any] = {}
-    for resource, key in ((GPU, "gpu"), (CPU, "cpu"), (MEMORY, "memory")):
-        values = {
-            "allocated": amount(state.allocated, resource),
-            "deserved": amount(share.deserved, resource),
-            "fairShare": amount(share.fair_share, resource),
-            "pending": sum(amount(g.requests, resource) for g in pending),
-        }
-        status[key] = (
-            values if resource == GPU else {k: format_quantity(resource, v) for k, v in values.items()}
-        )
-    problems = "; ".join(view.problems)
-    status["conditions"] = [
-        {"type": "Valid", "status": "True", "reason": "Valid", "message": "the queue set is valid"}
-        if not problems
-        else {
-            "type": "Valid",
-            "status": "False",
-            "reason": "InvalidQueueSet",
-            "message": f"{problems} (the last valid set stays in force)",
-        }
-    ]
-    return status
-
-
-def _pod_ref(pod: Pod) -> ObjectRef:
-    return ObjectRef("Pod", "v1", pod.namespace, pod.name, pod.uid)
 
 
 class QueueReconciler:
@@ -134,22 +64,16 @@ class QueueReconciler:
     def reconcile_once(self) -> QueuePass:
         """Build the view, write changed statuses, and reclaim if a queue is starved."""
         snapshot = self._source.snapshot()
-        live = [p for p in self._source.pods() if p.phase not in TERMINAL_PHASES]
-        view = build_queue_view(
-            self._source.queues(), self._tree, snapshot.nodes.values(), live, PromiseBook()
-        )
+        view = view_of(snapshot, PromiseBook(), self._tree)
         self._tree, self.view = view.tree, view
         statuses = self._write_statuses(view)
-        self._terminating &= {p.uid for p in live}
+        self._terminating &= {p.uid for p in snapshot.pods.values() if p.phase not in TERMINAL_PHASES}
         if self._terminating:
             return QueuePass(statuses)
-        by_group: dict[str, list[Pod]] = {}
-        for pod in live:
-            by_group.setdefault(group_key(pod), []).append(pod)
         allocated = {leaf: view.states[leaf].allocated for leaf in view.tree.leaves()}
 
         def fits(group: PendingGroup, victims: frozenset[str]) -> bool:
-            return _fits(group, victims, by_group, snapshot.nodes, live, self._topologies)
+            return fits_after_evicting(group.key, victims, snapshot, self._topologies)
 
         plans = plan_reclaims(
             view.pending,
@@ -168,7 +92,7 @@ class QueueReconciler:
                 continue
             messages.append(plan.message)
             for eviction in plan.evictions:
-                self._evict(eviction, by_group.get(eviction.gang, []))
+                self._evict(eviction, group_pods(snapshot, eviction.gang))
                 evicted.append(eviction.gang)
         return QueuePass(statuses, tuple(evicted), tuple(messages))
 
@@ -193,7 +117,7 @@ class QueueReconciler:
             if pod.node_name is None:
                 continue
             self._events.record(
-                _pod_ref(pod),
+                pod_ref(pod),
                 "Warning",
                 "Reclaimed",
                 f"evicted whole with {eviction.gang}: {eviction.reason}",
@@ -201,26 +125,3 @@ class QueueReconciler:
             if self._deleter.delete_pod(pod.namespace, pod.name, pod.uid):
                 self._terminating.add(pod.uid)
         self._on_evict(eviction)
-
-
-def _fits(
-    group: PendingGroup,
-    victims: frozenset[str],
-    by_group: Mapping[str, Sequence[Pod]],
-    nodes: Mapping[str, Node],
-    live: Sequence[Pod],
-    topologies: TopologyCache,
-) -> bool:
-    """Whether ``group``'s waiting members can be placed on the real nodes once ``victims`` are gone."""
-    gone = {p.uid for key in victims for p in by_group.get(key, ())}
-    remaining: dict[str, list[Pod]] = {}
-    for pod in live:
-        if pod.node_name and pod.uid not in gone:
-            remaining.setdefault(pod.node_name, []).append(pod)
-    snapshot = ClusterSnapshot(
-        MappingProxyType(dict(nodes)),
-        MappingProxyType({n: NodeGpuUsage.of_pods(ps) for n, ps in remaining.items()}),
-    )
-    waiting = [p for p in by_group.get(group.key, ()) if p.node_name is None and not p.terminating]
-    plan = plan_gang(group.key, waiting, sorted(nodes), snapshot, PromiseBook(), topologies)
-    return isinstance(plan, GangPlan)

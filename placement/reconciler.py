@@ -8,43 +8,16 @@ and performs the writes.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
 
 from kubeio.errors import KubeError
-from kubeio.events import ObjectRef
+from kubeio.ports import EventSink, GroupSource, GroupStatusSink
+from kubeio.render import podgroup_ref, podgroup_status
 from scheduling.gang_health import find_shortage, gang_status
 from scheduling.model import Pod, PodGroup
 
 log = logging.getLogger(__name__)
-
-
-class GangSource(Protocol):
-    """What a pass reads: ``kubeio.cluster_cache.ClusterCache`` (with finished pods) or a fake."""
-
-    def podgroups(self) -> list[PodGroup]:
-        """Every PodGroup."""
-
-    def members(self, key: str) -> list[Pod]:
-        """The pods of a PodGroup, finished ones included."""
-
-
-class GangSink(Protocol):
-    """What a pass writes: ``kubeio.podgroups.PodGroupWriter`` or a fake."""
-
-    def set_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> None:
-        """Merge a PodGroup status."""
-
-    def delete_pod(self, namespace: str, name: str, uid: str, *, grace_seconds: int | None = None) -> bool:
-        """Delete a member."""
-
-
-class EventSink(Protocol):
-    """Records an event (``kubeio.events.EventRecorder``)."""
-
-    def record(self, ref: ObjectRef, type_: str, reason: str, message: str) -> None:
-        """Queue one event."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,8 +34,8 @@ class Reconciler:
 
     def __init__(
         self,
-        source: GangSource,
-        sink: GangSink,
+        source: GroupSource,
+        sink: GroupStatusSink,
         events: EventSink,
         *,
         clock: Callable[[], float],
@@ -104,7 +77,7 @@ class Reconciler:
         counts = (status.scheduled, status.running, status.succeeded, status.failed)
         if status.phase == group.phase and counts == group.counts:
             return False
-        self._sink.set_status(group.namespace, group.name, status.as_api())
+        self._sink.set_status(group.namespace, group.name, podgroup_status(status))
         return True
 
     def _evict_if_stale(self, group: PodGroup, members: list[Pod], now: float) -> bool:
@@ -118,8 +91,7 @@ class Reconciler:
         log.warning("%s", shortage.message)
         for pod in shortage.holding:
             self._sink.delete_pod(pod.namespace, pod.name, pod.uid)
-        ref = ObjectRef("PodGroup", "scheduling.x-k8s.io/v1alpha1", group.namespace, group.name, group.uid)
-        self._events.record(ref, "Warning", "GangEvicted", shortage.message)
+        self._events.record(podgroup_ref(group), "Warning", "GangEvicted", shortage.message)
         del self._short_since[group.key]
         self._on_evict(group)
         return True

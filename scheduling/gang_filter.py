@@ -24,7 +24,7 @@ from scheduling import reasons
 from scheduling.gang_planner import DEFAULT_LOCALITY_KEYS, GangPlan, plan_gang, unplaced
 from scheduling.model import Pod, PodGroup
 from scheduling.promises import Promise, PromiseBook
-from scheduling.reasons import Rejection
+from scheduling.reasons import GroupVerdict, Rejection, Verdict
 from scheduling.snapshot import ClusterSnapshot
 from scheduling.topology import TopologyCache
 
@@ -37,20 +37,22 @@ class GangFilterDecision:
         feasible: the member's node (at most one), if it has a place.
         rejected: every other candidate, with the reason.
         promises: the book to keep after this decision (the reservation added or dropped).
-        verdict: the gang's state in one sentence, for its events and status.
+        verdict: the gang's state (reserved or waiting) in one sentence, for its events and status.
         planned: the new plan, when this call made one.
     """
 
     feasible: tuple[str, ...]
     rejected: Mapping[str, Rejection]
     promises: PromiseBook
-    verdict: str
+    verdict: GroupVerdict
     planned: GangPlan | None = None
 
 
 def _answer(
-    node: str | None, candidates: Sequence[str], rejection: Rejection, promises: PromiseBook, verdict: str
+    node: str | None, candidates: Sequence[str], promises: PromiseBook, message: str
 ) -> GangFilterDecision:
+    verdict = GroupVerdict(Verdict.GANG_WAITING if node is None else Verdict.GANG_RESERVED, message)
+    rejection: Rejection = reasons.gang_waiting(message)
     feasible = tuple(n for n in dict.fromkeys(candidates) if n == node)
     rejected = {n: rejection for n in dict.fromkeys(candidates) if n != node}
     return GangFilterDecision(feasible, MappingProxyType(rejected), promises, verdict)
@@ -73,17 +75,17 @@ def decide_gang_member(
     key = pod.group_key or ""
     if group is None:
         message = f"gang {key}: waiting for PodGroup {key} to be created"
-        return _answer(None, candidates, reasons.gang_waiting(message), promises, message)
+        return _answer(None, candidates, promises, message)
     held = promises.by_uid.get(pod.uid)
     if held is not None and held.group == key:
         if held.node in candidates:
             message = f"gang {key}: member {pod.name} is reserved on node {held.node}"
-            return _answer(held.node, candidates, reasons.gang_waiting(message), promises, message)
+            return _answer(held.node, candidates, promises, message)
         promises = promises.release_group(key)  # the plan does not suit this member any more: plan again
     live = [m for m in members if not m.terminating]
     if len(live) < group.min_member:
         message = f"gang {key}: waiting for members: {len(live)} of {group.min_member} pods exist"
-        return _answer(None, candidates, reasons.gang_waiting(message), promises, message)
+        return _answer(None, candidates, promises, message)
     running = [m for m in live if m.holds_resources]
     reserved = promises.by_group.get(key, frozenset())
     pending = [m for m in unplaced(live) if m.uid not in reserved or m.uid == pod.uid]
@@ -91,7 +93,7 @@ def decide_gang_member(
         pending = [pod]  # the gang is whole already: place this extra member on its own
     plan = plan_gang(key, pending, candidates, snapshot, promises, cache, locality_keys=locality_keys)
     if not isinstance(plan, GangPlan):
-        return _answer(None, candidates, reasons.gang_waiting(plan.message), promises, plan.message)
+        return _answer(None, candidates, promises, plan.message)
     new = [
         Promise(p.pod.uid, p.pod.key, p.node, p.gpus, now + reservation_ttl, p.pod.requests, key)
         for p in plan.placements
@@ -99,5 +101,5 @@ def decide_gang_member(
     mine = next(p.node for p in plan.placements if p.pod.uid == pod.uid)
     nodes = ", ".join(plan.nodes)
     message = f"gang {key}: {len(plan.placements)} pods reserved on {len(plan.nodes)} nodes ({nodes})"
-    decision = _answer(mine, candidates, reasons.gang_waiting(message), promises.add_all(new), message)
-    return GangFilterDecision(decision.feasible, decision.rejected, decision.promises, message, plan)
+    decision = _answer(mine, candidates, promises.add_all(new), message)
+    return GangFilterDecision(decision.feasible, decision.rejected, decision.promises, decision.verdict, plan)

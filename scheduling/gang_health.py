@@ -28,15 +28,6 @@ class GangStatus:
     succeeded: int
     failed: int
 
-    def as_api(self) -> dict[str, object]:
-        """The ``status`` object to merge into the PodGroup."""
-        return {
-            "phase": self.phase,
-            "scheduled": self.scheduled,
-            "running": self.running,
-            "succeeded": self.succeeded,
-            "failed": self.failed,
-        }
 
 
 def gang_status(group: PodGroup, members: Sequence[Pod]) -> GangStatus:

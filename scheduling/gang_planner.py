@@ -22,6 +22,7 @@ from scheduling.gpu_usage import FreeGpus
 from scheduling.model import Node, Pod
 from scheduling.promises import PromiseBook
 from scheduling.snapshot import ClusterSnapshot
+from scheduling.statement import NodeRoom, Statement
 from scheduling.topology import TopologyCache
 
 DEFAULT_LOCALITY_KEYS = ("phalanx.io/rack", "topology.kubernetes.io/zone")
@@ -58,53 +59,12 @@ class GangShortfall:
     message: str
 
 
-@dataclass(slots=True)
-class _Room:
-    node: Node
-    free: set[int]
-    free_count: int
-    cpu: int | None
-    memory: int | None
-
-    def fits(self, pod: Pod) -> bool:
-        need = pod.requests
-        if need.gpus and (self.node.topology_problem is not None or self.free_count < need.gpus):
-            return False
-        if self.cpu is not None and need.milli_cpu > self.cpu:
-            return False
-        return self.memory is None or need.memory <= self.memory
-
-    def take(self, pod: Pod, gpus: tuple[int, ...]) -> None:
-        self.free -= set(gpus)
-        self.free_count -= len(gpus)
-        if self.cpu is not None:
-            self.cpu -= pod.requests.milli_cpu
-        if self.memory is not None:
-            self.memory -= pod.requests.memory
-
-
-def _rooms(candidates: Sequence[str], snapshot: ClusterSnapshot, promises: PromiseBook) -> dict[str, _Room]:
-    rooms: dict[str, _Room] = {}
-    for name in sorted(set(candidates)):
-        node = snapshot.nodes.get(name)
-        free = snapshot.free_on(name, promises)
-        if node is None or free is None or node.unschedulable or not node.ready:
-            continue
-        used = snapshot.usage_of(name).requested
-        promised = promises.requested_on(name)
-        alloc = node.allocatable
-        cpu = alloc.milli_cpu - used.milli_cpu - promised.milli_cpu if alloc.milli_cpu else None
-        memory = alloc.memory - used.memory - promised.memory if alloc.memory else None
-        rooms[name] = _Room(node, set(free.indices), free.count, cpu, memory)
-    return rooms
-
-
 def _domain(node: Node, keys: Sequence[str]) -> tuple[str, ...]:
     return tuple(node.labels.get(key, "") for key in keys)
 
 
 def _preferred_domain(
-    rooms: Mapping[str, _Room], total_gpus: int, keys: Sequence[str]
+    rooms: Mapping[str, NodeRoom], total_gpus: int, keys: Sequence[str]
 ) -> tuple[str, str] | None:
     """(label, value) of the innermost locality domain with free GPUs for the whole gang, tightest first."""
     for key in keys:
@@ -112,7 +72,7 @@ def _preferred_domain(
         for room in rooms.values():
             value = room.node.labels.get(key)
             if value:
-                free[value] = free.get(value, 0) + room.free_count
+                free[value] = free.get(value, 0) + room.count
         fitting = sorted((count, value) for value, count in free.items() if count >= total_gpus)
         if fitting:
             return key, fitting[0][1]
@@ -128,8 +88,12 @@ def plan_gang(
     cache: TopologyCache,
     *,
     locality_keys: Sequence[str] = DEFAULT_LOCALITY_KEYS,
+    statement: Statement | None = None,
 ) -> GangPlan | GangShortfall:
     """Place every pod of ``members`` on ``candidates``, all or nothing.
+
+    The plan is tried on ``statement`` (a working copy of ``snapshot`` after ``promises``; a new one if
+    ``None``): a plan that fits leaves its assignments there, one that does not leaves it unchanged.
 
     Args:
         group: the gang's ``namespace/name``, for messages.
@@ -139,8 +103,11 @@ def plan_gang(
         promises: capacity promised to others (their reservations and binds in flight).
         cache: topology scoring cache.
         locality_keys: node labels of locality domains, innermost first.
+        statement: the working copy to plan on (e.g. with a reclaim's victims already evicted).
     """
-    rooms = _rooms(candidates, snapshot, promises)
+    work = statement if statement is not None else Statement(snapshot, promises)
+    start = work.checkpoint()
+    rooms = work.rooms(candidates)
     ordered = sorted(members, key=lambda p: (-p.requests.gpus, -p.requests.milli_cpu, p.name))
     total = sum(p.requests.gpus for p in ordered)
     domain = _preferred_domain(rooms, total, locality_keys) if total else None
@@ -149,12 +116,14 @@ def plan_gang(
     for pod in ordered:
         choice = _choose_node(pod, rooms, used, domain, locality_keys)
         if choice is None:
-            before = _rooms(candidates, snapshot, promises)  # what was free, not what the partial plan left
-            return GangShortfall(group, _shortfall_message(group, ordered, list(before.values())))
+            work.rollback(start)  # the message tells what was free, not what the partial plan left
+            return GangShortfall(
+                group, _shortfall_message(group, ordered, list(work.rooms(candidates).values()))
+            )
         room = rooms[choice]
-        free = FreeGpus(frozenset(room.free), room.free_count)
-        gpus = choose_gpus(room.node, free, pod.requests.gpus, cache)
-        room.take(pod, gpus)
+        gpus = choose_gpus(room.node, FreeGpus(room.free, room.count), pod.requests.gpus, cache)
+        work.assign(pod, choice, gpus, f"gang {group}")
+        rooms[choice] = work.room(choice) or room
         placements.append(Placement(pod, choice, gpus))
         if choice not in used:
             used.append(choice)
@@ -163,7 +132,7 @@ def plan_gang(
 
 def _choose_node(
     pod: Pod,
-    rooms: Mapping[str, _Room],
+    rooms: Mapping[str, NodeRoom],
     used: Sequence[str],
     domain: tuple[str, str] | None,
     keys: Sequence[str],
@@ -180,22 +149,22 @@ def _choose_node(
             0 if name in used else 1,
             0 if in_domain else 1,
             0 if _domain(room.node, keys) in used_domains else 1,
-            room.free_count - pod.requests.gpus,
+            room.count - pod.requests.gpus,
             name,
         )
 
     return min(fitting, key=rank)
 
 
-def _shortfall_message(group: str, members: Sequence[Pod], rooms_list: Sequence[_Room]) -> str:
+def _shortfall_message(group: str, members: Sequence[Pod], rooms_list: Sequence[NodeRoom]) -> str:
     """'gang ns/g: needs 32 GPUs for 4 pods (8 per pod); 20 free on 3 nodes, ...', or for CPU/memory."""
     gpus = sorted((p.requests.gpus for p in members if p.requests.gpus), reverse=True)
     pods = f"{len(members)} pod{'s' if len(members) != 1 else ''}"
     if gpus:
         sizes = f"{gpus[0]} per pod" if len(set(gpus)) == 1 else " + ".join(map(str, gpus))
-        free = sum(r.free_count for r in rooms_list)
-        with_free = len([r for r in rooms_list if r.free_count > 0])
-        largest = max((r.free_count for r in rooms_list), default=0)
+        free = sum(r.count for r in rooms_list)
+        with_free = len([r for r in rooms_list if r.count > 0])
+        largest = max((r.count for r in rooms_list), default=0)
         return (
             f"gang {group}: needs {sum(gpus)} GPUs for {pods} ({sizes}); "
             f"{free} free on {with_free} node{'s' if with_free != 1 else ''}, at most {largest} on one node"

@@ -12,10 +12,10 @@ take capacity away from all queues.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
-from scheduling.model import Node, Pod, Resources
+from scheduling.model import TERMINAL_PHASES, Node, Pod, Resources
 from scheduling.promises import PromiseBook
 from scheduling.queues import (
     PREEMPTIBLE_LABEL,
@@ -33,6 +33,7 @@ from scheduling.queues import (
     queue_states,
 )
 from scheduling.queues.resources import ZERO, minus, plus, total
+from scheduling.snapshot import ClusterSnapshot
 
 SCHEDULER_NAME = "phalanx"
 
@@ -53,6 +54,8 @@ class QueueView:
         misplaced: pods whose label names a queue that cannot hold workloads, with the reason.
         counted: UIDs of the pods counted in the queues' allocations.
         positions: each pending group's index in ``pending``.
+        source: the snapshot and promises the view was built from (``view_of``), so that a decision that
+            read this view can be saved and replayed with exactly the view it read.
     """
 
     tree: QueueTree
@@ -66,6 +69,15 @@ class QueueView:
     misplaced: Mapping[str, str]
     counted: frozenset[str] = frozenset()
     positions: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
+    source: tuple[ClusterSnapshot, PromiseBook] | None = field(default=None, compare=False)
+
+    def knows_queue_of(self, pod: Pod) -> bool:
+        """Whether ``pod``'s queue label names a leaf queue of this view's tree."""
+        try:
+            self.tree.workload_queue(pod.labels.get(QUEUE_LABEL))
+        except QueueError:
+            return False
+        return True
 
     def state_of(self, group: PendingGroup) -> QueueState:
         """The state of ``group``'s queue."""
@@ -127,6 +139,16 @@ def pending_group(pod: Pod, members: Iterable[Pod], tree: QueueTree) -> PendingG
         created=min(m.created for m in waiting),
         preemptible=is_preemptible(pod.priority, pod.labels.get(PREEMPTIBLE_LABEL)),
     )
+
+
+def view_of(snapshot: ClusterSnapshot, promises: PromiseBook, previous: QueueTree | None) -> QueueView:
+    """The view of ``snapshot`` after ``promises``; ``previous`` stays in force if the queues are invalid.
+
+    Finished pods (a placement manager's snapshot keeps them) hold nothing and wait for nothing.
+    """
+    live = [p for p in snapshot.all_pods() if p.phase not in TERMINAL_PHASES]
+    view = build_queue_view(snapshot.queue_list(), previous, snapshot.nodes.values(), live, promises)
+    return replace(view, source=(snapshot, promises))
 
 
 def build_queue_view(

@@ -102,3 +102,35 @@ def gang_waiting(message: str) -> Rejection:
 def queue_hold(message: str) -> Rejection:
     """The pod's queue may not start it now; ``message`` names the queue and the rule."""
     return Rejection(Code.UNRESOLVABLE, Reason.QUEUE_HOLD, message)
+
+
+class Verdict(enum.Enum):
+    """What a group's filter decision amounts to; the value is the Kubernetes event reason."""
+
+    QUEUE_HOLD = "QueueHold"
+    GANG_WAITING = "GangWaiting"
+    GANG_RESERVED = "GangReserved"
+
+
+@dataclass(frozen=True, slots=True)
+class GroupVerdict:
+    """A decision about a whole group, typed, so no caller matches words in the message.
+
+    Attributes:
+        verdict: what the decision amounts to.
+        message: the sentence the group's events and its pods' ``FailedScheduling`` events show.
+    """
+
+    verdict: Verdict
+    message: str
+
+    @property
+    def event_type(self) -> str:
+        """``Normal`` when the group got its place, else ``Warning``."""
+        return "Normal" if self.verdict is Verdict.GANG_RESERVED else "Warning"
+
+    def rejection(self) -> Rejection:
+        """The rejection every node not chosen gets for this verdict."""
+        if self.verdict is Verdict.QUEUE_HOLD:
+            return queue_hold(self.message)
+        return gang_waiting(self.message)

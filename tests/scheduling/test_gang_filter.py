@@ -71,7 +71,7 @@ def test_a_gang_with_missing_members_waits_and_reserves_nothing() -> None:
 def test_a_missing_podgroup_is_said() -> None:
     pod = a_pod("w0").gpus(1).group("g").build()
     decision = decide(pod, None, [pod], PromiseBook())
-    assert decision.verdict == "gang ml/g: waiting for PodGroup ml/g to be created"
+    assert decision.verdict.message == "gang ml/g: waiting for PodGroup ml/g to be created"
 
 
 def test_two_gangs_that_each_need_two_thirds_never_both_reserve() -> None:
@@ -79,7 +79,7 @@ def test_two_gangs_that_each_need_two_thirds_never_both_reserve() -> None:
     first = decide(a[0], a_gang("a", 2), a, PromiseBook())
     second = decide(b[0], a_gang("b", 2), b, first.promises)
     assert first.feasible and not second.feasible
-    assert "needs 16 GPUs for 2 pods (8 per pod); 8 free on 1 node" in second.verdict
+    assert "needs 16 GPUs for 2 pods (8 per pod); 8 free on 1 node" in second.verdict.message
     assert "ml/b" not in second.promises.by_group
 
 

@@ -1,0 +1,106 @@
+"""Complete or roll back a gang that a crashed extender left half-bound, from its plan annotation.
+
+What to do with each member is the core's (``scheduling.gang_record.plan_recovery``): bind the planned
+members that are still unbound, or delete the bound ones when a planned member is gone. This module
+reads the PodGroups, performs those writes, removes the annotation and tells the users.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+
+from extender.barrier import BarrierBoard
+from extender.gang_bind import GangTeller, PodBinding
+from extender.ledger import PromiseLedger
+from kubeio.errors import KubeError
+from kubeio.ports import PlanWriter
+from kubeio.render import gpu_annotations
+from scheduling.gang_record import PlanError, decode_plan, plan_recovery
+from scheduling.model import PodGroup
+from scheduling.snapshot import ClusterSnapshot
+
+log = logging.getLogger(__name__)
+
+
+class GangRecovery:
+    """The recovery pass, run once before serving and then every few seconds."""
+
+    def __init__(
+        self,
+        snapshot: Callable[[], ClusterSnapshot],
+        ledger: PromiseLedger,
+        writer: PlanWriter,
+        bind: PodBinding,
+        *,
+        board: BarrierBoard,
+        teller: GangTeller,
+    ) -> None:
+        self._snapshot = snapshot
+        self._ledger = ledger
+        self._writer = writer
+        self._bind = bind
+        self._board = board
+        self._teller = teller
+
+    def recover_all(self) -> int:
+        """Complete or roll back every gang left with a plan annotation; return how many were handled."""
+        handled = 0
+        snapshot = self._snapshot()
+        for group in snapshot.podgroups():
+            if group.plan is None or self._board.active(group.key):
+                continue
+            handled += 1
+            self.recover(group, snapshot)
+        return handled
+
+    def recover(self, group: PodGroup, snapshot: ClusterSnapshot) -> None:
+        """Finish one gang from its plan annotation (see ``scheduling.gang_record``)."""
+        try:
+            plan = decode_plan(group.plan or "")
+        except PlanError as exc:
+            log.warning("gang %s: %s; removing it", group.key, exc)
+            self._writer.set_plan(group.namespace, group.name, None)
+            return
+        pods = {p.name: p for p in snapshot.members(group.key)}
+        recovery = plan_recovery(plan, pods)
+        log.debug(
+            "gang %s recovery: plan %s, pods %s",
+            group.key,
+            [(m.name, m.node) for m in plan],
+            [(p.name, p.node_name, p.terminating) for p in pods.values()],
+        )
+        try:
+            for member in recovery.bind:
+                self._bind(
+                    group.namespace, member.name, member.uid, member.node, gpu_annotations(member.gpus)
+                )
+            for pod in recovery.delete:
+                self._writer.delete_pod(pod.namespace, pod.name, pod.uid)
+            self._writer.set_plan(group.namespace, group.name, None)
+        except KubeError as exc:
+            log.warning("gang %s: recovery step failed (%s); will try again", group.key, exc)
+            return
+        if not recovery.done:
+            log.info("gang %s recovered: %s", group.key, recovery.reason)
+            self._teller.tell(
+                group,
+                "Warning" if recovery.delete else "Normal",
+                "GangRecovered",
+                f"gang {group.key}: {recovery.reason}",
+            )
+            if self._teller.metrics is not None:
+                self._teller.metrics.recoveries.labels(
+                    "rolled_back" if recovery.delete else "completed"
+                ).inc()
+        for member in plan:
+            self._ledger.release(member.uid)
+
+    def run(self, stop: threading.Event, interval: float) -> None:
+        """Run ``recover_all`` every ``interval`` seconds until ``stop`` is set."""
+        while not stop.wait(interval):
+            try:
+                self.recover_all()
+            except Exception:  # the loop must outlive any one bad gang
+                log.exception("gang recovery pass failed")

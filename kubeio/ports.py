@@ -1,0 +1,98 @@
+"""What the drivers read from and write to the cluster, declared once.
+
+The extender and the placement manager depend on these shapes, not on the classes behind them, so a
+unit test hands them an in-memory fake (``tests/builders.py``) and production hands them the real
+adapters named in each docstring.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+from kubeio.binding import BindStatus
+from kubeio.events import ObjectRef
+from scheduling.model import Pod, PodGroup
+from scheduling.queues import Queue
+from scheduling.snapshot import ClusterSnapshot
+
+
+class ClusterSource(Protocol):
+    """The cluster as the core sees it (``kubeio.cluster_cache.ClusterCache``)."""
+
+    def snapshot(self) -> ClusterSnapshot:
+        """Everything, as one immutable value."""
+
+
+class GroupSource(Protocol):
+    """PodGroups and their members (``ClusterCache`` with finished pods, for the placement manager)."""
+
+    def podgroups(self) -> list[PodGroup]:
+        """Every PodGroup."""
+
+    def members(self, key: str) -> list[Pod]:
+        """The pods of a PodGroup, finished ones included."""
+
+
+class QueueSource(Protocol):
+    """What a queue pass reads (``ClusterCache``)."""
+
+    def snapshot(self) -> ClusterSnapshot:
+        """Nodes and usage."""
+
+    def pods(self) -> list[Pod]:
+        """Every pod the cache has (finished ones included)."""
+
+    def queues(self) -> list[Queue]:
+        """Every Queue object."""
+
+
+class PodReader(Protocol):
+    """Reads one pod from the API server when the cache has not seen it (``kubeio.binding.PodBinder``)."""
+
+    def get_pod(self, namespace: str, name: str) -> Pod | None:
+        """The pod, or ``None`` if it does not exist."""
+
+
+class Binder(PodReader, Protocol):
+    """Creates Bindings (``kubeio.binding.PodBinder``)."""
+
+    def bind(
+        self, namespace: str, name: str, uid: str, node: str, annotations: Mapping[str, str]
+    ) -> BindStatus:
+        """Bind the pod with ``uid`` to ``node``, merging ``annotations`` into it."""
+
+
+class PodDeleter(Protocol):
+    """Deletes pods (``kubeio.podgroups.PodGroupWriter``)."""
+
+    def delete_pod(self, namespace: str, name: str, uid: str, *, grace_seconds: int | None = None) -> bool:
+        """Delete one pod if it still has ``uid``; return whether a delete was sent."""
+
+
+class PlanWriter(PodDeleter, Protocol):
+    """Writes a gang's bind plan and rolls members back (``kubeio.podgroups.PodGroupWriter``)."""
+
+    def set_plan(self, namespace: str, name: str, plan: str | None) -> None:
+        """Write or remove the plan annotation."""
+
+
+class GroupStatusSink(PodDeleter, Protocol):
+    """Writes PodGroup status and evicts members (``kubeio.podgroups.PodGroupWriter``)."""
+
+    def set_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> None:
+        """Merge a PodGroup status."""
+
+
+class QueueSink(Protocol):
+    """Writes queue status (``kubeio.queues.QueueWriter``)."""
+
+    def set_status(self, name: str, status: Mapping[str, Any]) -> None:
+        """Merge a queue's status."""
+
+
+class EventSink(Protocol):
+    """Records an event (``kubeio.events.EventRecorder``)."""
+
+    def record(self, ref: ObjectRef, type_: str, reason: str, message: str) -> None:
+        """Queue one event."""

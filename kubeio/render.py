@@ -1,0 +1,73 @@
+"""The core's values as the API's JSON: event objects, annotations and status bodies, rendered once.
+
+The core decides in its own records (``scheduling.model``, ``scheduling.gang_health``,
+``scheduling.queue_view``); only this adapter knows the API's field names.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kubeio.convert import format_gpu_indices
+from kubeio.events import ObjectRef
+from scheduling.gang_health import GangStatus
+from scheduling.model import GPUS_ANNOTATION, Pod, PodGroup
+from scheduling.queue_view import QueueView
+from scheduling.queues.resources import CPU, GPU, MEMORY, amount, format_quantity
+
+PODGROUP_API_VERSION = "scheduling.x-k8s.io/v1alpha1"
+
+
+def pod_ref(pod: Pod) -> ObjectRef:
+    """The pod as the object of an event."""
+    return ObjectRef("Pod", "v1", pod.namespace, pod.name, pod.uid)
+
+
+def podgroup_ref(group: PodGroup) -> ObjectRef:
+    """The PodGroup as the object of an event."""
+    return ObjectRef("PodGroup", PODGROUP_API_VERSION, group.namespace, group.name, group.uid)
+
+
+def gpu_annotations(gpus: tuple[int, ...]) -> dict[str, str]:
+    """The annotations a Binding merges into a pod given ``gpus`` (none for a pod without GPUs)."""
+    return {GPUS_ANNOTATION: format_gpu_indices(gpus)} if gpus else {}
+
+
+def podgroup_status(status: GangStatus) -> dict[str, object]:
+    """The ``status`` object to merge into a PodGroup."""
+    return {
+        "phase": status.phase,
+        "scheduled": status.scheduled,
+        "running": status.running,
+        "succeeded": status.succeeded,
+        "failed": status.failed,
+    }
+
+
+def queue_status(view: QueueView, name: str) -> dict[str, Any]:
+    """Queue ``name``'s status: allocated, deserved, fair share and pending per resource, and validity."""
+    state, share = view.states[name], view.shares[name]
+    pending = [g for g in view.pending if name in view.tree.path(g.queue)]
+    status: dict[str, Any] = {}
+    for resource, key in ((GPU, "gpu"), (CPU, "cpu"), (MEMORY, "memory")):
+        values = {
+            "allocated": amount(state.allocated, resource),
+            "deserved": amount(share.deserved, resource),
+            "fairShare": amount(share.fair_share, resource),
+            "pending": sum(amount(g.requests, resource) for g in pending),
+        }
+        status[key] = (
+            values if resource == GPU else {k: format_quantity(resource, v) for k, v in values.items()}
+        )
+    problems = "; ".join(view.problems)
+    status["conditions"] = [
+        {"type": "Valid", "status": "True", "reason": "Valid", "message": "the queue set is valid"}
+        if not problems
+        else {
+            "type": "Valid",
+            "status": "False",
+            "reason": "InvalidQueueSet",
+            "message": f"{problems} (the last valid set stays in force)",
+        }
+    ]
+    return status

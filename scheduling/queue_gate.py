@@ -1,0 +1,165 @@
+"""The queue gate of ``filter``: may this pod's group start now by its queue's rules?
+
+The queue view (``scheduling.queue_view``) is rebuilt at most once a second, off the request path, so
+the gate corrects it with what is fresher than the view, all read from the one snapshot the decision
+reads:
+
+- the free room now (``ClusterSnapshot.free_total`` after promises), not the view's;
+- groups admitted since the view was built (``AdmittedBook``): kube-scheduler binds a pod about 100 ms
+  after filter admits it, and until the view counts it, it counts against its queue here, or two
+  groups admitted a moment apart could together pass a limit;
+- of the groups ahead in the fair order, only those still waiting now (the view may list some placed
+  since).
+
+Then ``scheduling.queues.admit`` applies the rules (limit, non-preemptible within quota, groups ahead
+keep their room) and names the queue and the rule in its sentence.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+
+from scheduling.model import Pod, Resources
+from scheduling.promises import PromiseBook
+from scheduling.queue_view import QueueView, pending_group
+from scheduling.queues import PendingGroup, QueueError, admit
+from scheduling.queues.resources import ZERO, plus
+from scheduling.snapshot import ClusterSnapshot
+
+AHEAD_CHECKED = 64
+"""At most this many groups ahead are checked (the first ones matter: they go next)."""
+
+ADMITTED_TTL = 5.0
+"""Seconds an admitted group counts against its queue while the view does not show it yet."""
+
+
+@dataclass(frozen=True, slots=True)
+class AdmittedGroup:
+    """A group the gate let through that the queue view may not count yet.
+
+    Attributes:
+        queue: its leaf queue.
+        requests: what its waiting members request.
+        uids: its waiting members; once the view counts them all, the entry has done its job.
+        expires_at: when it stops counting in any case (seconds, the caller's clock).
+    """
+
+    queue: str
+    requests: Resources
+    uids: frozenset[str]
+    expires_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class AdmittedBook:
+    """Groups admitted since the view was built, by group key (an immutable value, like ``PromiseBook``)."""
+
+    by_group: Mapping[str, AdmittedGroup] = field(default_factory=lambda: MappingProxyType({}))
+
+    def live(self, now: float, counted: frozenset[str]) -> AdmittedBook:
+        """The book without entries that expired or that the view now counts."""
+        keep = {
+            key: entry
+            for key, entry in self.by_group.items()
+            if entry.expires_at >= now and not (entry.uids and entry.uids <= counted)
+        }
+        return self if len(keep) == len(self.by_group) else AdmittedBook(MappingProxyType(keep))
+
+    def held_in(self, queue: str, *, besides: str) -> Resources:
+        """What entries of ``queue`` other than group ``besides`` hold."""
+        held = ZERO
+        for key, entry in sorted(self.by_group.items()):
+            if key != besides and entry.queue == queue:
+                held = plus(held, entry.requests)
+        return held
+
+    def with_group(self, key: str, entry: AdmittedGroup) -> AdmittedBook:
+        """The book with ``entry`` recorded for ``key``."""
+        return AdmittedBook(MappingProxyType({**self.by_group, key: entry}))
+
+
+@dataclass(frozen=True, slots=True)
+class GateAnswer:
+    """The gate's answer: ``held`` is the sentence that holds the group, or ``None`` with ``admitted``."""
+
+    held: str | None
+    admitted: tuple[str, AdmittedGroup] | None = None
+
+
+def queue_gate(
+    pod: Pod,
+    snapshot: ClusterSnapshot,
+    promises: PromiseBook,
+    view: QueueView | None,
+    admitted: AdmittedBook,
+    *,
+    now: float,
+    free: Resources,
+    admitted_ttl: float = ADMITTED_TTL,
+    ahead_checked: int = AHEAD_CHECKED,
+) -> GateAnswer:
+    """Decide whether ``pod``'s group may start now (see the module docstring for the corrections).
+
+    Args:
+        pod: the pod being filtered.
+        snapshot: the cluster now.
+        promises: the open promises now.
+        view: the latest queue view; without one, every group is admitted (queues not yet known).
+        admitted: groups admitted since the view was built.
+        now: the caller's clock.
+        free: ``snapshot.free_total(promises)``, which the caller may memoise per snapshot and book.
+        admitted_ttl: how long an admitted group counts at most.
+        ahead_checked: how many groups ahead are checked at most.
+    """
+    if view is None:
+        return GateAnswer(None)
+    members = snapshot.members(pod.group_key) if pod.group_key else [pod]
+    try:
+        group = pending_group(pod, members, view.tree)
+    except QueueError as exc:
+        return GateAnswer(str(exc))
+    state = view.states.get(group.queue)
+    if state is None:
+        return GateAnswer(None)
+    extra = admitted.live(now, view.counted).held_in(group.queue, besides=group.key)
+    state = replace(state, allocated=plus(state.allocated, extra))
+    ahead = still_waiting(view.ahead_of(group.key, free, limit=ahead_checked), snapshot)
+    answer = admit(group, state, ahead, free=free)
+    if not answer.ok:
+        return GateAnswer(answer.reason)
+    uids = frozenset(m.uid for m in members if m.node_name is None)
+    return GateAnswer(None, (group.key, AdmittedGroup(group.queue, group.requests, uids, now + admitted_ttl)))
+
+
+def still_waiting(ahead: Sequence[PendingGroup], snapshot: ClusterSnapshot) -> tuple[PendingGroup, ...]:
+    """The groups of ``ahead`` that still wait in ``snapshot`` (the view may list some placed since)."""
+    waiting = []
+    for group in ahead:
+        members = snapshot.members(group.key)
+        if members:
+            if any(m.node_name is None and not m.terminating for m in members):
+                waiting.append(group)
+            continue
+        namespace, _, name = group.key.partition("/")
+        pod = snapshot.pod(namespace, name)
+        if pod is not None and pod.node_name is None and not pod.terminating:
+            waiting.append(group)
+    return tuple(waiting)
+
+
+@dataclass
+class RoomMemo:
+    """``snapshot.free_total(promises)`` for the last (snapshot, book) pair: asked on every filter."""
+
+    _last: tuple[ClusterSnapshot, PromiseBook, Resources] | None = None
+
+    def free(self, snapshot: ClusterSnapshot, promises: PromiseBook) -> Resources:
+        """The free room of ``snapshot`` after ``promises``, computed once per pair of values."""
+        last = self._last
+        if last is not None and last[0] is snapshot and last[1] is promises:
+            return last[2]
+        free = snapshot.free_total(promises)
+        self._last = (snapshot, promises, free)
+        return free

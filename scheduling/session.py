@@ -1,0 +1,309 @@
+"""The scheduler's verbs as decisions of the core: each request goes down here once and comes back once.
+
+Every driver (the extender's HTTP verbs, a simulator, ``scheduling.replay``) asks these functions, with
+one snapshot and the promise book it read, and applies what comes back. Nothing here reads a clock, the
+API or a cache: time comes in as ``now``, everything else in the arguments.
+
+**filter**, composed in this order (the one place the order is written):
+
+1. *Lapsed promises* of a gang member's decision are dropped first (a gang's reservation expires unless
+   bind consumes it); the book that comes back is the one to keep.
+2. *Queue gate* (``scheduling.queue_gate``), unless the pod already holds its gang's reservation (the
+   gang was admitted when it was reserved): a group its queue may not start now is turned down on
+   every node with the queue's sentence, and a group let through is recorded as admitted.
+3. *Gang gate* (``scheduling.gang_filter``), for a member of a PodGroup: its reserved node; or the whole
+   gang planned and reserved, and its node; or every node turned down with what the gang waits for.
+4. *Fit* (``scheduling.gpu_fit``), for a pod on its own: the nodes with enough free GPUs, and a reason
+   for each other node.
+
+**prioritize** ranks the feasible nodes (``scheduling.node_ranking``). **bind** chooses the GPU indices
+and promises them (``choose_for_bind``), and for a gang member says what its bind barrier waits for
+(``gang_bind_terms``). **preempt** keeps only the victims the queue rules allow (``narrow_victims``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from types import MappingProxyType
+
+from scheduling.gang_filter import decide_gang_member
+from scheduling.gang_planner import DEFAULT_LOCALITY_KEYS, GangPlan
+from scheduling.gpu_choice import NoGpusError, choose_gpus
+from scheduling.gpu_fit import FilterDecision, filter_nodes
+from scheduling.model import Pod, PodGroup
+from scheduling.node_ranking import ScoreMemo, rank_nodes
+from scheduling.promises import Promise, PromiseBook
+from scheduling.queue_gate import AdmittedBook, AdmittedGroup, RoomMemo, queue_gate
+from scheduling.queue_view import QueueView, group_key
+from scheduling.queues import (
+    PREEMPTIBLE_LABEL,
+    QUEUE_LABEL,
+    GangMember,
+    Preemptor,
+    QueueError,
+    QueueTree,
+    VictimPod,
+    is_preemptible,
+    preempt_within_queue,
+)
+from scheduling.reasons import GroupVerdict, Rejection, Verdict
+from scheduling.snapshot import ClusterSnapshot
+from scheduling.topology import TopologyCache
+
+Victims = Mapping[str, tuple[tuple[str, ...], int]]
+"""Preemption candidates as kube-scheduler sends them: node -> (victim UIDs, PDB violations)."""
+
+
+@dataclass(frozen=True, slots=True)
+class SessionSettings:
+    """What the decisions need to know about the deployment.
+
+    Attributes:
+        gangs: gang scheduling on; off, PodGroup labels are ignored and every pod is placed on its own.
+        reservation_ttl: seconds a gang's reservation lasts unless bind consumes it.
+        promise_ttl: seconds GPUs chosen at bind stay promised if the bound pod never shows.
+        locality_keys: node labels of locality domains a gang prefers, innermost first.
+    """
+
+    gangs: bool = True
+    reservation_ttl: float = 60.0
+    promise_ttl: float = 300.0
+    locality_keys: tuple[str, ...] = DEFAULT_LOCALITY_KEYS
+
+
+@dataclass(frozen=True, slots=True)
+class FilterInput:
+    """Everything one filter decision reads: save it, and the decision can be replayed.
+
+    Attributes:
+        pod: the pod kube-scheduler asks about.
+        candidates: the node names it sent, in its order.
+        snapshot: the cluster when the decision was taken.
+        promises: the open promises then.
+        view: the queue view then (``None``: no queue rules).
+        admitted: groups admitted since that view was built.
+        now: the driver's clock.
+    """
+
+    pod: Pod
+    candidates: tuple[str, ...]
+    snapshot: ClusterSnapshot
+    promises: PromiseBook
+    view: QueueView | None
+    admitted: AdmittedBook
+    now: float
+
+
+@dataclass(frozen=True, slots=True)
+class FilterOutcome:
+    """One filter decision and what the driver must apply.
+
+    Attributes:
+        feasible: the nodes that can take the pod, in the order they were sent.
+        rejected: every other node, with its reason.
+        promises: the promise book to keep (a reservation added, lapsed promises dropped).
+        verdict: what the decision says about the pod's group (held, reserved, waiting), for its events;
+            ``None`` for a pod on its own that its queue let through.
+        admitted: the group the queue gate let through, to count against its queue until the view does.
+        lapsed: promises that expired at this decision, for the log.
+        plan: the gang plan this decision made, if it made one.
+    """
+
+    feasible: tuple[str, ...]
+    rejected: Mapping[str, Rejection]
+    promises: PromiseBook
+    verdict: GroupVerdict | None = None
+    admitted: tuple[str, AdmittedGroup] | None = None
+    lapsed: tuple[Promise, ...] = ()
+    plan: GangPlan | None = None
+
+    @property
+    def decision(self) -> FilterDecision:
+        """The part kube-scheduler gets."""
+        return FilterDecision(self.feasible, self.rejected)
+
+
+def filter_pod(
+    request: FilterInput,
+    *,
+    topologies: TopologyCache,
+    settings: SessionSettings,
+    room: RoomMemo | None = None,
+) -> FilterOutcome:
+    """Decide filter for ``request.pod`` (the composition rule is in the module docstring).
+
+    ``room`` memoises the free room per (snapshot, book) pair across calls; the answer is the same
+    without it.
+    """
+    pod, now, snapshot = request.pod, request.now, request.snapshot
+    gang = settings.gangs and pod.group_key is not None
+    promises, lapsed = request.promises.expire(now) if gang else (request.promises, ())
+    admitted = None
+    if not (gang and pod.uid in promises.by_uid):
+        free = (room or RoomMemo()).free(snapshot, promises)
+        gate = queue_gate(pod, snapshot, promises, request.view, request.admitted, now=now, free=free)
+        if gate.held is not None:
+            verdict = GroupVerdict(Verdict.QUEUE_HOLD, gate.held)
+            rejection = verdict.rejection()
+            rejected = MappingProxyType({n: rejection for n in dict.fromkeys(request.candidates)})
+            return FilterOutcome((), rejected, promises, verdict, lapsed=lapsed)
+        admitted = gate.admitted
+    if not gang:
+        fit = filter_nodes(pod, request.candidates, snapshot, promises)
+        return FilterOutcome(fit.feasible, fit.rejected, promises, admitted=admitted)
+    key = pod.group_key or ""
+    members = snapshot.members(key)
+    if all(m.uid != pod.uid for m in members):
+        members = [*members, pod]  # kube-scheduler can be a moment ahead of the driver's cache
+    decided = decide_gang_member(
+        pod,
+        snapshot.podgroup(key),
+        members,
+        request.candidates,
+        snapshot,
+        promises,
+        topologies,
+        now=now,
+        reservation_ttl=settings.reservation_ttl,
+        locality_keys=settings.locality_keys,
+    )
+    return FilterOutcome(
+        decided.feasible,
+        decided.rejected,
+        decided.promises,
+        decided.verdict,
+        admitted,
+        lapsed,
+        decided.planned,
+    )
+
+
+def prioritize_pod(
+    pod: Pod,
+    candidates: Sequence[str],
+    snapshot: ClusterSnapshot,
+    promises: PromiseBook,
+    topologies: TopologyCache,
+    memo: ScoreMemo,
+) -> tuple[tuple[str, int], ...]:
+    """Integer 0..10 scores: GPU connectivity first, packing second (``scheduling.node_ranking``)."""
+    return rank_nodes(pod, candidates, snapshot, promises, topologies, memo)
+
+
+def choose_for_bind(
+    pod: Pod,
+    node: str,
+    snapshot: ClusterSnapshot,
+    promises: PromiseBook,
+    *,
+    now: float,
+    settings: SessionSettings,
+    topologies: TopologyCache,
+) -> tuple[PromiseBook, Promise, tuple[Promise, ...]]:
+    """Choose ``pod``'s GPU indices on ``node`` and promise them until the bound pod shows.
+
+    A repeated bind of the same pod to the same node keeps its earlier promise, so a retried bind gets
+    the same indices. Returns the new book, the promise, and the promises that lapsed meanwhile.
+
+    Raises:
+        NoGpusError: the node has no such free GPUs (taken since filter), or it left the cluster.
+    """
+    book, lapsed = promises.expire(now)
+    earlier = book.by_uid.get(pod.uid)
+    if earlier is not None and earlier.node == node:
+        return book, earlier, lapsed
+    book = book.release(pod.uid)
+    info, free = snapshot.nodes.get(node), snapshot.free_on(node, book)
+    if info is None or free is None:
+        msg = "node left the cluster"
+        raise NoGpusError(msg)
+    gpus = choose_gpus(info, free, pod.requests.gpus, topologies)
+    promise = Promise(pod.uid, pod.key, node, gpus, now + settings.promise_ttl, pod.requests)
+    return book.add(promise), promise, lapsed
+
+
+@dataclass(frozen=True, slots=True)
+class GangBindTerms:
+    """Whether a gang member may enter its bind barrier, and on what terms.
+
+    Attributes:
+        error: empty when it may, else the sentence that fails this bind.
+        outcome: a stable name for metrics when it may not.
+        promise: the member's reservation.
+        group: the member's PodGroup.
+        need: how many members must reach the barrier (``minMember`` less those already running).
+        wait: how long the barrier waits for them: the bind wait, capped by the PodGroup's timeout.
+    """
+
+    error: str = ""
+    outcome: str = ""
+    promise: Promise | None = None
+    group: PodGroup | None = None
+    need: int = 0
+    wait: float = 0.0
+
+
+def gang_bind_terms(
+    pod: Pod, node: str, snapshot: ClusterSnapshot, promises: PromiseBook, *, bind_wait: float
+) -> GangBindTerms:
+    """The terms of ``pod``'s bind to ``node``: it must hold its gang's reservation there."""
+    key = pod.group_key or ""
+    group = snapshot.podgroup(key)
+    promise = promises.by_uid.get(pod.uid)
+    if group is None or promise is None or promise.group != key:
+        return GangBindTerms(
+            f"gang {key}: {pod.name} has no reservation (it expired); it will be planned again",
+            "no_reservation",
+        )
+    if promise.node != node:
+        return GangBindTerms(
+            f"gang {key}: {pod.name} is reserved on {promise.node}, not {node}", "wrong_node"
+        )
+    running = sum(1 for m in snapshot.members(key) if m.holds_resources)
+    wait = min(bind_wait, float(group.timeout_seconds))
+    return GangBindTerms(promise=promise, group=group, need=group.min_member - running, wait=wait)
+
+
+def narrow_victims(
+    pod: Pod, proposed: Victims, snapshot: ClusterSnapshot, tree: QueueTree, *, now: float
+) -> tuple[dict[str, tuple[tuple[str, ...], int]], tuple[str, ...]]:
+    """Keep the victims ``pod`` may preempt within its queue, whole gangs only; return the reasons too."""
+    try:
+        queue = tree.workload_queue(pod.labels.get(QUEUE_LABEL))
+    except QueueError as exc:
+        return {}, (str(exc),)
+    preemptor = Preemptor(group_key(pod), queue, pod.priority, pod.group_key)
+    victims: dict[str, list[VictimPod]] = {}
+    gangs: dict[str, list[GangMember]] = {}
+    for node, (uids, _) in sorted(proposed.items()):
+        for uid in uids:
+            victim = snapshot.pod_by_uid(uid)
+            if victim is None:
+                continue
+            victims.setdefault(node, []).append(_victim(victim, tree))
+            if victim.group_key and victim.group_key not in gangs:
+                gangs[victim.group_key] = [
+                    GangMember(m.node_name, _victim(m, tree))
+                    for m in snapshot.members(victim.group_key)
+                    if m.node_name is not None
+                ]
+    decision = preempt_within_queue(preemptor, victims, gangs, tree=tree, now=now)
+    kept = {node: (uids, proposed[node][1]) for node, uids in decision.victims.items() if uids}
+    return kept, decision.reasons
+
+
+def _victim(pod: Pod, tree: QueueTree) -> VictimPod:
+    try:
+        queue = tree.workload_queue(pod.labels.get(QUEUE_LABEL))
+    except QueueError:
+        queue = ""
+    return VictimPod(
+        uid=pod.uid,
+        key=pod.key,
+        queue=queue,
+        priority=pod.priority,
+        preemptible=is_preemptible(pod.priority, pod.labels.get(PREEMPTIBLE_LABEL)),
+        gang=pod.group_key,
+        started_at=pod.started_at,
+    )
