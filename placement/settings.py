@@ -6,6 +6,8 @@ import argparse
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from kubeio.config import positive_number
+
 
 @dataclass(frozen=True, slots=True)
 class PlacementSettings:
@@ -49,16 +51,3 @@ class PlacementSettings:
             stale_grace_seconds=positive_number(args.stale_grace_seconds),
             metrics_port=int(args.metrics_port),
         )
-
-
-def positive_number(text: object) -> float:
-    """Argparse type: a finite positive number (seconds, intervals)."""
-    try:
-        value = float(str(text))
-    except ValueError:
-        msg = f"{text!r} is not a number"
-        raise argparse.ArgumentTypeError(msg) from None
-    if not 0 < value < float("inf"):
-        msg = f"{text!r} must be a positive number"
-        raise argparse.ArgumentTypeError(msg)
-    return value

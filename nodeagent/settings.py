@@ -10,7 +10,7 @@ import argparse
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from placement.settings import positive_number
+from kubeio.config import positive_number
 
 ENV_NODE = "NODE_NAME"
 ENV_KUBECONFIG = "KUBECONFIG"
@@ -68,7 +68,7 @@ def parse_settings(argv: Sequence[str] | None, environ: Mapping[str, str]) -> Ag
     """
     defaults = AgentSettings()
     parser = argparse.ArgumentParser(
-        prog="python -m placement.node_agent",
+        prog="python -m nodeagent",
         description="Publish this node's GPU topology (read through NVML) as a node annotation.",
     )
     parser.add_argument("--node", default=environ.get(ENV_NODE) or None, help=f"node name (${ENV_NODE})")
