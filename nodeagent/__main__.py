@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pynvml
 
+from kubeio.config import configure_logging
 from kubeio.http import KubeHttp, load_api_client
 from kubeio.node_annotations import NodeAnnotations
 from nodeagent.agent import Backoff, CycleOutcome, NodeAgent
@@ -33,7 +34,7 @@ log = logging.getLogger("nodeagent")
 def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> int:
     """Run the agent; returns the process exit status."""
     settings = parse_settings(argv, os.environ if environ is None else environ)
-    logging.basicConfig(level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    configure_logging(settings.log_level)
     reader = NvmlTopologyReader(nvml_module(settings), log=logging.getLogger("nodeagent.nvml"))
     if settings.print_only:
         reading = reader.read()

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
 from kubeio.cluster_cache import ClusterCache
+from kubeio.config import configure_logging
 from kubeio.events import EventRecorder
 from kubeio.http import KubeHttp, load_api_client
 from kubeio.podgroups import PodGroupWriter
@@ -100,11 +101,8 @@ def run(settings: PlacementSettings, stop: threading.Event) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse settings, install signal handlers, run."""
-    logging.basicConfig(
-        level=os.environ.get("PHALANX_LOG_LEVEL", "INFO"),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
     settings = PlacementSettings.parse(argv, os.environ)
+    configure_logging(settings.log_level)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())

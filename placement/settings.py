@@ -6,7 +6,7 @@ import argparse
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from kubeio.config import positive_number
+from kubeio.config import LOG_LEVEL_ENV, positive_number
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,6 +25,9 @@ class PlacementSettings:
 
     metrics_port: int = 0
     """Port of ``/metrics`` on all addresses; 0 turns it off (``PHALANX_PLACEMENT_METRICS_PORT``)."""
+
+    log_level: str = "INFO"
+    """Python logging level name (``PHALANX_LOG_LEVEL``), given to ``logging.basicConfig`` as it is."""
 
     @staticmethod
     def parse(argv: Sequence[str] | None, environ: Mapping[str, str]) -> PlacementSettings:
@@ -50,4 +53,5 @@ class PlacementSettings:
             interval_seconds=positive_number(args.interval_seconds),
             stale_grace_seconds=positive_number(args.stale_grace_seconds),
             metrics_port=int(args.metrics_port),
+            log_level=environ.get(LOG_LEVEL_ENV, defaults.log_level),
         )
