@@ -25,6 +25,7 @@ from kubeio.queues import QueueWriter
 from placement.queues import QueueReconciler
 from placement.reconciler import Reconciler
 from placement.settings import PlacementSettings
+from scheduling.queue_view import pending_of
 from scheduling.queues.resources import GPU, amount
 
 log = logging.getLogger("placement")
@@ -91,8 +92,7 @@ def run(settings: PlacementSettings, stop: threading.Event) -> None:
                     queue_gpus.labels(name, "allocated").set(amount(state.allocated, GPU))
                     queue_gpus.labels(name, "deserved").set(amount(share.deserved, GPU))
                     queue_gpus.labels(name, "fair_share").set(amount(share.fair_share, GPU))
-                    pending = sum(g.requests.gpus for g in queues.view.pending if g.queue == name)
-                    queue_gpus.labels(name, "pending").set(pending)
+                    queue_gpus.labels(name, "pending").set(amount(pending_of(queues.view, name), GPU))
         except Exception:  # one bad pass must not end the manager
             log.exception("reconcile pass failed")
         passes.observe(time.monotonic() - started)

@@ -20,7 +20,7 @@ from scheduling.gang_planner import GangPlan, plan_gang
 from scheduling.gpu_usage import NodeGpuUsage
 from scheduling.model import TERMINAL_PHASES, Node, Pod
 from scheduling.promises import PromiseBook
-from scheduling.queue_view import QueueView, build_queue_view, group_key
+from scheduling.queue_view import QueueView, build_queue_view, group_key, pending_of
 from scheduling.queues import Eviction, PendingGroup, Queue, QueueTree, ReclaimOutcome, plan_reclaims
 from scheduling.queues.resources import CPU, GPU, MEMORY, amount, format_quantity
 from scheduling.snapshot import ClusterSnapshot
@@ -75,14 +75,14 @@ class QueuePass:
 def queue_status(view: QueueView, name: str) -> dict[str, Any]:
     """Queue ``name``'s status: allocated, deserved, fair share and pending per resource, and validity."""
     state, share = view.states[name], view.shares[name]
-    pending = [g for g in view.pending if name in view.tree.path(g.queue)]
+    pending = pending_of(view, name)
     status: dict[str, Any] = {}
     for resource, key in ((GPU, "gpu"), (CPU, "cpu"), (MEMORY, "memory")):
         values = {
             "allocated": amount(state.allocated, resource),
             "deserved": amount(share.deserved, resource),
             "fairShare": amount(share.fair_share, resource),
-            "pending": sum(amount(g.requests, resource) for g in pending),
+            "pending": amount(pending, resource),
         }
         status[key] = (
             values if resource == GPU else {k: format_quantity(resource, v) for k, v in values.items()}
