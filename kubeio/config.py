@@ -11,13 +11,16 @@ from __future__ import annotations
 
 import argparse
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from typing import TypeVar
 
 LOG_LEVEL_ENV = "PHALANX_LOG_LEVEL"
 """The variable every entrypoint reads its Python logging level from."""
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 """One log line format for every binary."""
+
+T = TypeVar("T")
 
 
 class SettingsError(ValueError):
@@ -39,14 +42,9 @@ def env_int(environ: Mapping[str, str], name: str, default: int, *, minimum: int
     ...
     kubeio.config.SettingsError: PHALANX_THREADS=0 is outside 1..4096
     """
-    text = environ.get(name)
-    if text is None or text == "":
+    value = _parsed(environ, name, int, "an integer")
+    if value is None:
         return default
-    try:
-        value = int(text)
-    except ValueError:
-        msg = f"{name}={text!r} is not an integer"
-        raise SettingsError(msg) from None
     if not minimum <= value <= maximum:
         msg = f"{name}={value} is outside {minimum}..{maximum}"
         raise SettingsError(msg)
@@ -66,18 +64,25 @@ def env_float(environ: Mapping[str, str], name: str, default: float, *, allow_ze
     ...
     kubeio.config.SettingsError: PHALANX_BIND_WAIT_SECONDS='soon' is not a number
     """
-    text = environ.get(name)
-    if text is None or text == "":
+    value = _parsed(environ, name, float, "a number")
+    if value is None:
         return default
-    try:
-        value = float(text)
-    except ValueError:
-        msg = f"{name}={text!r} is not a number"
-        raise SettingsError(msg) from None
     if not (value > 0 or (allow_zero and value == 0)) or value != value or value == float("inf"):
         msg = f"{name}={value} must be a finite positive number"
         raise SettingsError(msg)
     return value
+
+
+def _parsed(environ: Mapping[str, str], name: str, parse: Callable[[str], T], kind: str) -> T | None:
+    """Variable ``name`` parsed, or ``None`` when it is unset or empty; ``kind`` names the type in errors."""
+    text = environ.get(name)
+    if text is None or text == "":
+        return None
+    try:
+        return parse(text)
+    except ValueError:
+        msg = f"{name}={text!r} is not {kind}"
+        raise SettingsError(msg) from None
 
 
 def positive_number(text: object) -> float:

@@ -10,13 +10,13 @@ def test_defaults() -> None:
 
 
 def test_flags_win_over_the_environment_which_wins_over_defaults() -> None:
-    environ = {
-        "KUBECONFIG": "/env",
-        "PHALANX_PLACEMENT_INTERVAL_SECONDS": "3",
-        "PHALANX_STALE_GANG_GRACE_SECONDS": "30",
-        "PHALANX_PLACEMENT_METRICS_PORT": "9090",
-        "PHALANX_LOG_LEVEL": "DEBUG",
-    }
+    environ = dict(
+        KUBECONFIG="/env",
+        PHALANX_PLACEMENT_INTERVAL_SECONDS="3",
+        PHALANX_STALE_GANG_GRACE_SECONDS="30",
+        PHALANX_PLACEMENT_METRICS_PORT="9090",
+        PHALANX_LOG_LEVEL="DEBUG",
+    )
     assert PlacementSettings.parse([], environ) == PlacementSettings(
         kubeconfig="/env",
         interval_seconds=3.0,
