@@ -7,6 +7,7 @@ COPY scheduling scheduling
 COPY kubeio kubeio
 COPY extender extender
 COPY placement placement
+COPY nodeagent nodeagent
 RUN pip install --no-cache-dir .
 USER 65534
 CMD ["gunicorn", "--config", "python:extender.gunicorn_conf", "extender.wsgi:create()"]

@@ -5,9 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-
-class SettingsError(ValueError):
-    """An environment variable has a value the extender cannot use."""
+from kubeio.config import LOG_LEVEL_ENV, env_float, env_int
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,30 +54,39 @@ class ExtenderSettings:
     recovery_interval_seconds: float = 5.0
     """How often gangs left with a bind plan (a crash, a failed Binding) are completed or rolled back."""
 
+    log_level: str = "INFO"
+    """Python logging level name (``PHALANX_LOG_LEVEL``), given to ``logging.basicConfig`` as it is."""
+
     @staticmethod
     def from_env(environ: Mapping[str, str]) -> ExtenderSettings:
         """Read ``PHALANX_*`` variables (and ``KUBECONFIG``); unset ones keep their defaults.
 
         Raises:
-            SettingsError: a variable is set to a value of the wrong type or out of range.
+            kubeio.config.SettingsError: a variable is set to a value of the wrong type or out of range.
         """
         defaults = ExtenderSettings()
         return ExtenderSettings(
             kubeconfig=environ.get("KUBECONFIG") or None,
             bind_address=environ.get("PHALANX_BIND_ADDRESS", defaults.bind_address),
-            port=_int(environ, "PHALANX_PORT", defaults.port, 1, 65535),
-            threads=_int(environ, "PHALANX_THREADS", defaults.threads, 1, 4096),
-            max_body_bytes=_int(environ, "PHALANX_MAX_BODY_BYTES", defaults.max_body_bytes, 1024, 2**31),
-            promise_ttl_seconds=_float(environ, "PHALANX_PROMISE_TTL_SECONDS", defaults.promise_ttl_seconds),
-            api_timeout_seconds=_float(environ, "PHALANX_API_TIMEOUT_SECONDS", defaults.api_timeout_seconds),
-            ready_timeout_seconds=_float(
+            port=env_int(environ, "PHALANX_PORT", defaults.port, minimum=1, maximum=65535),
+            threads=env_int(environ, "PHALANX_THREADS", defaults.threads, minimum=1, maximum=4096),
+            max_body_bytes=env_int(
+                environ, "PHALANX_MAX_BODY_BYTES", defaults.max_body_bytes, minimum=1024, maximum=2**31
+            ),
+            promise_ttl_seconds=env_float(
+                environ, "PHALANX_PROMISE_TTL_SECONDS", defaults.promise_ttl_seconds
+            ),
+            api_timeout_seconds=env_float(
+                environ, "PHALANX_API_TIMEOUT_SECONDS", defaults.api_timeout_seconds
+            ),
+            ready_timeout_seconds=env_float(
                 environ, "PHALANX_READY_TIMEOUT_SECONDS", defaults.ready_timeout_seconds
             ),
-            reservation_ttl_seconds=_float(
+            reservation_ttl_seconds=env_float(
                 environ, "PHALANX_RESERVATION_TTL_SECONDS", defaults.reservation_ttl_seconds
             ),
-            bind_wait_seconds=_float(environ, "PHALANX_BIND_WAIT_SECONDS", defaults.bind_wait_seconds),
-            gang_bind_delay_seconds=_float(
+            bind_wait_seconds=env_float(environ, "PHALANX_BIND_WAIT_SECONDS", defaults.bind_wait_seconds),
+            gang_bind_delay_seconds=env_float(
                 environ, "PHALANX_GANG_BIND_DELAY_SECONDS", defaults.gang_bind_delay_seconds, allow_zero=True
             ),
             locality_keys=tuple(
@@ -87,37 +94,8 @@ class ExtenderSettings:
                 for k in environ.get("PHALANX_LOCALITY_KEYS", ",".join(defaults.locality_keys)).split(",")
                 if k.strip()
             ),
-            recovery_interval_seconds=_float(
+            recovery_interval_seconds=env_float(
                 environ, "PHALANX_RECOVERY_INTERVAL_SECONDS", defaults.recovery_interval_seconds
             ),
+            log_level=environ.get(LOG_LEVEL_ENV, defaults.log_level),
         )
-
-
-def _int(environ: Mapping[str, str], name: str, default: int, low: int, high: int) -> int:
-    text = environ.get(name)
-    if text is None or text == "":
-        return default
-    try:
-        value = int(text)
-    except ValueError:
-        msg = f"{name}={text!r} is not an integer"
-        raise SettingsError(msg) from None
-    if not low <= value <= high:
-        msg = f"{name}={value} is outside {low}..{high}"
-        raise SettingsError(msg)
-    return value
-
-
-def _float(environ: Mapping[str, str], name: str, default: float, *, allow_zero: bool = False) -> float:
-    text = environ.get(name)
-    if text is None or text == "":
-        return default
-    try:
-        value = float(text)
-    except ValueError:
-        msg = f"{name}={text!r} is not a number"
-        raise SettingsError(msg) from None
-    if not (value > 0 or (allow_zero and value == 0)) or value != value or value == float("inf"):
-        msg = f"{name}={value} must be a finite positive number"
-        raise SettingsError(msg)
-    return value

@@ -27,6 +27,7 @@ from extender.settings import ExtenderSettings
 from extender.view_keeper import ViewKeeper
 from kubeio.binding import PodBinder
 from kubeio.cluster_cache import LIVE_PODS, ClusterCache
+from kubeio.config import configure_logging
 from kubeio.events import EventRecorder
 from kubeio.http import KubeHttp, load_api_client
 from kubeio.podgroups import PodGroupWriter
@@ -36,11 +37,8 @@ log = logging.getLogger(__name__)
 
 def create() -> Flask:
     """Build the extender from the environment, start its caches and loops, recover gangs."""
-    logging.basicConfig(
-        level=os.environ.get("PHALANX_LOG_LEVEL", "INFO"),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
     settings = ExtenderSettings.from_env(os.environ)
+    configure_logging(settings.log_level)
     http = KubeHttp(load_api_client(settings.kubeconfig, pool_size=max(16, settings.threads)))
     registry = CollectorRegistry()
     stop = threading.Event()

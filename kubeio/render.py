@@ -12,7 +12,7 @@ from kubeio.convert import format_gpu_indices
 from kubeio.events import ObjectRef
 from scheduling.gang_health import GangStatus
 from scheduling.model import GPUS_ANNOTATION, Pod, PodGroup
-from scheduling.queue_view import QueueView
+from scheduling.queue_view import QueueView, pending_of
 from scheduling.queues.resources import CPU, GPU, MEMORY, amount, format_quantity
 
 PODGROUP_API_VERSION = "scheduling.x-k8s.io/v1alpha1"
@@ -47,14 +47,14 @@ def podgroup_status(status: GangStatus) -> dict[str, object]:
 def queue_status(view: QueueView, name: str) -> dict[str, Any]:
     """Queue ``name``'s status: allocated, deserved, fair share and pending per resource, and validity."""
     state, share = view.states[name], view.shares[name]
-    pending = [g for g in view.pending if name in view.tree.path(g.queue)]
+    pending = pending_of(view, name)
     status: dict[str, Any] = {}
     for resource, key in ((GPU, "gpu"), (CPU, "cpu"), (MEMORY, "memory")):
         values = {
             "allocated": amount(state.allocated, resource),
             "deserved": amount(share.deserved, resource),
             "fairShare": amount(share.fair_share, resource),
-            "pending": sum(amount(g.requests, resource) for g in pending),
+            "pending": amount(pending, resource),
         }
         status[key] = (
             values if resource == GPU else {k: format_quantity(resource, v) for k, v in values.items()}

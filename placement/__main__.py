@@ -14,17 +14,18 @@ import threading
 import time
 from collections.abc import Sequence
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client import CollectorRegistry, start_http_server
 
 from kubeio.cluster_cache import ClusterCache
+from kubeio.config import configure_logging
 from kubeio.events import EventRecorder
 from kubeio.http import KubeHttp, load_api_client
 from kubeio.podgroups import PodGroupWriter
 from kubeio.queues import QueueWriter
+from placement.metrics import PlacementMetrics
 from placement.queues import QueueReconciler
 from placement.reconciler import Reconciler
 from placement.settings import PlacementSettings
-from scheduling.queues.resources import GPU, amount
 
 log = logging.getLogger("placement")
 
@@ -33,22 +34,7 @@ def run(settings: PlacementSettings, stop: threading.Event) -> None:
     """Reconcile every ``interval_seconds`` until ``stop`` is set; a failed pass is logged, not fatal."""
     http = KubeHttp(load_api_client(settings.kubeconfig), user_agent="phalanx-placement")
     registry = CollectorRegistry()
-    passes = Histogram("phalanx_placement_pass_seconds", "Duration of one reconcile pass.", registry=registry)
-    evictions = Counter(
-        "phalanx_stale_gang_evictions", "Gangs evicted whole for running below minMember.", registry=registry
-    )
-    reclaims = Counter(
-        "phalanx_reclaims",
-        "Gangs evicted to give a queue its fair share back, by victim queue.",
-        ["queue"],
-        registry=registry,
-    )
-    queue_gpus = Gauge(
-        "phalanx_queue_gpus",
-        "GPUs per queue: allocated, deserved, fair share, pending.",
-        ["queue", "kind"],
-        registry=registry,
-    )
+    metrics = PlacementMetrics.create(registry)
     if settings.metrics_port:
         start_http_server(settings.metrics_port, registry=registry)
     cache = ClusterCache()
@@ -61,7 +47,7 @@ def run(settings: PlacementSettings, stop: threading.Event) -> None:
         events,
         clock=time.monotonic,
         grace_seconds=settings.stale_grace_seconds,
-        on_evict=lambda _group: evictions.inc(),
+        on_evict=lambda _group: metrics.stale_gang_evictions.inc(),
     )
     writer = PodGroupWriter(http)
     queues = QueueReconciler(
@@ -71,7 +57,7 @@ def run(settings: PlacementSettings, stop: threading.Event) -> None:
         events,
         clock=time.time,
         topologies=cache.topologies,
-        on_evict=lambda eviction: reclaims.labels(eviction.queue).inc(),
+        on_evict=lambda eviction: metrics.reclaims.labels(eviction.queue).inc(),
     )
     if not cache.wait_synced(120):
         log.warning("caches not synced after 120s; reconciling with what is there")
@@ -84,27 +70,17 @@ def run(settings: PlacementSettings, stop: threading.Event) -> None:
             reclaimed = queues.reconcile_once()
             for message in reclaimed.messages:
                 log.info("%s", message)
-            if queues.view is not None:
-                for name, state in queues.view.states.items():
-                    share = queues.view.shares[name]
-                    queue_gpus.labels(name, "allocated").set(amount(state.allocated, GPU))
-                    queue_gpus.labels(name, "deserved").set(amount(share.deserved, GPU))
-                    queue_gpus.labels(name, "fair_share").set(amount(share.fair_share, GPU))
-                    pending = sum(g.requests.gpus for g in queues.view.pending if g.queue == name)
-                    queue_gpus.labels(name, "pending").set(pending)
+            metrics.queue_gpus.show(queues.view)
         except Exception:  # one bad pass must not end the manager
             log.exception("reconcile pass failed")
-        passes.observe(time.monotonic() - started)
+        metrics.pass_seconds.observe(time.monotonic() - started)
         stop.wait(settings.interval_seconds)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse settings, install signal handlers, run."""
-    logging.basicConfig(
-        level=os.environ.get("PHALANX_LOG_LEVEL", "INFO"),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
     settings = PlacementSettings.parse(argv, os.environ)
+    configure_logging(settings.log_level)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())

@@ -6,6 +6,8 @@ import argparse
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from kubeio.config import LOG_LEVEL_ENV, positive_number
+
 
 @dataclass(frozen=True, slots=True)
 class PlacementSettings:
@@ -23,6 +25,9 @@ class PlacementSettings:
 
     metrics_port: int = 0
     """Port of ``/metrics`` on all addresses; 0 turns it off (``PHALANX_PLACEMENT_METRICS_PORT``)."""
+
+    log_level: str = "INFO"
+    """Python logging level name (``PHALANX_LOG_LEVEL``), given to ``logging.basicConfig`` as it is."""
 
     @staticmethod
     def parse(argv: Sequence[str] | None, environ: Mapping[str, str]) -> PlacementSettings:
@@ -48,17 +53,5 @@ class PlacementSettings:
             interval_seconds=positive_number(args.interval_seconds),
             stale_grace_seconds=positive_number(args.stale_grace_seconds),
             metrics_port=int(args.metrics_port),
+            log_level=environ.get(LOG_LEVEL_ENV, defaults.log_level),
         )
-
-
-def positive_number(text: object) -> float:
-    """Argparse type: a finite positive number (seconds, intervals)."""
-    try:
-        value = float(str(text))
-    except ValueError:
-        msg = f"{text!r} is not a number"
-        raise argparse.ArgumentTypeError(msg) from None
-    if not 0 < value < float("inf"):
-        msg = f"{text!r} must be a positive number"
-        raise argparse.ArgumentTypeError(msg)
-    return value

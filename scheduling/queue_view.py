@@ -105,6 +105,15 @@ class QueueView:
         return tuple(ahead)
 
 
+def pending_of(view: QueueView, name: str) -> Resources:
+    """What the pending groups of queue ``name`` and of every queue below it request, summed.
+
+    Groups wait in leaves only, so a parent queue's pending is the sum of its leaves'. The Queue
+    status and the placement manager's metrics both report this one figure.
+    """
+    return total(g.requests for g in view.pending if name in view.tree.path(g.queue))
+
+
 def _within(a: Resources, b: Resources) -> bool:
     return a.milli_cpu <= b.milli_cpu and a.memory <= b.memory and a.gpus <= b.gpus
 

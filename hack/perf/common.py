@@ -114,7 +114,7 @@ def versions() -> dict[str, Any]:
     finally:
         sys.path.remove(str(HACK))
     commit = _git("rev-parse", "HEAD")
-    product = ("scheduling", "kubeio", "extender", "placement", "manifests", "pyproject.toml")
+    product = ("scheduling", "kubeio", "extender", "placement", "nodeagent", "manifests", "pyproject.toml")
     changes = _git("status", "--porcelain", "--", *product).splitlines()
     return {
         "python": platform.python_version(),

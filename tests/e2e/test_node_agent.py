@@ -22,10 +22,10 @@ from testbed import REPO, Testbed
 
 from kubeio.http import JsonObject
 from kubeio.node_annotations import NodeAnnotations, node_path
-from placement.node_agent.__main__ import load_topology
-from placement.node_agent.fake_nvml import FakeNvml
-from placement.node_agent.nvml_reader import NvmlTopologyReader
-from placement.node_agent.publisher import PublishOutcome, TopologyPublisher
+from nodeagent.__main__ import load_topology
+from nodeagent.fake_nvml import FakeNvml
+from nodeagent.nvml_reader import NvmlTopologyReader
+from nodeagent.publisher import PublishOutcome, TopologyPublisher
 from scheduling.model import TOPOLOGY_ANNOTATION
 from tests.scheduling.topology.shared_files import BY_NAME, TOPOLOGIES, document
 
@@ -92,7 +92,7 @@ def test_agent_process_publishes_and_stops_on_sigterm(testbed: Testbed, writer: 
     argv = [
         sys.executable,
         "-m",
-        "placement.node_agent",
+        "nodeagent",
         "--kubeconfig",
         str(testbed.kubeconfig),
         "--node",

@@ -4,7 +4,7 @@ from dataclasses import replace
 
 from scheduling.model import Pod
 from scheduling.promises import PromiseBook
-from scheduling.queue_view import build_queue_view
+from scheduling.queue_view import build_queue_view, pending_of
 from scheduling.queues import Queue, ResourceQuota
 from tests.builders import a_node, a_pod
 
@@ -57,3 +57,24 @@ def test_a_group_newer_than_the_view_queues_behind_every_group_in_it() -> None:
     assert view.ahead_of(first) == ()
     assert [g.key for g in view.ahead_of("ml/new")] == [g.key for g in view.pending]
     assert len(view.ahead_of("ml/new", limit=3)) == 3
+
+
+def test_a_parent_queues_pending_is_the_sum_of_its_leaves() -> None:
+    queues = [
+        Queue("team", gpu=ResourceQuota(8, 1)),
+        Queue("a", parent="team", gpu=ResourceQuota(4, 1)),
+        Queue("b", parent="team", gpu=ResourceQuota(4, 1)),
+        Queue("other", gpu=ResourceQuota(8, 1)),
+    ]
+    waiting = [
+        in_queue(a_pod("a0").gpus(2).cpu(1000).build(), "a"),
+        in_queue(a_pod("a1").gpus(4).build(), "a"),
+        in_queue(a_pod("b0").gpus(1).build(), "b"),
+        in_queue(a_pod("o0").gpus(8).build(), "other"),
+    ]
+    view = build_queue_view(queues, None, NODES, waiting, PromiseBook())
+    leaves = {name: pending_of(view, name) for name in ("a", "b", "other")}
+    assert {name: r.gpus for name, r in leaves.items()} == {"a": 6, "b": 1, "other": 8}
+    team = pending_of(view, "team")
+    assert team.gpus == leaves["a"].gpus + leaves["b"].gpus == 7
+    assert team.milli_cpu == leaves["a"].milli_cpu + leaves["b"].milli_cpu

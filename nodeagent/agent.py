@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from kubeio.errors import KubeError
-from placement.node_agent.nvml_reader import NvmlReading, ReadStatus
-from placement.node_agent.publisher import PublishOutcome, TopologyPublisher
+from nodeagent.nvml_reader import NvmlReading, ReadStatus
+from nodeagent.publisher import PublishOutcome, TopologyPublisher
 
 
 class Stopper(Protocol):

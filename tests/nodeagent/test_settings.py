@@ -4,7 +4,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from placement.node_agent.settings import AgentSettings, parse_settings
+from nodeagent.settings import AgentSettings, parse_settings
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ from dataclasses import dataclass
 import pytest
 
 from kubeio.errors import NotFoundError, UnavailableError
-from placement.node_agent.publisher import PublishOutcome, TopologyPublisher
+from nodeagent.publisher import PublishOutcome, TopologyPublisher
 from scheduling.model import TOPOLOGY_ANNOTATION
 from scheduling.topology import uniform
 

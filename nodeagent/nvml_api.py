@@ -1,7 +1,7 @@
 """The slice of the ``pynvml`` module the node agent uses, and how its answers and errors are read.
 
 The reader takes the module as a parameter instead of importing it, so the real ``pynvml`` (from the
-``nvidia-ml-py`` package) and :class:`placement.node_agent.fake_nvml.FakeNvml` are interchangeable:
+``nvidia-ml-py`` package) and :class:`nodeagent.fake_nvml.FakeNvml` are interchangeable:
 :class:`NvmlModule` lists every name the reader touches, which is also the contract the fake keeps.
 Names and values follow ``pynvml`` 13.615 (nvlink-topology.md §2). Constants are read from the module,
 never hard-coded, so a future ``pynvml`` with more link slots is picked up as is.

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from placement.node_agent.nvml_api import (
+from nodeagent.nvml_api import (
     NvmlModule,
     absent_codes,
     absent_link_codes,
@@ -31,7 +31,7 @@ from placement.node_agent.nvml_api import (
     gpu_gone_codes,
     nvlink_generation,
 )
-from placement.node_agent.nvml_values import BusKey, bus_of, cpulist_from_mask, text_of
+from nodeagent.nvml_values import BusKey, bus_of, cpulist_from_mask, text_of
 from scheduling.topology.gpu_info import CPU_LIST_RE, MODEL_RE, UUID_RE
 
 T = TypeVar("T")

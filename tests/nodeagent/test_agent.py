@@ -10,11 +10,11 @@ from dataclasses import dataclass, field
 import pytest
 
 from kubeio.errors import UnavailableError
-from placement.node_agent.agent import Backoff, CycleOutcome, NodeAgent
-from placement.node_agent.fake_nvml import FakeNvml
-from placement.node_agent.nvml_constants import NvmlConstants as C
-from placement.node_agent.nvml_reader import NvmlReading, NvmlTopologyReader, ReadStatus
-from placement.node_agent.publisher import TopologyPublisher
+from nodeagent.agent import Backoff, CycleOutcome, NodeAgent
+from nodeagent.fake_nvml import FakeNvml
+from nodeagent.nvml_constants import NvmlConstants as C
+from nodeagent.nvml_reader import NvmlReading, NvmlTopologyReader, ReadStatus
+from nodeagent.publisher import TopologyPublisher
 from scheduling.model import TOPOLOGY_ANNOTATION
 
 from .fakes import CountingStop, MemoryStore, kube_errors

@@ -7,10 +7,10 @@ from pathlib import Path
 import pynvml
 import pytest
 
-from placement.node_agent.__main__ import load_topology, main, nvml_module
-from placement.node_agent.fake_nvml import FakeNvml
-from placement.node_agent.nvml_reader import NvmlTopologyReader
-from placement.node_agent.settings import AgentSettings
+from nodeagent.__main__ import load_topology, main, nvml_module
+from nodeagent.fake_nvml import FakeNvml
+from nodeagent.nvml_reader import NvmlTopologyReader
+from nodeagent.settings import AgentSettings
 from scheduling.topology import from_json
 from tests.scheduling.topology.shared_files import TOPOLOGIES
 

@@ -40,7 +40,7 @@ ERROR_NAMES = {
 
 
 class NvmlConstants:
-    """The ``NVML_*`` names :class:`placement.node_agent.nvml_api.NvmlModule` lists, with NVML's values."""
+    """The ``NVML_*`` names :class:`nodeagent.nvml_api.NvmlModule` lists, with NVML's values."""
 
     NVML_ERROR_UNINITIALIZED: int = 1
     NVML_ERROR_INVALID_ARGUMENT: int = 2

@@ -10,14 +10,14 @@ import argparse
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from placement.settings import positive_number
+from kubeio.config import LOG_LEVEL_ENV, positive_number
 
 ENV_NODE = "NODE_NAME"
 ENV_KUBECONFIG = "KUBECONFIG"
 ENV_INTERVAL = "PHALANX_NODE_AGENT_INTERVAL_SECONDS"
 ENV_MAX_BACKOFF = "PHALANX_NODE_AGENT_MAX_BACKOFF_SECONDS"
 ENV_API_TIMEOUT = "PHALANX_API_TIMEOUT_SECONDS"
-ENV_LOG_LEVEL = "PHALANX_LOG_LEVEL"
+ENV_LOG_LEVEL = LOG_LEVEL_ENV
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,7 +68,7 @@ def parse_settings(argv: Sequence[str] | None, environ: Mapping[str, str]) -> Ag
     """
     defaults = AgentSettings()
     parser = argparse.ArgumentParser(
-        prog="python -m placement.node_agent",
+        prog="python -m nodeagent",
         description="Publish this node's GPU topology (read through NVML) as a node annotation.",
     )
     parser.add_argument("--node", default=environ.get(ENV_NODE) or None, help=f"node name (${ENV_NODE})")
@@ -77,24 +77,22 @@ def parse_settings(argv: Sequence[str] | None, environ: Mapping[str, str]) -> Ag
         default=environ.get(ENV_KUBECONFIG) or None,
         help=f"kubeconfig path (${ENV_KUBECONFIG}; default: in-cluster service account)",
     )
-    parser.add_argument(
-        "--interval",
-        type=positive_number,
-        default=environ.get(ENV_INTERVAL) or defaults.interval_seconds,
-        help=f"seconds between reads (${ENV_INTERVAL}; default %(default)s)",
-    )
-    parser.add_argument(
-        "--max-backoff",
-        type=positive_number,
-        default=environ.get(ENV_MAX_BACKOFF) or defaults.max_backoff_seconds,
-        help=f"longest wait after failures, seconds (${ENV_MAX_BACKOFF}; default %(default)s)",
-    )
-    parser.add_argument(
-        "--api-timeout",
-        type=positive_number,
-        default=environ.get(ENV_API_TIMEOUT) or defaults.api_timeout_seconds,
-        help=f"API request timeout, seconds (${ENV_API_TIMEOUT}; default %(default)s)",
-    )
+    for flag, env, default, meaning in (
+        ("--interval", ENV_INTERVAL, defaults.interval_seconds, "seconds between reads"),
+        (
+            "--max-backoff",
+            ENV_MAX_BACKOFF,
+            defaults.max_backoff_seconds,
+            "longest wait after failures, seconds",
+        ),
+        ("--api-timeout", ENV_API_TIMEOUT, defaults.api_timeout_seconds, "API request timeout, seconds"),
+    ):
+        parser.add_argument(
+            flag,
+            type=positive_number,
+            default=environ.get(env) or default,
+            help=f"{meaning} (${env}; default %(default)s)",
+        )
     parser.add_argument("--once", action="store_true", help="run one cycle and exit")
     parser.add_argument("--print", dest="print_only", action="store_true", help="print the topology, no API")
     parser.add_argument("--fake-topology", metavar="FILE", help="answer NVML from a topo -m or JSON file")

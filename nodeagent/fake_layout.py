@@ -1,4 +1,4 @@
-"""The hardware a :class:`~placement.node_agent.fake_nvml.FakeNvml` pretends to have, derived from a document.
+"""The hardware a :class:`~nodeagent.fake_nvml.FakeNvml` pretends to have, derived from a document.
 
 A document imported from ``nvidia-smi topo -m`` lacks what NVML has: bus ids, UUIDs, which link slot
 goes where, and the PCIe level of NVLink pairs (``topo -m`` prints ``NV#`` instead). The layout fills
@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from placement.node_agent.nvml_values import BusKey, parse_bus_id
+from nodeagent.nvml_values import BusKey, parse_bus_id
 from scheduling.topology import PcieLevel, TopologyDocument
 from scheduling.topology.builders import model_facts
 

@@ -28,9 +28,9 @@ import logging
 from collections import Counter
 from dataclasses import dataclass
 
-from placement.node_agent.nvml_api import NvmlModule, error_code, error_name, pcie_level, unavailable_codes
-from placement.node_agent.nvml_probe import CPU_SET_WORDS, GpuFacts, GpuGoneError, GpuProbe
-from placement.node_agent.nvml_values import BusKey
+from nodeagent.nvml_api import NvmlModule, error_code, error_name, pcie_level, unavailable_codes
+from nodeagent.nvml_probe import CPU_SET_WORDS, GpuFacts, GpuGoneError, GpuProbe
+from nodeagent.nvml_values import BusKey
 from scheduling.topology import GpuInfo, GpuLink, TopologyDocument, TopologyError
 from scheduling.topology.builders import model_facts
 from scheduling.topology.document import MAX_GPUS

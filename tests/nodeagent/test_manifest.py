@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 import yaml
 
-from placement.node_agent.settings import ENV_INTERVAL, ENV_NODE
+from nodeagent.settings import ENV_INTERVAL, ENV_NODE
 from tests.conftest import REPO
 
 
@@ -40,7 +40,7 @@ def test_daemonset_runs_the_agent_on_gpu_nodes(objects: dict[str, Any]) -> None:
     assert spec["runtimeClassName"] == "nvidia"
     (container,) = spec["containers"]
     assert container["image"] == "ghcr.io/phalanx-scheduler/phalanx:0.1.0"
-    assert container["command"] == ["python", "-m", "placement.node_agent"]
+    assert container["command"] == ["python", "-m", "nodeagent"]
     env = {item["name"]: item for item in container["env"]}
     assert env[ENV_NODE]["valueFrom"] == {"fieldRef": {"fieldPath": "spec.nodeName"}}
     assert env[ENV_INTERVAL]["value"] == "60"

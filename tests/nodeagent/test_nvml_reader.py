@@ -8,9 +8,9 @@ from dataclasses import dataclass, field, replace
 import pynvml
 import pytest
 
-from placement.node_agent.fake_nvml import FakeNvml
-from placement.node_agent.nvml_constants import NvmlConstants as C
-from placement.node_agent.nvml_reader import NvmlReading, NvmlTopologyReader, ReadStatus
+from nodeagent.fake_nvml import FakeNvml
+from nodeagent.nvml_constants import NvmlConstants as C
+from nodeagent.nvml_reader import NvmlReading, NvmlTopologyReader, ReadStatus
 from scheduling.topology import GpuInfo, TopologyDocument, from_json
 
 from .imported import MATRICES, SharedMatrix, document, import_view

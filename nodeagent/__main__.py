@@ -1,4 +1,4 @@
-"""Composition root of the node agent: ``python -m placement.node_agent [--node NAME] ...``.
+"""Composition root of the node agent: ``python -m nodeagent [--node NAME] ...``.
 
 The only place that builds real objects: settings from flags and environment, the NVML module (the real
 ``pynvml``, or a fake built from a file for machines without GPUs), the API client, the publisher and the
@@ -17,24 +17,25 @@ from pathlib import Path
 
 import pynvml
 
+from kubeio.config import configure_logging
 from kubeio.http import KubeHttp, load_api_client
 from kubeio.node_annotations import NodeAnnotations
-from placement.node_agent.agent import Backoff, CycleOutcome, NodeAgent
-from placement.node_agent.fake_nvml import FakeNvml
-from placement.node_agent.nvml_api import NvmlModule
-from placement.node_agent.nvml_reader import NvmlTopologyReader
-from placement.node_agent.publisher import TopologyPublisher
-from placement.node_agent.settings import AgentSettings, parse_settings
+from nodeagent.agent import Backoff, CycleOutcome, NodeAgent
+from nodeagent.fake_nvml import FakeNvml
+from nodeagent.nvml_api import NvmlModule
+from nodeagent.nvml_reader import NvmlTopologyReader
+from nodeagent.publisher import TopologyPublisher
+from nodeagent.settings import AgentSettings, parse_settings
 from scheduling.topology import TopologyDocument, from_json, parse_topo_matrix
 
-log = logging.getLogger("placement.node_agent")
+log = logging.getLogger("nodeagent")
 
 
 def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> int:
     """Run the agent; returns the process exit status."""
     settings = parse_settings(argv, os.environ if environ is None else environ)
-    logging.basicConfig(level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    reader = NvmlTopologyReader(nvml_module(settings), log=logging.getLogger("placement.node_agent.nvml"))
+    configure_logging(settings.log_level)
+    reader = NvmlTopologyReader(nvml_module(settings), log=logging.getLogger("nodeagent.nvml"))
     if settings.print_only:
         reading = reader.read()
         if reading.document is None:

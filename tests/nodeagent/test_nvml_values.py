@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from placement.node_agent.fake_nvml import FakePciInfo
-from placement.node_agent.nvml_values import (
+from nodeagent.fake_nvml import FakePciInfo
+from nodeagent.nvml_values import (
     BusKey,
     bus_of,
     cpulist_from_mask,

@@ -6,7 +6,7 @@ only through remote PCI bus ids (spelled in NVML's short lower-case form, unlike
 ``busId``), NVSwitch links end at switch bus ids and report ``NVML_NVLINK_DEVICE_TYPE_SWITCH``, link
 slots past a GPU's links answer ``INVALID_ARGUMENT``, NVLink calls on a GPU without NVLink answer
 ``NOT_SUPPORTED``, and the common-ancestor call returns ``NVML_TOPOLOGY_*`` values. The layout of links
-and switches comes from :mod:`placement.node_agent.fake_layout`.
+and switches comes from :mod:`nodeagent.fake_layout`.
 
 Failure knobs: ``init_error`` (``nvmlInit`` raises that code: library missing, driver not loaded),
 ``lose_gpu`` (a GPU answers ``GPU_IS_LOST`` from the first call of a given function on it onwards),
@@ -22,10 +22,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TypeVar
 
-from placement.node_agent import nvml_constants as c
-from placement.node_agent.fake_layout import FakeGpu, FakeLink, FakeNode, layout
-from placement.node_agent.nvml_api import nvml_topology_value, nvml_version_value
-from placement.node_agent.nvml_values import mask_from_cpulist
+from nodeagent import nvml_constants as c
+from nodeagent.fake_layout import FakeGpu, FakeLink, FakeNode, layout
+from nodeagent.nvml_api import nvml_topology_value, nvml_version_value
+from nodeagent.nvml_values import mask_from_cpulist
 from scheduling.topology import PcieLevel, TopologyDocument
 
 V = TypeVar("V")

@@ -8,10 +8,10 @@ from typing import Any
 import pynvml
 import pytest
 
-from placement.node_agent.fake_nvml import FakeHandle, FakeNvml, FakeNvmlError, FakePciInfo, nvml_error
-from placement.node_agent.nvml_api import NvmlModule
-from placement.node_agent.nvml_constants import ERROR_CLASS_NAMES, ERROR_NAMES, NvmlConstants
-from placement.node_agent.nvml_values import parse_bus_id
+from nodeagent.fake_nvml import FakeHandle, FakeNvml, FakeNvmlError, FakePciInfo, nvml_error
+from nodeagent.nvml_api import NvmlModule
+from nodeagent.nvml_constants import ERROR_CLASS_NAMES, ERROR_NAMES, NvmlConstants
+from nodeagent.nvml_values import parse_bus_id
 from scheduling.topology import PcieLevel
 
 from .imported import MATRICES, SharedMatrix, document

@@ -1,0 +1,73 @@
+from __future__ import annotations
+
+import pytest
+
+from extender.settings import ExtenderSettings
+from kubeio.config import SettingsError
+
+
+def test_unset_and_empty_variables_keep_the_defaults() -> None:
+    assert ExtenderSettings.from_env({}) == ExtenderSettings()
+    assert ExtenderSettings.from_env({"PHALANX_THREADS": "", "KUBECONFIG": ""}) == ExtenderSettings()
+
+
+def test_every_variable_is_read() -> None:
+    environ = {
+        "KUBECONFIG": "/k",
+        "PHALANX_BIND_ADDRESS": "0.0.0.0",
+        "PHALANX_PORT": "9000",
+        "PHALANX_THREADS": "8",
+        "PHALANX_MAX_BODY_BYTES": "2048",
+        "PHALANX_PROMISE_TTL_SECONDS": "1.5",
+        "PHALANX_API_TIMEOUT_SECONDS": "2",
+        "PHALANX_READY_TIMEOUT_SECONDS": "3",
+        "PHALANX_RESERVATION_TTL_SECONDS": "4",
+        "PHALANX_BIND_WAIT_SECONDS": "5",
+        "PHALANX_GANG_BIND_DELAY_SECONDS": "0",
+        "PHALANX_LOCALITY_KEYS": " rack , ,zone",
+        "PHALANX_RECOVERY_INTERVAL_SECONDS": "6",
+        "PHALANX_LOG_LEVEL": "DEBUG",
+    }
+    assert ExtenderSettings.from_env(environ) == ExtenderSettings(
+        kubeconfig="/k",
+        bind_address="0.0.0.0",
+        port=9000,
+        threads=8,
+        max_body_bytes=2048,
+        promise_ttl_seconds=1.5,
+        api_timeout_seconds=2.0,
+        ready_timeout_seconds=3.0,
+        reservation_ttl_seconds=4.0,
+        bind_wait_seconds=5.0,
+        gang_bind_delay_seconds=0.0,
+        locality_keys=("rack", "zone"),
+        recovery_interval_seconds=6.0,
+        log_level="DEBUG",
+    )
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "message"),
+    [
+        ("PHALANX_PORT", "http", "PHALANX_PORT='http' is not an integer"),
+        ("PHALANX_THREADS", "0", "PHALANX_THREADS=0 is outside 1..4096"),
+        ("PHALANX_MAX_BODY_BYTES", "10", "PHALANX_MAX_BODY_BYTES=10 is outside 1024..2147483648"),
+        ("PHALANX_BIND_WAIT_SECONDS", "soon", "PHALANX_BIND_WAIT_SECONDS='soon' is not a number"),
+        (
+            "PHALANX_PROMISE_TTL_SECONDS",
+            "0",
+            "PHALANX_PROMISE_TTL_SECONDS=0.0 must be a finite positive number",
+        ),
+        ("PHALANX_API_TIMEOUT_SECONDS", "nan", "PHALANX_API_TIMEOUT_SECONDS=nan must be a finite positive"),
+        (
+            "PHALANX_READY_TIMEOUT_SECONDS",
+            "inf",
+            "PHALANX_READY_TIMEOUT_SECONDS=inf must be a finite positive",
+        ),
+        ("PHALANX_GANG_BIND_DELAY_SECONDS", "-1", "PHALANX_GANG_BIND_DELAY_SECONDS=-1.0 must be a finite"),
+    ],
+    ids=["not-an-int", "int-below", "int-too-small", "not-a-number", "zero", "nan", "inf", "negative-delay"],
+)
+def test_a_bad_value_names_the_variable_and_the_value(name: str, value: str, message: str) -> None:
+    with pytest.raises(SettingsError, match="^" + message.replace(".", r"\.")):
+        ExtenderSettings.from_env({name: value})
