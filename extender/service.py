@@ -30,6 +30,7 @@ from scheduling.model import Pod
 from scheduling.node_ranking import ScoreMemo
 from scheduling.promises import Promise, PromiseBook
 from scheduling.queue_gate import AdmittedBook, RoomMemo
+from scheduling.queue_view import QueueView
 from scheduling.session import (
     FilterInput,
     FilterOutcome,
@@ -40,6 +41,7 @@ from scheduling.session import (
     narrow_victims,
     prioritize_pod,
 )
+from scheduling.snapshot import ClusterSnapshot
 from scheduling.topology import TopologyCache
 
 log = logging.getLogger(__name__)
@@ -121,7 +123,15 @@ class Extender:
         the verdict, and remember a pod left with no node so it is woken when capacity frees up.
         """
         snapshot = self._cluster.snapshot()
-        view = self.views.view_for(pod, snapshot) if self.views is not None else None
+        asked, outcome = self._decide(pod, node_names, snapshot, self.views.view if self.views else None)
+        if outcome.unknown_queue and self.views is not None and self.views.lags(snapshot):
+            asked, outcome = self._decide(pod, node_names, snapshot, self.views.refresh())
+        self._apply(asked, outcome)
+        return outcome.decision
+
+    def _decide(
+        self, pod: Pod, node_names: tuple[str, ...], snapshot: ClusterSnapshot, view: QueueView | None
+    ) -> tuple[FilterInput, FilterOutcome]:
         admitted = self.views.admitted if self.views is not None else AdmittedBook()
         now = self._clock()
 
@@ -131,12 +141,8 @@ class Extender:
             return outcome.promises, (asked, outcome)
 
         if self.settings.gangs and pod.group_key is not None:
-            self.teller.seen(pod.group_key)
-            asked, outcome = self.ledger.update(decide)
-        else:
-            asked, outcome = decide(self.ledger.book)[1]
-        self._apply(asked, outcome)
-        return outcome.decision
+            return self.ledger.update(decide)
+        return decide(self.ledger.book)[1]
 
     def _apply(self, asked: FilterInput, outcome: FilterOutcome) -> None:
         pod = asked.pod
@@ -145,6 +151,8 @@ class Extender:
             log.info("reservation of gang %s expired", gone)
         if self.views is not None:
             self.views.record(outcome.admitted, asked.now)
+        if pod.group_key is not None and self.settings.gangs:
+            self.teller.seen(pod.group_key)
         if outcome.verdict is not None and pod.group_key is not None and self.settings.gangs:
             self.teller.verdict(asked.snapshot.podgroup(pod.group_key), outcome.verdict)
             if self.teller.metrics is not None:

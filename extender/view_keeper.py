@@ -16,6 +16,7 @@ from scheduling.model import Pod
 from scheduling.promises import PromiseBook
 from scheduling.queue_gate import AdmittedBook, AdmittedGroup
 from scheduling.queue_view import QueueView, view_of
+from scheduling.resources import within
 from scheduling.snapshot import ClusterSnapshot
 
 log = logging.getLogger(__name__)
@@ -24,9 +25,22 @@ log = logging.getLogger(__name__)
 class ViewKeeper:
     """The latest queue view and the admitted-groups book."""
 
-    def __init__(self, snapshot: Callable[[], ClusterSnapshot], promises: Callable[[], PromiseBook]) -> None:
+    def __init__(
+        self,
+        snapshot: Callable[[], ClusterSnapshot],
+        promises: Callable[[], PromiseBook],
+        *,
+        on_release: Callable[[], None] = lambda: None,
+    ) -> None:
+        """Keep the view of ``snapshot()`` after ``promises()``.
+
+        ``on_release`` is called after a rebuild in which some queue holds less than before: a group
+        that a queue rule held may now be admitted, but kube-scheduler does not watch Queues, so the
+        nudger must wake it (a pod leaving wakes it too, but possibly before this view counted that).
+        """
         self._snapshot = snapshot
         self._promises = promises
+        self._on_release = on_release
         self._view: QueueView | None = None
         self._lock = threading.Lock()
         self._admitted = AdmittedBook()
@@ -49,8 +63,12 @@ class ViewKeeper:
             view = view_of(self._snapshot(), self._promises(), previous)
             if view.problems and (self._view is None or self._view.problems != view.problems):
                 log.warning("queues are invalid, keeping the last valid set: %s", "; ".join(view.problems))
-            self._view = view
-            return view
+            before, self._view = self._view, view
+        with self._admitted_lock:  # what the new view counts counts no more here
+            self._admitted = self._admitted.live(float("-inf"), view.counted)
+        if before is not None and released(before, view):
+            self._on_release()
+        return view
 
     def _stale(self, snapshot: ClusterSnapshot) -> bool:
         view = self._view
@@ -65,16 +83,9 @@ class ViewKeeper:
                 except Exception:  # a bad object must not stop queue decisions for good
                     log.exception("could not rebuild the queue view")
 
-    def view_for(self, pod: Pod, snapshot: ClusterSnapshot) -> QueueView | None:
-        """The view to decide ``pod`` with: rebuilt first if it lags and does not know the pod's queue.
-
-        kube-scheduler does not watch Queues, so a stale "queue does not exist" would park a pod whose
-        Queue was created a moment ago until its next retry.
-        """
-        view = self._view
-        if view is not None and not view.knows_queue_of(pod) and self._stale(snapshot):
-            view = self.refresh()
-        return view
+    def lags(self, snapshot: ClusterSnapshot) -> bool:
+        """Whether the view was built from an older cluster than ``snapshot``."""
+        return self._stale(snapshot)
 
     def record(self, admitted: tuple[str, AdmittedGroup] | None, now: float) -> None:
         """Count a group the gate let through until the view counts it (entries past use are dropped)."""
@@ -84,3 +95,20 @@ class ViewKeeper:
         counted = view.counted if view is not None else frozenset()
         with self._admitted_lock:
             self._admitted = self._admitted.live(now, counted).with_group(*admitted)
+
+    def pod_changed(self, old: Pod | None, new: Pod | None) -> None:
+        """Cache listener: a deleted pod that was admitted a moment ago holds nothing any more."""
+        if new is None and old is not None:
+            with self._admitted_lock:
+                self._admitted = self._admitted.without_pod(old.uid)
+
+
+def released(before: QueueView, after: QueueView) -> bool:
+    """Whether some queue holds less in ``after`` than in ``before`` (on any resource)."""
+    for name, state in after.states.items():
+        old = before.states.get(name)
+        if old is None:
+            continue
+        if not within(old.allocated, state.allocated):
+            return True
+    return False

@@ -46,8 +46,8 @@ def create() -> Flask:
     binder = PodBinder(http, timeout=settings.api_timeout_seconds)
     events = EventRecorder(http, clock=time.time)
     ledger = PromiseLedger()
-    views = ViewKeeper(cache.snapshot, lambda: ledger.book)
     nudger = Nudger(binder, clock=time.monotonic)
+    views = ViewKeeper(cache.snapshot, lambda: ledger.book, on_release=nudger.queues_changed)
     teller = GangTeller(events, GangMetrics.create(registry), time.monotonic)
     writer = PodGroupWriter(http, timeout=settings.api_timeout_seconds)
     gangs = GangBinder(
@@ -78,6 +78,7 @@ def create() -> Flask:
     )
     cache.add_listener(service.pod_changed)
     cache.add_listener(nudger.pod_changed)
+    cache.add_listener(views.pod_changed)
     cache.add_queue_listener(nudger.queues_changed)
     cache.start(http, stop)
     events.start(stop)

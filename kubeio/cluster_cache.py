@@ -209,37 +209,25 @@ class ClusterCache:
 
     def start(self, http: KubeHttp, stop: threading.Event) -> None:
         """Start watching nodes and live pods in daemon threads."""
-        self._reflectors = [
-            Reflector(
-                http,
-                Collection("/api/v1/nodes"),
-                on_replace=self.replace_nodes,
-                on_event=self.node_event,
-                stop=stop,
-            ),
-            Reflector(
-                http,
+        watched = (
+            ("nodes", Collection("/api/v1/nodes"), self.replace_nodes, self.node_event),
+            (
+                "pods",
                 Collection("/api/v1/pods", field_selector=self._pods_selector),
-                on_replace=self.replace_pods,
-                on_event=self.pod_event,
-                stop=stop,
+                self.replace_pods,
+                self.pod_event,
             ),
-            Reflector(
-                http,
+            (
+                "podgroups",
                 Collection(PODGROUPS_PATH, optional=True),
-                on_replace=self.replace_podgroups,
-                on_event=self.podgroup_event,
-                stop=stop,
+                self.replace_podgroups,
+                self.podgroup_event,
             ),
-            Reflector(
-                http,
-                Collection(QUEUES_PATH, optional=True),
-                on_replace=self.replace_queues,
-                on_event=self.queue_event,
-                stop=stop,
-            ),
-        ]
-        for reflector, name in zip(self._reflectors, ("nodes", "pods", "podgroups", "queues"), strict=True):
+            ("queues", Collection(QUEUES_PATH, optional=True), self.replace_queues, self.queue_event),
+        )
+        for name, collection, on_replace, on_event in watched:
+            reflector = Reflector(http, collection, on_replace=on_replace, on_event=on_event, stop=stop)
+            self._reflectors.append(reflector)
             thread = threading.Thread(target=reflector.run, name=f"watch-{name}", daemon=True)
             thread.start()
             self._threads.append(thread)

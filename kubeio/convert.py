@@ -8,6 +8,7 @@ extender turns into HTTP 400 and the cache into a logged, skipped object.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from types import MappingProxyType
 from typing import Any
@@ -40,6 +41,32 @@ def _obj(value: object, where: str, *, optional: bool = True) -> Mapping[str, An
         msg = f"{where} must be an object, got {type(value).__name__}"
         raise ConvertError(msg)
     return value
+
+
+@dataclass(frozen=True, slots=True)
+class ApiParts:
+    """The four parts of an API object every converter reads, each checked to be an object."""
+
+    metadata: Mapping[str, Any]
+    spec: Mapping[str, Any]
+    status: Mapping[str, Any]
+    annotations: Mapping[str, str]
+
+
+def api_parts(raw: object, kind: str) -> ApiParts:
+    """Split ``raw`` into metadata (required), spec, status and annotations (optional).
+
+    Raises:
+        ConvertError: ``raw`` or one of its parts is not an object.
+    """
+    obj = _obj(raw, kind, optional=False)
+    meta = _obj(obj.get("metadata"), "metadata", optional=False)
+    return ApiParts(
+        meta,
+        _obj(obj.get("spec"), "spec"),
+        _obj(obj.get("status"), "status"),
+        _labels(meta.get("annotations"), "metadata.annotations"),
+    )
 
 
 def _list(value: object, where: str) -> list[Any]:
@@ -145,11 +172,8 @@ def pod_from_api(raw: object) -> Pod:
     Raises:
         ConvertError: a required field is missing or a field has the wrong type.
     """
-    pod = _obj(raw, "pod", optional=False)
-    meta = _obj(pod.get("metadata"), "metadata", optional=False)
-    spec = _obj(pod.get("spec"), "spec")
-    status = _obj(pod.get("status"), "status")
-    annotations = _labels(meta.get("annotations"), "metadata.annotations")
+    parts = api_parts(raw, "pod")
+    meta, spec, status, annotations = parts.metadata, parts.spec, parts.status, parts.annotations
     node_name = _str(spec.get("nodeName"), "spec.nodeName")
     priority = _int(spec.get("priority"), "spec.priority")
     labels = _labels(meta.get("labels"), "metadata.labels")
@@ -199,16 +223,13 @@ def node_from_api(raw: object, topologies: TopologyCache | None = None) -> Node:
     Raises:
         ConvertError: a required field is missing or a field has the wrong type.
     """
-    node = _obj(raw, "node", optional=False)
-    meta = _obj(node.get("metadata"), "metadata", optional=False)
-    spec = _obj(node.get("spec"), "spec")
-    status = _obj(node.get("status"), "status")
+    parts = api_parts(raw, "node")
+    meta, spec, status, annotations = parts.metadata, parts.spec, parts.status, parts.annotations
     ready = False
     for i, condition in enumerate(_list(status.get("conditions"), "status.conditions")):
         cond = _obj(condition, f"status.conditions[{i}]", optional=False)
         if cond.get("type") == "Ready":
             ready = cond.get("status") == "True"
-    annotations = _labels(meta.get("annotations"), "metadata.annotations")
     topology, problem = node_topology(annotations.get(TOPOLOGY_ANNOTATION), topologies or TopologyCache())
     return Node(
         name=_str(meta.get("name"), "metadata.name", required=True),
@@ -238,11 +259,8 @@ def podgroup_from_api(raw: object) -> PodGroup:
     Raises:
         ConvertError: a required field is missing or a field has the wrong type.
     """
-    group = _obj(raw, "podgroup", optional=False)
-    meta = _obj(group.get("metadata"), "metadata", optional=False)
-    spec = _obj(group.get("spec"), "spec")
-    status = _obj(group.get("status"), "status")
-    annotations = _labels(meta.get("annotations"), "metadata.annotations")
+    parts = api_parts(raw, "podgroup")
+    meta, spec, status, annotations = parts.metadata, parts.spec, parts.status, parts.annotations
     return PodGroup(
         namespace=_str(meta.get("namespace"), "metadata.namespace", required=True),
         name=_str(meta.get("name"), "metadata.name", required=True),

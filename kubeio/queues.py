@@ -11,11 +11,11 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import quote
 
-from kubeio.convert import ConvertError
+from kubeio.convert import ConvertError, api_parts
 from kubeio.http import KubeHttp
 from scheduling.quantity import QuantityError, to_milli, to_units
 from scheduling.queues import Queue, ResourceQuota
-from scheduling.queues.resources import CPU, GPU, MEMORY
+from scheduling.resources import CPU, GPU, MEMORY
 
 QUEUES_PATH = "/apis/scheduling.phalanx.io/v1alpha1/queues"
 _MERGE = "application/merge-patch+json"
@@ -53,11 +53,8 @@ def queue_from_api(raw: object) -> Queue:
     Raises:
         ConvertError: a field has the wrong type or an amount is not a quantity.
     """
-    if not isinstance(raw, dict):
-        msg = "queue must be an object"
-        raise ConvertError(msg)
-    meta: Mapping[str, Any] = raw.get("metadata") or {}
-    spec: Mapping[str, Any] = raw.get("spec") or {}
+    parts = api_parts(raw, "queue")
+    meta, spec = parts.metadata, parts.spec
     name = meta.get("name")
     if not isinstance(name, str) or not name:
         msg = "metadata.name must be a non-empty string"

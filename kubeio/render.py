@@ -13,7 +13,7 @@ from kubeio.events import ObjectRef
 from scheduling.gang_health import GangStatus
 from scheduling.model import GPUS_ANNOTATION, Pod, PodGroup
 from scheduling.queue_view import QueueView, pending_of
-from scheduling.queues.resources import CPU, GPU, MEMORY, amount, format_quantity
+from scheduling.resources import CPU, GPU, MEMORY, amount, format_quantity
 
 PODGROUP_API_VERSION = "scheduling.x-k8s.io/v1alpha1"
 

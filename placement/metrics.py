@@ -15,7 +15,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 
 from scheduling.queue_view import QueueView, pending_of
-from scheduling.queues.resources import GPU, amount
+from scheduling.resources import GPU, amount
 
 
 class QueueGpus:

@@ -16,6 +16,7 @@ from scheduling import reasons
 from scheduling.model import Pod
 from scheduling.promises import PromiseBook
 from scheduling.reasons import Rejection
+from scheduling.resources import fits_left, node_left
 from scheduling.snapshot import ClusterSnapshot
 
 
@@ -84,11 +85,9 @@ def _rejection(name: str, pod: Pod, snapshot: ClusterSnapshot, promises: Promise
     need = pod.requests
     promised = promises.requested_on(name)
     if promised.milli_cpu or promised.memory:
-        used = snapshot.usage_of(name).requested
-        alloc = node.allocatable
-        short_cpu = alloc.milli_cpu and used.milli_cpu + promised.milli_cpu + need.milli_cpu > alloc.milli_cpu
-        short_memory = alloc.memory and used.memory + promised.memory + need.memory > alloc.memory
-        if short_cpu or short_memory:
+        # kube-scheduler counted CPU and memory without our promises; only they can make the node short.
+        left = node_left(node, snapshot.usage_of(name).requested, promised)
+        if not fits_left(node, left, need):
             return reasons.reserved("CPU or memory")
     if need.gpus == 0:
         return None

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from decimal import ROUND_CEILING, Decimal, InvalidOperation
 
-_BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
+BINARY_SUFFIXES = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
 _DECIMAL = {
     "n": Decimal("1e-9"),
     "u": Decimal("1e-6"),
@@ -29,7 +29,7 @@ class QuantityError(ValueError):
 
 
 def _split(text: str) -> tuple[str, str]:
-    for suffix in _BINARY:
+    for suffix in BINARY_SUFFIXES:
         if text.endswith(suffix):
             return text[: -len(suffix)], suffix
     # A trailing letter is a decimal SI suffix; "1E3" ends in a digit, so it stays an exponent.
@@ -72,8 +72,8 @@ def parse_quantity(text: object) -> Decimal:
     if not value.is_finite() or value < 0:
         msg = f"{text!r} is not a finite, non-negative quantity"
         raise QuantityError(msg)
-    if suffix in _BINARY:
-        return value * _BINARY[suffix]
+    if suffix in BINARY_SUFFIXES:
+        return value * BINARY_SUFFIXES[suffix]
     return value * _DECIMAL[suffix]
 
 

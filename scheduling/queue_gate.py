@@ -25,7 +25,7 @@ from scheduling.model import Pod, Resources
 from scheduling.promises import PromiseBook
 from scheduling.queue_view import QueueView, pending_group
 from scheduling.queues import PendingGroup, QueueError, admit
-from scheduling.queues.resources import ZERO, plus
+from scheduling.resources import ZERO, plus
 from scheduling.snapshot import ClusterSnapshot
 
 AHEAD_CHECKED = 64
@@ -59,13 +59,26 @@ class AdmittedBook:
     by_group: Mapping[str, AdmittedGroup] = field(default_factory=lambda: MappingProxyType({}))
 
     def live(self, now: float, counted: frozenset[str]) -> AdmittedBook:
-        """The book without entries that expired or that the view now counts."""
+        """The book without entries that are done: expired at ``now``, or counted by the view."""
         keep = {
             key: entry
             for key, entry in self.by_group.items()
             if entry.expires_at >= now and not (entry.uids and entry.uids <= counted)
         }
         return self if len(keep) == len(self.by_group) else AdmittedBook(MappingProxyType(keep))
+
+    def without_pod(self, uid: str) -> AdmittedBook:
+        """The book after pod ``uid`` was deleted: it holds nothing; a group left with no pod is done."""
+        if not any(uid in entry.uids for entry in self.by_group.values()):
+            return self
+        keep = {}
+        for key, entry in self.by_group.items():
+            if uid in entry.uids:
+                entry = replace(entry, uids=entry.uids - {uid})
+                if not entry.uids:
+                    continue
+            keep[key] = entry
+        return AdmittedBook(MappingProxyType(keep))
 
     def held_in(self, queue: str, *, besides: str) -> Resources:
         """What entries of ``queue`` other than group ``besides`` hold."""
@@ -82,10 +95,14 @@ class AdmittedBook:
 
 @dataclass(frozen=True, slots=True)
 class GateAnswer:
-    """The gate's answer: ``held`` is the sentence that holds the group, or ``None`` with ``admitted``."""
+    """The gate's answer: ``held`` is the sentence that holds the group, or ``None`` with ``admitted``.
+
+    ``unknown_queue``: held because the view has no such queue, which a fresher view may have.
+    """
 
     held: str | None
     admitted: tuple[str, AdmittedGroup] | None = None
+    unknown_queue: bool = False
 
 
 def queue_gate(
@@ -119,7 +136,7 @@ def queue_gate(
     try:
         group = pending_group(pod, members, view.tree)
     except QueueError as exc:
-        return GateAnswer(str(exc))
+        return GateAnswer(str(exc), unknown_queue=True)
     state = view.states.get(group.queue)
     if state is None:
         return GateAnswer(None)

@@ -32,7 +32,7 @@ from scheduling.queues import (
     order_pending,
     queue_states,
 )
-from scheduling.queues.resources import ZERO, minus, plus, total
+from scheduling.resources import ZERO, minus, plus, total
 from scheduling.snapshot import ClusterSnapshot
 
 SCHEDULER_NAME = "phalanx"
@@ -70,14 +70,6 @@ class QueueView:
     counted: frozenset[str] = frozenset()
     positions: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
     source: tuple[ClusterSnapshot, PromiseBook] | None = field(default=None, compare=False)
-
-    def knows_queue_of(self, pod: Pod) -> bool:
-        """Whether ``pod``'s queue label names a leaf queue of this view's tree."""
-        try:
-            self.tree.workload_queue(pod.labels.get(QUEUE_LABEL))
-        except QueueError:
-            return False
-        return True
 
     def state_of(self, group: PendingGroup) -> QueueState:
         """The state of ``group``'s queue."""

@@ -108,6 +108,9 @@ class FilterOutcome:
         admitted: the group the queue gate let through, to count against its queue until the view does.
         lapsed: promises that expired at this decision, for the log.
         plan: the gang plan this decision made, if it made one.
+        unknown_queue: held because the queue view does not know the pod's queue; a driver whose view
+            lags the snapshot rebuilds it and asks again (kube-scheduler does not watch Queues, so a
+            stale "does not exist" would park the pod until its next retry).
     """
 
     feasible: tuple[str, ...]
@@ -117,6 +120,7 @@ class FilterOutcome:
     admitted: tuple[str, AdmittedGroup] | None = None
     lapsed: tuple[Promise, ...] = ()
     plan: GangPlan | None = None
+    unknown_queue: bool = False
 
     @property
     def decision(self) -> FilterDecision:
@@ -147,7 +151,9 @@ def filter_pod(
             verdict = GroupVerdict(Verdict.QUEUE_HOLD, gate.held)
             rejection = verdict.rejection()
             rejected = MappingProxyType({n: rejection for n in dict.fromkeys(request.candidates)})
-            return FilterOutcome((), rejected, promises, verdict, lapsed=lapsed)
+            return FilterOutcome(
+                (), rejected, promises, verdict, lapsed=lapsed, unknown_queue=gate.unknown_queue
+            )
         admitted = gate.admitted
     if not gang:
         fit = filter_nodes(pod, request.candidates, snapshot, promises)

@@ -16,7 +16,7 @@ from scheduling.gpu_usage import EMPTY_USAGE, FreeGpus, NodeGpuUsage, free_gpus
 from scheduling.model import Node, Pod, PodGroup, Resources
 from scheduling.promises import PromiseBook
 from scheduling.queues import Queue
-from scheduling.queues.resources import minus, total
+from scheduling.resources import minus, node_room, total
 
 _NOTHING = Resources()
 _NO_UIDS: frozenset[str] = frozenset()
@@ -114,18 +114,6 @@ class ClusterSnapshot:
         if info is None:
             return None
         return free_gpus(info, self.usage_of(node), promised or frozenset())
-
-
-def node_room(node: Node, used: Resources, promised: Resources = _NOTHING) -> Resources:
-    """What ``node`` has left after ``used`` and ``promised`` (never negative; nothing if not schedulable)."""
-    if not node.ready or node.unschedulable:
-        return _NOTHING
-    alloc = node.allocatable
-    return Resources(
-        max(0, alloc.milli_cpu - used.milli_cpu - promised.milli_cpu),
-        max(0, alloc.memory - used.memory - promised.memory),
-        max(0, node.gpu_total - used.gpus - promised.gpus),
-    )
 
 
 def total_room(

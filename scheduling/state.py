@@ -18,8 +18,8 @@ from immutables import Map
 from scheduling.gpu_usage import EMPTY_USAGE, FreeGpus, NodeGpuUsage, free_gpus
 from scheduling.model import Node, Pod, PodGroup, Resources
 from scheduling.queues import Queue
-from scheduling.queues.resources import minus, plus
-from scheduling.snapshot import ClusterSnapshot, node_room
+from scheduling.resources import minus, node_room, plus
+from scheduling.snapshot import ClusterSnapshot
 
 PodChange = tuple[Pod | None, Pod | None]
 """(old, new) for one pod; ``new`` is ``None`` when the pod is gone."""

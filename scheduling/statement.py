@@ -7,9 +7,10 @@ when the step fails, and ``commit`` the actions they keep as one ``Plan``
 gang fits once its victims are gone, and the elastic planner will resize and move workers on it: one
 accounting of room, written once.
 
-Room per node follows the snapshot's rules: a node that is gone, cordoned or not ready has none; GPU
-indices are free when no live pod and no promise holds them, less the GPUs of pods without an index
-annotation; CPU and memory count only when the node declares them (allocatable 0: not constrained).
+Room per node follows ``scheduling.resources``' one rule: a node that is gone, cordoned or not ready
+has none; GPU indices are free when no live pod and no promise holds them, less the GPUs of pods
+without an index annotation; CPU and memory are what is left after live pods and promises, and
+constrain only when the node declares them.
 """
 
 from __future__ import annotations
@@ -17,9 +18,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
-from scheduling.model import Node, Pod
+from scheduling.model import Node, Pod, Resources
 from scheduling.plan import Action, Assignment, Eviction, Migration, Plan, Resize
 from scheduling.promises import PromiseBook
+from scheduling.resources import fits_left, minus, node_left, plus
 from scheduling.snapshot import ClusterSnapshot
 
 _NO_BOOK = PromiseBook()
@@ -34,16 +36,14 @@ class NodeRoom:
         node: the node.
         free: GPU indices nobody holds or has been promised.
         unindexed: GPUs held by pods whose indices are unknown (they make ``count`` smaller).
-        cpu: milli-CPU left, or ``None`` when the node does not declare CPU.
-        memory: bytes left, or ``None`` when the node does not declare memory.
+        left: CPU and memory left (``scheduling.resources.node_left``; GPUs are counted by index).
         gone: keys of pods evicted from the node in the working copy.
     """
 
     node: Node
     free: frozenset[int]
     unindexed: int
-    cpu: int | None
-    memory: int | None
+    left: Resources
     gone: frozenset[str] = _NOBODY
 
     @property
@@ -56,9 +56,7 @@ class NodeRoom:
         need = pod.requests
         if need.gpus and (self.node.topology_problem is not None or self.count < need.gpus):
             return False
-        if self.cpu is not None and need.milli_cpu > self.cpu:
-            return False
-        return self.memory is None or need.memory <= self.memory
+        return fits_left(self.node, self.left, need)
 
 
 class Statement:
@@ -97,12 +95,8 @@ class Statement:
         if node is None or free is None or node.unschedulable or not node.ready:
             return None
         usage = snapshot.usage_of(name)
-        used = usage.requested
-        promised = promises.requested_on(name)
-        alloc = node.allocatable
-        cpu = alloc.milli_cpu - used.milli_cpu - promised.milli_cpu if alloc.milli_cpu else None
-        memory = alloc.memory - used.memory - promised.memory if alloc.memory else None
-        return NodeRoom(node, free.indices, usage.unindexed, cpu, memory)
+        left = node_left(node, usage.requested, promises.requested_on(name))
+        return NodeRoom(node, free.indices, usage.unindexed, left)
 
     # -- acting ------------------------------------------------------------------------------------
 
@@ -169,16 +163,7 @@ class Statement:
         if room is None or not room.fits(pod) or not room.free.issuperset(gpus):
             msg = f"{pod.key} does not fit node {name} with GPUs {list(gpus)} in this plan"
             raise ValueError(msg)
-        need = pod.requests
-        self._set(
-            name,
-            replace(
-                room,
-                free=room.free.difference(gpus),
-                cpu=None if room.cpu is None else room.cpu - need.milli_cpu,
-                memory=None if room.memory is None else room.memory - need.memory,
-            ),
-        )
+        self._set(name, replace(room, free=room.free.difference(gpus), left=minus(room.left, pod.requests)))
 
     def _give_back(self, pod: Pod) -> None:
         name = pod.node_name
@@ -202,8 +187,7 @@ class Statement:
                 room,
                 free=free,
                 unindexed=unindexed,
-                cpu=None if room.cpu is None else room.cpu + need.milli_cpu,
-                memory=None if room.memory is None else room.memory + need.memory,
+                left=plus(room.left, need),
                 gone=gone,
             ),
         )

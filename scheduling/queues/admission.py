@@ -23,9 +23,9 @@ from dataclasses import dataclass
 
 from scheduling.model import Resources
 from scheduling.queues.ordering import QueueState
-from scheduling.queues.resources import RESOURCE_NAMES, amount, format_amount, format_quantity, plus, total
-from scheduling.queues.resources import resource_label as label
 from scheduling.queues.workloads import PendingGroup
+from scheduling.resources import RESOURCE_NAMES, amount, format_amount, format_quantity, plus, total
+from scheduling.resources import resource_label as label
 
 _LISTED = 3
 

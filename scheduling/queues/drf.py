@@ -12,7 +12,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 from scheduling.model import Resources
-from scheduling.queues.resources import RESOURCE_NAMES, amount
+from scheduling.resources import RESOURCE_NAMES, amount
 
 
 def resource_shares(allocated: Resources, capacity: Resources) -> dict[str, Fraction]:

@@ -28,8 +28,8 @@ from types import MappingProxyType
 
 from scheduling.model import Resources
 from scheduling.queues.model import QueueTree
-from scheduling.queues.resources import RESOURCE_NAMES, ZERO, amount, minus, resources_of
 from scheduling.queues.usage import UsageWeighting
+from scheduling.resources import RESOURCE_NAMES, ZERO, amount, minus, resources_of
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from scheduling.model import Resources
-from scheduling.queues.resources import CPU, GPU, MEMORY, RESOURCE_NAMES, format_amount, resources_of
+from scheduling.resources import CPU, GPU, MEMORY, RESOURCE_NAMES, format_amount, resources_of
 
 DEFAULT_QUEUE = "default"
 """The cluster-wide queue of workloads that name none; created implicitly with quota 0 and weight 1."""

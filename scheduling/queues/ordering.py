@@ -26,8 +26,8 @@ from scheduling.model import Resources
 from scheduling.queues.drf import dominant_share
 from scheduling.queues.fair_share import FairShares
 from scheduling.queues.model import QueueTree
-from scheduling.queues.resources import RESOURCE_NAMES, ZERO, amount, plus, total
 from scheduling.queues.workloads import PendingGroup
+from scheduling.resources import RESOURCE_NAMES, ZERO, amount, plus, total
 
 
 @dataclass(frozen=True, slots=True)

@@ -36,7 +36,9 @@ from scheduling.queues.admission import admit
 from scheduling.queues.fair_share import FairShares
 from scheduling.queues.model import QueueTree
 from scheduling.queues.ordering import queue_states
-from scheduling.queues.resources import (
+from scheduling.queues.victims import Fits, VictimSearch, check_victims, choose_victims
+from scheduling.queues.workloads import PendingGroup, RunningGang
+from scheduling.resources import (
     RESOURCE_NAMES,
     ZERO,
     amount,
@@ -49,8 +51,6 @@ from scheduling.queues.resources import (
     shortfall,
     total,
 )
-from scheduling.queues.victims import Fits, VictimSearch, check_victims, choose_victims
-from scheduling.queues.workloads import PendingGroup, RunningGang
 
 
 class ReclaimOutcome(enum.Enum):

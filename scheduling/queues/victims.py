@@ -25,8 +25,8 @@ from fractions import Fraction
 from scheduling.model import Resources
 from scheduling.queues.fair_share import FairShares
 from scheduling.queues.model import QueueTree
-from scheduling.queues.resources import RESOURCE_NAMES, ZERO, amount, is_zero, minus, plus, shortfall, total
 from scheduling.queues.workloads import RunningGang
+from scheduling.resources import RESOURCE_NAMES, ZERO, amount, is_zero, minus, plus, shortfall, total
 
 Fits = Callable[[frozenset[str]], bool]
 """Whether the group would be placed if the gangs with these keys were gone (node-level simulation)."""

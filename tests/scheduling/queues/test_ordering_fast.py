@@ -18,7 +18,7 @@ from scheduling.queues import (
     queue_states,
 )
 from scheduling.queues.ordering import _head_key, order_pending, within_queue_key
-from scheduling.queues.resources import ZERO, plus
+from scheduling.resources import ZERO, plus
 
 
 def reference_order(

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from scheduling.model import Resources
-from scheduling.queues.resources import (
+from scheduling.resources import (
     amount,
     format_quantity,
     minus,

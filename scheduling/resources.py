@@ -1,16 +1,24 @@
-"""Per-resource arithmetic on ``scheduling.model.Resources`` for queue decisions, and how amounts read.
+"""Arithmetic on ``scheduling.model.Resources``, the room a node has left, and how amounts read.
 
-Fair share, admission and reclaim all work resource by resource (``nvidia.com/gpu``, ``cpu``,
-``memory``) and talk about one resource at a time in their messages ("over its GPU limit"). This module
-gives them one place that knows the three names, adds and compares amounts, and writes an amount the
-way ``kubectl`` would (``8``, ``1500m``, ``16Gi``), so every message reads alike.
+Fair share, admission and reclaim work resource by resource (``nvidia.com/gpu``, ``cpu``, ``memory``)
+and talk about one resource at a time in their messages ("over its GPU limit"); filter, the gang
+planner and the queues' free capacity all ask what a node has left. This module is the one place that
+knows the three names, adds and compares amounts, computes a node's room (``node_left``,
+``fits_left``, ``node_room``), and writes an amount the way ``kubectl`` would (``8``, ``1500m``,
+``16Gi``), so every decision counts alike and every message reads alike.
+
+One rule for room: what a node has left is its allocatable less what live pods use and what is
+promised, per resource. A node that declares no CPU or memory (allocatable 0, as simulated and some
+device-only nodes do) is not constrained by it when a pod is placed; in the queues' capacity it adds
+nothing. A node that is cordoned or not ready has no room at all.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from scheduling.model import GPU_RESOURCE, Resources
+from scheduling.model import GPU_RESOURCE, Node, Resources
+from scheduling.quantity import BINARY_SUFFIXES
 
 GPU = GPU_RESOURCE
 """``nvidia.com/gpu``: whole devices."""
@@ -27,7 +35,7 @@ RESOURCE_NAMES: tuple[str, ...] = (GPU, CPU, MEMORY)
 ZERO = Resources()
 
 _LABELS = {GPU: "GPU", CPU: "CPU", MEMORY: "memory"}
-_BINARY = (("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10))
+_LARGEST_FIRST = tuple(sorted(BINARY_SUFFIXES.items(), key=lambda item: -item[1]))
 
 
 def _check(resource: str) -> None:
@@ -120,7 +128,7 @@ def format_amount(resource: str, value: int) -> str:
     if resource == CPU:
         return str(value // 1000) if value % 1000 == 0 else f"{value}m"
     if resource == MEMORY and value:
-        for suffix, unit in _BINARY:
+        for suffix, unit in _LARGEST_FIRST:
             if value % unit == 0:
                 return f"{value // unit}{suffix}"
     return str(value)
@@ -136,3 +144,42 @@ def format_quantity(resource: str, value: int) -> str:
     if resource == GPU:
         return f"{text} GPU" if value == 1 else f"{text} GPUs"
     return f"{text} {resource_label(resource)}"
+
+
+def node_left(node: Node, used: Resources, promised: Resources = ZERO) -> Resources:
+    """What ``node`` has left after ``used`` and ``promised``, per resource (negative when overbooked).
+
+    GPUs count the node's usable GPUs (``Node.gpu_total``), not the raw allocatable.
+    """
+    alloc = node.allocatable
+    return Resources(
+        alloc.milli_cpu - used.milli_cpu - promised.milli_cpu,
+        alloc.memory - used.memory - promised.memory,
+        node.gpu_total - used.gpus - promised.gpus,
+    )
+
+
+def fits_left(node: Node, left: Resources, need: Resources) -> bool:
+    """Whether ``need``'s CPU and memory fit ``left`` on ``node`` (undeclared resources do not constrain).
+
+    >>> node = Node("n", Resources(milli_cpu=1000, gpus=8))
+    >>> fits_left(node, Resources(milli_cpu=500), Resources(milli_cpu=600, memory=2**40))
+    False
+    >>> fits_left(node, Resources(milli_cpu=600), Resources(milli_cpu=600, memory=2**40))
+    True
+    """
+    alloc = node.allocatable
+    if alloc.milli_cpu and need.milli_cpu > left.milli_cpu:
+        return False
+    return not alloc.memory or need.memory <= left.memory
+
+
+def node_room(node: Node, used: Resources, promised: Resources = ZERO) -> Resources:
+    """What ``node`` adds to the free capacity queues divide: ``node_left``, never negative.
+
+    A cordoned or not-ready node adds nothing.
+    """
+    if not node.ready or node.unschedulable:
+        return ZERO
+    left = node_left(node, used, promised)
+    return Resources(max(0, left.milli_cpu), max(0, left.memory), max(0, left.gpus))
