@@ -1,7 +1,7 @@
 """The local test bed: the real control plane, the extender under gunicorn and the simulated kubelet.
 
 End-to-end tests, the demo and the benchmarks all run on this. Everything is a real process talking
-over loopback: ``hack/localcluster.py`` starts etcd, kube-apiserver and kube-scheduler (with the
+over loopback: ``hack/localcluster/`` starts etcd, kube-apiserver and kube-scheduler (with the
 project's scheduler configuration pointing at the extender); this module starts the extender exactly as
 production does (``gunicorn 'extender.wsgi:create()'``) and the simulated kubelet, and registers
 simulated GPU nodes.

@@ -1,4 +1,4 @@
-"""Fixtures for end-to-end tests on the real local control plane (hack/localcluster.py).
+"""Fixtures for end-to-end tests on the real local control plane (hack/localcluster/).
 
 One test bed per test session: etcd, kube-apiserver and kube-scheduler built from the pinned Kubernetes
 release, the extender under gunicorn, the simulated kubelet, and simulated 8-GPU nodes.
