@@ -14,10 +14,13 @@ import os
 import platform
 import random
 import statistics
+import sys
 import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(1, str(Path(__file__).resolve().parents[1]))  # the checkout: testbed/ is not installed
 
 import orjson
 from flask.testing import FlaskClient
@@ -28,9 +31,9 @@ from extender.service import Extender
 from extender.settings import ExtenderSettings
 from kubeio.binding import BindStatus
 from kubeio.cluster_cache import ClusterCache
-from kubeio.sim_nodes import SimNodeSpec, node_object, status_patch
 from scheduling.model import Pod
 from scheduling.topology import TopologyCache, parse_topo_matrix, uniform
+from testbed.nodes import SimNodeSpec, node_object, status_patch
 
 HERE = Path(__file__).resolve().parent
 

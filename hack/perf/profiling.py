@@ -31,10 +31,10 @@ from extender.service import Extender
 from extender.settings import ExtenderSettings
 from kubeio.binding import BindStatus
 from kubeio.cluster_cache import ClusterCache
-from kubeio.sim_nodes import node_object, status_patch
 from perf.bed import node_specs, probe_pod, topology_documents
 from perf.common import Progress, subprocess_env, summary
 from scheduling.model import Pod
+from testbed.nodes import node_object, status_patch
 
 OCCUPANCY = (0, 0, 1, 2, 3, 4, 6)
 """GPUs already taken on a node, drawn per node: a mix of empty and partly used nodes."""
