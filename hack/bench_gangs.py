@@ -12,14 +12,17 @@ import argparse
 import json
 import os
 import platform
+import sys
 import tempfile
 import time
 from pathlib import Path
 
-from testbed import Testbed
+sys.path.insert(1, str(Path(__file__).resolve().parents[1]))  # the checkout: testbed/ is not installed
+
+from localbed import Testbed
 from workload import PodTimeline, create_pod, create_podgroup, ensure_namespace, list_pods, member, podgroup
 
-from kubeio.sim_nodes import fleet
+from testbed.nodes import fleet
 
 
 def scenario(bed: Testbed, name: str, groups: int, size: int) -> dict[str, float]:

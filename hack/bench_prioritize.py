@@ -14,23 +14,24 @@ import os
 import platform
 import random
 import statistics
+import sys
 import time
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(1, str(Path(__file__).resolve().parents[1]))  # the checkout: testbed/ is not installed
+
 import orjson
 from flask.testing import FlaskClient
+from perf.profiling import NoBinder
 from prometheus_client import CollectorRegistry
 
 from extender.app import create_app
 from extender.service import Extender
 from extender.settings import ExtenderSettings
-from kubeio.binding import BindStatus
 from kubeio.cluster_cache import ClusterCache
-from kubeio.sim_nodes import SimNodeSpec, node_object, status_patch
-from scheduling.model import Pod
 from scheduling.topology import TopologyCache, parse_topo_matrix, uniform
+from testbed.nodes import SimNodeSpec, node_object, status_patch
 
 HERE = Path(__file__).resolve().parent
 
@@ -107,21 +108,9 @@ def main() -> None:
 
 
 def _client(cache: ClusterCache) -> FlaskClient:
-    service = Extender(cache, _NoBinder(), clock=time.monotonic, promise_ttl=60, topologies=TopologyCache())
+    service = Extender(cache, NoBinder(), clock=time.monotonic, promise_ttl=60, topologies=TopologyCache())
     app = create_app(ExtenderSettings(), service, registry=CollectorRegistry(), ready=lambda: True)
     return app.test_client()
-
-
-class _NoBinder:
-    """prioritize never binds; a bind here would be a bug in the benchmark."""
-
-    def get_pod(self, namespace: str, name: str) -> Pod | None:
-        return None
-
-    def bind(
-        self, namespace: str, name: str, uid: str, node: str, annotations: Mapping[str, str]
-    ) -> BindStatus:
-        raise NotImplementedError
 
 
 if __name__ == "__main__":

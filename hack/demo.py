@@ -13,10 +13,12 @@ import sys
 import time
 from pathlib import Path
 
-from testbed import Testbed
+sys.path.insert(1, str(Path(__file__).resolve().parents[1]))  # the checkout: testbed/ is not installed
+
+from localbed import Testbed
 from workload import create_pod, ensure_namespace, events_for, get_pod, gpu_pod, gpus_of
 
-from kubeio.sim_nodes import fleet
+from testbed.nodes import fleet
 
 NAMESPACE = "demo"
 PODS = [("llama-8", 8), ("resnet-4", 4), ("bert-2a", 2), ("bert-2b", 2), ("tiny-1a", 1), ("tiny-1b", 1),

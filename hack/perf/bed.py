@@ -31,13 +31,13 @@ from pathlib import Path
 from typing import IO
 
 import orjson
-from testbed import Testbed, free_port
+from localbed import Testbed, free_port
 from workload import ensure_namespace
 
 from kubeio.errors import KubeError
 from kubeio.http import JsonObject, KubeHttp, load_api_client
-from kubeio.sim_nodes import RACK_LABEL, ZONE_LABEL, SimNodeSpec, register, topology_from_file
 from perf.common import REPO, Progress, children, proc_status, wait_for_idle_cpu
+from testbed.nodes import RACK_LABEL, ZONE_LABEL, SimNodeSpec, register, topology_from_file
 
 CLIENT_QPS = 5000
 """kube-scheduler ``clientConnection.qps`` for both schedulers: far above what 2 cores can bind."""

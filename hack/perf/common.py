@@ -216,6 +216,10 @@ def children(pid: int) -> list[int]:
 
 
 def subprocess_env() -> dict[str, str]:
-    """The environment for the harness's own Python subprocesses: ``hack/`` importable, output unbuffered."""
-    path = os.pathsep.join(p for p in (str(HACK), os.environ.get("PYTHONPATH", "")) if p)
+    """The environment for the harness's own Python subprocesses: ``hack/`` and ``testbed`` importable.
+
+    ``testbed/`` is not installed into ``.venv`` (it is not part of the wheel), so the checkout goes on
+    the path too; output is unbuffered.
+    """
+    path = os.pathsep.join(p for p in (str(HACK), str(REPO), os.environ.get("PYTHONPATH", "")) if p)
     return {**os.environ, "PYTHONPATH": path, "PYTHONUNBUFFERED": "1"}

@@ -29,9 +29,9 @@ from typing import Any
 import orjson
 
 from kubeio.cluster_cache import ClusterCache
-from kubeio.sim_nodes import node_object, status_patch
 from perf.bed import node_specs, topology_documents
 from perf.common import Progress, proc_status, subprocess_env
+from testbed.nodes import node_object, status_patch
 
 GPU_PODS_PER_NODE = 8
 

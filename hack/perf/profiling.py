@@ -31,24 +31,29 @@ from extender.service import Extender
 from extender.settings import ExtenderSettings
 from kubeio.binding import BindStatus
 from kubeio.cluster_cache import ClusterCache
-from kubeio.sim_nodes import node_object, status_patch
 from perf.bed import node_specs, probe_pod, topology_documents
 from perf.common import Progress, subprocess_env, summary
 from scheduling.model import Pod
+from testbed.nodes import node_object, status_patch
 
 OCCUPANCY = (0, 0, 1, 2, 3, 4, 6)
 """GPUs already taken on a node, drawn per node: a mix of empty and partly used nodes."""
 
 
-class _NoBinder:
-    """filter and prioritize never bind; a bind during the profile would be a bug in the harness."""
+class NoBinder:
+    """A binder for extenders that only filter and prioritize: a bind there would be a bug in the harness.
+
+    Shared with ``hack/bench_prioritize.py``, which drives the same app through Flask's test client.
+    """
 
     def get_pod(self, namespace: str, name: str) -> Pod | None:
+        """Know no pod: the calls measured never look one up to bind it."""
         return None
 
     def bind(
         self, namespace: str, name: str, uid: str, node: str, annotations: Mapping[str, str]
     ) -> BindStatus:
+        """Refuse: a bind during a measurement would be a bug in the harness."""
         raise NotImplementedError
 
 
@@ -165,7 +170,7 @@ def _profile_in_process(
     for nodes in node_counts:
         cache, names = _cache(nodes, random.Random(7))
         service = Extender(
-            cache, _NoBinder(), clock=time.monotonic, promise_ttl=60, topologies=cache.topologies
+            cache, NoBinder(), clock=time.monotonic, promise_ttl=60, topologies=cache.topologies
         )
         app = create_app(ExtenderSettings(), service, registry=CollectorRegistry(), ready=lambda: True)
         client = app.test_client()

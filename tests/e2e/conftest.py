@@ -1,4 +1,4 @@
-"""Fixtures for end-to-end tests on the real local control plane (hack/localcluster.py).
+"""Fixtures for end-to-end tests on the real local control plane (hack/localcluster/).
 
 One test bed per test session: etcd, kube-apiserver and kube-scheduler built from the pinned Kubernetes
 release, the extender under gunicorn, the simulated kubelet, and simulated 8-GPU nodes.
@@ -18,11 +18,11 @@ from tests.conftest import REPO
 
 sys.path.insert(0, str(REPO / "hack"))
 
-from testbed import Testbed
+from localbed import Testbed
 from workload import ensure_namespace, list_pods, wait_for
 
 from kubeio.errors import NotFoundError
-from kubeio.sim_nodes import fleet, topology_from_file
+from testbed.nodes import fleet, topology_from_file
 
 BRIDGED_A6000 = REPO / "hack" / "topologies" / "rtx-a6000-8gpu-nvlink-bridge-pairs_unige-baobab-gpu048.txt"
 

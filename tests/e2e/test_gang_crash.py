@@ -6,7 +6,7 @@ import signal
 from collections.abc import Iterator
 
 import pytest
-from testbed import Testbed
+from localbed import Testbed
 from workload import (
     create_pod,
     create_podgroup,

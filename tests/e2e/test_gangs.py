@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 import time
 
-from testbed import Testbed
+from localbed import Testbed
 from workload import (
     PodTimeline,
     create_pod,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from testbed import Testbed
+from localbed import Testbed
 from workload import ensure_namespace
 
 from tests.conftest import REPO

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import pytest
 import yaml
-from testbed import REPO, Testbed
+from localbed import REPO, Testbed
 
 from kubeio.http import JsonObject
 from kubeio.node_annotations import NodeAnnotations, node_path

@@ -7,7 +7,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from testbed import Testbed
+from localbed import Testbed
 from workload import (
     QUEUES,
     create_pod,

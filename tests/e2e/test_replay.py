@@ -9,7 +9,7 @@ import urllib.request
 from pathlib import Path
 
 import orjson
-from testbed import Testbed
+from localbed import Testbed
 from workload import create_pod, create_podgroup, events_for, member, podgroup, wait_for
 
 from scheduling.replay import replay_filter

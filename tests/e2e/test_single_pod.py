@@ -8,7 +8,7 @@ import urllib.request
 
 import orjson
 import pytest
-from testbed import Testbed
+from localbed import Testbed
 from workload import (
     create_pod,
     double_booked,

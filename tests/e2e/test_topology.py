@@ -6,7 +6,7 @@ import contextlib
 from collections.abc import Iterator
 
 import pytest
-from testbed import Testbed
+from localbed import Testbed
 from workload import (
     create_pod,
     create_podgroup,
@@ -23,7 +23,7 @@ from workload import (
 )
 
 from kubeio.errors import NotFoundError
-from kubeio.sim_nodes import SimNodeSpec, topology_from_file
+from testbed.nodes import SimNodeSpec, topology_from_file
 from tests.e2e.conftest import BRIDGED_A6000
 
 BRIDGE_PAIRS = {(0, 1), (2, 3), (4, 5), (6, 7)}  # NV4 pairs of the A6000 box the session nodes use

@@ -3,7 +3,7 @@
 Registers Node objects that look like real GPU nodes to kube-scheduler: allocatable cpu, memory, pods
 and ``nvidia.com/gpu``, a ``Ready`` condition, zone and rack labels, no not-ready taint, and the GPU
 topology document as the ``phalanx.io/gpu-topology`` annotation. The label ``phalanx.io/simulated=true``
-tells the simulated kubelet (``kubeio.sim_kubelet``) which nodes are its own.
+tells the simulated kubelet (``testbed.kubelet``) which nodes are its own.
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from urllib.parse import quote
 
 from kubeio.errors import ConflictError
 from kubeio.http import JsonObject, KubeHttp, load_api_client
-from kubeio.sim_kubelet import SIMULATED_LABEL
 from scheduling.model import GPU_RESOURCE, TOPOLOGY_ANNOTATION
 from scheduling.topology import parse_topo_matrix
+from testbed.kubelet import SIMULATED_LABEL
 
 ZONE_LABEL = "topology.kubernetes.io/zone"
 RACK_LABEL = "phalanx.io/rack"
@@ -155,7 +155,7 @@ def topology_from_file(path: Path, *, model: str | None = None) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m kubeio.sim_nodes``: register simulated GPU nodes in a cluster."""
+    """``python -m testbed.nodes``: register simulated GPU nodes in a cluster."""
     parser = argparse.ArgumentParser(description="Register simulated GPU nodes.")
     parser.add_argument("--kubeconfig", default=None, help="kubeconfig path (default: in-cluster)")
     parser.add_argument("--count", type=int, default=3)

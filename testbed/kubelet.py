@@ -5,7 +5,7 @@ and Ready, finishes it (Succeeded) after the seconds in the annotation ``phalanx
 if present, and completes graceful deletions, as a kubelet would after the containers stopped. It only
 writes pod status and deletes; it never decides placement.
 
-Run: ``python -m kubeio.sim_kubelet --kubeconfig PATH``.
+Run: ``python -m testbed.kubelet --kubeconfig PATH``.
 """
 
 from __future__ import annotations

@@ -1,10 +1,13 @@
 """The local test bed: the real control plane, the extender under gunicorn and the simulated kubelet.
 
 End-to-end tests, the demo and the benchmarks all run on this. Everything is a real process talking
-over loopback: ``hack/localcluster.py`` starts etcd, kube-apiserver and kube-scheduler (with the
+over loopback: ``hack/localcluster/`` starts etcd, kube-apiserver and kube-scheduler (with the
 project's scheduler configuration pointing at the extender); this module starts the extender exactly as
 production does (``gunicorn 'extender.wsgi:create()'``) and the simulated kubelet, and registers
 simulated GPU nodes.
+
+It is named ``localbed``, beside ``localcluster``, because the top-level package ``testbed/`` holds
+the simulated nodes and kubelet it starts, and with ``hack/`` on ``sys.path`` one name cannot be both.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from typing import IO
 from localcluster import LocalCluster
 
 from kubeio.http import KubeHttp, load_api_client
-from kubeio.sim_nodes import SimNodeSpec, register_all
+from testbed.nodes import SimNodeSpec, register_all
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -79,7 +82,7 @@ class Testbed:
         self.cluster.up()
         self.logs.mkdir(parents=True, exist_ok=True)
         self._spawn(
-            "sim-kubelet", [sys.executable, "-m", "kubeio.sim_kubelet", "--kubeconfig", str(self.kubeconfig)]
+            "sim-kubelet", [sys.executable, "-m", "testbed.kubelet", "--kubeconfig", str(self.kubeconfig)]
         )
         self.start_extender()
         self.start_placement()

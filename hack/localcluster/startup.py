@@ -1,0 +1,220 @@
+"""Bringing a cluster up: credentials, ports, then etcd, kube-apiserver and kube-scheduler in order.
+
+Each component is started detached and polled until it answers, failing fast (with the tail of its log)
+when it exits, and everything already started is stopped again when a later step fails, so a failed
+``up`` leaves no half-running cluster behind. The command lines live here too, with the reason for
+every flag that is not a default.
+"""
+
+from __future__ import annotations
+
+import json
+import ssl
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from localcluster.config import render_scheduler_config
+from localcluster.errors import ClusterError
+from localcluster.locations import kubernetes_version
+from localcluster.pki import ensure_pki, ensure_tokens, write_kubeconfig
+from localcluster.processes import Started, alive, http_get, pick_port, spawn_detached, tail
+
+if TYPE_CHECKING:
+    from localcluster.cluster import LocalCluster
+
+SERVICE_CLUSTER_IP_RANGE = "10.0.0.0/24"
+"""Virtual service range; nothing routes it, the apiserver just needs one to allocate from."""
+
+SERVICE_ACCOUNT_ISSUER = "https://kubernetes.default.svc.cluster.local"
+
+
+def start_all(cluster: LocalCluster, bins: Path) -> None:
+    """Start every component of ``cluster`` from ``bins``; stop what was started if a step fails."""
+    started_at = time.monotonic()
+    for sub in ("logs", "pids", "pki", "auth", "etcd"):
+        cluster._path(sub).mkdir(parents=True, exist_ok=True)
+    cluster._path("etcd").chmod(0o700)  # etcd refuses data dirs others can read
+    ensure_pki(cluster._path("pki"))
+    ensure_tokens(cluster._path("auth", "tokens.csv"))
+    previous = cluster.ports
+    taken: set[int] = set()
+    ports: dict[str, int] = {}
+    for name in ("etcd", "etcd-peer", "kube-apiserver", "kube-scheduler"):
+        ports[name] = pick_port(previous.get(name), taken)
+        taken.add(ports[name])
+    state = {
+        "ports": ports,
+        "extender_url": cluster.extender_url,
+        "run_scheduler": cluster.run_scheduler,
+        "bin_dir": str(bins),
+        "kubernetes": kubernetes_version(cluster.controlplane_dir),
+    }
+    cluster._path("state.json").write_text(json.dumps(state, indent=2) + "\n")
+    tokens = cluster._tokens()
+    users = ((cluster.kubeconfig, "admin"), (cluster.scheduler_kubeconfig, "system:kube-scheduler"))
+    for path, user in users:
+        write_kubeconfig(path, ports["kube-apiserver"], cluster.ca_file, user, tokens[user])
+
+    started: list[Started] = []
+    try:
+        started.append(_spawn(cluster, "etcd", _etcd_argv(cluster, bins, ports), ports["etcd"]))
+        etcd_health = f"http://127.0.0.1:{ports['etcd']}/health"
+        _wait(cluster, "etcd", lambda: http_get(etcd_health)[0] == 200, started[-1])
+        argv = _apiserver_argv(cluster, bins, ports)
+        started.append(_spawn(cluster, "kube-apiserver", argv, ports["kube-apiserver"]))
+        _wait(cluster, "kube-apiserver", cluster._apiserver_ready, started[-1])
+        _wait(
+            cluster,
+            "kube-apiserver",
+            lambda: (
+                http_get(
+                    f"{cluster.server}/api/v1/namespaces/default",
+                    token=cluster.admin_token,
+                    context=cluster.ssl_context(),
+                )[0]
+                == 200
+            ),
+            started[-1],
+            what="namespace default",
+        )
+        _apply_crds(cluster)
+        if cluster.run_scheduler:
+            started.append(start_scheduler(cluster, bins, ports["kube-scheduler"]))
+    except BaseException:
+        for proc in reversed(started):
+            cluster._stop_started(proc)
+        raise
+    cluster.log(
+        f"cluster up in {time.monotonic() - started_at:.1f}s: {cluster.server}, state in {cluster.state_dir}"
+    )
+
+
+def start_scheduler(cluster: LocalCluster, bins: Path, port: int) -> Started:
+    """Render the scheduler config, start kube-scheduler on ``port`` and wait for its /healthz."""
+    rendered = render_scheduler_config(
+        cluster.scheduler_config.read_text(), cluster.scheduler_kubeconfig, cluster.extender_url
+    )
+    config = cluster._path("scheduler-config.yaml")
+    config.write_text(rendered)
+    argv = [
+        str(bins / "kube-scheduler"),
+        f"--config={config}",
+        f"--authentication-kubeconfig={cluster.scheduler_kubeconfig}",
+        f"--authorization-kubeconfig={cluster.scheduler_kubeconfig}",
+        "--bind-address=127.0.0.1",
+        f"--secure-port={port}",
+        f"--cert-dir={cluster._path('pki', 'scheduler')}",
+        f"--v={cluster.scheduler_verbosity}",
+    ]
+    proc = _spawn(cluster, "kube-scheduler", argv, port)
+    insecure = ssl.create_default_context()
+    insecure.check_hostname = False
+    insecure.verify_mode = ssl.CERT_NONE  # self-signed serving cert; it is only a probe
+    try:
+        _wait(
+            cluster,
+            "kube-scheduler",
+            lambda: http_get(f"https://127.0.0.1:{port}/healthz", context=insecure)[0] == 200,
+            proc,
+        )
+    except BaseException:
+        cluster._stop_started(proc)
+        raise
+    return proc
+
+
+def _wait(
+    cluster: LocalCluster, name: str, ready: Callable[[], bool], proc: Started, what: str = "ready"
+) -> None:
+    """Poll ``ready`` until it passes, failing fast if the process exits."""
+    log_path = cluster._path("logs", name + ".log")
+    t0 = time.monotonic()
+    deadline = t0 + cluster.start_timeout
+    while True:
+        if ready():
+            cluster.log(f"{name} {what} after {time.monotonic() - t0:.1f}s")
+            return
+        if not alive(proc.pid, proc.start_time):
+            msg = f"{name} exited during start-up; last lines of {log_path}:\n{tail(log_path)}"
+            raise ClusterError(msg)
+        if time.monotonic() > deadline:
+            msg = (
+                f"{name} not {what} after {cluster.start_timeout:.0f}s; last lines of {log_path}:\n"
+                f"{tail(log_path)}"
+            )
+            raise ClusterError(msg)
+        time.sleep(0.2)
+
+
+def _spawn(cluster: LocalCluster, name: str, argv: list[str], port: int) -> Started:
+    """Start one component detached (logs/<name>.log) and record its pid file for status and down."""
+    proc = spawn_detached(name, argv, cluster._path("logs", f"{name}.log"), cluster.state_dir)
+    record = {"pid": proc.pid, "start_time": proc.start_time, "port": port}
+    cluster._path("pids", f"{name}.pid").write_text(json.dumps(record) + "\n")
+    cluster.log(f"started {name} (pid {proc.pid}, port {port})")
+    return proc
+
+
+def _etcd_argv(cluster: LocalCluster, bins: Path, ports: Mapping[str, int]) -> list[str]:
+    return [
+        str(bins / "etcd"),
+        "--name=phalanx",
+        f"--data-dir={cluster._path('etcd')}",
+        f"--listen-client-urls=http://127.0.0.1:{ports['etcd']}",
+        f"--listen-peer-urls=http://127.0.0.1:{ports['etcd-peer']}",
+        # Throwaway test state: skipping fsync makes every apiserver write much cheaper.
+        "--unsafe-no-fsync",
+        "--log-level=warn",
+    ]
+
+
+def _apiserver_argv(cluster: LocalCluster, bins: Path, ports: Mapping[str, int]) -> list[str]:
+    pki = cluster._path("pki")
+    return [
+        str(bins / "kube-apiserver"),
+        f"--etcd-servers=http://127.0.0.1:{ports['etcd']}",
+        "--bind-address=127.0.0.1",
+        "--advertise-address=127.0.0.1",
+        f"--secure-port={ports['kube-apiserver']}",
+        f"--tls-cert-file={pki / 'apiserver.crt'}",
+        f"--tls-private-key-file={pki / 'apiserver.key'}",
+        f"--cert-dir={pki}",
+        f"--token-auth-file={cluster._path('auth', 'tokens.csv')}",
+        # These fill kube-system/extension-apiserver-authentication, which kube-scheduler's
+        # delegated authentication reads; without both CAs it logs errors in a loop. The
+        # CA only ever signs serverAuth certificates, so it admits no client.
+        f"--client-ca-file={pki / 'ca.crt'}",
+        f"--requestheader-client-ca-file={pki / 'ca.crt'}",
+        "--requestheader-allowed-names=front-proxy-client",
+        "--requestheader-username-headers=X-Remote-User",
+        "--requestheader-group-headers=X-Remote-Group",
+        "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+        "--authorization-mode=RBAC",
+        f"--service-account-issuer={SERVICE_ACCOUNT_ISSUER}",
+        f"--service-account-key-file={pki / 'sa.pub'}",
+        f"--service-account-signing-key-file={pki / 'sa.key'}",
+        f"--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}",
+        # No controller-manager runs, so nobody would create the `default`
+        # ServiceAccount the ServiceAccount admission plugin insists on.
+        "--disable-admission-plugins=ServiceAccount",
+        # The endpoints of the `kubernetes` Service may not be a loopback address;
+        # nothing here needs that Service to have endpoints.
+        "--endpoint-reconciler-type=none",
+        "--profiling=false",
+        "--v=1",
+    ]
+
+
+def _apply_crds(cluster: LocalCluster) -> None:
+    """Apply and wait for every CRD manifest in ``manifests/crds/`` (if any)."""
+    crd_dir = cluster.repo_root / "manifests" / "crds"
+    files = sorted(p for p in crd_dir.glob("*") if p.suffix in (".yaml", ".yml", ".json"))
+    if not files:
+        return
+    for path in files:
+        cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(path))
+    for path in files:
+        cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s", "-f", str(path))
+    cluster.log(f"applied {len(files)} CRD manifest(s) from {crd_dir}")
