@@ -14,6 +14,7 @@ from types import MappingProxyType
 from kubeio.binding import BindRefusedError, BindStatus
 from kubeio.errors import KubeError
 from scheduling.model import Node, Pod, PodGroup, Resources
+from scheduling.queues import QUEUE_LABEL, Queue
 from scheduling.snapshot import ClusterSnapshot
 from scheduling.state import state_of
 
@@ -30,6 +31,22 @@ class NodeBuilder:
         self._node = replace(self._node, labels=MappingProxyType(dict(labels)))
         return self
 
+    def cpu(self, milli: int) -> NodeBuilder:
+        self._node = replace(self._node, allocatable=replace(self._node.allocatable, milli_cpu=milli))
+        return self
+
+    def memory(self, size: int) -> NodeBuilder:
+        self._node = replace(self._node, allocatable=replace(self._node.allocatable, memory=size))
+        return self
+
+    def not_ready(self) -> NodeBuilder:
+        self._node = replace(self._node, ready=False)
+        return self
+
+    def cordoned(self) -> NodeBuilder:
+        self._node = replace(self._node, unschedulable=True)
+        return self
+
     def build(self) -> Node:
         return self._node
 
@@ -44,6 +61,18 @@ class PodBuilder:
 
     def cpu(self, milli: int) -> PodBuilder:
         self._pod = replace(self._pod, requests=replace(self._pod.requests, milli_cpu=milli))
+        return self
+
+    def memory(self, size: int) -> PodBuilder:
+        self._pod = replace(self._pod, requests=replace(self._pod.requests, memory=size))
+        return self
+
+    def queue(self, name: str) -> PodBuilder:
+        self._pod = replace(self._pod, labels=MappingProxyType({**self._pod.labels, QUEUE_LABEL: name}))
+        return self
+
+    def created(self, timestamp: str) -> PodBuilder:
+        self._pod = replace(self._pod, created=timestamp)
         return self
 
     def uid(self, uid: str) -> PodBuilder:
@@ -88,10 +117,13 @@ def a_pod(name: str, namespace: str = "ml") -> PodBuilder:
 
 
 def snapshot_of(
-    nodes: Iterable[Node], pods: Iterable[Pod] = (), groups: Iterable[PodGroup] = ()
+    nodes: Iterable[Node],
+    pods: Iterable[Pod] = (),
+    groups: Iterable[PodGroup] = (),
+    queues: Iterable[Queue] = (),
 ) -> ClusterSnapshot:
     """The snapshot the core's own ``ClusterState`` makes of these objects (no hand-built copy)."""
-    return state_of(nodes, pods, groups).snapshot()
+    return state_of(nodes, pods, groups, queues).snapshot()
 
 
 @dataclass
