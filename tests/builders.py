@@ -13,6 +13,7 @@ from types import MappingProxyType
 
 from kubeio.binding import BindRefusedError, BindStatus
 from kubeio.errors import KubeError
+from kubeio.events import ObjectRef
 from scheduling.model import Node, Pod, PodGroup, Resources
 from scheduling.queues import QUEUE_LABEL, Queue
 from scheduling.snapshot import ClusterSnapshot
@@ -185,3 +186,50 @@ class FakeBinder:
                     pod, node_name=node, gpu_indices=indices, phase="Running"
                 )
             return BindStatus.BOUND
+
+
+@dataclass
+class FakePlanWriter:
+    """A PlanWriter over a FakeCluster: plan annotations land on its PodGroups, deletes remove pods.
+
+    ``calls`` records ``("set_plan", key, plan)`` and ``("delete", key, uid)`` in order; with ``fail_with``
+    set, plan writes record the call and then raise it.
+    """
+
+    cluster: FakeCluster
+    calls: list[tuple[str, str, str | None]] = field(default_factory=list)
+    fail_with: KubeError | None = None
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def set_plan(self, namespace: str, name: str, plan: str | None) -> None:
+        key = f"{namespace}/{name}"
+        with self.lock:
+            self.calls.append(("set_plan", key, plan))
+            if self.fail_with is not None:
+                raise self.fail_with
+            self.cluster.groups[key] = replace(self.cluster.groups[key], plan=plan)
+
+    def delete_pod(self, namespace: str, name: str, uid: str, *, grace_seconds: int | None = None) -> bool:
+        key = f"{namespace}/{name}"
+        with self.lock:
+            self.calls.append(("delete", key, uid))
+            pod = self.cluster.pods.get(key)
+            if pod is None or pod.uid != uid:
+                return False
+            del self.cluster.pods[key]
+            return True
+
+
+@dataclass
+class FakeEvents:
+    """An EventSink that keeps ``(kind, name, type, reason, message)`` for every event, in order."""
+
+    events: list[tuple[str, str, str, str, str]] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def record(self, ref: ObjectRef, type_: str, reason: str, message: str) -> None:
+        with self.lock:
+            self.events.append((ref.kind, ref.name, type_, reason, message))
+
+    def reasons(self) -> list[str]:
+        return [reason for _, _, _, reason, _ in self.events]
