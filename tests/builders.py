@@ -11,10 +11,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
+from extender.ledger import PromiseLedger
 from kubeio.binding import BindRefusedError, BindStatus
 from kubeio.errors import KubeError
 from kubeio.events import ObjectRef
 from scheduling.model import Node, Pod, PodGroup, Resources
+from scheduling.promises import Promise
 from scheduling.queues import QUEUE_LABEL, Queue
 from scheduling.snapshot import ClusterSnapshot
 from scheduling.state import state_of
@@ -125,6 +127,13 @@ def snapshot_of(
 ) -> ClusterSnapshot:
     """The snapshot the core's own ``ClusterState`` makes of these objects (no hand-built copy)."""
     return state_of(nodes, pods, groups, queues).snapshot()
+
+
+def a_ledger(promises: Iterable[Promise]) -> PromiseLedger:
+    """A promise ledger holding ``promises`` (a gang's reservation, say)."""
+    ledger = PromiseLedger()
+    ledger.update(lambda book: (book.add_all(promises), None))
+    return ledger
 
 
 @dataclass

@@ -7,13 +7,21 @@ from concurrent.futures import Future, ThreadPoolExecutor
 import pytest
 
 from extender.gang_bind import GangBind, GangBinder, GangSettings, GangTeller
-from extender.ledger import PromiseLedger
 from kubeio.binding import BindStatus
 from kubeio.errors import KubeError
 from scheduling.gang_record import PlannedMember, decode_plan
 from scheduling.model import Pod
 from scheduling.promises import Promise
-from tests.builders import FakeBinder, FakeCluster, FakeEvents, FakePlanWriter, a_gang, a_node, a_pod
+from tests.builders import (
+    FakeBinder,
+    FakeCluster,
+    FakeEvents,
+    FakePlanWriter,
+    a_gang,
+    a_ledger,
+    a_node,
+    a_pod,
+)
 
 GANG = [a_pod(f"w{i}").gpus(2).group("g").build() for i in range(3)]
 GPUS = {pod.uid: (2 * i, 2 * i + 1) for i, pod in enumerate(GANG)}
@@ -51,14 +59,8 @@ class Rig:
         self.binder = FakeBinder(self.cluster)
         self.events = FakeEvents()
         self.clock = Clock()
-        self.ledger = PromiseLedger()
-        self.ledger.update(
-            lambda book: (
-                book.add_all(
-                    Promise(p.uid, p.key, "n1", GPUS[p.uid], 100.0, p.requests, "ml/g") for p in GANG
-                ),
-                None,
-            )
+        self.ledger = a_ledger(
+            Promise(p.uid, p.key, "n1", GPUS[p.uid], 100.0, p.requests, "ml/g") for p in GANG
         )
         self.gangs = GangBinder(
             self.cluster.snapshot,

@@ -4,12 +4,20 @@ from dataclasses import replace
 
 from extender.barrier import BarrierBoard
 from extender.gang_bind import GangTeller
-from extender.ledger import PromiseLedger
 from extender.recovery import GangRecovery
 from kubeio.errors import UnavailableError
 from scheduling.gang_record import PlannedMember, encode_plan
 from scheduling.promises import Promise
-from tests.builders import FakeBinder, FakeCluster, FakeEvents, FakePlanWriter, a_gang, a_node, a_pod
+from tests.builders import (
+    FakeBinder,
+    FakeCluster,
+    FakeEvents,
+    FakePlanWriter,
+    a_gang,
+    a_ledger,
+    a_node,
+    a_pod,
+)
 
 PLAN = [PlannedMember(f"uid-ml-w{i}", f"w{i}", "n1", (2 * i, 2 * i + 1)) for i in range(3)]
 
@@ -25,14 +33,8 @@ class Rig:
         self.writer = FakePlanWriter(self.cluster)
         self.binder = FakeBinder(self.cluster)
         self.events = FakeEvents()
-        self.ledger = PromiseLedger()
-        self.ledger.update(
-            lambda book: (
-                book.add_all(
-                    Promise(m.uid, f"ml/{m.name}", m.node, m.gpus, 100.0, group="ml/g") for m in PLAN
-                ),
-                None,
-            )
+        self.ledger = a_ledger(
+            Promise(m.uid, f"ml/{m.name}", m.node, m.gpus, 100.0, group="ml/g") for m in PLAN
         )
         self.board = BarrierBoard(lambda: 0.0)
         self.recovery = GangRecovery(
