@@ -11,9 +11,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
+from extender.ledger import PromiseLedger
 from kubeio.binding import BindRefusedError, BindStatus
 from kubeio.errors import KubeError
+from kubeio.events import ObjectRef
 from scheduling.model import Node, Pod, PodGroup, Resources
+from scheduling.promises import Promise
+from scheduling.queues import QUEUE_LABEL, Queue
 from scheduling.snapshot import ClusterSnapshot
 from scheduling.state import state_of
 
@@ -30,6 +34,22 @@ class NodeBuilder:
         self._node = replace(self._node, labels=MappingProxyType(dict(labels)))
         return self
 
+    def cpu(self, milli: int) -> NodeBuilder:
+        self._node = replace(self._node, allocatable=replace(self._node.allocatable, milli_cpu=milli))
+        return self
+
+    def memory(self, size: int) -> NodeBuilder:
+        self._node = replace(self._node, allocatable=replace(self._node.allocatable, memory=size))
+        return self
+
+    def not_ready(self) -> NodeBuilder:
+        self._node = replace(self._node, ready=False)
+        return self
+
+    def cordoned(self) -> NodeBuilder:
+        self._node = replace(self._node, unschedulable=True)
+        return self
+
     def build(self) -> Node:
         return self._node
 
@@ -44,6 +64,18 @@ class PodBuilder:
 
     def cpu(self, milli: int) -> PodBuilder:
         self._pod = replace(self._pod, requests=replace(self._pod.requests, milli_cpu=milli))
+        return self
+
+    def memory(self, size: int) -> PodBuilder:
+        self._pod = replace(self._pod, requests=replace(self._pod.requests, memory=size))
+        return self
+
+    def queue(self, name: str) -> PodBuilder:
+        self._pod = replace(self._pod, labels=MappingProxyType({**self._pod.labels, QUEUE_LABEL: name}))
+        return self
+
+    def created(self, timestamp: str) -> PodBuilder:
+        self._pod = replace(self._pod, created=timestamp)
         return self
 
     def uid(self, uid: str) -> PodBuilder:
@@ -88,10 +120,20 @@ def a_pod(name: str, namespace: str = "ml") -> PodBuilder:
 
 
 def snapshot_of(
-    nodes: Iterable[Node], pods: Iterable[Pod] = (), groups: Iterable[PodGroup] = ()
+    nodes: Iterable[Node],
+    pods: Iterable[Pod] = (),
+    groups: Iterable[PodGroup] = (),
+    queues: Iterable[Queue] = (),
 ) -> ClusterSnapshot:
     """The snapshot the core's own ``ClusterState`` makes of these objects (no hand-built copy)."""
-    return state_of(nodes, pods, groups).snapshot()
+    return state_of(nodes, pods, groups, queues).snapshot()
+
+
+def a_ledger(promises: Iterable[Promise]) -> PromiseLedger:
+    """A promise ledger holding ``promises`` (a gang's reservation, say)."""
+    ledger = PromiseLedger()
+    ledger.update(lambda book: (book.add_all(promises), None))
+    return ledger
 
 
 @dataclass
@@ -153,3 +195,50 @@ class FakeBinder:
                     pod, node_name=node, gpu_indices=indices, phase="Running"
                 )
             return BindStatus.BOUND
+
+
+@dataclass
+class FakePlanWriter:
+    """A PlanWriter over a FakeCluster: plan annotations land on its PodGroups, deletes remove pods.
+
+    ``calls`` records ``("set_plan", key, plan)`` and ``("delete", key, uid)`` in order; with ``fail_with``
+    set, plan writes record the call and then raise it.
+    """
+
+    cluster: FakeCluster
+    calls: list[tuple[str, str, str | None]] = field(default_factory=list)
+    fail_with: KubeError | None = None
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def set_plan(self, namespace: str, name: str, plan: str | None) -> None:
+        key = f"{namespace}/{name}"
+        with self.lock:
+            self.calls.append(("set_plan", key, plan))
+            if self.fail_with is not None:
+                raise self.fail_with
+            self.cluster.groups[key] = replace(self.cluster.groups[key], plan=plan)
+
+    def delete_pod(self, namespace: str, name: str, uid: str, *, grace_seconds: int | None = None) -> bool:
+        key = f"{namespace}/{name}"
+        with self.lock:
+            self.calls.append(("delete", key, uid))
+            pod = self.cluster.pods.get(key)
+            if pod is None or pod.uid != uid:
+                return False
+            del self.cluster.pods[key]
+            return True
+
+
+@dataclass
+class FakeEvents:
+    """An EventSink that keeps ``(kind, name, type, reason, message)`` for every event, in order."""
+
+    events: list[tuple[str, str, str, str, str]] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def record(self, ref: ObjectRef, type_: str, reason: str, message: str) -> None:
+        with self.lock:
+            self.events.append((ref.kind, ref.name, type_, reason, message))
+
+    def reasons(self) -> list[str]:
+        return [reason for _, _, _, reason, _ in self.events]

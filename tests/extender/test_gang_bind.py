@@ -1,0 +1,152 @@
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+
+import pytest
+
+from extender.gang_bind import GangBind, GangBinder, GangSettings, GangTeller
+from kubeio.binding import BindStatus
+from kubeio.errors import KubeError
+from scheduling.gang_record import PlannedMember, decode_plan
+from scheduling.model import Pod
+from scheduling.promises import Promise
+from tests.builders import (
+    FakeBinder,
+    FakeCluster,
+    FakeEvents,
+    FakePlanWriter,
+    a_gang,
+    a_ledger,
+    a_node,
+    a_pod,
+)
+
+GANG = [a_pod(f"w{i}").gpus(2).group("g").build() for i in range(3)]
+GPUS = {pod.uid: (2 * i, 2 * i + 1) for i, pod in enumerate(GANG)}
+
+
+class Clock:
+    """A clock the test moves; it remembers which threads asked it (a barrier asks while it waits)."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.askers: set[int] = set()
+
+    def __call__(self) -> float:
+        self.askers.add(threading.get_ident())
+        return self.now
+
+
+def eventually(condition: Callable[[], bool]) -> None:
+    """Wait for ``condition``, polling; fail (not hang) if it never holds."""
+    pause = threading.Event()
+    for _ in range(1000):
+        if condition():
+            return
+        pause.wait(0.01)
+    pytest.fail("the condition never held")
+
+
+class Rig:
+    """A GangBinder over a fake cluster with the whole gang reserved on n1; binds and plan writes in order."""
+
+    def __init__(self, *, bind_wait: float = 25.0) -> None:
+        self.cluster = FakeCluster().add(a_node("n1").build(), a_gang("g", len(GANG)), *GANG)
+        self.calls: list[tuple[str, str, str | None]] = []  # plan writes and binds, in order
+        self.writer = FakePlanWriter(self.cluster, self.calls)
+        self.binder = FakeBinder(self.cluster)
+        self.events = FakeEvents()
+        self.clock = Clock()
+        self.ledger = a_ledger(
+            Promise(p.uid, p.key, "n1", GPUS[p.uid], 100.0, p.requests, "ml/g") for p in GANG
+        )
+        self.gangs = GangBinder(
+            self.cluster.snapshot,
+            self.ledger,
+            self.writer,
+            self.bind,
+            clock=self.clock,
+            teller=GangTeller(self.events, None, lambda: 0.0),
+            settings=GangSettings(bind_wait=bind_wait),
+        )
+        self.pool = ThreadPoolExecutor(len(GANG))
+
+    def bind(
+        self, namespace: str, name: str, uid: str, node: str, annotations: Mapping[str, str]
+    ) -> BindStatus:
+        self.calls.append(("bind", f"{namespace}/{name}", node))
+        return self.binder.bind(namespace, name, uid, node, annotations)
+
+    def __enter__(self) -> Rig:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.pool.shutdown(wait=True)
+
+    def start(self, pod: Pod) -> Future[GangBind]:
+        return self.pool.submit(self.gangs.bind, pod, "n1")
+
+    def waiting(self, count: int) -> None:
+        """Wait until ``count`` members are inside the barrier (each asks the clock as it waits)."""
+        eventually(lambda: len(self.clock.askers - {threading.get_ident()}) >= count)
+
+
+def test_the_barrier_releases_every_member_when_the_last_arrives_and_the_plan_comes_first() -> None:
+    with Rig() as rig:
+        first = [rig.start(pod) for pod in GANG[:2]]
+        rig.waiting(2)
+        assert rig.calls == []
+        last = rig.start(GANG[2])
+        results = [f.result(timeout=10) for f in [*first, last]]
+        assert [(r.error, r.outcome, r.gpus) for r in results] == [("", "bound", GPUS[p.uid]) for p in GANG]
+        (write, key, written), *binds, clear = rig.calls
+        assert (write, key) == ("set_plan", "ml/g"), "the leader writes the plan before any Binding"
+        assert clear == ("set_plan", "ml/g", None), "every member bound: the plan annotation goes"
+        assert sorted(binds) == [("bind", p.key, "n1") for p in GANG]
+        assert written is not None
+        assert sorted(decode_plan(written), key=lambda m: m.name) == [
+            PlannedMember(p.uid, p.name, "n1", GPUS[p.uid]) for p in GANG
+        ]
+        assert rig.cluster.groups["ml/g"].plan is None
+        assert rig.events.reasons() == ["GangBound"]
+        assert not rig.gangs.board.active("ml/g")
+
+
+def test_members_that_do_not_all_arrive_fail_together_and_release_the_reservation() -> None:
+    with Rig(bind_wait=0.2) as rig:
+        waiting = [rig.start(pod) for pod in GANG[:2]]
+        rig.waiting(2)
+        rig.clock.now = 1.0  # past the barrier's deadline; waiters look again within 0.2 s
+        results = [f.result(timeout=10) for f in waiting]
+        message = (
+            "gang ml/g: only 2 of 3 members reached bind within 0s; released the reservation, "
+            "members will be scheduled again"
+        )
+        assert [(r.error, r.outcome) for r in results] == [(message, "barrier_timeout")] * 2
+        assert rig.calls == []
+        assert "ml/g" not in rig.ledger.book.by_group
+        assert rig.events.events == [("PodGroup", "g", "Warning", "GangBindTimeout", message)]
+
+
+def test_when_the_leader_cannot_record_the_plan_the_others_do_not_bind() -> None:
+    with Rig() as rig:
+        rig.writer.fail_with = KubeError(500, "InternalError", "etcd is down")
+        results = [f.result(timeout=10) for f in [rig.start(pod) for pod in GANG]]
+        refused = [p.key for p, r in zip(GANG, results, strict=True) if r.outcome != "bound"]
+        errors = [r.error for r in results]
+        assert errors.count("gang ml/g: the bind plan could not be recorded; not binding") >= 2
+        assert not {("bind", key, "n1") for key in refused} & set(rig.calls)
+        assert rig.ledger.book.by_uid == {}
+        assert rig.cluster.groups["ml/g"].plan is None
+
+
+def test_a_member_without_its_reservation_does_not_enter_the_barrier() -> None:
+    with Rig() as rig:
+        rig.ledger.release(GANG[0].uid)
+        result = rig.gangs.bind(GANG[0], "n1")
+        assert result == GangBind(
+            "gang ml/g: w0 has no reservation (it expired); it will be planned again", "no_reservation"
+        )
+        assert not rig.gangs.board.active("ml/g")

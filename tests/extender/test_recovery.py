@@ -1,0 +1,121 @@
+from __future__ import annotations
+
+from dataclasses import replace
+
+from extender.barrier import BarrierBoard
+from extender.gang_bind import GangTeller
+from extender.recovery import GangRecovery
+from kubeio.errors import UnavailableError
+from scheduling.gang_record import PlannedMember, encode_plan
+from scheduling.promises import Promise
+from tests.builders import (
+    FakeBinder,
+    FakeCluster,
+    FakeEvents,
+    FakePlanWriter,
+    a_gang,
+    a_ledger,
+    a_node,
+    a_pod,
+)
+
+PLAN = [PlannedMember(f"uid-ml-w{i}", f"w{i}", "n1", (2 * i, 2 * i + 1)) for i in range(3)]
+
+
+class Rig:
+    """A gang of three planned on n1, w0 bound as planned, the rest as the test leaves them."""
+
+    def __init__(self, *, plan: str | None = None, gone: tuple[str, ...] = ()) -> None:
+        group = replace(a_gang("g", 3), plan=encode_plan(PLAN) if plan is None else plan)
+        pods = [a_pod("w0").gpus(2).group("g").on("n1", [0, 1]).build()]
+        pods += [a_pod(f"w{i}").gpus(2).group("g").build() for i in (1, 2) if f"w{i}" not in gone]
+        self.cluster = FakeCluster().add(a_node("n1").build(), group, *pods)
+        self.writer = FakePlanWriter(self.cluster)
+        self.binder = FakeBinder(self.cluster)
+        self.events = FakeEvents()
+        self.ledger = a_ledger(
+            Promise(m.uid, f"ml/{m.name}", m.node, m.gpus, 100.0, group="ml/g") for m in PLAN
+        )
+        self.board = BarrierBoard(lambda: 0.0)
+        self.recovery = GangRecovery(
+            self.cluster.snapshot,
+            self.ledger,
+            self.writer,
+            self.binder.bind,
+            board=self.board,
+            teller=GangTeller(self.events, None, lambda: 0.0),
+        )
+
+    @property
+    def plan(self) -> str | None:
+        return self.cluster.groups["ml/g"].plan
+
+
+def test_a_half_bound_gang_is_completed_as_planned_and_its_plan_removed() -> None:
+    rig = Rig()
+    assert rig.recovery.recover_all() == 1
+    assert [(key, node, gpus) for key, _, node, gpus in rig.binder.calls] == [
+        ("ml/w1", "n1", {"phalanx.io/gpus": "2,3"}),
+        ("ml/w2", "n1", {"phalanx.io/gpus": "4,5"}),
+    ]
+    assert {p.name: p.node_name for p in rig.cluster.pods.values()} == {"w0": "n1", "w1": "n1", "w2": "n1"}
+    assert rig.plan is None
+    assert rig.events.events == [
+        (
+            "PodGroup",
+            "g",
+            "Normal",
+            "GangRecovered",
+            "gang ml/g: binding the 2 members the interrupted bind left",
+        )
+    ]
+    assert rig.ledger.book.by_uid == {}
+    assert rig.recovery.recover_all() == 0, "nothing left for the next pass"
+
+
+def test_a_gang_that_lost_a_planned_member_is_rolled_back() -> None:
+    rig = Rig(gone=("w2",))
+    rig.recovery.recover_all()
+    assert rig.binder.calls == []
+    assert [c for c in rig.writer.calls if c[0] == "delete"] == [("delete", "ml/w0", "uid-ml-w0")]
+    assert sorted(rig.cluster.pods) == ["ml/w1"]
+    assert rig.plan is None
+    assert rig.events.events == [
+        (
+            "PodGroup",
+            "g",
+            "Warning",
+            "GangRecovered",
+            "gang ml/g: the bind was interrupted and members w2 are gone, so the gang cannot be completed; "
+            "deleting the 1 bound members",
+        )
+    ]
+
+
+def test_an_api_failure_mid_recovery_leaves_the_plan_for_the_next_pass() -> None:
+    rig = Rig()
+    rig.binder.fail_with = UnavailableError(0, "Unavailable", "connection refused")
+    rig.recovery.recover_all()
+    assert rig.plan == encode_plan(PLAN)
+    assert rig.events.events == []
+    assert set(rig.ledger.book.by_uid) == {m.uid for m in PLAN}
+    rig.binder.fail_with = None
+    assert rig.recovery.recover_all() == 1
+    assert rig.plan is None
+
+
+def test_a_corrupt_plan_is_removed_and_nothing_else_happens() -> None:
+    rig = Rig(plan="{not json")
+    rig.recovery.recover_all()
+    assert rig.writer.calls == [("set_plan", "ml/g", None)]
+    assert rig.binder.calls == []
+    assert rig.events.events == []
+
+
+def test_a_gang_inside_its_bind_barrier_is_left_alone() -> None:
+    rig = Rig()
+    passage = rig.board.join("ml/g", "uid-ml-w0", 1, 5.0)
+    assert rig.recovery.recover_all() == 0
+    assert rig.writer.calls == [] and rig.binder.calls == []
+    rig.board.leave("ml/g", passage, bound=True)
+    assert rig.recovery.recover_all() == 1

@@ -1,0 +1,148 @@
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pytest
+
+from scheduling.model import Pod
+from scheduling.promises import PromiseBook
+from scheduling.queue_gate import ADMITTED_TTL, AdmittedBook, AdmittedGroup, queue_gate, still_waiting
+from scheduling.queue_view import view_of
+from scheduling.queues import Queue
+from scheduling.snapshot import ClusterSnapshot
+from tests.builders import a_node, a_pod, snapshot_of
+from tests.scheduling.queues.builders import gpu_queue, gpus, group
+
+NODES = [a_node("n1").build(), a_node("n2").build()]  # 16 GPUs
+
+
+def gate(
+    pod: Pod,
+    now: Sequence[Pod],
+    *,
+    then: Sequence[Pod],
+    queues: Sequence[Queue],
+    admitted: AdmittedBook = AdmittedBook(),  # noqa: B008 (an immutable value)
+    at: float = 0.0,
+) -> str | None:
+    """The gate's sentence for ``pod`` with a view built from ``then`` and a snapshot holding ``now``."""
+    view = view_of(snapshot_of(NODES, then, queues=queues), PromiseBook(), None)
+    snapshot = snapshot_of(NODES, now, queues=queues)
+    free = snapshot.free_total(PromiseBook())
+    return queue_gate(pod, snapshot, PromiseBook(), view, admitted, now=at, free=free).held
+
+
+FIRST = a_pod("first").gpus(4).queue("a").build()
+SECOND = a_pod("second").gpus(4).queue("a").build()
+FIRST_ADMITTED = AdmittedBook().with_group(
+    "ml/first", AdmittedGroup("a", gpus(4), frozenset({FIRST.uid}), expires_at=ADMITTED_TTL)
+)
+FIRST_BOUND = a_pod("first").gpus(4).queue("a").on("n1", range(4)).build()
+OVER_6 = "queue a: over its GPU limit (limit 6, allocated 4, this job needs 4)"
+
+# (queue a's GPU limit, is FIRST bound in the view, the clock, the sentence for SECOND)
+IN_FLIGHT = {
+    "a group admitted a moment ago counts against its queue": (6, False, 1.0, OVER_6),
+    "it stops counting after ADMITTED_TTL": (6, False, ADMITTED_TTL + 0.5, None),
+    "it stops counting once the view counts its pods": (8, True, 1.0, None),
+    "the view's count holds on its own": (6, True, 1.0, OVER_6),
+}
+
+
+@pytest.mark.parametrize(("limit", "bound", "at", "held"), IN_FLIGHT.values(), ids=IN_FLIGHT.keys())
+def test_groups_admitted_since_the_view_count_until_the_view_does(
+    limit: int, bound: bool, at: float, held: str | None
+) -> None:
+    first = FIRST_BOUND if bound else FIRST
+    answer = gate(
+        SECOND,
+        [first, SECOND],
+        then=[first, SECOND],
+        queues=[gpu_queue("a", quota=4, limit=limit)],
+        admitted=FIRST_ADMITTED,
+        at=at,
+    )
+    assert answer == held
+
+
+def test_a_group_does_not_count_against_itself() -> None:
+    own = AdmittedBook().with_group(
+        SECOND.key, AdmittedGroup("a", gpus(4), frozenset({SECOND.uid}), expires_at=ADMITTED_TTL)
+    )
+    queues = [gpu_queue("a", quota=4, limit=4)]
+    assert gate(SECOND, [SECOND], then=[SECOND], queues=queues, admitted=own, at=1.0) is None
+
+
+def test_a_let_through_group_is_recorded_with_its_waiting_members_and_expiry() -> None:
+    snapshot = snapshot_of(NODES, [SECOND], queues=[gpu_queue("a", quota=8)])
+    view = view_of(snapshot, PromiseBook(), None)
+    free = snapshot.free_total(PromiseBook())
+    answer = queue_gate(SECOND, snapshot, PromiseBook(), view, AdmittedBook(), now=10.0, free=free)
+    assert answer.admitted == (
+        "ml/second",
+        AdmittedGroup("a", gpus(4), frozenset({SECOND.uid}), 10.0 + ADMITTED_TTL),
+    )
+
+
+BIG = a_pod("big").gpus(8).queue("a").created("2026-01-01T00:00:00Z").build()
+BIG_PLACED = a_pod("big").gpus(8).queue("a").on("n1", range(8)).build()
+LATE = a_pod("late").gpus(12).queue("a").created("2026-01-02T00:00:00Z").build()
+SMALL = a_pod("small").gpus(4).queue("a").created("2026-01-02T00:00:00Z").build()
+HELD_FOR_BIG = (
+    "queue a: the 16 GPUs free are needed by 1 group(s) ahead of this one (ml/big of queue a need 8); "
+    "this job needs 12"
+)
+
+
+@pytest.mark.parametrize(
+    ("pod", "big", "held"),
+    [(LATE, BIG, HELD_FOR_BIG), (SMALL, BIG_PLACED, None)],
+    ids=["a group ahead that still waits holds it", "a group ahead placed since the view does not"],
+)
+def test_only_groups_still_waiting_ahead_hold_a_group(pod: Pod, big: Pod, held: str | None) -> None:
+    queues = [gpu_queue("a", quota=16)]
+    assert gate(pod, [big, pod], then=[BIG, pod], queues=queues) == held
+
+
+def test_without_a_view_every_group_is_admitted() -> None:
+    snapshot = snapshot_of(NODES, [SECOND])
+    answer = queue_gate(SECOND, snapshot, PromiseBook(), None, AdmittedBook(), now=0.0, free=gpus(0))
+    assert (answer.held, answer.admitted) == (None, None)
+
+
+def test_a_pod_of_an_unknown_queue_is_held_with_the_reason() -> None:
+    lost = a_pod("lost").gpus(1).queue("nope").build()
+    assert gate(lost, [lost], then=[lost], queues=[gpu_queue("a")]) == "queue nope does not exist"
+
+
+GANG_DONE = [a_pod(f"d{i}").group("done").on("n1", [i]).build() for i in range(2)]
+GANG_HALF = [a_pod("h0").group("half").on("n1", [2]).build(), a_pod("h1").group("half").build()]
+GANG_DYING = [
+    a_pod("x0").group("dying").on("n1", [3]).build(),
+    a_pod("x1").group("dying").terminating().build(),
+]
+ALONE_BOUND = a_pod("solo").on("n2", [0]).build()
+ALONE_WAITING = a_pod("wait").build()
+AHEAD = [
+    group("done", "a", 2),
+    group("half", "a", 2),
+    group("dying", "a", 2),
+    group("solo", "a", 1),
+    group("wait", "a", 1),
+    group("gone", "a", 1),
+]
+
+
+def test_still_waiting_keeps_groups_with_a_member_or_pod_left_to_place() -> None:
+    snapshot: ClusterSnapshot = snapshot_of(
+        NODES, [*GANG_DONE, *GANG_HALF, *GANG_DYING, ALONE_BOUND, ALONE_WAITING]
+    )
+    assert [g.key for g in still_waiting(AHEAD, snapshot)] == ["ml/half", "ml/wait"]
+
+
+def test_the_admitted_book_drops_expired_and_counted_entries_only() -> None:
+    entry = AdmittedGroup("a", gpus(1), frozenset({"u1", "u2"}), expires_at=5.0)
+    book = AdmittedBook().with_group("ml/g", entry)
+    assert book.live(5.0, frozenset({"u1"})) is book
+    assert book.live(5.1, frozenset()).by_group == {}
+    assert book.live(1.0, frozenset({"u1", "u2", "u3"})).by_group == {}

@@ -1,0 +1,150 @@
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pytest
+
+from scheduling.gpu_fit import filter_nodes
+from scheduling.model import Pod, PodGroup, Resources
+from scheduling.promises import Promise, PromiseBook
+from scheduling.queue_gate import AdmittedBook
+from scheduling.queue_view import view_of
+from scheduling.reasons import Code, GroupVerdict, Reason, Rejection, Verdict
+from scheduling.session import FilterInput, FilterOutcome, SessionSettings, filter_pod, gang_bind_terms
+from scheduling.topology import TopologyCache
+from tests.builders import a_gang, a_node, a_pod, snapshot_of
+from tests.scheduling.queues.builders import gpu_queue
+
+NODES = [a_node("n1").build(), a_node("n2").build()]
+CANDIDATES = ("n1", "n2")
+QUEUES = [gpu_queue("a", quota=4, limit=4)]
+BUSY = a_pod("busy").gpus(4).queue("a").on("n2", range(4)).build()  # queue a is at its limit
+GANG = [a_pod(f"w{i}").gpus(2).group("g").queue("a").build() for i in range(2)]
+ALONE = a_pod("alone").gpus(4).queue("a").build()
+HOLD = "queue a: over its GPU limit (limit 4, allocated 4, this job needs 4)"
+
+
+def reservation(pod: Pod, node: str, gpus: tuple[int, ...], expires_at: float = 100.0) -> Promise:
+    return Promise(pod.uid, pod.key, node, gpus, expires_at, pod.requests, pod.group_key)
+
+
+RESERVED = PromiseBook().add_all([reservation(GANG[0], "n1", (0, 1)), reservation(GANG[1], "n1", (2, 3))])
+
+
+def decide(
+    pod: Pod,
+    pods: Sequence[Pod],
+    book: PromiseBook,
+    *,
+    queues: bool = True,
+    now: float = 1.0,
+    groups: Sequence[PodGroup] = (a_gang("g", 2),),
+) -> FilterOutcome:
+    snapshot = snapshot_of(NODES, pods, groups, QUEUES if queues else ())
+    view = view_of(snapshot, book, None) if queues else None
+    request = FilterInput(pod, CANDIDATES, snapshot, book, view, AdmittedBook(), now)
+    return filter_pod(request, topologies=TopologyCache(), settings=SessionSettings())
+
+
+@pytest.mark.parametrize("pod", [ALONE, GANG[0]], ids=["a pod on its own", "a gang member"])
+def test_a_queue_hold_turns_down_every_node_with_the_queue_sentence(pod: Pod) -> None:
+    outcome = decide(pod, [BUSY, *GANG, ALONE], PromiseBook())
+    assert outcome.feasible == ()
+    assert outcome.rejected == {n: Rejection(Code.UNRESOLVABLE, Reason.QUEUE_HOLD, HOLD) for n in CANDIDATES}
+    assert outcome.verdict == GroupVerdict(Verdict.QUEUE_HOLD, HOLD)
+    assert outcome.admitted is None
+
+
+def test_a_gang_member_holding_its_reservation_skips_the_queue_gate() -> None:
+    outcome = decide(GANG[0], [BUSY, *GANG], RESERVED)
+    assert outcome.feasible == ("n1",)
+    assert outcome.verdict is None or outcome.verdict.verdict is not Verdict.QUEUE_HOLD
+    assert outcome.admitted is None
+    assert outcome.promises.by_uid == RESERVED.by_uid
+
+
+LAPSED = PromiseBook().add_all(
+    [reservation(GANG[0], "n1", (0, 1), 0.5), reservation(GANG[1], "n1", (2, 3), 0.5)]
+)
+
+
+def test_lapsed_promises_are_dropped_for_a_gang_member() -> None:
+    outcome = decide(GANG[0], GANG, LAPSED, queues=False)
+    assert outcome.lapsed == tuple(LAPSED.by_uid[p.uid] for p in GANG)
+    assert all(p.expires_at > 1.0 for p in outcome.promises.by_uid.values())
+
+
+def test_a_pod_on_its_own_leaves_the_book_as_it_was() -> None:
+    outcome = decide(a_pod("p").gpus(1).build(), GANG, LAPSED, queues=False)
+    assert (outcome.lapsed, outcome.promises) == ((), LAPSED)
+
+
+def test_a_pod_on_its_own_gets_the_fit_answer_and_is_recorded_as_admitted() -> None:
+    pod = a_pod("p").gpus(4).queue("a").build()
+    busy = a_pod("other").gpus(6).on("n2", range(6)).build()  # default queue: a has room
+    outcome = decide(pod, [busy, pod], PromiseBook(), groups=())
+    fit = filter_nodes(pod, CANDIDATES, snapshot_of(NODES, [busy, pod]), PromiseBook())
+    assert outcome.feasible == ("n1",)
+    assert outcome.rejected == fit.rejected
+    assert set(outcome.rejected) == {"n2"}
+    assert outcome.verdict is None
+    assert outcome.admitted is not None and outcome.admitted[0] == "ml/p"
+
+
+def bound(name: str) -> Pod:
+    return a_pod(name).gpus(1).group("g").on("n2", [int(name[-1])]).build()
+
+
+# (minMember, members already running, scheduleTimeoutSeconds, bind wait) -> (need, wait)
+TERMS = {
+    "nobody running yet": ((4, 0, 60, 25.0), (4, 25.0)),
+    "running members are not waited for": ((4, 3, 60, 25.0), (1, 25.0)),
+    "the PodGroup's timeout caps the wait": ((4, 0, 10, 25.0), (4, 10.0)),
+    "the bind wait caps a long timeout": ((2, 1, 600, 25.0), (1, 25.0)),
+}
+
+
+@pytest.mark.parametrize(("given", "expected"), TERMS.values(), ids=TERMS.keys())
+def test_a_gang_bind_waits_for_the_members_not_yet_running(
+    given: tuple[int, int, int, float], expected: tuple[int, float]
+) -> None:
+    min_member, running, timeout, bind_wait = given
+    pod = a_pod("p").gpus(1).group("g").build()
+    snapshot = snapshot_of(
+        NODES,
+        [pod, *(bound(f"r{i}") for i in range(running))],
+        [a_gang("g", min_member, timeout=timeout)],
+    )
+    book = PromiseBook().add(reservation(pod, "n1", (0,)))
+    terms = gang_bind_terms(pod, "n1", snapshot, book, bind_wait=bind_wait)
+    assert (terms.error, terms.need, terms.wait) == ("", *expected)
+    assert terms.promise == book.by_uid[pod.uid]
+
+
+POD = a_pod("p").gpus(1).group("g").build()
+NOT_RESERVED = ("gang ml/g: p has no reservation (it expired); it will be planned again", "no_reservation")
+REFUSED = {
+    "no promise": ([a_gang("g", 2)], PromiseBook(), "n1", NOT_RESERVED),
+    "no PodGroup": ([], PromiseBook().add(reservation(POD, "n1", (0,))), "n1", NOT_RESERVED),
+    "a promise made for another gang": (
+        [a_gang("g", 2)],
+        PromiseBook().add(Promise(POD.uid, POD.key, "n1", (0,), 100.0, Resources(gpus=1), "ml/other")),
+        "n1",
+        NOT_RESERVED,
+    ),
+    "a bind to another node than the reserved one": (
+        [a_gang("g", 2)],
+        PromiseBook().add(reservation(POD, "n1", (0,))),
+        "n2",
+        ("gang ml/g: p is reserved on n1, not n2", "wrong_node"),
+    ),
+}
+
+
+@pytest.mark.parametrize(("groups", "book", "node", "expected"), REFUSED.values(), ids=REFUSED.keys())
+def test_a_gang_bind_without_its_reservation_there_fails_with_a_reason(
+    groups: list[PodGroup], book: PromiseBook, node: str, expected: tuple[str, str]
+) -> None:
+    terms = gang_bind_terms(POD, node, snapshot_of(NODES, [POD], groups), book, bind_wait=25.0)
+    assert (terms.error, terms.outcome) == expected
+    assert (terms.promise, terms.group) == (None, None)
