@@ -35,7 +35,7 @@ def test_assign_then_rollback_restores_the_room() -> None:
     mark = statement.checkpoint()
     statement.assign(a_pod("p").gpus(2).cpu(1000).memory(GiB).build(), "n1", (0, 3))
     taken = room(statement)
-    assert (taken.free, taken.cpu, taken.memory) == (frozenset({1, 2}), 3000, 15 * GiB)
+    assert (taken.free, taken.left.milli_cpu, taken.left.memory) == (frozenset({1, 2}), 3000, 15 * GiB)
     statement.rollback(mark)
     assert room(statement) == fresh
     assert statement.commit() == Plan()
@@ -115,7 +115,7 @@ def test_evict_frees_what_nobody_else_holds(
     for name in evicted:
         statement.evict(by_name[name])
     after = room(statement)
-    assert (set(after.free), after.count, after.cpu, after.memory) == expected
+    assert (set(after.free), after.count, after.left.milli_cpu, after.left.memory) == expected
 
 
 def test_a_move_to_a_node_without_room_changes_nothing() -> None:
@@ -133,8 +133,8 @@ def test_a_move_frees_the_source_and_takes_the_target() -> None:
     pod = a_pod("m").gpus(1).cpu(1000).on("n1", [2]).build()
     statement = statement_on(pod)
     statement.move(pod, "n2", (3,))
-    assert (room(statement).free, room(statement).cpu) == (frozenset({0, 1, 2, 3}), 4000)
-    assert (room(statement, "n2").free, room(statement, "n2").cpu) == (frozenset({0, 1, 2}), 3000)
+    assert (room(statement).free, room(statement).left.milli_cpu) == (frozenset({0, 1, 2, 3}), 4000)
+    assert (room(statement, "n2").free, room(statement, "n2").left.milli_cpu) == (frozenset({0, 1, 2}), 3000)
 
 
 def test_commit_returns_the_kept_actions_in_the_order_they_were_taken() -> None:
