@@ -153,10 +153,11 @@ class GangBinder:
                 if self._teller.metrics is not None:
                     self._teller.metrics.barrier_timeouts.inc()
             return GangBind(message, "barrier_timeout")
-        if passage.leader:
-            ok = self._write_plan(group, passage.arrived)
-            self.board.publish_plan(passage, ok)
-        elif not self.board.await_plan(passage, wait):
+        recorded = self._write_plan(group, passage.arrived) if passage.leader else None
+        if recorded is not None:
+            self.board.publish_plan(passage, recorded)
+        if not (recorded if recorded is not None else self.board.await_plan(passage, wait)):
+            # Without the plan on the PodGroup a crash mid-bind could not be recovered: nobody binds.
             return GangBind(f"gang {key}: the bind plan could not be recorded; not binding", "plan_failed")
         if self._settings.bind_delay:
             self._sleep(self._settings.bind_delay * passage.rank)

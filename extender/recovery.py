@@ -62,6 +62,7 @@ class GangRecovery:
         except PlanError as exc:
             log.warning("gang %s: %s; removing it", group.key, exc)
             self._writer.set_plan(group.namespace, group.name, None)
+            self._ledger.release_group(group.key)
             return
         pods = {p.name: p for p in snapshot.members(group.key)}
         recovery = plan_recovery(plan, pods)

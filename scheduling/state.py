@@ -136,9 +136,8 @@ class ClusterState:
     def _apply(self, uid: str, old: Pod | None, new: Pod | None) -> None:
         touched: set[str] = set()
         if old is not None:
-            self._uid_by_key = (
-                self._uid_by_key.delete(old.key) if old.key in self._uid_by_key else self._uid_by_key
-            )
+            if self._uid_by_key.get(old.key) == uid:  # a re-created pod of that name keeps its entry
+                self._uid_by_key = self._uid_by_key.delete(old.key)
             if old.group_key:
                 self._set_members(old.group_key, self._members.get(old.group_key, _NO_UIDS) - {uid})
             if old.node_name:

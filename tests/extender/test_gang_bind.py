@@ -130,16 +130,16 @@ def test_members_that_do_not_all_arrive_fail_together_and_release_the_reservatio
         assert rig.events.events == [("PodGroup", "g", "Warning", "GangBindTimeout", message)]
 
 
-def test_when_the_leader_cannot_record_the_plan_the_others_do_not_bind() -> None:
+def test_when_the_leader_cannot_record_the_plan_no_member_binds() -> None:
     with Rig() as rig:
         rig.writer.fail_with = KubeError(500, "InternalError", "etcd is down")
         results = [f.result(timeout=10) for f in [rig.start(pod) for pod in GANG]]
-        refused = [p.key for p, r in zip(GANG, results, strict=True) if r.outcome != "bound"]
-        errors = [r.error for r in results]
-        assert errors.count("gang ml/g: the bind plan could not be recorded; not binding") >= 2
-        assert not {("bind", key, "n1") for key in refused} & set(rig.calls)
+        assert [r.outcome for r in results] == ["plan_failed"] * len(GANG), results
+        assert all(r.error.startswith("gang ml/g: the bind plan could not be recorded") for r in results)
+        assert not [call for call in rig.calls if call[0] == "bind"]
         assert rig.ledger.book.by_uid == {}
         assert rig.cluster.groups["ml/g"].plan is None
+        assert not [e for e in rig.events.events if e[3] == "GangBound"]
 
 
 def test_a_member_without_its_reservation_does_not_enter_the_barrier() -> None:

@@ -180,3 +180,13 @@ def test_the_snapshot_is_the_same_object_until_something_changes() -> None:
     assert state.snapshot() is first
     state.put_queue(QUEUE)
     assert state.snapshot() is not first
+
+
+def test_a_pod_re_created_under_the_same_name_keeps_its_name_when_the_old_one_is_deleted_after() -> None:
+    state = ClusterState()
+    old = a_pod("p").uid("u-old").build()
+    new = a_pod("p").uid("u-new").build()
+    state.put_pod(old)
+    state.put_pod(new)
+    state.remove_pod("u-old")
+    assert state.snapshot().pod("ml", "p") == new
