@@ -265,12 +265,9 @@ def podgroup_from_api(raw: object) -> PodGroup:
         namespace=_str(meta.get("namespace"), "metadata.namespace", required=True),
         name=_str(meta.get("name"), "metadata.name", required=True),
         min_member=_int(spec.get("minMember"), "spec.minMember", default=1, minimum=1),
-        timeout_seconds=_int(
-            spec.get("scheduleTimeoutSeconds"),
-            "spec.scheduleTimeoutSeconds",
-            default=DEFAULT_SCHEDULE_TIMEOUT_SECONDS,
-            minimum=1,
-        ),
+        # 0 means unset: the MPI Operator writes 0 when the MPIJob sets no scheduleTimeoutSeconds.
+        timeout_seconds=_int(spec.get("scheduleTimeoutSeconds"), "spec.scheduleTimeoutSeconds", minimum=0)
+        or DEFAULT_SCHEDULE_TIMEOUT_SECONDS,
         plan=annotations.get(GANG_PLAN_ANNOTATION),
         phase=_str(status.get("phase"), "status.phase"),
         uid=_str(meta.get("uid"), "metadata.uid"),
