@@ -102,7 +102,7 @@ class Extender:
         """Queue rules; without them every pod is admitted as far as queues go."""
         self.nudger = nudger
         self.decisions = decisions or DecisionLog()
-        """The last filter decisions with everything they read, for ``/debug/decision`` and replay."""
+        """The last decisions that turned a pod down, with everything they read, for ``/debug/decision``."""
         self.settings = SessionSettings(
             gangs=gangs is not None,
             reservation_ttl=reservation_ttl,
