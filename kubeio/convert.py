@@ -20,6 +20,7 @@ from scheduling.model import (
     GPU_RESOURCE,
     GPUS_ANNOTATION,
     GROUP_LABEL,
+    PIN_KEY,
     TOPOLOGY_ANNOTATION,
     Node,
     Pod,
@@ -192,6 +193,7 @@ def pod_from_api(raw: object) -> Pod:
         created=_str(meta.get("creationTimestamp"), "metadata.creationTimestamp"),
         group=labels.get(GROUP_LABEL) or None,
         started_at=_epoch(status.get("startTime")),
+        pinned=_pins(spec.get("tolerations")),
     )
 
 
@@ -251,6 +253,18 @@ def _int(value: object, where: str, *, default: int = 0, minimum: int | None = N
         msg = f"{where} must be {bound}"
         raise ConvertError(msg)
     return value
+
+
+def _pins(value: object) -> frozenset[str]:
+    """The nodes a pod's ``phalanx.io/hostname`` tolerations pin it to (``Exists`` pins nothing)."""
+    pins = set()
+    for i, item in enumerate(_list(value, "spec.tolerations")):
+        toleration = _obj(item, f"spec.tolerations[{i}]", optional=False)
+        if toleration.get("key") == PIN_KEY and toleration.get("operator", "Equal") == "Equal":
+            node = _str(toleration.get("value"), f"spec.tolerations[{i}].value")
+            if node:
+                pins.add(node)
+    return frozenset(pins)
 
 
 def podgroup_from_api(raw: object) -> PodGroup:

@@ -103,3 +103,19 @@ def test_a_podgroups_schedule_timeout(spec: dict[str, Any], timeout: int) -> Non
 def test_a_negative_schedule_timeout_is_refused_with_the_field() -> None:
     with pytest.raises(ConvertError, match=r"spec\.scheduleTimeoutSeconds must be an integer of at least 0"):
         podgroup_from_api(_podgroup({"minMember": 3, "scheduleTimeoutSeconds": -1}))
+
+
+def test_a_pods_pins_are_the_nodes_its_hostname_tolerations_name() -> None:
+    pod = {
+        "metadata": {"name": "w", "namespace": "ml", "uid": "u"},
+        "spec": {
+            "tolerations": [
+                {"key": "phalanx.io/hostname", "operator": "Equal", "value": "n7", "effect": "NoSchedule"},
+                {"key": "phalanx.io/hostname", "value": "n2"},
+                {"key": "phalanx.io/hostname", "operator": "Exists"},
+                {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute"},
+            ]
+        },
+    }
+    assert pod_from_api(pod).pinned == frozenset({"n7", "n2"})
+    assert pod_from_api({"metadata": pod["metadata"], "spec": {}}).pinned == frozenset()
