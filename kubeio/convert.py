@@ -241,6 +241,9 @@ def node_from_api(raw: object, topologies: TopologyCache | None = None) -> Node:
         ready=ready,
         topology=topology,
         topology_problem=problem,
+        pin_taint=any(
+            isinstance(t, dict) and t.get("key") == PIN_KEY for t in _list(spec.get("taints"), "spec.taints")
+        ),
     )
 
 

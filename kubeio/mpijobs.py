@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from kubeio.convert import ConvertError, api_parts, pod_requests
+from kubeio.errors import NotFoundError
 from kubeio.events import ObjectRef
 from kubeio.http import KubeHttp
 from scheduling.elastic import ElasticJob, check_job
@@ -142,8 +143,11 @@ class MpiJobWriter:
         self._timeout = timeout
 
     def list(self) -> list[MpiJob]:
-        """Every MPIJob the API server has (one that cannot be read is left out)."""
-        reply = self._http.request("GET", MPIJOBS_PATH, timeout=self._timeout)
+        """Every MPIJob the API server has (one that cannot be read is left out; none without the CRD)."""
+        try:
+            reply = self._http.request("GET", MPIJOBS_PATH, timeout=self._timeout)
+        except NotFoundError:  # the MPI Operator's CRD is not installed: nothing elastic to manage
+            return []
         jobs = []
         for raw in reply.get("items") or []:
             try:

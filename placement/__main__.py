@@ -1,7 +1,7 @@
 """Composition root of the placement manager: ``python -m placement [--kubeconfig PATH] ...``.
 
 Builds the real objects (API client, cache of nodes, all pods and PodGroups, PodGroup writer, event
-recorder, metrics) and runs the reconcile loop until SIGTERM or SIGINT.
+recorder, metrics) and runs the reconcile loop until SIGTERM or SIGINT: gangs, queues, elastic MPIJobs.
 """
 
 from __future__ import annotations
@@ -20,8 +20,11 @@ from kubeio.cluster_cache import ClusterCache
 from kubeio.config import configure_logging
 from kubeio.events import EventRecorder
 from kubeio.http import KubeHttp, load_api_client
+from kubeio.mpijobs import MpiJobWriter
+from kubeio.pins import PinWriter
 from kubeio.podgroups import PodGroupWriter
 from kubeio.queues import QueueWriter
+from placement.elastic import ElasticReconciler
 from placement.metrics import PlacementMetrics
 from placement.queues import QueueReconciler
 from placement.reconciler import Reconciler
@@ -59,6 +62,16 @@ def run(settings: PlacementSettings, stop: threading.Event) -> None:
         topologies=cache.topologies,
         on_evict=lambda eviction: metrics.reclaims.labels(eviction.queue).inc(),
     )
+    elastic = ElasticReconciler(
+        cache,
+        MpiJobWriter(http),
+        PinWriter(http),
+        writer,
+        events,
+        clock=time.monotonic,
+        topologies=cache.topologies,
+        view=lambda: queues.view,
+    )
     if not cache.wait_synced(120):
         log.warning("caches not synced after 120s; reconciling with what is there")
     while not stop.is_set():
@@ -71,6 +84,11 @@ def run(settings: PlacementSettings, stop: threading.Event) -> None:
             for message in reclaimed.messages:
                 log.info("%s", message)
             metrics.queue_gpus.show(queues.view)
+            done = elastic.reconcile_once()
+            if done.resized or done.moved or done.pinned:
+                log.info(
+                    "elastic: resized %s, moved %s, pinned %s", done.resized, done.moved, done.pinned
+                )
         except Exception:  # one bad pass must not end the manager
             log.exception("reconcile pass failed")
         metrics.pass_seconds.observe(time.monotonic() - started)

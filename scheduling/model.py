@@ -124,6 +124,7 @@ class Node:
             ``None`` when the node has none (phalanx then treats its GPUs as interchangeable).
         topology_problem: why the annotation could not be used, when it is present but unreadable;
             phalanx then places no GPU pod there, since its GPU indices cannot be trusted.
+        pin_taint: the node carries the ``phalanx.io/hostname`` taint of the elastic pool.
     """
 
     name: str
@@ -133,6 +134,7 @@ class Node:
     ready: bool = True
     topology: NodeTopology | None = None
     topology_problem: str | None = None
+    pin_taint: bool = False
 
     @property
     def gpu_total(self) -> int:

@@ -1,0 +1,235 @@
+"""Elastic MPI pass: keep the pool's pin taints, size and move elastic MPIJobs, pin their waiting workers.
+
+Every decision is the core's (``scheduling.elastic.plan_elastic``); this pass reads, asks and applies:
+
+1. **Pool taints.** Nodes labelled ``phalanx.io/elastic-pool=true`` carry the taint
+   ``phalanx.io/hostname=<node>:NoSchedule``; a node that loses the label loses the taint. Pods that are
+   not pinned workers keep off pool nodes unless they tolerate ``phalanx.io/hostname`` (``Exists``).
+2. **Declarations.** An MPIJob with the annotation ``phalanx.io/max-workers`` is elastic; one whose
+   declaration cannot be honoured gets a Warning event saying why (once per job and reason) and is left
+   alone.
+3. **Plan** from the snapshot: the pool is the free GPUs plus what elastic workers hold, less what other
+   waiting groups need; queue deficits from the queue view.
+4. **Apply**: resize (patch ``Worker.replicas``), move (delete the worker; its operator re-creates it),
+   then pin every waiting worker to a node its job's layout still has room for. Each action gets an
+   event on the MPIJob with the plan's reason.
+
+Crash safety: nothing is remembered that the API server does not hold. Sizes are set, not added;
+pins live in the pods' tolerations and a repeated pin writes nothing; a moved worker's replacement is
+a waiting worker, pinned by the next pass from the layout recomputed then. Only the moves' cooldown is
+in memory: after a restart a job may be moved once more before its cooldown would have ended.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from kubeio.errors import KubeError
+from kubeio.mpijobs import MpiJob, elastic_job, mpijob_ref
+from kubeio.ports import ClusterSource, EventSink, PodDeleter
+from kubeio.render import pod_ref
+from scheduling.elastic import ElasticJob, ElasticSettings, JobError, Layout, plan_elastic
+from scheduling.model import Pod
+from scheduling.promises import PromiseBook
+from scheduling.queue_view import QueueView
+from scheduling.queues import QueueError
+from scheduling.snapshot import ClusterSnapshot
+from scheduling.topology import TopologyCache
+
+log = logging.getLogger(__name__)
+
+POOL_LABEL = "phalanx.io/elastic-pool"
+"""Node label (value ``true``) that puts a node in the managed pool."""
+
+
+class MpiJobSource(Protocol):
+    """Lists MPIJobs and resizes them (``kubeio.mpijobs.MpiJobWriter``)."""
+
+    def list(self) -> list[MpiJob]:
+        """Every MPIJob."""
+
+    def set_workers(self, namespace: str, name: str, replicas: int) -> None:
+        """Set ``Worker.replicas``."""
+
+
+class Pinner(Protocol):
+    """Pins pods and taints pool nodes (``kubeio.pins.PinWriter``)."""
+
+    def pin_pod(self, namespace: str, name: str, uid: str, node: str) -> bool:
+        """Add the toleration for ``node``."""
+
+    def taint_node(self, node: str, *, present: bool) -> bool:
+        """Put the pin taint on or take it off."""
+
+
+@dataclass(frozen=True, slots=True)
+class ElasticPass:
+    """What one pass did."""
+
+    tainted: tuple[str, ...] = ()
+    resized: tuple[str, ...] = ()
+    moved: tuple[str, ...] = ()
+    pinned: tuple[str, ...] = ()
+    refused: tuple[str, ...] = ()
+
+
+class ElasticReconciler:
+    """One elastic pass at a time (see the module docstring)."""
+
+    def __init__(
+        self,
+        source: ClusterSource,
+        jobs: MpiJobSource,
+        pins: Pinner,
+        deleter: PodDeleter,
+        events: EventSink,
+        *,
+        clock: Callable[[], float],
+        topologies: TopologyCache,
+        view: Callable[[], QueueView | None] = lambda: None,
+        settings: ElasticSettings | None = None,
+    ) -> None:
+        self._source = source
+        self._jobs = jobs
+        self._pins = pins
+        self._deleter = deleter
+        self._events = events
+        self._clock = clock
+        self._topologies = topologies
+        self._view = view
+        self._settings = settings or ElasticSettings()
+        self._last_moved: dict[str, float] = {}
+        self._told: set[tuple[str, str]] = set()
+
+    def reconcile_once(self) -> ElasticPass:
+        """Run one pass."""
+        snapshot = self._source.snapshot()
+        tainted = self._keep_taints(snapshot)
+        view = self._view()
+        declared = {job.key: job for job in self._jobs.list() if job.elastic}
+        jobs, refused = self._elastic(declared.values(), snapshot, view)
+        if not jobs:
+            return ElasticPass(tainted, refused=refused)
+        plan, layout = plan_elastic(
+            jobs,
+            snapshot,
+            pool_gpus=_pool(snapshot, view, jobs),
+            deficits=_deficits(view),
+            now=self._clock(),
+            last_moved=self._last_moved,
+            settings=self._settings,
+            topologies=self._topologies,
+        )
+        resized: list[str] = []
+        for resize in plan.resizes:
+            job = declared[resize.job]
+            try:
+                self._jobs.set_workers(job.namespace, job.name, resize.after)
+            except KubeError as exc:
+                log.warning("%s: resize failed (%s); next pass tries again", job.key, exc)
+                continue
+            self._events.record(mpijob_ref(job), "Normal", "Resized", resize.reason)
+            resized.append(job.key)
+        moved: list[str] = []
+        by_key = {job.key: job for job in jobs}
+        for move in plan.migrations:
+            job_key = next(k for k in by_key if move.pod.startswith(k + "-"))
+            namespace, _, name = move.pod.partition("/")
+            if self._deleter.delete_pod(namespace, name, move.uid):
+                self._events.record(mpijob_ref(declared[job_key]), "Normal", "Moved", move.reason)
+                self._last_moved[job_key] = self._clock()
+                moved.append(move.pod)
+        pinned = self._pin_waiting(jobs, layout)
+        return ElasticPass(tainted, tuple(resized), tuple(moved), tuple(pinned), refused)
+
+    def _keep_taints(self, snapshot: ClusterSnapshot) -> tuple[str, ...]:
+        changed = []
+        for name, node in sorted(snapshot.nodes.items()):
+            wanted = node.labels.get(POOL_LABEL) == "true"
+            if wanted == node.pin_taint:
+                continue
+            try:
+                if self._pins.taint_node(name, present=wanted):
+                    changed.append(name)
+            except KubeError as exc:
+                log.warning("node %s: pin taint not %s: %s", name, "set" if wanted else "removed", exc)
+        return tuple(changed)
+
+    def _elastic(
+        self, declared: Iterable[MpiJob], snapshot: ClusterSnapshot, view: QueueView | None
+    ) -> tuple[list[ElasticJob], tuple[str, ...]]:
+        gpus = sum(n.gpu_total for n in snapshot.nodes.values() if n.ready and not n.unschedulable)
+        pods = snapshot.all_pods()
+        jobs, refused = [], []
+        for job in declared:
+            try:
+                jobs.append(elastic_job(job, pods, _queue_of(job, view), gpus))
+            except (JobError, QueueError) as exc:
+                refused.append(job.key)
+                if (job.uid, str(exc)) not in self._told:
+                    self._told.add((job.uid, str(exc)))
+                    self._events.record(mpijob_ref(job), "Warning", "InvalidElasticJob", str(exc))
+        return jobs, tuple(refused)
+
+    def _pin_waiting(self, jobs: Sequence[ElasticJob], layout: Layout) -> list[str]:
+        pinned = []
+        for job in jobs:
+            target = dict(layout.targets.get(job.key, {}))
+            for pod in job.workers:  # what runs or is already pinned takes its place first
+                node = pod.node_name if pod.holds_resources else next(iter(sorted(pod.pinned)), None)
+                if node is not None and target.get(node, 0) > 0:
+                    target[node] -= 1
+            for pod in _waiting_unpinned(job.workers):
+                node = next((n for n in sorted(target) if target[n] > 0), None)
+                if node is None:
+                    break
+                try:
+                    if not self._pins.pin_pod(pod.namespace, pod.name, pod.uid, node):
+                        continue
+                except KubeError as exc:
+                    log.info("%s: pin to %s not written (%s); next pass tries again", pod.key, node, exc)
+                    continue
+                target[node] -= 1
+                pinned.append(pod.key)
+                self._events.record(
+                    pod_ref(pod),
+                    "Normal",
+                    "Pinned",
+                    f"pinned to {node}: the layout of {job.key} puts a worker there",
+                )
+        return pinned
+
+
+def _waiting_unpinned(workers: Sequence[Pod]) -> list[Pod]:
+    return [p for p in workers if p.node_name is None and not p.terminating and not p.pinned]
+
+
+def _queue_of(job: MpiJob, view: QueueView | None) -> str:
+    if view is None:
+        return job.queue or "default"
+    return view.tree.workload_queue(job.queue)
+
+
+def _pool(snapshot: ClusterSnapshot, view: QueueView | None, jobs: Sequence[ElasticJob]) -> int:
+    """Free GPUs plus what elastic workers hold, less what other waiting groups need."""
+    free = 0
+    for name, node in snapshot.nodes.items():
+        counted = snapshot.free_on(name, PromiseBook())
+        if counted is not None and node.ready and not node.unschedulable:
+            free += counted.count
+    held = sum(p.requests.gpus for job in jobs for p in job.workers if p.holds_resources)
+    elastic = {job.key for job in jobs}
+    waiting = sum(g.requests.gpus for g in (view.pending if view else ()) if g.key not in elastic)
+    return max(0, free + held - waiting)
+
+
+def _deficits(view: QueueView | None) -> dict[str, int]:
+    if view is None:
+        return {}
+    return {
+        name: view.shares[name].fair_share.gpus - state.allocated.gpus
+        for name, state in sorted(view.states.items())
+    }

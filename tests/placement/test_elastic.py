@@ -1,0 +1,151 @@
+"""The elastic pass over in-memory fakes.
+
+Taints follow the pool label, bad declarations are told once, jobs resize and move with events,
+waiting workers are pinned to their layout, and a pass over the state the last one left repeats nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+
+from kubeio.mpijobs import MpiJob
+from placement.elastic import POOL_LABEL, ElasticReconciler
+from scheduling.elastic import ElasticSettings
+from scheduling.model import Pod, Resources
+from scheduling.topology import TopologyCache
+from tests.builders import FakeCluster, FakeEvents, a_node, a_pod
+
+
+@dataclass
+class FakeJobs:
+    jobs: list[MpiJob]
+    resized: list[tuple[str, int]] = field(default_factory=list)
+
+    def list(self) -> list[MpiJob]:
+        return self.jobs
+
+    def set_workers(self, namespace: str, name: str, replicas: int) -> None:
+        self.resized.append((f"{namespace}/{name}", replicas))
+        self.jobs = [
+            replace(j, replicas=replicas) if j.key == f"{namespace}/{name}" else j for j in self.jobs
+        ]
+
+
+@dataclass
+class FakePins:
+    cluster: FakeCluster
+    pinned: list[tuple[str, str]] = field(default_factory=list)
+    tainted: list[tuple[str, bool]] = field(default_factory=list)
+
+    def pin_pod(self, namespace: str, name: str, uid: str, node: str) -> bool:
+        pod = self.cluster.pods.get(f"{namespace}/{name}")
+        if pod is None or pod.uid != uid:
+            return False
+        self.pinned.append((pod.key, node))
+        self.cluster.pods[pod.key] = replace(pod, pinned=pod.pinned | {node})
+        return True
+
+    def taint_node(self, node: str, *, present: bool) -> bool:
+        self.tainted.append((node, present))
+        self.cluster.nodes[node] = replace(self.cluster.nodes[node], pin_taint=present)
+        return True
+
+
+@dataclass
+class FakeDeleter:
+    cluster: FakeCluster
+    deleted: list[str] = field(default_factory=list)
+
+    def delete_pod(self, namespace: str, name: str, uid: str, *, grace_seconds: int | None = None) -> bool:
+        self.deleted.append(f"{namespace}/{name}")
+        return self.cluster.pods.pop(f"{namespace}/{name}", None) is not None
+
+
+def mpijob(name: str, replicas: int, *, low: int = 2, high: str | None = "4") -> MpiJob:
+    return MpiJob("ml", name, f"uid-{name}", name, replicas, low + 1, high, Resources(gpus=2), None)
+
+
+def worker(job: str, index: int, node: str | None = None) -> Pod:
+    pod = a_pod(f"{job}-worker-{index}").gpus(2)
+    built = (pod.on(node) if node else pod).build()
+    labels = {
+        "training.kubeflow.org/job-name": job,
+        "training.kubeflow.org/job-role": "worker",
+        "training.kubeflow.org/replica-index": str(index),
+    }
+    return replace(built, labels=MappingProxyType(labels))
+
+
+def pool_node(name: str, pool: bool = True) -> object:
+    labels = {POOL_LABEL: "true"} if pool else {}
+    return a_node(name).labels(**labels).build()
+
+
+def rig(
+    cluster: FakeCluster, jobs: list[MpiJob], now: float = 100.0
+) -> tuple[ElasticReconciler, FakeJobs, FakePins, FakeDeleter, FakeEvents]:
+    fake_jobs, pins, deleter, events = FakeJobs(jobs), FakePins(cluster), FakeDeleter(cluster), FakeEvents()
+    reconciler = ElasticReconciler(
+        cluster,
+        fake_jobs,
+        pins,
+        deleter,
+        events,
+        clock=lambda: now,
+        topologies=TopologyCache(),
+        settings=ElasticSettings(cooldown_seconds=0),
+    )
+    return reconciler, fake_jobs, pins, deleter, events
+
+
+def test_pool_taints_follow_the_label_both_ways() -> None:
+    cluster = FakeCluster().add(
+        a_node("n1").labels(**{POOL_LABEL: "true"}).build(), replace(a_node("n2").build(), pin_taint=True)
+    )
+    reconciler, _, pins, _, _ = rig(cluster, [])
+    assert reconciler.reconcile_once().tainted == ("n1", "n2")
+    assert pins.tainted == [("n1", True), ("n2", False)]
+    assert reconciler.reconcile_once().tainted == ()
+
+
+def test_a_bad_declaration_is_told_once_and_the_job_left_alone() -> None:
+    cluster = FakeCluster().add(a_node("n1").build())
+    reconciler, jobs, _, _, events = rig(cluster, [mpijob("bad", 2, low=5, high="3")])
+    for _ in range(2):
+        assert reconciler.reconcile_once().refused == ("ml/bad",)
+    assert [e[3] for e in events.events] == ["InvalidElasticJob"]
+    assert "min workers 5 (minAvailable 6 less the launcher) is above max workers 3" in events.events[0][4]
+    assert jobs.resized == []
+
+
+def test_a_job_alone_grows_to_its_max_and_its_new_workers_are_pinned_to_its_node() -> None:
+    cluster = FakeCluster().add(a_node("n1").build(), a_node("n2").build())
+    cluster.add(worker("mnist", 0, "n1"), worker("mnist", 1, "n1"))
+    reconciler, jobs, pins, _, events = rig(cluster, [mpijob("mnist", 2)])
+    first = reconciler.reconcile_once()
+    assert first.resized == ("ml/mnist",) and jobs.resized == [("ml/mnist", 4)]
+    assert events.events[0][:4] == ("MPIJob", "mnist", "Normal", "Resized")
+    cluster.add(worker("mnist", 2), worker("mnist", 3))  # the operator creates the missing workers
+    second = reconciler.reconcile_once()
+    assert second.resized == ()
+    assert pins.pinned == [("ml/mnist-worker-2", "n1"), ("ml/mnist-worker-3", "n1")]
+    assert reconciler.reconcile_once().pinned == (), "a repeated pass pins nothing twice"
+
+
+def test_a_spread_job_moves_one_worker_a_pass_and_its_replacement_is_pinned_where_it_goes() -> None:
+    cluster = FakeCluster().add(a_node("n1").build(), a_node("n2").build(), a_node("n3").build())
+    cluster.add(
+        worker("spread", 0, "n1"),
+        worker("spread", 1, "n1"),
+        worker("spread", 2, "n2"),
+        worker("spread", 3, "n3"),
+    )
+    reconciler, _, pins, deleter, events = rig(cluster, [mpijob("spread", 4, high="4")])
+    assert reconciler.reconcile_once().moved == ("ml/spread-worker-3",)
+    assert deleter.deleted == ["ml/spread-worker-3"]
+    assert events.events[-1][3] == "Moved"
+    cluster.add(worker("spread", 3))  # re-created by the operator, waiting
+    after = reconciler.reconcile_once()
+    assert ("ml/spread-worker-3", "n1") in pins.pinned
+    assert after.moved == ("ml/spread-worker-2",), "the next worker moves while the first replacement waits"
