@@ -84,6 +84,8 @@ class GoModule:
     """Linker flags, from the module's directory (they stamp the pinned version)."""
     what: str
     """What the binaries are, for progress lines."""
+    files: Mapping[str, tuple[str, str]] = dataclasses.field(default_factory=dict)
+    """Files copied from a required module's source into the bin dir: name -> (module, path in it)."""
 
 
 CONTROL_PLANE = GoModule(
@@ -97,14 +99,38 @@ MPI_OPERATOR = GoModule(
     {"mpi-operator": f"{MPI_OPERATOR_PACKAGE}/cmd/mpi-operator"},
     _operator_ldflags,
     "the MPI Operator",
+    {
+        "kubeflow.org_mpijobs.yaml": (MPI_OPERATOR_PACKAGE, "manifests/base/kubeflow.org_mpijobs.yaml"),
+        "cluster-role.yaml": (MPI_OPERATOR_PACKAGE, "manifests/base/cluster-role.yaml"),
+    },
 )
 MODULES = (CONTROL_PLANE, MPI_OPERATOR)
 """Every Go module ``build`` builds, in order."""
 
 
 def _complete(directory: Path, module: GoModule) -> bool:
-    """Whether ``directory`` holds every binary (a finished, renamed-into-place build)."""
-    return all(os.access(directory / name, os.X_OK) for name in module.targets)
+    """Whether ``directory`` holds every binary and file (a finished, renamed-into-place build)."""
+    binaries = all(os.access(directory / name, os.X_OK) for name in module.targets)
+    return binaries and all((directory / name).is_file() for name in module.files)
+
+
+def _copy_files(go: str, module: GoModule, source: Path, env: Mapping[str, str], into: Path) -> None:
+    """Copy ``module.files`` from the required modules' sources (in Go's module cache) into ``into``."""
+    for name, (required, path) in module.files.items():
+        result = subprocess.run(
+            [go, "list", "-m", "-f", "{{.Dir}}", required],
+            cwd=source,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        origin = Path(result.stdout.strip()) / path
+        if result.returncode != 0 or not result.stdout.strip() or not origin.is_file():
+            msg = f"cannot find {path} of {required}: {result.stderr.strip() or origin}"
+            raise ClusterError(msg)
+        shutil.copyfile(origin, into / name)
 
 
 def build(repo_root: Path | None = None, log: Callable[[str], None] = log_to_stderr) -> Path:
@@ -189,6 +215,7 @@ def build_module(
                     msg = f"go build {package} failed:\n{result.stdout}"
                     raise ClusterError(msg)
                 log(f"built {name} in {time.monotonic() - t0:.1f}s")
+            _copy_files(go, module, source, env, tmp)
             info = {
                 "module": module.directory,
                 "source_hash": source_hash(source),
