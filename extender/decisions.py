@@ -1,7 +1,10 @@
-"""The last filter decisions, each with everything it read, so that one can be saved and replayed.
+"""The last filter decisions that turned a pod down, each with everything it read, to save and replay.
 
-Holding a decision costs only references: its snapshot, promise book and queue view are immutable
-values the extender had anyway. The log keeps the newest decision per pod, for at most ``size`` pods.
+"Why is my pod pending?" is the question a saved decision answers, so only decisions that left a pod
+with no node are kept: a backlog of pods that fit costs nothing here. Holding a decision costs only
+references: its snapshot, promise book and queue view are immutable values the extender had anyway,
+but each pins the version it read, so the log keeps the newest decision per pod for at most ``size``
+pods, and forgets a pod once a later decision found it a node.
 """
 
 from __future__ import annotations
@@ -15,16 +18,22 @@ from scheduling.session import FilterInput, FilterOutcome
 class DecisionLog:
     """Newest filter decision per pod key, bounded."""
 
-    def __init__(self, size: int = 256) -> None:
+    def __init__(self, size: int = 128) -> None:
         self._size = size
         self._last: OrderedDict[str, tuple[FilterInput, FilterOutcome]] = OrderedDict()
         self._lock = threading.Lock()
 
     def remember(self, asked: FilterInput, outcome: FilterOutcome) -> None:
-        """Keep this decision as ``asked.pod``'s newest."""
+        """Keep this decision as ``asked.pod``'s newest if it turned the pod down, else forget the pod."""
+        key = asked.pod.key
+        if outcome.feasible:
+            if key in self._last:
+                with self._lock:
+                    self._last.pop(key, None)
+            return
         with self._lock:
-            self._last[asked.pod.key] = (asked, outcome)
-            self._last.move_to_end(asked.pod.key)
+            self._last[key] = (asked, outcome)
+            self._last.move_to_end(key)
             while len(self._last) > self._size:
                 self._last.popitem(last=False)
 

@@ -126,7 +126,7 @@ def preempt() -> Response:
 
 @bp.get("/debug/decision")
 def debug_decision() -> Response:
-    """The newest filter decision for ``?pod=namespace/name`` with everything it read, as a replay file.
+    """The newest decision that turned ``?pod=namespace/name`` down, with everything it read, to replay.
 
     ``hack/replay FILE`` (``scheduling.replay.replay_filter``) re-runs it offline, with no cluster. The
     extender is reachable only by its kube-scheduler (it listens on loopback in the shipped manifests),
@@ -136,7 +136,8 @@ def debug_decision() -> Response:
     key = request.args.get("pod", "")
     found = service.decisions.last(key)
     if found is None:
-        return _json({"Error": f"no filter decision for pod {key!r} is kept (give ?pod=namespace/name)"}, 404)
+        why = f"no decision that turned pod {key!r} down is kept (give ?pod=namespace/name of a pending pod)"
+        return _json({"Error": why}, 404)
     asked, outcome = found
     return Response(save_filter(asked, outcome, service.settings), mimetype="application/json")
 

@@ -102,7 +102,7 @@ class Extender:
         """Queue rules; without them every pod is admitted as far as queues go."""
         self.nudger = nudger
         self.decisions = decisions or DecisionLog()
-        """The last filter decisions with everything they read, for ``/debug/decision`` and replay."""
+        """The last decisions that turned a pod down, with everything they read, for ``/debug/decision``."""
         self.settings = SessionSettings(
             gangs=gangs is not None,
             reservation_ttl=reservation_ttl,
@@ -157,8 +157,11 @@ class Extender:
             self.teller.verdict(asked.snapshot.podgroup(pod.group_key), outcome.verdict)
             if self.teller.metrics is not None:
                 self.teller.metrics.reservations.set(len(self.ledger.book.by_group))
-        if not outcome.feasible and self.nudger is not None:
-            self.nudger.turned_down(pod)
+        if self.nudger is not None:
+            if not outcome.feasible:
+                self.nudger.turned_down(pod)
+            if outcome.plan is not None:  # members turned down while the gang waited come back now
+                self.nudger.reserved(p.pod.uid for p in outcome.plan.placements if p.pod.uid != pod.uid)
 
     def prioritize(self, pod: Pod, node_names: tuple[str, ...]) -> tuple[tuple[str, int], ...]:
         """Integer 0..10 scores: GPU connectivity first, packing second (``scheduling.node_ranking``)."""

@@ -20,6 +20,7 @@ from scheduling.model import (
     GPU_RESOURCE,
     GPUS_ANNOTATION,
     GROUP_LABEL,
+    PIN_KEY,
     TOPOLOGY_ANNOTATION,
     Node,
     Pod,
@@ -192,6 +193,7 @@ def pod_from_api(raw: object) -> Pod:
         created=_str(meta.get("creationTimestamp"), "metadata.creationTimestamp"),
         group=labels.get(GROUP_LABEL) or None,
         started_at=_epoch(status.get("startTime")),
+        pinned=_pins(spec.get("tolerations")),
     )
 
 
@@ -253,6 +255,18 @@ def _int(value: object, where: str, *, default: int = 0, minimum: int | None = N
     return value
 
 
+def _pins(value: object) -> frozenset[str]:
+    """The nodes a pod's ``phalanx.io/hostname`` tolerations pin it to (``Exists`` pins nothing)."""
+    pins = set()
+    for i, item in enumerate(_list(value, "spec.tolerations")):
+        toleration = _obj(item, f"spec.tolerations[{i}]", optional=False)
+        if toleration.get("key") == PIN_KEY and toleration.get("operator", "Equal") == "Equal":
+            node = _str(toleration.get("value"), f"spec.tolerations[{i}].value")
+            if node:
+                pins.add(node)
+    return frozenset(pins)
+
+
 def podgroup_from_api(raw: object) -> PodGroup:
     """Convert a scheduler-plugins ``scheduling.x-k8s.io/v1alpha1`` PodGroup.
 
@@ -265,12 +279,9 @@ def podgroup_from_api(raw: object) -> PodGroup:
         namespace=_str(meta.get("namespace"), "metadata.namespace", required=True),
         name=_str(meta.get("name"), "metadata.name", required=True),
         min_member=_int(spec.get("minMember"), "spec.minMember", default=1, minimum=1),
-        timeout_seconds=_int(
-            spec.get("scheduleTimeoutSeconds"),
-            "spec.scheduleTimeoutSeconds",
-            default=DEFAULT_SCHEDULE_TIMEOUT_SECONDS,
-            minimum=1,
-        ),
+        # 0 means unset: the MPI Operator writes 0 when the MPIJob sets no scheduleTimeoutSeconds.
+        timeout_seconds=_int(spec.get("scheduleTimeoutSeconds"), "spec.scheduleTimeoutSeconds", minimum=0)
+        or DEFAULT_SCHEDULE_TIMEOUT_SECONDS,
         plan=annotations.get(GANG_PLAN_ANNOTATION),
         phase=_str(status.get("phase"), "status.phase"),
         uid=_str(meta.get("uid"), "metadata.uid"),

@@ -68,7 +68,13 @@ class Shortage:
 
 
 def find_shortage(group: PodGroup, members: Sequence[Pod]) -> Shortage | None:
-    """The shortage of ``group``, if it was placed and now holds fewer than ``minMember`` live members."""
+    """The shortage of ``group``, if it was placed and has lost members it cannot run without.
+
+    A member is lost when it failed, or is gone or going and nothing replaced it. A member still
+    waiting to be placed is not lost: an elastic job scaled up (``minMember`` follows the replicas) or a
+    worker its operator re-created is on its way, and the gang keeps running meanwhile (issue 11:
+    evicting a job because it grew killed it).
+    """
     if group.phase not in PLACED_PHASES and group.phase != "Failed":
         return None
     if any(m.phase == "Succeeded" for m in members):
@@ -76,9 +82,10 @@ def find_shortage(group: PodGroup, members: Sequence[Pod]) -> Shortage | None:
     holding = tuple(
         sorted((m for m in members if m.holds_resources and not m.terminating), key=lambda m: m.name)
     )
-    if not holding or len(holding) >= group.min_member:
+    waiting = sum(1 for m in members if m.node_name is None and not m.terminating and m.phase == "Pending")
+    if not holding or len(holding) + waiting >= group.min_member:
         return None
-    lost = group.min_member - len(holding)
+    lost = group.min_member - len(holding) - waiting
     failed = sorted(m.name for m in members if m.phase == "Failed")
     why = f"; failed: {', '.join(failed)}" if failed else ""
     message = (

@@ -98,7 +98,8 @@ def plan_gang(
     Args:
         group: the gang's ``namespace/name``, for messages.
         members: the members to place now (unbound ones); all must fit or none is placed.
-        candidates: the nodes kube-scheduler found feasible for the member being filtered.
+        candidates: the nodes kube-scheduler found feasible for the member being filtered; a member
+            pinned to nodes (``Pod.pinned``, the placement manager's tolerations) goes only there.
         snapshot: the cluster view.
         promises: capacity promised to others (their reservations and binds in flight).
         cache: topology scoring cache.
@@ -107,19 +108,19 @@ def plan_gang(
     """
     work = statement if statement is not None else Statement(snapshot, promises)
     start = work.checkpoint()
-    rooms = work.rooms(candidates)
+    offered = frozenset(candidates)
+    pinned = frozenset().union(*(p.pinned for p in members))
+    rooms = work.rooms(offered | pinned)
     ordered = sorted(members, key=lambda p: (-p.requests.gpus, -p.requests.milli_cpu, p.name))
     total = sum(p.requests.gpus for p in ordered)
     domain = _preferred_domain(rooms, total, locality_keys) if total else None
     used: list[str] = []
     placements: list[Placement] = []
     for pod in ordered:
-        choice = _choose_node(pod, rooms, used, domain, locality_keys)
+        choice = _choose_node(pod, rooms, pod.pinned or offered, used, domain, locality_keys)
         if choice is None:
             work.rollback(start)  # the message tells what was free, not what the partial plan left
-            return GangShortfall(
-                group, _shortfall_message(group, ordered, list(work.rooms(candidates).values()))
-            )
+            return GangShortfall(group, _shortfall(group, ordered, pod, work.rooms(offered | pinned)))
         room = rooms[choice]
         gpus = choose_gpus(room.node, FreeGpus(room.free, room.count), pod.requests.gpus, cache)
         work.assign(pod, choice, gpus, f"gang {group}")
@@ -133,11 +134,12 @@ def plan_gang(
 def _choose_node(
     pod: Pod,
     rooms: Mapping[str, NodeRoom],
+    allowed: frozenset[str],
     used: Sequence[str],
     domain: tuple[str, str] | None,
     keys: Sequence[str],
 ) -> str | None:
-    fitting = [name for name, room in rooms.items() if room.fits(pod)]
+    fitting = [name for name, room in rooms.items() if name in allowed and room.fits(pod)]
     if not fitting:
         return None
     used_domains = {_domain(rooms[n].node, keys) for n in used}
@@ -154,6 +156,14 @@ def _choose_node(
         )
 
     return min(fitting, key=rank)
+
+
+def _shortfall(group: str, members: Sequence[Pod], stuck: Pod, rooms: Mapping[str, NodeRoom]) -> str:
+    """Why the gang does not fit; a member pinned to a node that cannot take it is named."""
+    if stuck.pinned:
+        where = ", ".join(sorted(stuck.pinned))
+        return f"gang {group}: {stuck.name} is pinned to {where}, which has no room for it now"
+    return _shortfall_message(group, members, list(rooms.values()))
 
 
 def _shortfall_message(group: str, members: Sequence[Pod], rooms_list: Sequence[NodeRoom]) -> str:

@@ -25,6 +25,10 @@ TOPOLOGY_ANNOTATION = DOCUMENT_ANNOTATION
 GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
 """Pod label naming the pod's PodGroup (scheduler-plugins convention, used by MPI Operator v2)."""
 
+PIN_KEY = "phalanx.io/hostname"
+"""Taint key on nodes of the managed pool (value: the node's name) and toleration key on a pod pinned to
+one of them: the placement manager pins an elastic job's worker to its planned node this way."""
+
 GANG_PLAN_ANNOTATION = "phalanx.io/gang-plan"
 """PodGroup annotation holding the bind plan while a gang is being bound (crash recovery)."""
 
@@ -71,6 +75,7 @@ class Pod:
         created: ``metadata.creationTimestamp`` as RFC 3339 text (sorts chronologically).
         group: the name of the pod's PodGroup (label ``scheduling.x-k8s.io/pod-group``), if any.
         started_at: ``status.startTime`` in seconds since the epoch, once the pod runs.
+        pinned: the nodes its ``phalanx.io/hostname`` tolerations name (``Equal``); empty: not pinned.
     """
 
     uid: str
@@ -87,6 +92,7 @@ class Pod:
     created: str = ""
     group: str | None = None
     started_at: float | None = None
+    pinned: frozenset[str] = frozenset()
 
     @property
     def key(self) -> str:

@@ -60,12 +60,12 @@ class AdmittedBook:
 
     def live(self, now: float, counted: frozenset[str]) -> AdmittedBook:
         """The book without entries that are done: expired at ``now``, or counted by the view."""
-        keep = {
-            key: entry
-            for key, entry in self.by_group.items()
-            if entry.expires_at >= now and not (entry.uids and entry.uids <= counted)
-        }
-        return self if len(keep) == len(self.by_group) else AdmittedBook(MappingProxyType(keep))
+        def done(entry: AdmittedGroup) -> bool:
+            return entry.expires_at < now or bool(entry.uids and entry.uids <= counted)
+
+        if not any(done(entry) for entry in self.by_group.values()):
+            return self
+        return AdmittedBook(MappingProxyType({k: e for k, e in self.by_group.items() if not done(e)}))
 
     def without_pod(self, uid: str) -> AdmittedBook:
         """The book after pod ``uid`` was deleted: it holds nothing; a group left with no pod is done."""
@@ -83,7 +83,7 @@ class AdmittedBook:
     def held_in(self, queue: str, *, besides: str) -> Resources:
         """What entries of ``queue`` other than group ``besides`` hold."""
         held = ZERO
-        for key, entry in sorted(self.by_group.items()):
+        for key, entry in self.by_group.items():  # a sum: the order does not matter
             if key != besides and entry.queue == queue:
                 held = plus(held, entry.requests)
         return held

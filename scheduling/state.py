@@ -3,8 +3,14 @@
 Every driver feeds the same state: ``kubeio.cluster_cache`` from its watches, a simulator from a trace,
 a replay from a saved file. Each change updates only what it touches (the pod's node's GPU usage, free
 GPUs and room, the gang's member index), and ``snapshot()`` hands out the whole state as one immutable
-value in constant time: the maps are persistent (``immutables.Map``, a hash array mapped trie), so a
-snapshot shares structure with the state instead of copying 5,000 nodes or 150,000 pods per change.
+value in constant time, without copying 5,000 nodes or 150,000 pods per change:
+
+- pods, their indexes, PodGroups and Queues live in persistent maps (``immutables.Map``, a hash array
+  mapped trie): a change costs a few path copies and a snapshot shares the rest;
+- the per-node maps that ``filter`` reads once per candidate (nodes, usage, free GPUs) stay plain
+  dicts, read at dict speed (a trie lookup cost filter about 17% more at 1,000 candidates), copied on
+  write: a snapshot hands them out as they are and marks them shared, and the first change after it
+  copies them once. Every snapshot used to copy them; now only a change after a snapshot does.
 
 Not thread-safe: the adapter serialises changes under its own lock; snapshots are safe to share.
 """
@@ -31,14 +37,16 @@ class ClusterState:
     """Nodes, pods, PodGroups and Queues with per-node GPU accounting, kept incrementally."""
 
     def __init__(self) -> None:
-        self._nodes: Map[str, Node] = Map()
+        self._nodes: dict[str, Node] = {}
         self._pods: Map[str, Pod] = Map()
         self._uid_by_key: Map[str, str] = Map()
         self._members: Map[str, frozenset[str]] = Map()
         self._groups: Map[str, PodGroup] = Map()
         self._queues: Map[str, Queue] = Map()
-        self._usage: Map[str, NodeGpuUsage] = Map()
-        self._free: Map[str, FreeGpus] = Map()
+        self._usage: dict[str, NodeGpuUsage] = {}
+        self._free: dict[str, FreeGpus] = {}
+        self._shared = False
+        """Whether a snapshot holds the three per-node dicts: copy them before the next write."""
         self._room: dict[str, Resources] = {}
         self._room_total = Resources()
         self._pods_on_node: dict[str, set[str]] = {}
@@ -53,6 +61,7 @@ class ClusterState:
     def snapshot(self) -> ClusterSnapshot:
         """Everything, as one immutable value; the same object until the next change."""
         if self._snapshot is None:
+            self._shared = True
             self._snapshot = ClusterSnapshot(
                 nodes=self._nodes,
                 usage=self._usage,
@@ -71,8 +80,10 @@ class ClusterState:
 
     def replace_nodes(self, nodes: Iterable[Node]) -> None:
         """Replace every node (after a list)."""
-        self._nodes = Map({node.name: node for node in nodes})
-        self._free = Map({name: self._free_of(name) for name in self._nodes})
+        self._nodes = {node.name: node for node in nodes}
+        self._usage = dict(self._usage)
+        self._shared = False
+        self._free = {name: self._free_of(name) for name in self._nodes}
         self._room, self._room_total = {}, Resources()
         for name in self._nodes:
             self._update_room(name)
@@ -80,17 +91,17 @@ class ClusterState:
 
     def put_node(self, node: Node) -> None:
         """Add or update one node."""
-        self._nodes = self._nodes.set(node.name, node)
-        self._free = self._free.set(node.name, self._free_of(node.name))
+        self._own()
+        self._nodes[node.name] = node
+        self._free[node.name] = self._free_of(node.name)
         self._update_room(node.name)
         self._changed()
 
     def remove_node(self, name: str) -> None:
         """Forget one node (its pods stay until their own events arrive)."""
-        if name in self._nodes:
-            self._nodes = self._nodes.delete(name)
-        if name in self._free:
-            self._free = self._free.delete(name)
+        self._own()
+        self._nodes.pop(name, None)
+        self._free.pop(name, None)
         self._update_room(name)
         self._changed()
 
@@ -110,10 +121,12 @@ class ClusterState:
             if pod.group_key:
                 members.setdefault(pod.group_key, set()).add(uid)
         self._members = Map({key: frozenset(uids) for key, uids in members.items()})
-        self._usage = Map(
-            {node: NodeGpuUsage.of_pods(fresh[u] for u in uids) for node, uids in self._pods_on_node.items()}
-        )
-        self._free = Map({name: self._free_of(name) for name in self._nodes})
+        self._nodes = dict(self._nodes)
+        self._usage = {
+            node: NodeGpuUsage.of_pods(fresh[u] for u in uids) for node, uids in self._pods_on_node.items()
+        }
+        self._shared = False
+        self._free = {name: self._free_of(name) for name in self._nodes}
         self._room, self._room_total = {}, Resources()
         for name in self._nodes:
             self._update_room(name)
@@ -163,15 +176,15 @@ class ClusterState:
             self._members = self._members.delete(key)
 
     def _recount_node(self, node: str) -> None:
+        self._own()
         uids = self._pods_on_node.get(node, set())
         if uids:
-            self._usage = self._usage.set(node, NodeGpuUsage.of_pods(self._pods[u] for u in uids))
+            self._usage[node] = NodeGpuUsage.of_pods(self._pods[u] for u in uids)
         else:
             self._pods_on_node.pop(node, None)
-            if node in self._usage:
-                self._usage = self._usage.delete(node)
+            self._usage.pop(node, None)
         if node in self._nodes:
-            self._free = self._free.set(node, self._free_of(node))
+            self._free[node] = self._free_of(node)
         self._update_room(node)
 
     # -- PodGroups and Queues ----------------------------------------------------------------------
@@ -218,6 +231,12 @@ class ClusterState:
         return True
 
     # -- accounting --------------------------------------------------------------------------------
+
+    def _own(self) -> None:
+        """Copy the per-node dicts before writing if a snapshot holds them (copy on write)."""
+        if self._shared:
+            self._nodes, self._usage, self._free = dict(self._nodes), dict(self._usage), dict(self._free)
+            self._shared = False
 
     def _free_of(self, name: str) -> FreeGpus:
         return free_gpus(self._nodes[name], self._usage.get(name, EMPTY_USAGE), frozenset())

@@ -87,6 +87,10 @@ class PodBuilder:
         self._pod = replace(self._pod, node_name=node, gpu_indices=indices, phase="Running")
         return self
 
+    def pinned(self, *nodes: str) -> PodBuilder:
+        self._pod = replace(self._pod, pinned=frozenset(nodes))
+        return self
+
     def group(self, name: str) -> PodBuilder:
         self._pod = replace(self._pod, group=name)
         return self

@@ -19,10 +19,11 @@ from typing import Any
 import orjson
 from workload import create_pod
 
-from perf.bed import BenchBed, post_json, probe_pod
+from perf.bed import BenchBed
 from perf.common import Progress, wait_for_idle_cpu
 from perf.extender_calls import measure_calls
 from perf.memory import GPU_PODS_PER_NODE, api_pod
+from perf.requests import post_json, probe_pod
 
 API_FIELDS = ("name", "namespace", "labels", "annotations")
 """Metadata the harness sets; the API server fills in uid, resourceVersion and timestamps."""

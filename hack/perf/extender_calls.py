@@ -20,8 +20,8 @@ from urllib.parse import urlsplit
 
 import orjson
 
-from perf.bed import probe_pod
 from perf.common import Progress, e2e_runs, summary
+from perf.requests import probe_pod
 
 POD_GPUS = (1, 4)
 """Pods measured: one GPU (packing only) and four GPUs (topology scoring of every candidate)."""

@@ -22,8 +22,9 @@ from urllib.parse import urlsplit
 
 import orjson
 
-from perf.bed import BenchBed, probe_pod
+from perf.bed import BenchBed
 from perf.common import Progress
+from perf.requests import probe_pod
 
 PRODUCT = ("scheduling/", "kubeio/", "extender/")
 

@@ -31,8 +31,9 @@ from extender.service import Extender
 from extender.settings import ExtenderSettings
 from kubeio.binding import BindStatus
 from kubeio.cluster_cache import ClusterCache
-from perf.bed import node_specs, probe_pod, topology_documents
+from perf.bed import node_specs, topology_documents
 from perf.common import Progress, subprocess_env, summary
+from perf.requests import probe_pod
 from scheduling.model import Pod
 from testbed.nodes import node_object, status_patch
 

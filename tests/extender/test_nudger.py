@@ -57,3 +57,20 @@ def test_nothing_is_touched_without_a_reason() -> None:
     nudger = Nudger(toucher, clock=lambda: 0.0)
     nudger.turned_down(a_pod("held").gpus(4).build())
     assert run(nudger, toucher, None, wait=0.3) == []  # thirty rounds of the loop
+
+
+def test_a_reserved_gangs_turned_down_members_are_touched_at_once_and_nobody_else() -> None:
+    toucher = Toucher()
+    nudger = Nudger(toucher, clock=lambda: 0.0)
+    early, other = a_pod("w0").gpus(2).group("g").build(), a_pod("stranger").gpus(4).build()
+    nudger.turned_down(early)
+    nudger.turned_down(other)
+    never_parked = a_pod("w1").gpus(2).group("g").build()
+    assert run(nudger, toucher, lambda: nudger.reserved([early.uid, never_parked.uid])) == [("ml", "w0")]
+
+
+def test_a_reserved_gang_whose_members_were_never_turned_down_touches_nothing() -> None:
+    toucher = Toucher()
+    nudger = Nudger(toucher, clock=lambda: 0.0)
+    nudger.turned_down(a_pod("stranger").gpus(4).build())
+    assert run(nudger, toucher, lambda: nudger.reserved(["uid-ml-w0"]), wait=0.3) == []

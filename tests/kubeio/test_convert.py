@@ -8,8 +8,8 @@ import orjson
 import pytest
 import yaml
 
-from kubeio.convert import ConvertError, node_from_api, pod_from_api, pod_requests
-from scheduling.model import Resources
+from kubeio.convert import ConvertError, node_from_api, pod_from_api, pod_requests, podgroup_from_api
+from scheduling.model import DEFAULT_SCHEDULE_TIMEOUT_SECONDS, Resources
 from tests.conftest import SHARED
 
 FIX = SHARED / "fixtures" / "extender"
@@ -78,3 +78,44 @@ def test_effective_requests(spec: dict[str, Any], expected: Resources) -> None:
 def test_malformed_pods_are_rejected_with_the_field(pod: dict[str, Any]) -> None:
     with pytest.raises(ConvertError):
         pod_from_api(pod)
+
+
+def _podgroup(spec: dict[str, Any]) -> dict[str, Any]:
+    return {"metadata": {"name": "g", "namespace": "ml", "uid": "u"}, "spec": spec}
+
+
+@pytest.mark.parametrize(
+    ("spec", "timeout"),
+    [
+        pytest.param({"minMember": 3}, DEFAULT_SCHEDULE_TIMEOUT_SECONDS, id="absent means the default"),
+        pytest.param(
+            {"minMember": 3, "scheduleTimeoutSeconds": 0},
+            DEFAULT_SCHEDULE_TIMEOUT_SECONDS,
+            id="0 means the default, as the MPI Operator writes it",
+        ),
+        pytest.param({"minMember": 3, "scheduleTimeoutSeconds": 7}, 7, id="a value is kept"),
+    ],
+)
+def test_a_podgroups_schedule_timeout(spec: dict[str, Any], timeout: int) -> None:
+    assert podgroup_from_api(_podgroup(spec)).timeout_seconds == timeout
+
+
+def test_a_negative_schedule_timeout_is_refused_with_the_field() -> None:
+    with pytest.raises(ConvertError, match=r"spec\.scheduleTimeoutSeconds must be an integer of at least 0"):
+        podgroup_from_api(_podgroup({"minMember": 3, "scheduleTimeoutSeconds": -1}))
+
+
+def test_a_pods_pins_are_the_nodes_its_hostname_tolerations_name() -> None:
+    pod = {
+        "metadata": {"name": "w", "namespace": "ml", "uid": "u"},
+        "spec": {
+            "tolerations": [
+                {"key": "phalanx.io/hostname", "operator": "Equal", "value": "n7", "effect": "NoSchedule"},
+                {"key": "phalanx.io/hostname", "value": "n2"},
+                {"key": "phalanx.io/hostname", "operator": "Exists"},
+                {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute"},
+            ]
+        },
+    }
+    assert pod_from_api(pod).pinned == frozenset({"n7", "n2"})
+    assert pod_from_api({"metadata": pod["metadata"], "spec": {}}).pinned == frozenset()

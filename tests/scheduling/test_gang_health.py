@@ -47,8 +47,33 @@ def test_a_placed_gang_below_min_member_is_short_and_says_why() -> None:
         ("Running", [on("w0"), on("w1"), on("w2")]),
         ("Running", [on("w0"), on("w1", "Succeeded")]),
         ("Running", []),
+        ("Running", [on("w0"), on("w1"), a_pod("w2").gpus(1).group("g").build()]),
+        (
+            "Running",
+            [
+                on("w0"),
+                replace(on("w1"), terminating=True),
+                a_pod("w1").uid("new").group("g").build(),
+                on("w2"),
+            ],
+        ),
     ],
-    ids=["never placed", "whole", "winding down", "nothing left to evict"],
+    ids=[
+        "never placed",
+        "whole",
+        "winding down",
+        "nothing left to evict",
+        "scaled up: the new member is waiting to be placed",
+        "a member being replaced by its operator",
+    ],
 )
 def test_no_shortage(phase: str, members: list[Pod]) -> None:
+    """Only lost members make a shortage; members on their way (scale-up, re-created) do not."""
     assert find_shortage(replace(a_gang("g", 3), phase=phase), members) is None
+
+
+def test_a_member_deleted_and_not_replaced_is_lost() -> None:
+    group = replace(a_gang("g", 3), phase="Running")
+    shortage = find_shortage(group, [on("w0"), on("w1"), replace(on("w2"), terminating=True)])
+    assert shortage is not None
+    assert shortage.message.startswith("gang ml/g: only 2 of 3 members running (1 lost)")

@@ -117,3 +117,27 @@ def test_cpu_and_memory_bound_the_plan_too() -> None:
     result = plan_gang("ml/g", gang, ["n1"], snapshot_of([small]), PromiseBook(), TopologyCache())
     assert isinstance(result, GangShortfall)
     assert "CPU or memory" in result.message
+
+
+def test_members_pinned_to_different_nodes_each_go_to_their_own() -> None:
+    """Pinned workers are not planned on the filtered member's candidates.
+
+    Issue 11: three 8-GPU workers pinned to three nodes never ran, all planned on the first one's.
+    """
+    nodes = [a_node(f"n{i}").build() for i in (1, 2, 3)]
+    workers = [a_pod(f"w{i}").gpus(8).group("g").pinned(f"n{i}").build() for i in (1, 2, 3)]
+    plan = plan_gang("ml/g", workers, ["n1"], snapshot_of(nodes), PromiseBook(), TopologyCache())
+    assert isinstance(plan, GangPlan)
+    assert [(p.pod.name, p.node) for p in plan.placements] == [("w1", "n1"), ("w2", "n2"), ("w3", "n3")]
+
+
+def test_a_member_pinned_to_a_full_node_is_named() -> None:
+    nodes = [a_node("n1").build(), a_node("n2").build()]
+    busy = a_pod("busy").gpus(8).on("n2", range(8)).build()
+    workers = [
+        a_pod("w1").gpus(2).group("g").pinned("n1").build(),
+        a_pod("w2").gpus(2).group("g").pinned("n2").build(),
+    ]
+    plan = plan_gang("ml/g", workers, ["n1"], snapshot_of(nodes, [busy]), PromiseBook(), TopologyCache())
+    assert isinstance(plan, GangShortfall)
+    assert plan.message == "gang ml/g: w2 is pinned to n2, which has no room for it now"

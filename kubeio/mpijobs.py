@@ -1,0 +1,168 @@
+"""Kubeflow MPIJobs (``kubeflow.org/v2beta1``, MPI Operator v0.7.0) as the elastic planner needs them.
+
+What is read (elastic-mpi.md): the workers' count ``spec.mpiReplicaSpecs.Worker.replicas``, the
+minimum ``spec.runPolicy.schedulingPolicy.minAvailable`` (launcher included, as the operator counts
+it for its PodGroup), the maximum from the annotation ``phalanx.io/max-workers`` (the API has no field
+for it), a worker's requests from the Worker template, and its queue from the template's label
+``phalanx.io/queue``. Worker pods are the pods labelled ``training.kubeflow.org/job-name=<job>`` and
+``training.kubeflow.org/job-role=worker``, ordered by ``training.kubeflow.org/replica-index`` (the
+operator removes the highest indices when replicas go down). What is written: the replicas (there is
+no scale subresource), by a merge patch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from kubeio.convert import ConvertError, api_parts, pod_requests
+from kubeio.events import ObjectRef
+from kubeio.http import KubeHttp
+from scheduling.elastic import ElasticJob, check_job
+from scheduling.elastic.job import MAX_WORKERS_ANNOTATION
+from scheduling.model import Pod, Resources
+from scheduling.queues import QUEUE_LABEL
+
+API_VERSION = "kubeflow.org/v2beta1"
+MPIJOBS_PATH = "/apis/kubeflow.org/v2beta1/mpijobs"
+JOB_NAME_LABEL = "training.kubeflow.org/job-name"
+ROLE_LABEL = "training.kubeflow.org/job-role"
+INDEX_LABEL = "training.kubeflow.org/replica-index"
+
+
+@dataclass(frozen=True, slots=True)
+class MpiJob:
+    """One MPIJob, as declared.
+
+    Attributes:
+        namespace: its namespace.
+        name: its name.
+        uid: its UID (events name it).
+        created: its creation time, RFC 3339.
+        replicas: ``Worker.replicas`` now.
+        min_available: ``schedulingPolicy.minAvailable`` as written (checked later), or ``None``.
+        max_workers: the ``phalanx.io/max-workers`` annotation as written, or ``None``: not elastic.
+        worker: what one worker requests.
+        queue: the queue label of the Worker template, or ``None`` (the default queue).
+    """
+
+    namespace: str
+    name: str
+    uid: str
+    created: str
+    replicas: int
+    min_available: object
+    max_workers: str | None
+    worker: Resources
+    queue: str | None
+
+    @property
+    def key(self) -> str:
+        """``namespace/name``."""
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def elastic(self) -> bool:
+        """Whether it declares a maximum, which makes it the planner's to size and move."""
+        return self.max_workers is not None
+
+
+def mpijob_from_api(raw: object) -> MpiJob:
+    """Convert an MPIJob.
+
+    Raises:
+        ConvertError: a field has the wrong shape.
+    """
+    parts = api_parts(raw, "mpijob")
+    meta, spec = parts.metadata, parts.spec
+    replica_specs = spec.get("mpiReplicaSpecs") or {}
+    worker = replica_specs.get("Worker") if isinstance(replica_specs, dict) else None
+    if not isinstance(worker, dict):
+        msg = "spec.mpiReplicaSpecs.Worker must be an object"
+        raise ConvertError(msg)
+    replicas = worker.get("replicas", 1)
+    if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 0:
+        msg = "spec.mpiReplicaSpecs.Worker.replicas must be a whole number"
+        raise ConvertError(msg)
+    template = worker.get("template") or {}
+    template_meta = (template.get("metadata") or {}) if isinstance(template, dict) else {}
+    labels = template_meta.get("labels") or {}
+    policy = ((spec.get("runPolicy") or {}).get("schedulingPolicy") or {}) if isinstance(spec, dict) else {}
+    max_workers = parts.annotations.get(MAX_WORKERS_ANNOTATION)
+    return MpiJob(
+        namespace=str(meta.get("namespace") or ""),
+        name=str(meta.get("name") or ""),
+        uid=str(meta.get("uid") or ""),
+        created=str(meta.get("creationTimestamp") or ""),
+        replicas=replicas,
+        min_available=policy.get("minAvailable") if isinstance(policy, dict) else None,
+        max_workers=max_workers,
+        worker=pod_requests(template.get("spec") or {}) if isinstance(template, dict) else Resources(),
+        queue=labels.get(QUEUE_LABEL) if isinstance(labels, dict) else None,
+    )
+
+
+def workers_of(job: MpiJob, pods: Iterable[Pod]) -> tuple[Pod, ...]:
+    """The job's worker pods, by replica index (then name)."""
+    mine = [
+        p
+        for p in pods
+        if p.namespace == job.namespace
+        and p.labels.get(JOB_NAME_LABEL) == job.name
+        and p.labels.get(ROLE_LABEL) == "worker"
+    ]
+
+    def index(pod: Pod) -> tuple[int, str]:
+        text = pod.labels.get(INDEX_LABEL, "")
+        return (int(text) if text.isdigit() else 1 << 30, pod.name)
+
+    return tuple(sorted(mine, key=index))
+
+
+def elastic_job(job: MpiJob, pods: Iterable[Pod], queue: str, gpus_in_cluster: int) -> ElasticJob:
+    """The planner's view of an elastic ``job`` whose pods are among ``pods``.
+
+    Raises:
+        JobError: the declaration cannot be honoured; the message is for the MPIJob's event.
+    """
+    low, high = check_job(job.key, job.min_available, job.max_workers, gpus_in_cluster, job.worker.gpus)
+    return ElasticJob(job.key, queue, low, high, job.worker, workers_of(job, pods), job.created)
+
+
+def mpijob_ref(job: MpiJob) -> ObjectRef:
+    """The MPIJob as the object of an event."""
+    return ObjectRef("MPIJob", API_VERSION, job.namespace, job.name, job.uid)
+
+
+class MpiJobWriter:
+    """Resizes MPIJobs through the API server."""
+
+    def __init__(self, http: KubeHttp, *, timeout: float = 20.0) -> None:
+        self._http = http
+        self._timeout = timeout
+
+    def list(self) -> list[MpiJob]:
+        """Every MPIJob the API server has (one that cannot be read is left out)."""
+        reply = self._http.request("GET", MPIJOBS_PATH, timeout=self._timeout)
+        jobs = []
+        for raw in reply.get("items") or []:
+            try:
+                jobs.append(mpijob_from_api(raw))
+            except ConvertError:
+                continue
+        return sorted(jobs, key=lambda j: j.key)
+
+    def set_workers(self, namespace: str, name: str, replicas: int) -> None:
+        """Set ``Worker.replicas``; the operator then deletes the highest indices or creates the missing.
+
+        Raises:
+            KubeError: the job is gone or the API server failed.
+        """
+        body = {"spec": {"mpiReplicaSpecs": {"Worker": {"replicas": replicas}}}}
+        self._http.request(
+            "PATCH",
+            f"/apis/kubeflow.org/v2beta1/namespaces/{namespace}/mpijobs/{name}",
+            body=body,
+            content_type="application/merge-patch+json",
+            timeout=self._timeout,
+        )

@@ -1,0 +1,151 @@
+"""Where elastic jobs' workers go: the fewest nodes per job, matched to the real nodes for fewest moves.
+
+The reference design is Voda's (anchors.md §3.7): pack first, match second.
+
+1. **Pack** every job's target workers onto *virtual* nodes, one per real node with the same GPUs
+   available to elastic work, largest jobs first (by GPUs, then name): a job that fits one virtual node
+   goes to the one it fills best (least room left); a larger one fills the roomiest first, so it spans
+   as few nodes as the room allows.
+2. **Match** virtual nodes to real nodes with an assignment solver (``scipy.optimize.
+   linear_sum_assignment``) maximising the workers that stay where they are: the weight of putting
+   virtual node v on real node n is, summed over jobs, min(workers of the job on v, workers of the job
+   running on n); a virtual node may only go to a real node with the room for it. The workers that do
+   not stay are the fewest moves this packing allows. Rows and columns are in name order and the solver
+   is deterministic, so the same cluster gives the same answer every time.
+
+Workers a job keeps are its lowest replica indices (the operator removes the highest when it shrinks),
+so a shrinking job's layout is planned from the workers that remain.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.optimize import linear_sum_assignment
+
+from scheduling.elastic.job import ElasticJob
+
+_INFEASIBLE = -1_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class Layout:
+    """Target workers per job and node, and what reaching it costs.
+
+    Attributes:
+        targets: job key -> node -> workers (nodes with none are left out).
+        moves: job key -> workers that must move to reach the target.
+        unplaced: job key -> target workers that found no room (the pool was larger than the room).
+    """
+
+    targets: Mapping[str, Mapping[str, int]]
+    moves: Mapping[str, int]
+    unplaced: Mapping[str, int]
+
+    def nodes_of(self, job: str) -> int:
+        """How many nodes the job spans in the target."""
+        return len(self.targets.get(job, {}))
+
+
+def kept_running(job: ElasticJob, size: int) -> dict[str, int]:
+    """Running workers per node among the ``size`` lowest replica indices the job keeps."""
+    counts: dict[str, int] = {}
+    for pod in job.workers[:size]:
+        if pod.holds_resources and not pod.terminating and pod.node_name is not None:
+            counts[pod.node_name] = counts.get(pod.node_name, 0) + 1
+    return counts
+
+
+def plan_layout(jobs: Sequence[ElasticJob], sizes: Mapping[str, int], room: Mapping[str, int]) -> Layout:
+    """Pack and match (see the module docstring).
+
+    Args:
+        jobs: the elastic jobs.
+        sizes: target workers per job (``scheduling.elastic.sizing.size_jobs``).
+        room: per real node, the GPUs elastic workers may use: its usable GPUs less what other pods
+            hold (elastic workers' own GPUs count as room); 0 for a node that takes no pod.
+    """
+    bins, unplaced = pack_jobs(jobs, sizes, room)
+    current = {job.key: kept_running(job, sizes.get(job.key, 0)) for job in jobs}
+    per_gpu = {job.key: job.worker.gpus for job in jobs}
+    names = sorted(room)
+    placed = match_bins(bins, names, room, current, per_gpu)
+    targets: dict[str, dict[str, int]] = {job.key: {} for job in jobs}
+    for b, name in placed.items():
+        for key, count in bins[b].items():
+            if count:
+                targets[key][name] = count
+    moves = {
+        key: sum(max(0, count - targets[key].get(node, 0)) for node, count in current[key].items())
+        for key in targets
+    }
+    return Layout(
+        {key: dict(sorted(t.items())) for key, t in sorted(targets.items())},
+        dict(sorted(moves.items())),
+        dict(sorted(unplaced.items())),
+    )
+
+
+def pack_jobs(
+    jobs: Sequence[ElasticJob], sizes: Mapping[str, int], room: Mapping[str, int]
+) -> tuple[list[dict[str, int]], dict[str, int]]:
+    """Virtual nodes (one per real node, in name order, with its room): job key -> workers on each.
+
+    Also returns the workers per job that found no room.
+    """
+    names = sorted(room)
+    bins = [dict[str, int]() for _ in names]
+    left = [room[name] for name in names]
+    unplaced: dict[str, int] = {}
+    order = sorted(jobs, key=lambda j: (-sizes.get(j.key, 0) * j.worker.gpus, j.key))
+    for job in order:
+        need, per = sizes.get(job.key, 0), job.worker.gpus
+        if need and per == 0:
+            if bins:
+                bins[0][job.key] = need
+            continue
+        while need > 0:
+            whole = [i for i in range(len(bins)) if left[i] >= need * per]
+            if whole:
+                i = min(whole, key=lambda b: (left[b] - need * per, b))
+                take = need
+            else:
+                i = max(range(len(bins)), key=lambda b: (left[b], -b), default=-1)
+                take = left[i] // per if i >= 0 else 0
+                if take == 0:
+                    unplaced[job.key] = need
+                    break
+            bins[i][job.key] = bins[i].get(job.key, 0) + take
+            left[i] -= take * per
+            need -= take
+    return bins, unplaced
+
+
+def match_bins(
+    bins: Sequence[Mapping[str, int]],
+    names: Sequence[str],
+    room: Mapping[str, int],
+    current: Mapping[str, Mapping[str, int]],
+    per_gpu: Mapping[str, int],
+) -> dict[int, str]:
+    """Virtual node index -> real node, keeping the most running workers where they are.
+
+    Only virtual nodes that hold workers are matched (an empty one fits anywhere and keeps nothing),
+    so the matrix is (virtual nodes in use) x (real nodes), not nodes x nodes.
+    """
+    used_bins = [b for b, packed in enumerate(bins) if any(packed.values())]
+    if not used_bins or not names:
+        return {}
+    weight = np.zeros((len(used_bins), len(names)), dtype=np.int64)
+    for row, b in enumerate(used_bins):
+        packed = bins[b]
+        used = sum(count * per_gpu[key] for key, count in packed.items())
+        for n, name in enumerate(names):
+            if used > room[name]:
+                weight[row, n] = _INFEASIBLE
+            else:
+                weight[row, n] = sum(min(count, current[key].get(name, 0)) for key, count in packed.items())
+    rows, cols = linear_sum_assignment(weight, maximize=True)
+    return {used_bins[int(r)]: names[int(n)] for r, n in zip(rows, cols, strict=True)}

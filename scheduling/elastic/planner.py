@@ -1,0 +1,131 @@
+"""One planning round for elastic jobs: sizes, then layout, then the guarded moves, as one ``Plan``.
+
+Rules, in the order they apply:
+
+1. **Sizes** (``sizing``): a job whose target differs from its size gets a ``Resize`` ("resized 2 -> 4
+   workers: ..."); the operator deletes the highest replica indices or creates the missing ones.
+2. **Layout** (``layout``): the fewest nodes per job, matched to the real nodes for fewest moves.
+3. **Moves**, only where they pay and never where they hurt:
+   - *hysteresis*: a job moves only if the target spans fewer nodes than it runs on now (a move must
+     save a node);
+   - *never below the minimum*: a move deletes a worker and its operator re-creates it, so a job moves
+     at most ``running - min_workers`` workers at once;
+   - *rate limits and cooldown*: at most ``moves_per_job`` per job and ``moves_per_round`` in all per
+     round, jobs with the most nodes to save first (then by name), none moved within
+     ``cooldown_seconds`` of its last move;
+   - a move is tried on a ``Statement``: it goes only where the target node has the room now (a move
+     into room another move frees waits for the next round).
+Every action carries its reason in words.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from scheduling.elastic.job import ElasticJob, ElasticSettings
+from scheduling.elastic.layout import Layout, kept_running, plan_layout
+from scheduling.elastic.sizing import size_jobs
+from scheduling.gpu_choice import choose_gpus
+from scheduling.gpu_usage import FreeGpus
+from scheduling.plan import Plan
+from scheduling.promises import PromiseBook
+from scheduling.snapshot import ClusterSnapshot
+from scheduling.statement import Statement
+from scheduling.topology import TopologyCache
+
+_NO_PROMISES = PromiseBook()
+
+
+def elastic_room(snapshot: ClusterSnapshot, jobs: Sequence[ElasticJob]) -> dict[str, int]:
+    """Per node, the GPUs elastic workers may use: free GPUs plus what elastic workers hold there."""
+    held: dict[str, int] = {}
+    for job in jobs:
+        for pod in job.workers:
+            if pod.holds_resources and pod.node_name is not None:
+                held[pod.node_name] = held.get(pod.node_name, 0) + pod.requests.gpus
+    room = {}
+    for name, node in sorted(snapshot.nodes.items()):
+        free = snapshot.free_on(name, _NO_PROMISES)
+        usable = node.ready and not node.unschedulable and node.topology_problem is None
+        room[name] = (free.count if free is not None else 0) + held.get(name, 0) if usable else 0
+    return room
+
+
+def plan_elastic(
+    jobs: Sequence[ElasticJob],
+    snapshot: ClusterSnapshot,
+    *,
+    pool_gpus: int,
+    deficits: Mapping[str, int],
+    now: float,
+    last_moved: Mapping[str, float],
+    settings: ElasticSettings,
+    topologies: TopologyCache,
+) -> tuple[Plan, Layout]:
+    """One round (see the module docstring); returns the plan and the layout it aimed at."""
+    sizes = size_jobs(jobs, pool_gpus, deficits)
+    layout = plan_layout(jobs, sizes, elastic_room(snapshot, jobs))
+    statement = Statement(snapshot)
+    for job in sorted(jobs, key=lambda j: j.key):
+        target = sizes[job.key]
+        if target != job.size:
+            why = "grows into free GPUs" if target > job.size else "gives GPUs back to waiting work"
+            statement.resize(
+                job.key,
+                job.size,
+                target,
+                f"resized {job.size} -> {target} workers: {why} "
+                f"(min {job.min_workers}, max {job.max_workers})",
+            )
+    budget = settings.moves_per_round
+    for job in sorted(jobs, key=lambda j: (-(len(j.running_on()) - layout.nodes_of(j.key)), j.key)):
+        if budget <= 0:
+            break
+        budget -= _move(job, sizes[job.key], layout, statement, now, last_moved, settings, topologies, budget)
+    return statement.commit(), layout
+
+
+def _move(
+    job: ElasticJob,
+    size: int,
+    layout: Layout,
+    statement: Statement,
+    now: float,
+    last_moved: Mapping[str, float],
+    settings: ElasticSettings,
+    topologies: TopologyCache,
+    budget: int,
+) -> int:
+    """Move up to the job's allowance of workers toward its target; return how many moved."""
+    current = kept_running(job, size)
+    target = layout.targets.get(job.key, {})
+    if not layout.moves.get(job.key) or len(target) >= len(current):
+        return 0  # nothing to move, or moving would not save a node
+    if now - last_moved.get(job.key, float("-inf")) < settings.cooldown_seconds:
+        return 0
+    allowance = min(settings.moves_per_job, budget, job.running - job.min_workers)
+    surplus = [node for node in sorted(current) if current[node] > target.get(node, 0)]
+    needy = [node for node in sorted(target) if target[node] > current.get(node, 0)]
+    movers = [p for p in reversed(job.workers[:size]) if p.node_name in surplus and p.holds_resources]
+    moved = 0
+    for pod in movers:
+        if moved >= allowance or not needy:
+            break
+        node = needy[0]
+        room = statement.room(node)
+        if room is None or not room.fits(pod):
+            needy.pop(0)
+            continue
+        gpus = choose_gpus(room.node, FreeGpus(room.free, room.count), pod.requests.gpus, topologies)
+        statement.move(
+            pod,
+            node,
+            gpus,
+            f"moved {pod.name} from {pod.node_name} to {node} to fit "
+            f"{job.key} on {len(target)} node{'s' if len(target) != 1 else ''}, not {len(current)}",
+        )
+        moved += 1
+        current[node] = current.get(node, 0) + 1
+        if current[node] >= target[node]:
+            needy.pop(0)
+    return moved

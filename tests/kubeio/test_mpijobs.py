@@ -1,0 +1,112 @@
+"""MPIJobs as their users write them (kubeflow.org/v2beta1), read into the elastic planner's terms."""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import replace
+from types import MappingProxyType
+from typing import Any
+
+import pytest
+
+from kubeio.convert import ConvertError
+from kubeio.mpijobs import elastic_job, mpijob_from_api, workers_of
+from scheduling.elastic import JobError
+from scheduling.model import Pod, Resources
+from tests.builders import a_pod
+
+ELASTIC: dict[str, Any] = {
+    "apiVersion": "kubeflow.org/v2beta1",
+    "kind": "MPIJob",
+    "metadata": {
+        "name": "mnist",
+        "namespace": "ml",
+        "uid": "job-uid",
+        "creationTimestamp": "2026-11-23T09:00:00Z",
+        "annotations": {"phalanx.io/max-workers": "6"},
+    },
+    "spec": {
+        "slotsPerWorker": 2,
+        "runPolicy": {"cleanPodPolicy": "Running", "schedulingPolicy": {"minAvailable": 3}},
+        "mpiReplicaSpecs": {
+            "Launcher": {
+                "replicas": 1,
+                "template": {"spec": {"containers": [{"name": "launcher", "image": "x"}]}},
+            },
+            "Worker": {
+                "replicas": 2,
+                "template": {
+                    "metadata": {"labels": {"phalanx.io/queue": "team-a"}},
+                    "spec": {
+                        "containers": [
+                            {"name": "worker", "image": "x", "resources": {"limits": {"nvidia.com/gpu": 2}}}
+                        ]
+                    },
+                },
+            },
+        },
+    },
+}
+
+
+def test_an_elastic_mpijob_as_users_write_it() -> None:
+    job = mpijob_from_api(ELASTIC)
+    assert (job.key, job.replicas, job.min_available, job.max_workers, job.queue) == (
+        "ml/mnist",
+        2,
+        3,
+        "6",
+        "team-a",
+    )
+    assert job.worker == Resources(gpus=2)
+    assert job.elastic
+
+
+def test_a_job_without_the_max_annotation_is_not_elastic() -> None:
+    raw = copy.deepcopy(ELASTIC)
+    del raw["metadata"]["annotations"]
+    assert not mpijob_from_api(raw).elastic
+
+
+def test_worker_pods_come_by_replica_index_and_the_launcher_is_not_one() -> None:
+    job = mpijob_from_api(ELASTIC)
+
+    def pod(name: str, role: str, index: str) -> Pod:
+        labels = {"training.kubeflow.org/job-name": "mnist", "training.kubeflow.org/job-role": role}
+        if index:
+            labels["training.kubeflow.org/replica-index"] = index
+        return replace(a_pod(name).gpus(2).build(), labels=MappingProxyType(labels))
+
+    pods = [
+        pod("mnist-worker-10", "worker", "10"),
+        pod("mnist-launcher", "launcher", ""),
+        pod("mnist-worker-2", "worker", "2"),
+    ]
+    assert [p.name for p in workers_of(job, pods)] == ["mnist-worker-2", "mnist-worker-10"]
+    planned = elastic_job(job, pods, "team-a", gpus_in_cluster=32)
+    assert (planned.min_workers, planned.max_workers, planned.size) == (2, 6, 2)
+
+
+def test_a_bad_declaration_is_refused_with_its_reason() -> None:
+    raw = copy.deepcopy(ELASTIC)
+    raw["metadata"]["annotations"]["phalanx.io/max-workers"] = "1"
+    with pytest.raises(JobError, match=r"min workers 2 .* is above max workers 1"):
+        elastic_job(mpijob_from_api(raw), [], "team-a", gpus_in_cluster=32)
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "why"),
+    [
+        (("spec", "mpiReplicaSpecs"), {"Launcher": {}}, "Worker must be an object"),
+        (("spec", "mpiReplicaSpecs", "Worker", "replicas"), "two", "replicas must be a whole number"),
+        (("metadata",), None, "metadata must be an object"),
+    ],
+)
+def test_a_malformed_mpijob_is_refused_with_the_field(path: tuple[str, ...], value: object, why: str) -> None:
+    raw = copy.deepcopy(ELASTIC)
+    target = raw
+    for key in path[:-1]:
+        target = target[key]
+    target[path[-1]] = value
+    with pytest.raises(ConvertError, match=why):
+        mpijob_from_api(raw)

@@ -1,0 +1,95 @@
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from scheduling.elastic import ElasticJob, ElasticSettings, plan_elastic
+from scheduling.plan import Migration, Plan, Resize
+from scheduling.topology import TopologyCache
+from tests.builders import a_node, snapshot_of
+from tests.scheduling.elastic.builders import a_job
+
+NODES = [a_node(f"n{i}").gpus(8).build() for i in range(1, 5)]
+
+
+def plan(
+    jobs: list[ElasticJob],
+    *,
+    pool: int = 0,
+    last_moved: dict[str, float] | None = None,
+    guards: ElasticSettings | None = None,
+) -> Plan:
+    pods = [p for job in jobs for p in job.workers]
+    held = sum(p.requests.gpus for p in pods if p.node_name)
+    result, _ = plan_elastic(
+        jobs,
+        snapshot_of(NODES, pods),
+        pool_gpus=pool or held,
+        deficits={"q": 0},
+        now=100.0,
+        last_moved=last_moved or {},
+        settings=guards or ElasticSettings(),
+        topologies=TopologyCache(),
+    )
+    return result
+
+
+def test_a_job_spread_over_three_nodes_moves_one_worker_a_round_to_its_biggest_node() -> None:
+    job = a_job("spread", ["n1", "n1", "n2", "n3"], low=2, high=4)
+    moved = plan([job]).migrations
+    assert [(m.pod, m.source, m.target) for m in moved] == [("ml/spread-worker-3", "n3", "n1")]
+    assert moved[0].reason == "moved spread-worker-3 from n3 to n1 to fit ml/spread on 1 node, not 3"
+
+
+def test_a_job_at_its_minimum_is_never_moved() -> None:
+    job = a_job("tight", ["n1", "n1", "n2", "n3"], low=4, high=4)
+    assert plan([job]).migrations == ()
+
+
+def test_a_job_moved_within_the_cooldown_waits() -> None:
+    job = a_job("spread", ["n1", "n1", "n2", "n3"], low=2, high=4)
+    assert plan([job], last_moved={"ml/spread": 90.0}).migrations == ()
+    assert plan([job], last_moved={"ml/spread": 30.0}).migrations != ()
+
+
+def test_a_move_that_saves_no_node_is_not_made() -> None:
+    job = a_job("pair", ["n1", "n2"], low=1, high=2, gpus=8)  # 2 x 8 GPUs need two 8-GPU nodes anyway
+    assert plan([job]).migrations == ()
+
+
+def test_a_job_grows_and_shrinks_with_a_reason() -> None:
+    grow = a_job("grow", ["n1", "n1"], low=2, high=6)
+    resized = plan([grow], pool=12).resizes
+    assert resized == (
+        Resize("ml/grow", 2, 6, "resized 2 -> 6 workers: grows into free GPUs (min 2, max 6)"),
+    )
+    shrink = a_job("shrink", ["n1"] * 4, low=2, high=6)
+    assert plan([shrink], pool=4).resizes == (
+        Resize("ml/shrink", 4, 2, "resized 4 -> 2 workers: gives GPUs back to waiting work (min 2, max 6)"),
+    )
+
+
+spread = st.lists(
+    st.lists(st.sampled_from(["n1", "n2", "n3", "n4"]), min_size=1, max_size=6), min_size=1, max_size=3
+)
+
+
+@settings(max_examples=100, deadline=None)
+@given(spread, st.integers(1, 3), st.integers(1, 5), st.integers(0, 3))
+def test_moves_stay_within_the_limits_and_never_take_a_job_below_its_minimum(
+    on: list[list[str]], per_job: int, per_round: int, slack: int
+) -> None:
+    jobs = [
+        a_job(f"j{i}", nodes, low=max(1, len(nodes) - slack), high=len(nodes), gpus=1)
+        for i, nodes in enumerate(on)
+    ]
+    guards = ElasticSettings(moves_per_job=per_job, moves_per_round=per_round, cooldown_seconds=0)
+    first = plan(jobs, guards=guards)
+    assert first == plan(list(reversed(jobs)), guards=guards), "the same cluster gives the same plan"
+    moved = first.migrations
+    assert len(moved) <= per_round
+    for job in jobs:
+        mine = [m for m in moved if m.pod.startswith(job.key + "-")]
+        assert len(mine) <= per_job
+        assert job.running - len(mine) >= job.min_workers
+        assert all(isinstance(m, Migration) and m.source != m.target for m in mine)
