@@ -1,10 +1,11 @@
 """The local test bed: the real control plane, the extender under gunicorn and the simulated kubelet.
 
 End-to-end tests, the demo and the benchmarks all run on this. Everything is a real process talking
-over loopback: ``hack/localcluster/`` starts etcd, kube-apiserver and kube-scheduler (with the
-project's scheduler configuration pointing at the extender); this module starts the extender exactly as
-production does (``gunicorn 'extender.wsgi:create()'``) and the simulated kubelet, and registers
-simulated GPU nodes.
+over loopback: ``hack/localcluster/`` starts etcd, kube-apiserver, kube-controller-manager and
+kube-scheduler (with the project's scheduler configuration pointing at the extender); this module starts
+the extender exactly as production does (``gunicorn 'extender.wsgi:create()'``), the placement manager
+and the simulated kubelet, registers simulated GPU nodes and, when asked, runs the Kubeflow MPI
+Operator v0.7.0 with ``--gang-scheduling=phalanx`` (``start_mpi_operator``).
 
 It is named ``localbed``, beside ``localcluster``, because the top-level package ``testbed/`` holds
 the simulated nodes and kubelet it starts, and with ``hack/`` on ``sys.path`` one name cannot be both.
@@ -12,6 +13,8 @@ the simulated nodes and kubelet it starts, and with ``hack/`` on ``sys.path`` on
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
 import signal
 import socket
@@ -23,12 +26,26 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO
 
-from localcluster import LocalCluster
+from localcluster import MPI_OPERATOR, LocalCluster, build_module
 
+from kubeio.errors import NotFoundError
 from kubeio.http import KubeHttp, load_api_client
 from testbed.nodes import SimNodeSpec, register_all
 
 REPO = Path(__file__).resolve().parents[1]
+
+MPI_OPERATOR_NAMESPACE = "mpi-operator"
+"""Where the operator's Lease lives (its ``--lock-namespace``), as in its standalone install."""
+
+MPI_OPERATOR_HEALTH_PORT = 8080
+"""The stock operator serves /healthz on ``:8080``, hard-coded (no flag): one operator per machine."""
+
+MPI_OPERATOR_ARGS = ("--gang-scheduling=phalanx", "--kube-api-qps=50", "--kube-api-burst=100")
+"""PodGroups for the scheduler ``phalanx``; a client rate above the defaults (5/s, burst 10), which
+would make a test that creates many jobs at once measure the operator's throttle."""
+
+MPI_OPERATOR_LEASE = f"/apis/coordination.k8s.io/v1/namespaces/{MPI_OPERATOR_NAMESPACE}/leases/mpi-operator"
+"""The Lease the operator must hold before it acts (leader election is always on in the stock binary)."""
 
 
 def free_port() -> int:
@@ -51,6 +68,7 @@ class Testbed:
         extender_port: int | None = None,
         extender_env: dict[str, str] | None = None,
         placement_grace: float = 60.0,
+        mpi_operator: bool = False,
         log: Callable[[str], None] = lambda line: print(line, file=sys.stderr, flush=True),
     ) -> None:
         self.state_dir = state_dir
@@ -58,6 +76,7 @@ class Testbed:
         self.extender_url = f"http://127.0.0.1:{self.extender_port}"
         self.extender_env = extender_env or {}
         self.placement_grace = placement_grace
+        self.mpi_operator = mpi_operator
         self.log = log
         self.cluster = LocalCluster(state_dir, extender_url=self.extender_url, log=log)
         self.logs = state_dir / "logs"
@@ -78,7 +97,7 @@ class Testbed:
         return self._http
 
     def start(self) -> None:
-        """Start the control plane, simulated kubelet, extender and placement manager; wait for readiness."""
+        """Start the control plane, simulated kubelet, extender, placement manager (and the MPI Operator)."""
         self.cluster.up()
         self.logs.mkdir(parents=True, exist_ok=True)
         self._spawn(
@@ -86,6 +105,72 @@ class Testbed:
         )
         self.start_extender()
         self.start_placement()
+        if self.mpi_operator:
+            self.start_mpi_operator()
+
+    def start_mpi_operator(self, timeout: float = 60.0) -> None:
+        """Install the MPIJob CRD and the operator's RBAC, start the operator, wait until it leads.
+
+        The operator runs with ``--gang-scheduling=phalanx`` as the identity its own install gives
+        it (ServiceAccount ``mpi-operator/mpi-operator``, bound to the ClusterRole shipped with it).
+
+        Raises:
+            RuntimeError: If port 8080 is taken (the operator's hard-coded health port: another
+                operator runs on this machine) or the operator exits or does not lead in time.
+        """
+        if "mpi-operator" in self._procs:
+            return
+        with socket.socket() as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                sock.bind(("", MPI_OPERATOR_HEALTH_PORT))
+            except OSError as exc:
+                if exc.errno != errno.EADDRINUSE:
+                    raise
+                msg = (
+                    f"port {MPI_OPERATOR_HEALTH_PORT} is taken: the MPI Operator v0.7.0 serves its health "
+                    "check there (hard-coded), so only one can run on this machine"
+                )
+                raise RuntimeError(msg) from None
+        bins = build_module(MPI_OPERATOR, log=self.log)
+        self._install_mpi_operator(bins)
+        env = {"KUBECONFIG": str(self.cluster.mpi_operator_kubeconfig)}  # it prefers $KUBECONFIG
+        argv = [str(bins / "mpi-operator"), f"--kubeConfig={env['KUBECONFIG']}"]
+        argv += [f"--lock-namespace={MPI_OPERATOR_NAMESPACE}", *MPI_OPERATOR_ARGS]
+        self._spawn("mpi-operator", argv, env)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            self._check_alive("mpi-operator")
+            with contextlib.suppress(NotFoundError):
+                if self.http.request("GET", MPI_OPERATOR_LEASE).get("spec", {}).get("holderIdentity"):
+                    return
+            time.sleep(0.2)
+        log = self.logs / "mpi-operator.log"
+        msg = f"the MPI Operator did not take its Lease in {timeout:.0f}s (log: {log})"
+        raise RuntimeError(msg)
+
+    def stop_mpi_operator(self) -> None:
+        """Stop the operator and delete its Lease, so a new one leads at once rather than after ~15 s."""
+        self._kill("mpi-operator", signal.SIGTERM)
+        with contextlib.suppress(NotFoundError):
+            self.http.request("DELETE", MPI_OPERATOR_LEASE)
+
+    def _install_mpi_operator(self, bins: Path) -> None:
+        """The MPIJob CRD (server-side: 665 KB is too large for client-side apply), RBAC, namespace."""
+        subject = f"{{kind: ServiceAccount, name: mpi-operator, namespace: {MPI_OPERATOR_NAMESPACE}}}"
+        objects = (
+            f"apiVersion: v1\nkind: Namespace\nmetadata: {{name: {MPI_OPERATOR_NAMESPACE}}}\n---\n"
+            "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\n"
+            "metadata: {name: mpi-operator}\n"
+            "roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: mpi-operator}\n"
+            f"subjects: [{subject}]\n"
+        )
+        crd = bins / "kubeflow.org_mpijobs.yaml"
+        self.cluster.kubectl("apply", "--server-side", "-f", str(crd), "-f", str(bins / "cluster-role.yaml"))
+        self.cluster.kubectl("apply", "--server-side", "-f", "-", input=objects)
+        self.cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s", "-f", str(crd))
+        with contextlib.suppress(NotFoundError):  # left by an operator that was killed: nobody holds it
+            self.http.request("DELETE", MPI_OPERATOR_LEASE)
 
     def start_placement(self) -> None:
         """Start the placement manager; stale gangs are evicted after ``placement_grace`` seconds."""
@@ -115,7 +200,10 @@ class Testbed:
 
     def kill_extender(self, sig: int = signal.SIGKILL) -> None:
         """Stop the extender abruptly (crash tests) or gracefully."""
-        proc = self._procs.pop("extender", None)
+        self._kill("extender", sig)
+
+    def _kill(self, name: str, sig: int) -> None:
+        proc = self._procs.pop(name, None)
         if proc is not None:
             os.killpg(proc.pid, sig)
             proc.wait(30)
@@ -155,11 +243,7 @@ class Testbed:
     def _wait_http(self, url: str, name: str, *, timeout: float) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            proc = self._procs.get(name)
-            if proc is not None and proc.poll() is not None:
-                tail = (self.logs / f"{name}.log").read_text(errors="replace")[-3000:]
-                msg = f"{name} exited with {proc.returncode}:\n{tail}"
-                raise RuntimeError(msg)
+            self._check_alive(name)
             try:
                 with urllib.request.urlopen(url, timeout=2) as reply:
                     if reply.status == 200:
@@ -169,3 +253,11 @@ class Testbed:
             time.sleep(0.2)
         msg = f"{name} not ready at {url} after {timeout}s"
         raise RuntimeError(msg)
+
+    def _check_alive(self, name: str) -> None:
+        """Raise with the tail of its log if the process ``name`` has exited."""
+        proc = self._procs.get(name)
+        if proc is not None and proc.poll() is not None:
+            tail = (self.logs / f"{name}.log").read_text(errors="replace")[-3000:]
+            msg = f"{name} exited with {proc.returncode}:\n{tail}"
+            raise RuntimeError(msg)

@@ -227,3 +227,63 @@ def create_queue(http: KubeHttp, body: JsonObject) -> JsonObject:
 
 def get_queue(http: KubeHttp, name: str) -> JsonObject:
     return http.request("GET", f"{QUEUES}/{name}")
+
+
+MPIJOBS = "/apis/kubeflow.org/v2beta1/namespaces/{namespace}/mpijobs"
+
+
+def mpijob(
+    name: str, workers: int, gpus_per_worker: int, *, work_gpu_seconds: float | None = None
+) -> JsonObject:
+    """An MPIJob as its users write it (the operator's own tensorflow-benchmarks example, with GPUs).
+
+    No ``schedulingPolicy`` and no ``schedulerName``: the operator, run with
+    ``--gang-scheduling=phalanx``, makes the PodGroup and sends the pods to phalanx.
+    ``work_gpu_seconds`` sets the simulated kubelet's ``phalanx.io/sim-work-gpu-seconds``.
+    """
+    image = "mpioperator/tensorflow-benchmarks:latest"
+    slots = max(gpus_per_worker, 1)
+    launcher = {
+        "image": image,
+        "name": "launcher",
+        "command": ["mpirun", "--allow-run-as-root", "-np", str(workers * slots), "python", "train.py"],
+        "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}},
+    }
+    worker = {
+        "image": image,
+        "name": "worker",
+        "resources": {
+            "requests": {"cpu": "1", "memory": "1Gi"},
+            "limits": {"nvidia.com/gpu": str(gpus_per_worker)},
+        },
+    }
+    annotations = {}
+    if work_gpu_seconds is not None:
+        annotations["phalanx.io/sim-work-gpu-seconds"] = f"{work_gpu_seconds:g}"
+    return {
+        "apiVersion": "kubeflow.org/v2beta1",
+        "kind": "MPIJob",
+        "metadata": {"name": name, "annotations": annotations},
+        "spec": {
+            "slotsPerWorker": slots,
+            "runPolicy": {"cleanPodPolicy": "Running"},
+            "mpiReplicaSpecs": {
+                "Launcher": {"replicas": 1, "template": {"spec": {"containers": [launcher]}}},
+                "Worker": {"replicas": workers, "template": {"spec": {"containers": [worker]}}},
+            },
+        },
+    }
+
+
+def create_mpijob(http: KubeHttp, namespace: str, job: JsonObject) -> JsonObject:
+    return http.request("POST", MPIJOBS.format(namespace=namespace), body=job)
+
+
+def get_mpijob(http: KubeHttp, namespace: str, name: str) -> JsonObject:
+    return http.request("GET", MPIJOBS.format(namespace=namespace) + f"/{name}")
+
+
+def condition(obj: JsonObject, kind: str) -> bool:
+    """Whether ``obj``'s ``status.conditions`` has ``kind`` with status True."""
+    conditions = (obj.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == kind and c.get("status") == "True" for c in conditions)

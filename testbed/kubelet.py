@@ -5,6 +5,11 @@ and Ready, finishes it (Succeeded) after the seconds in the annotation ``phalanx
 if present, and completes graceful deletions, as a kubelet would after the containers stopped. It only
 writes pod status and deletes; it never decides placement.
 
+MPI Operator jobs train: the launcher pod of an MPIJob annotated ``phalanx.io/sim-work-gpu-seconds``
+succeeds once its Running pods' GPUs have done that much work, slower when they span more nodes
+(the model is in ``testbed.training``); the progress is logged at every change of speed and every
+``REPORT_SECONDS``.
+
 Run: ``python -m testbed.kubelet --kubeconfig PATH``.
 """
 
@@ -21,14 +26,26 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote
 
+from kubeio.convert import ConvertError, pod_requests
 from kubeio.errors import KubeError, NotFoundError
 from kubeio.http import JsonObject, KubeHttp, load_api_client
 from kubeio.reflector import Collection, Reflector
+from testbed.training import (
+    JOB_NAME_LABEL,
+    JOB_ROLE_LABEL,
+    WORK_ANNOTATION,
+    JobPod,
+    Training,
+    TrainingBook,
+    parse_work,
+)
 
 log = logging.getLogger(__name__)
 
 SIMULATED_LABEL = "phalanx.io/simulated"
 DURATION_ANNOTATION = "phalanx.io/sim-duration-seconds"
+REPORT_SECONDS = 10.0
+"""How often the progress of every training under way is logged (besides every change of speed)."""
 
 
 def _now_text(clock: Callable[[], float]) -> str:
@@ -106,6 +123,7 @@ class SimKubelet:
         self._sim_nodes: set[str] = set()
         self._started: set[str] = set()
         self._timers: list[tuple[float, str, str, str]] = []  # (due, uid, namespace, name)
+        self._training = TrainingBook()
         self._wake = threading.Event()
 
     # node tracking
@@ -138,21 +156,25 @@ class SimKubelet:
         if kind == "DELETED":
             with self._lock:
                 self._started.discard(uid)
+            self._stop_training(uid)
             return
         with self._lock:
             simulated = node in self._sim_nodes
         if not simulated:
             return
         if meta.get("deletionTimestamp"):
+            self._stop_training(uid)
             self._delete_now(meta)
             return
         if status.get("phase") in ("Succeeded", "Failed"):
+            self._stop_training(uid)
             return
         with self._lock:
             if uid in self._started:
                 return
             self._started.add(uid)
         self._patch_status(meta, running_status(pod, _now_text(self._clock)))
+        self._start_training(pod, str(node))
         duration = (meta.get("annotations") or {}).get(DURATION_ANNOTATION)
         if duration is not None:
             try:
@@ -171,18 +193,78 @@ class SimKubelet:
             self._wake.set()
 
     def run_timers(self, stop: threading.Event) -> None:
-        """Finish pods whose simulated duration has passed, until ``stop`` is set."""
+        """Finish pods whose simulated duration or training has passed, until ``stop`` is set."""
+        next_report = self._clock() + REPORT_SECONDS
         while not stop.is_set():
-            with self._lock:
-                due = self._timers[0][0] if self._timers else None
             now = self._clock()
+            with self._lock:
+                finished = self._training.take_finished(now)
+                report = self._training.trainings() if now >= next_report else []
+                eta = self._training.next_finish(now)
+                due = self._timers[0][0] if self._timers else None
+            for uid, training in finished:
+                log.info("%s: finished, launcher %s succeeds", training.describe(), training.launcher)
+                self._finish(uid, training.namespace, training.launcher)
+            for training in report:
+                log.info("%s", training.describe())
+            if now >= next_report:
+                next_report = now + REPORT_SECONDS
             if due is None or due > now:
-                self._wake.wait(0.5 if due is None else min(0.5, due - now))
+                wake = min(t for t in (due, eta, next_report) if t is not None)
+                self._wake.wait(min(0.5, max(wake - now, 0.0)))
                 self._wake.clear()
                 continue
             with self._lock:
                 _, uid, namespace, name = heapq.heappop(self._timers)
             self._finish(uid, namespace, name)
+
+    def _start_training(self, pod: JsonObject, node: str) -> None:
+        """Count a started pod of an MPIJob; a launcher starts its job's training if it declares work."""
+        meta = pod["metadata"]
+        labels = meta.get("labels") or {}
+        job = labels.get(JOB_NAME_LABEL)
+        if not isinstance(job, str) or not job:
+            return
+        try:
+            gpus = pod_requests(pod.get("spec") or {}).gpus
+        except ConvertError:
+            gpus = 0
+        namespace = meta["namespace"]
+        training = None
+        if labels.get(JOB_ROLE_LABEL) == "launcher":
+            work = self._declared_work(namespace, job)
+            if work is not None:
+                training = Training(namespace, job, meta["name"], work)
+        now = self._clock()
+        with self._lock:
+            changed = self._training.pod_running(meta["uid"], JobPod(namespace, job, node, gpus), now)
+            if training is not None:
+                changed.append(self._training.launcher_started(meta["uid"], training, now))
+        for each in changed:
+            log.info("%s", each.describe())
+        self._wake.set()
+
+    def _stop_training(self, uid: str) -> None:
+        """A pod no longer runs: its job's speed may change, a launcher's training ends."""
+        with self._lock:
+            changed = self._training.pod_gone(uid, self._clock())
+        for each in changed:
+            log.info("%s", each.describe())
+        self._wake.set()
+
+    def _declared_work(self, namespace: str, job: str) -> float | None:
+        """The GPU-seconds the MPIJob ``job`` declares, or None (no MPIJob, no or a bad annotation)."""
+        path = f"/apis/kubeflow.org/v2beta1/namespaces/{quote(namespace)}/mpijobs/{quote(job)}"
+        try:
+            mpijob = self._http.request("GET", path)
+        except KubeError as exc:
+            log.warning("mpijob %s/%s: cannot read its work: %s", namespace, job, exc)
+            return None
+        text = ((mpijob.get("metadata") or {}).get("annotations") or {}).get(WORK_ANNOTATION)
+        work = parse_work(text)
+        if text is not None and work is None:
+            log.warning("mpijob %s/%s: %s=%r is not a positive number", namespace, job, WORK_ANNOTATION, text)
+        return work
 
     def _finish(self, uid: str, namespace: str, name: str) -> None:
         path = f"/api/v1/namespaces/{quote(namespace)}/pods/{quote(name)}"

@@ -1,9 +1,10 @@
 """A real, local Kubernetes control plane for phalanx's end-to-end tests and demos.
 
 The extender only means something next to a real kube-scheduler, so instead of faking the
-scheduler's HTTP calls we build etcd, kube-apiserver, kube-scheduler and kubectl from their Go
-modules (``hack/controlplane``) and run them as plain processes on 127.0.0.1. Nothing runs in
-containers and nothing is downloaded except Go modules from the module proxy.
+scheduler's HTTP calls we build etcd, kube-apiserver, kube-controller-manager, kube-scheduler and
+kubectl from their Go modules (``hack/controlplane``), and the Kubeflow MPI Operator from its own
+(``hack/mpioperator``), and run them as plain processes on 127.0.0.1. Nothing runs in containers
+and nothing is downloaded except Go modules from the module proxy.
 
 Everything a cluster owns lives in one state directory (certificates, tokens, etcd data,
 kubeconfigs, logs, pid files), and every port is picked free at start-up, so several clusters
@@ -32,7 +33,15 @@ configuration), ``startup`` (bringing components up in order), ``cluster`` (``Lo
 ``cli`` (``hack/cluster``). This module re-exports the names other code imports.
 """
 
-from localcluster.build import BUILD_TARGETS, build
+from localcluster.build import (
+    BUILD_TARGETS,
+    CONTROL_PLANE,
+    MODULES,
+    MPI_OPERATOR,
+    GoModule,
+    build,
+    build_module,
+)
 from localcluster.cluster import COMPONENTS, ClusterStatus, LocalCluster, ProcessStatus
 from localcluster.config import DEFAULT_EXTENDER_URL, KUBECONFIG_PLACEHOLDER, render_scheduler_config
 from localcluster.errors import ClusterError
@@ -48,15 +57,20 @@ from localcluster.locations import (
 __all__ = [
     "BUILD_TARGETS",
     "COMPONENTS",
+    "CONTROL_PLANE",
     "DEFAULT_EXTENDER_URL",
     "KUBECONFIG_PLACEHOLDER",
+    "MODULES",
+    "MPI_OPERATOR",
     "REPO_ROOT",
     "ClusterError",
     "ClusterStatus",
+    "GoModule",
     "LocalCluster",
     "ProcessStatus",
     "bin_dir",
     "build",
+    "build_module",
     "cache_root",
     "default_cluster_dir",
     "kubernetes_version",

@@ -1,12 +1,16 @@
-"""Building etcd, kube-apiserver, kube-scheduler and kubectl from the pinned Go modules, once per source hash.
+"""Building the local cluster's binaries from the pinned Go modules under ``hack/``, once per source hash.
 
-The binaries are built rather than downloaded so the control plane is exactly the pinned Kubernetes
-release (``hack/controlplane/go.mod``), stamped with its version as upstream's release build does; the
-build runs once per source hash into the shared cache, under a lock, so concurrent callers build once.
+Two modules, because their Kubernetes libraries cannot share one module graph: ``hack/controlplane``
+(etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl: Kubernetes v1.36, k8s.io/*
+v0.36) and ``hack/mpioperator`` (the Kubeflow MPI Operator v0.7.0, which pins k8s.io/* v0.34). The
+binaries are built rather than downloaded so they are exactly the pinned releases, stamped with their
+versions as the upstream release builds do; each module builds once per source hash into the shared
+cache, under a lock, so concurrent callers build once.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -18,7 +22,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from localcluster.errors import ClusterError, log_to_stderr
-from localcluster.locations import REPO_ROOT, bin_dir, kubernetes_version, source_hash
+from localcluster.locations import REPO_ROOT, bin_dir, kubernetes_version, required_version, source_hash
 from localcluster.processes import flock
 
 BUILD_TARGETS: Mapping[str, str] = {
@@ -26,8 +30,12 @@ BUILD_TARGETS: Mapping[str, str] = {
     "kube-apiserver": "k8s.io/kubernetes/cmd/kube-apiserver",
     "kube-scheduler": "k8s.io/kubernetes/cmd/kube-scheduler",
     "kubectl": "k8s.io/kubernetes/cmd/kubectl",
+    "kube-controller-manager": "k8s.io/kubernetes/cmd/kube-controller-manager",
 }
-"""Binary name -> Go package, built in this order (etcd first: it compiles fastest)."""
+"""Control plane binary name -> Go package, built in this order (etcd first: it compiles fastest)."""
+
+MPI_OPERATOR_PACKAGE = "github.com/kubeflow/mpi-operator"
+"""The MPI Operator's Go module; its ``cmd/mpi-operator`` is the stock operator binary."""
 
 _VERSION_PACKAGES = ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version")
 """Packages whose ``-X`` variables carry the Kubernetes version (as in upstream's build)."""
@@ -58,58 +66,140 @@ def _version_ldflags(version: str) -> str:
     return " ".join(flags)
 
 
-def _complete(directory: Path) -> bool:
-    """Whether ``directory`` holds every binary (a finished, renamed-into-place build)."""
-    return all(os.access(directory / name, os.X_OK) for name in BUILD_TARGETS)
+def _operator_ldflags(module_dir: Path) -> str:
+    """Linker flags that stamp the operator's version (``mpi-operator --version``), as its Makefile does."""
+    version = required_version(module_dir, MPI_OPERATOR_PACKAGE)
+    return f"-s -w -X {MPI_OPERATOR_PACKAGE}/pkg/version.Version={version}"
 
 
+@dataclasses.dataclass(frozen=True)
+class GoModule:
+    """One Go module under ``hack/`` and the binaries built from it."""
 
-def build(controlplane_dir: Path | None = None, log: Callable[[str], None] = log_to_stderr) -> Path:
-    """Build the four binaries once per source hash and return their directory.
+    directory: str
+    """Its directory under ``hack/``; also its subdirectory of the cache."""
+    targets: Mapping[str, str]
+    """Binary name -> Go package, in build order."""
+    ldflags: Callable[[Path], str]
+    """Linker flags, from the module's directory (they stamp the pinned version)."""
+    what: str
+    """What the binaries are, for progress lines."""
+    files: Mapping[str, tuple[str, str]] = dataclasses.field(default_factory=dict)
+    """Files copied from a required module's source into the bin dir: name -> (module, path in it)."""
+
+
+CONTROL_PLANE = GoModule(
+    "controlplane",
+    BUILD_TARGETS,
+    lambda source: _version_ldflags(kubernetes_version(source)),
+    "the control plane",
+)
+MPI_OPERATOR = GoModule(
+    "mpioperator",
+    {"mpi-operator": f"{MPI_OPERATOR_PACKAGE}/cmd/mpi-operator"},
+    _operator_ldflags,
+    "the MPI Operator",
+    {
+        "kubeflow.org_mpijobs.yaml": (MPI_OPERATOR_PACKAGE, "manifests/base/kubeflow.org_mpijobs.yaml"),
+        "cluster-role.yaml": (MPI_OPERATOR_PACKAGE, "manifests/base/cluster-role.yaml"),
+    },
+)
+MODULES = (CONTROL_PLANE, MPI_OPERATOR)
+"""Every Go module ``build`` builds, in order."""
+
+
+def _complete(directory: Path, module: GoModule) -> bool:
+    """Whether ``directory`` holds every binary and file (a finished, renamed-into-place build)."""
+    binaries = all(os.access(directory / name, os.X_OK) for name in module.targets)
+    return binaries and all((directory / name).is_file() for name in module.files)
+
+
+def _copy_files(go: str, module: GoModule, source: Path, env: Mapping[str, str], into: Path) -> None:
+    """Copy ``module.files`` from the required modules' sources (in Go's module cache) into ``into``."""
+    for name, (required, path) in module.files.items():
+        result = subprocess.run(
+            [go, "list", "-m", "-f", "{{.Dir}}", required],
+            cwd=source,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        origin = Path(result.stdout.strip()) / path
+        if result.returncode != 0 or not result.stdout.strip() or not origin.is_file():
+            msg = f"cannot find {path} of {required}: {result.stderr.strip() or origin}"
+            raise ClusterError(msg)
+        shutil.copyfile(origin, into / name)
+
+
+def build(repo_root: Path | None = None, log: Callable[[str], None] = log_to_stderr) -> Path:
+    """Build every module's binaries (control plane, MPI Operator) unless cached; return the control plane's.
+
+    Args:
+        repo_root: The checkout whose ``hack/`` modules to build (default: this one).
+        log: Receives one progress line per binary.
+
+    Returns:
+        The directory holding etcd, kube-apiserver, kube-controller-manager, kube-scheduler and
+        kubectl (the operator's is ``bin_dir(hack/mpioperator)``).
+
+    Raises:
+        ClusterError: If Go is missing or a build fails (the compiler output is included).
+    """
+    root = repo_root or REPO_ROOT
+    dirs = [build_module(module, root / "hack" / module.directory, log) for module in MODULES]
+    return dirs[0]
+
+
+def build_module(
+    module: GoModule, module_dir: Path | None = None, log: Callable[[str], None] = log_to_stderr
+) -> Path:
+    """Build one module's binaries once per source hash and return their directory.
 
     A complete ``bin`` directory for the current hash means there is nothing to do. Otherwise
     the binaries are built into a temporary sibling that is renamed into place only when all
     of them succeeded, so an interrupted build never leaves a half-filled ``bin``.
 
     Args:
-        controlplane_dir: The Go module to build (default: ``hack/controlplane``).
+        module: Which module and binaries.
+        module_dir: Where the module is (default: ``hack/<module.directory>`` of this checkout).
         log: Receives one progress line per binary.
 
     Returns:
-        The directory holding etcd, kube-apiserver, kube-scheduler and kubectl.
+        The directory holding the module's binaries.
 
     Raises:
         ClusterError: If Go is missing or a build fails (the compiler output is included).
     """
-    source = (controlplane_dir or REPO_ROOT / "hack" / "controlplane").resolve()
+    source = (module_dir or REPO_ROOT / "hack" / module.directory).resolve()
     target = bin_dir(source)
-    if _complete(target):
+    if _complete(target, module):
         return target
     go = os.environ.get("GO") or shutil.which("go") or "/usr/local/go/bin/go"
     if not os.access(go, os.X_OK):
-        msg = "the Go toolchain ('go') is needed to build the control plane"
+        msg = f"the Go toolchain ('go') is needed to build {module.what}"
         raise ClusterError(msg)
     hash_dir = target.parent
     with flock(hash_dir / ".build.lock", log, "the build"):
-        if _complete(target):
+        if _complete(target, module):
             return target
         for stale in hash_dir.glob("bin.tmp.*"):
             shutil.rmtree(stale, ignore_errors=True)
         shutil.rmtree(target, ignore_errors=True)
-        version = kubernetes_version(source)
         env = dict(os.environ)
         # Static binaries need no C toolchain. -mod=readonly: a build must never rewrite the
         # go.mod/go.sum it was hashed from; a missing go.sum entry is a bug to fix in git.
         env["CGO_ENABLED"] = "0"
         goflags = [f for f in env.get("GOFLAGS", "").split() if not f.startswith("-mod=")]
         env["GOFLAGS"] = " ".join([*goflags, "-mod=readonly"])
-        ldflags = _version_ldflags(version)
+        ldflags = module.ldflags(source)
         tmp = Path(tempfile.mkdtemp(prefix="bin.tmp.", dir=hash_dir))
         tmp.chmod(0o755)  # mkdtemp makes it 0700
         started = time.monotonic()
         try:
-            for name, package in BUILD_TARGETS.items():
-                log(f"building {name} ({package}, Kubernetes {version}) ...")
+            for name, package in module.targets.items():
+                log(f"building {name} ({package}) ...")
                 t0 = time.monotonic()
                 result = subprocess.run(
                     [go, "build", "-trimpath", "-ldflags", ldflags, "-o", str(tmp / name), package],
@@ -125,8 +215,9 @@ def build(controlplane_dir: Path | None = None, log: Callable[[str], None] = log
                     msg = f"go build {package} failed:\n{result.stdout}"
                     raise ClusterError(msg)
                 log(f"built {name} in {time.monotonic() - t0:.1f}s")
+            _copy_files(go, module, source, env, tmp)
             info = {
-                "kubernetes": version,
+                "module": module.directory,
                 "source_hash": source_hash(source),
                 "build_seconds": round(time.monotonic() - started, 1),
             }
@@ -135,6 +226,6 @@ def build(controlplane_dir: Path | None = None, log: Callable[[str], None] = log
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
-        log(f"control plane built in {time.monotonic() - started:.1f}s: {target}")
+        log(f"{module.what} built in {time.monotonic() - started:.1f}s: {target}")
     return target
 

@@ -13,11 +13,11 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from localcluster.build import build
+from localcluster.build import MODULES, build_module
 from localcluster.cluster import LocalCluster
 from localcluster.config import DEFAULT_EXTENDER_URL
 from localcluster.errors import ClusterError
-from localcluster.locations import bin_dir
+from localcluster.locations import REPO_ROOT, bin_dir
 
 
 def _kubectl_main(argv: list[str]) -> int:
@@ -50,7 +50,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="hack/cluster",
         description="Build and run a local Kubernetes control plane (etcd, kube-apiserver, "
-        "kube-scheduler) for phalanx.",
+        "kube-controller-manager, kube-scheduler) for phalanx.",
     )
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -63,7 +63,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         return p
 
-    sub.add_parser("build", help="build the binaries into the cache (if not there yet)")
+    sub.add_parser(
+        "build", help="build the binaries into the cache (if not there yet); print each module's bin dir"
+    )
     up = with_dir(sub.add_parser("up", help="start the cluster (or keep a running one)"))
     up.add_argument(
         "--extender-url",
@@ -76,7 +78,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=None,
         help="KubeSchedulerConfiguration template (default manifests/scheduler-config.yaml)",
     )
-    up.add_argument("--no-scheduler", action="store_true", help="run only etcd and apiserver")
+    up.add_argument("--no-scheduler", action="store_true", help="start no kube-scheduler")
+    up.add_argument(
+        "--no-controller-manager",
+        action="store_true",
+        help="start no kube-controller-manager (Job controller, garbage collector)",
+    )
     down = with_dir(sub.add_parser("down", help="stop the cluster's processes"))
     down.add_argument("--purge", action="store_true", help="also delete the state directory")
     with_dir(sub.add_parser("status", help="show processes; exit 0 iff all up and ready"))
@@ -86,12 +93,17 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         if args.command == "build":
-            print(build())
+            for module in MODULES:
+                print(build_module(module, REPO_ROOT / "hack" / module.directory))
         elif args.command == "paths":
             print(bin_dir())
         elif args.command == "up":
             cluster = LocalCluster(
-                args.dir, args.extender_url, args.scheduler_config, run_scheduler=not args.no_scheduler
+                args.dir,
+                args.extender_url,
+                args.scheduler_config,
+                run_scheduler=not args.no_scheduler,
+                run_controller_manager=not args.no_controller_manager,
             )
             cluster.up()
             print(cluster.kubeconfig)
@@ -103,9 +115,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             for proc in status.processes:
                 expected = proc.name in status.expected
                 state = "running" if proc.running else ("stopped" if expected else "not used")
-                print(f"{proc.name:<15} {state:<8} pid {proc.pid or '-':<8} port {proc.port or '-'}")
+                print(f"{proc.name:<23} {state:<8} pid {proc.pid or '-':<8} port {proc.port or '-'}")
             print(
-                f"{'apiserver':<15} {'ready' if status.apiserver_ready else 'not ready':<8} "
+                f"{'apiserver':<23} {'ready' if status.apiserver_ready else 'not ready':<8} "
                 f"{status.server or ''}"
             )
             return 0 if status.healthy else 1

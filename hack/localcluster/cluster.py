@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from localcluster.build import build
+from localcluster.build import CONTROL_PLANE, build_module
 from localcluster.config import DEFAULT_EXTENDER_URL
 from localcluster.errors import ClusterError, log_to_stderr
 from localcluster.locations import REPO_ROOT, bin_dir, default_cluster_dir
@@ -25,8 +25,14 @@ from localcluster.pki import read_tokens
 from localcluster.processes import Started, alive, flock, http_get, pick_port, stop_process
 from localcluster.startup import start_all, start_scheduler
 
-COMPONENTS = ("etcd", "kube-apiserver", "kube-scheduler")
+COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler")
 """Processes a cluster runs, in start order (stopped in reverse)."""
+
+
+def _expected(run_scheduler: bool, run_controller_manager: bool) -> tuple[str, ...]:
+    """The components a cluster started with these options runs."""
+    skipped = {"kube-scheduler": not run_scheduler, "kube-controller-manager": not run_controller_manager}
+    return tuple(c for c in COMPONENTS if not skipped.get(c, False))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,13 +62,15 @@ class ClusterStatus:
 
 
 class LocalCluster:
-    """etcd + kube-apiserver + kube-scheduler on loopback, with all state in one directory.
+    """etcd + kube-apiserver + kube-controller-manager + kube-scheduler on loopback, state in one directory.
 
     Layout of ``state_dir``::
 
         state.json              ports, extender URL, whether a scheduler runs
         kubeconfig              admin (system:masters) kubeconfig, CA-verified TLS
         scheduler.kubeconfig    kubeconfig of user system:kube-scheduler
+        controller-manager.kubeconfig   of user system:kube-controller-manager
+        mpi-operator.kubeconfig of user system:serviceaccount:mpi-operator:mpi-operator
         scheduler-config.yaml   the rendered KubeSchedulerConfiguration
         pki/ auth/ etcd/        certificates and keys, static tokens, etcd data
         logs/<name>.log         stdout+stderr of each process (appended across restarts)
@@ -81,6 +89,7 @@ class LocalCluster:
         repo_root: Path | str | None = None,
         *,
         run_scheduler: bool = True,
+        run_controller_manager: bool = True,
         scheduler_verbosity: int = 2,
         start_timeout: float = 120.0,
         log: Callable[[str], None] = log_to_stderr,
@@ -93,7 +102,9 @@ class LocalCluster:
             scheduler_config: KubeSchedulerConfiguration template (default: the repo's
                 ``manifests/scheduler-config.yaml``).
             repo_root: Checkout providing ``hack/controlplane`` and ``manifests/``.
-            run_scheduler: False starts only etcd and the apiserver.
+            run_scheduler: False starts no kube-scheduler.
+            run_controller_manager: False starts no kube-controller-manager (its Job
+                controller and garbage collector).
             scheduler_verbosity: kube-scheduler ``-v`` (2 logs each scheduling attempt).
             start_timeout: Seconds each component gets to become ready.
             log: Receives progress lines (default: stderr).
@@ -105,6 +116,7 @@ class LocalCluster:
             scheduler_config or self.repo_root / "manifests" / "scheduler-config.yaml"
         ).resolve()
         self.run_scheduler = run_scheduler
+        self.run_controller_manager = run_controller_manager
         self.scheduler_verbosity = scheduler_verbosity
         self.start_timeout = start_timeout
         self.log = log
@@ -137,6 +149,16 @@ class LocalCluster:
         return self.state_dir / "scheduler.kubeconfig"
 
     @property
+    def controller_manager_kubeconfig(self) -> Path:
+        """The kubeconfig kube-controller-manager uses (user ``system:kube-controller-manager``)."""
+        return self.state_dir / "controller-manager.kubeconfig"
+
+    @property
+    def mpi_operator_kubeconfig(self) -> Path:
+        """A kubeconfig for the MPI Operator (user ``system:serviceaccount:mpi-operator:mpi-operator``)."""
+        return self.state_dir / "mpi-operator.kubeconfig"
+
+    @property
     def ca_file(self) -> Path:
         """PEM CA that signed the apiserver's serving certificate."""
         return self.state_dir / "pki" / "ca.crt"
@@ -148,7 +170,7 @@ class LocalCluster:
 
     @property
     def ports(self) -> dict[str, int]:
-        """Ports of the current (or last) run: etcd, etcd-peer, kube-apiserver, kube-scheduler."""
+        """Ports of the current (or last) run, by component (and ``etcd-peer``)."""
         return {k: int(v) for k, v in self._state().get("ports", {}).items()}
 
     @property
@@ -180,8 +202,8 @@ class LocalCluster:
     # ---- building
 
     def build(self) -> Path:
-        """Build the binaries if the cache lacks them; return the bin directory."""
-        return build(self.controlplane_dir, self.log)
+        """Build the control plane's binaries if the cache lacks them; return the bin directory."""
+        return build_module(CONTROL_PLANE, self.controlplane_dir, self.log)
 
     # ---- status
 
@@ -219,7 +241,7 @@ class LocalCluster:
         apiserver_running = any(p.running for p in processes if p.name == "kube-apiserver")
         ready = apiserver_running and self._apiserver_ready()
         state = self._state()
-        expected = tuple(c for c in COMPONENTS if c != "kube-scheduler" or state.get("run_scheduler", True))
+        expected = _expected(state.get("run_scheduler", True), state.get("run_controller_manager", False))
         return ClusterStatus(tuple(processes), expected, ready, self.server if self.ports else None)
 
     # ---- starting
@@ -228,8 +250,9 @@ class LocalCluster:
         """Build if needed and start the control plane; a healthy running cluster is kept.
 
         Blocks until etcd is healthy, the apiserver's /readyz passes, the ``default``
-        namespace exists, the CRDs in ``manifests/crds/`` are established and the scheduler's
-        /healthz passes. On failure everything this call started is stopped again.
+        namespace exists, the CRDs in ``manifests/crds/`` are established and the
+        controller-manager's and scheduler's /healthz pass. On failure everything this call
+        started is stopped again.
 
         Raises:
             ClusterError: If building or any start-up step fails; the message ends with the
@@ -239,7 +262,7 @@ class LocalCluster:
         self.state_dir.mkdir(parents=True, exist_ok=True)
         with flock(self._path(".lock"), self.log, "starting or stopping the cluster"):
             current = self.status()
-            wanted = [c for c in COMPONENTS if c != "kube-scheduler" or self.run_scheduler]
+            wanted = _expected(self.run_scheduler, self.run_controller_manager)
             running = {p.name for p in current.processes if p.running}
             if current.apiserver_ready and all(c in running for c in wanted):
                 state = self._state()

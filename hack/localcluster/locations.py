@@ -2,7 +2,9 @@
 
 The binaries take many minutes to compile and depend only on the Go sources, so they live in a per-user
 cache keyed by a hash of those sources, where every checkout and worktree can share them; a cluster's
-own state lives in a directory of its own, so several clusters can run side by side.
+own state lives in a directory of its own, so several clusters can run side by side. Each Go module
+under ``hack/`` (``controlplane``, ``mpioperator``) has a cache directory of its own, named after it and
+keyed by its own source hash, so changing one module never rebuilds the other.
 """
 
 from __future__ import annotations
@@ -57,17 +59,28 @@ def source_hash(controlplane_dir: Path) -> str:
     return digest.hexdigest()[:16]
 
 
-def bin_dir(controlplane_dir: Path | None = None) -> Path:
-    """Return where the binaries for the current Go sources live (built or not)."""
-    source = controlplane_dir or REPO_ROOT / "hack" / "controlplane"
-    return cache_root() / "controlplane" / source_hash(source) / "bin"
+def bin_dir(module_dir: Path | None = None) -> Path:
+    """Return where the binaries of a Go module under ``hack/`` live (built or not).
+
+    Args:
+        module_dir: The module (default: ``hack/controlplane``); its directory name names the
+            cache subdirectory, its source hash the version of it.
+    """
+    source = module_dir or REPO_ROOT / "hack" / "controlplane"
+    return cache_root() / source.name / source_hash(source) / "bin"
+
+
+def required_version(module_dir: Path, module: str) -> str:
+    """Read the version of ``module`` that ``module_dir/go.mod`` requires, e.g. ``v1.36.3``."""
+    text = (module_dir / "go.mod").read_text()
+    pattern = rf"^\s*{re.escape(module)}\s+(v\d+\.\d+\.\d+\S*)"
+    match = re.search(pattern, text, re.MULTILINE)
+    if not match:
+        msg = f"no {module} requirement in {module_dir / 'go.mod'}"
+        raise ClusterError(msg)
+    return match.group(1)
 
 
 def kubernetes_version(controlplane_dir: Path) -> str:
     """Read the pinned ``k8s.io/kubernetes`` version from go.mod, e.g. ``v1.36.3``."""
-    text = (controlplane_dir / "go.mod").read_text()
-    match = re.search(r"^\s*k8s\.io/kubernetes\s+(v\d+\.\d+\.\d+\S*)", text, re.MULTILINE)
-    if not match:
-        msg = f"no k8s.io/kubernetes requirement in {controlplane_dir / 'go.mod'}"
-        raise ClusterError(msg)
-    return match.group(1)
+    return required_version(controlplane_dir, "k8s.io/kubernetes")

@@ -21,6 +21,10 @@ from localcluster.errors import ClusterError
 EC_KEY = ("-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes")
 """openssl req options for a fresh, unencrypted EC P-256 key (small and fast to make)."""
 
+MPI_OPERATOR_USER = "system:serviceaccount:mpi-operator:mpi-operator"
+"""The MPI Operator's identity: a static token named as the ServiceAccount its own install runs as, so
+the ClusterRoleBinding of a real install applies to it unchanged."""
+
 DAYS = "3650"
 """Validity of every certificate: longer than any local cluster lives."""
 
@@ -138,18 +142,30 @@ def read_tokens(path: Path) -> dict[str, str]:
     return tokens
 
 
+USERS: dict[str, tuple[str, str]] = {
+    "admin": ("phalanx-admin", "system:masters"),
+    "system:kube-scheduler": ("phalanx-kube-scheduler", ""),
+    "system:kube-controller-manager": ("phalanx-kube-controller-manager", ""),
+    MPI_OPERATOR_USER: ("phalanx-mpi-operator", "system:serviceaccounts,system:serviceaccounts:mpi-operator"),
+}
+"""User -> (uid, comma-separated groups) of every static token the apiserver accepts."""
+
+
 def ensure_tokens(path: Path) -> None:
-    """Create the static token file (admin + scheduler) unless it has both users."""
+    """Create the static token file, or add the users it lacks; existing tokens are kept."""
     tokens = read_tokens(path)
-    if "admin" in tokens and "system:kube-scheduler" in tokens:
+    missing = [user for user in USERS if user not in tokens]
+    if not missing:
         return
-    write_private(
-        path,
-        (
-            f'{secrets.token_hex(24)},admin,phalanx-admin,"system:masters"\n'
-            f"{secrets.token_hex(24)},system:kube-scheduler,phalanx-kube-scheduler\n"
-        ),
-    )
+    try:
+        text = path.read_text()
+    except OSError:
+        text = ""
+    for user in missing:
+        uid, groups = USERS[user]
+        line = f"{secrets.token_hex(24)},{user},{uid}" + (f',"{groups}"' if groups else "")
+        text += ("" if not text or text.endswith("\n") else "\n") + line + "\n"
+    write_private(path, text)
 
 
 def write_kubeconfig(path: Path, port: int, ca_file: Path, user: str, token: str) -> None:

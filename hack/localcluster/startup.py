@@ -1,4 +1,4 @@
-"""Bringing a cluster up: credentials, ports, then etcd, kube-apiserver and kube-scheduler in order.
+"""Bringing a cluster up: credentials, ports, then each component in order (etcd first, scheduler last).
 
 Each component is started detached and polled until it answers, failing fast (with the tail of its log)
 when it exits, and everything already started is stopped again when a later step fails, so a failed
@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from localcluster.config import render_scheduler_config
 from localcluster.errors import ClusterError
 from localcluster.locations import kubernetes_version
-from localcluster.pki import ensure_pki, ensure_tokens, write_kubeconfig
+from localcluster.pki import MPI_OPERATOR_USER, ensure_pki, ensure_tokens, write_kubeconfig
 from localcluster.processes import Started, alive, http_get, pick_port, spawn_detached, tail
 
 if TYPE_CHECKING:
@@ -28,6 +28,17 @@ SERVICE_CLUSTER_IP_RANGE = "10.0.0.0/24"
 """Virtual service range; nothing routes it, the apiserver just needs one to allocate from."""
 
 SERVICE_ACCOUNT_ISSUER = "https://kubernetes.default.svc.cluster.local"
+
+CONTROLLERS = ("job-controller", "garbage-collector-controller")
+"""The only controllers kube-controller-manager runs: the Job controller creates the pods of batch/v1
+Jobs (the MPI Operator's launcher is one), the garbage collector deletes what an owner reference points
+to a deleted owner (an MPIJob's pods, Jobs, ConfigMaps, PodGroup). Node lifecycle would mark the
+simulated, lease-less nodes unreachable; service accounts and their tokens are not used here."""
+
+CONTROLLER_ROLES = ("system:controller:job-controller", "system:controller:generic-garbage-collector")
+"""The bootstrap ClusterRoles of those controllers. kube-controller-manager runs them with its own
+credentials (``--use-service-account-credentials=false``: no token controller runs), so its user gets
+each role by a ClusterRoleBinding, besides the bootstrap policy's ``system:kube-controller-manager``."""
 
 
 def start_all(cluster: LocalCluster, bins: Path) -> None:
@@ -41,19 +52,25 @@ def start_all(cluster: LocalCluster, bins: Path) -> None:
     previous = cluster.ports
     taken: set[int] = set()
     ports: dict[str, int] = {}
-    for name in ("etcd", "etcd-peer", "kube-apiserver", "kube-scheduler"):
+    for name in ("etcd", "etcd-peer", "kube-apiserver", "kube-controller-manager", "kube-scheduler"):
         ports[name] = pick_port(previous.get(name), taken)
         taken.add(ports[name])
     state = {
         "ports": ports,
         "extender_url": cluster.extender_url,
         "run_scheduler": cluster.run_scheduler,
+        "run_controller_manager": cluster.run_controller_manager,
         "bin_dir": str(bins),
         "kubernetes": kubernetes_version(cluster.controlplane_dir),
     }
     cluster._path("state.json").write_text(json.dumps(state, indent=2) + "\n")
     tokens = cluster._tokens()
-    users = ((cluster.kubeconfig, "admin"), (cluster.scheduler_kubeconfig, "system:kube-scheduler"))
+    users = (
+        (cluster.kubeconfig, "admin"),
+        (cluster.scheduler_kubeconfig, "system:kube-scheduler"),
+        (cluster.controller_manager_kubeconfig, "system:kube-controller-manager"),
+        (cluster.mpi_operator_kubeconfig, MPI_OPERATOR_USER),
+    )
     for path, user in users:
         write_kubeconfig(path, ports["kube-apiserver"], cluster.ca_file, user, tokens[user])
 
@@ -80,6 +97,8 @@ def start_all(cluster: LocalCluster, bins: Path) -> None:
             what="namespace default",
         )
         _apply_crds(cluster)
+        if cluster.run_controller_manager:
+            started.append(_start_controller_manager(cluster, bins, ports["kube-controller-manager"]))
         if cluster.run_scheduler:
             started.append(start_scheduler(cluster, bins, ports["kube-scheduler"]))
     except BaseException:
@@ -108,14 +127,47 @@ def start_scheduler(cluster: LocalCluster, bins: Path, port: int) -> Started:
         f"--cert-dir={cluster._path('pki', 'scheduler')}",
         f"--v={cluster.scheduler_verbosity}",
     ]
-    proc = _spawn(cluster, "kube-scheduler", argv, port)
+    return _spawn_and_probe(cluster, "kube-scheduler", argv, port)
+
+
+def _start_controller_manager(cluster: LocalCluster, bins: Path, port: int) -> Started:
+    """Grant kube-controller-manager its controllers' roles, start it on ``port``, wait for /healthz."""
+    user = "system:kube-controller-manager"
+    bindings = "".join(
+        "---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\n"
+        f"metadata:\n  name: phalanx-local:{role.split(':')[-1]}\n"
+        f"roleRef:\n  apiGroup: rbac.authorization.k8s.io\n  kind: ClusterRole\n  name: {role}\n"
+        f"subjects:\n- apiGroup: rbac.authorization.k8s.io\n  kind: User\n  name: {user}\n"
+        for role in CONTROLLER_ROLES
+    )
+    cluster.kubectl("apply", "--server-side", "-f", "-", input=bindings)
+    kubeconfig = cluster.controller_manager_kubeconfig
+    argv = [
+        str(bins / "kube-controller-manager"),
+        f"--kubeconfig={kubeconfig}",
+        f"--authentication-kubeconfig={kubeconfig}",
+        f"--authorization-kubeconfig={kubeconfig}",
+        "--bind-address=127.0.0.1",
+        f"--secure-port={port}",
+        f"--cert-dir={cluster._path('pki', 'controller-manager')}",
+        f"--controllers={','.join(CONTROLLERS)}",
+        "--use-service-account-credentials=false",
+        "--leader-elect=false",  # a lone instance: a Lease would only delay its start
+        "--v=1",
+    ]
+    return _spawn_and_probe(cluster, "kube-controller-manager", argv, port)
+
+
+def _spawn_and_probe(cluster: LocalCluster, name: str, argv: list[str], port: int) -> Started:
+    """Start a component that serves ``/healthz`` on ``port`` and wait until it answers 200."""
+    proc = _spawn(cluster, name, argv, port)
     insecure = ssl.create_default_context()
     insecure.check_hostname = False
     insecure.verify_mode = ssl.CERT_NONE  # self-signed serving cert; it is only a probe
     try:
         _wait(
             cluster,
-            "kube-scheduler",
+            name,
             lambda: http_get(f"https://127.0.0.1:{port}/healthz", context=insecure)[0] == 200,
             proc,
         )

@@ -1,0 +1,168 @@
+"""Simulated training progress of MPIJobs, for the simulated kubelet.
+
+The model, kept small and deterministic so that completion times can be predicted and compared:
+
+- An MPIJob declares its work in the annotation ``phalanx.io/sim-work-gpu-seconds`` (a positive
+  number of GPU-seconds). Without it the launcher runs until something else ends it (its own
+  ``phalanx.io/sim-duration-seconds``, a deletion).
+- The job's pods are the pods labelled ``training.kubeflow.org/job-name=<job>`` (the MPI Operator
+  labels launcher and workers so). Work advances only while the launcher runs, at the job's **speed**:
+  the GPUs of its Running pods times ``SPAN_EFFICIENCY ** (nodes - 1)``, where ``nodes`` is how many
+  nodes those GPUs are on. So 8 GPUs on one node do 8 GPU-seconds of work per second, on two nodes
+  7.2, on four 5.832: a job spread thinly finishes later, which is what consolidation must win back.
+- Speed is piecewise constant: it changes only when a pod of the job starts or stops running, and
+  ``advance`` integrates it exactly between those moments. When the work done reaches the work
+  declared, the launcher has succeeded (the kubelet reports it ``Succeeded``; the Job controller and
+  the operator take it from there).
+
+Nothing here talks to the API or reads a clock: the kubelet passes the time in and acts on the result.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping
+
+WORK_ANNOTATION = "phalanx.io/sim-work-gpu-seconds"
+"""MPIJob annotation: the job's work in GPU-seconds."""
+
+JOB_NAME_LABEL = "training.kubeflow.org/job-name"
+"""Label the MPI Operator puts on the launcher and worker pods of a job: the MPIJob's name."""
+
+JOB_ROLE_LABEL = "training.kubeflow.org/job-role"
+"""Label the MPI Operator puts on a job's pods: ``launcher`` or ``worker``."""
+
+SPAN_EFFICIENCY = 0.9
+"""Speed factor for each node a job's GPUs span beyond the first (communication across nodes)."""
+
+
+def parse_work(text: object) -> float | None:
+    """The work an annotation value declares, or None when it is missing or not a positive number."""
+    if not isinstance(text, str):
+        return None
+    try:
+        work = float(text)
+    except ValueError:
+        return None
+    return work if work > 0 and math.isfinite(work) else None
+
+
+def speed(gpus_by_node: Mapping[str, int]) -> float:
+    """GPU-seconds of work per second for GPUs on these nodes (see the module's model)."""
+    nodes = [gpus for gpus in gpus_by_node.values() if gpus > 0]
+    if not nodes:
+        return 0.0
+    return sum(nodes) * SPAN_EFFICIENCY ** (len(nodes) - 1)
+
+
+@dataclasses.dataclass(frozen=True)
+class JobPod:
+    """A Running pod of an MPIJob, as the book counts it."""
+
+    namespace: str
+    job: str
+    node: str
+    gpus: int
+
+
+@dataclasses.dataclass
+class Training:
+    """One launcher's run: the work declared, the work done and the speed since ``since``."""
+
+    namespace: str
+    job: str
+    launcher: str
+    work: float
+    done: float = 0.0
+    speed: float = 0.0
+    gpus: int = 0
+    nodes: int = 0
+    since: float = 0.0
+
+    def eta(self, now: float) -> float | None:
+        """When the work will be done at the current speed (None while the job does not advance)."""
+        if self.speed <= 0:
+            return None
+        return now + max(self.work - self.done, 0.0) / self.speed
+
+    def describe(self) -> str:
+        """One log line: where the job stands."""
+        percent = 100.0 * min(self.done / self.work, 1.0)
+        return (
+            f"mpijob {self.namespace}/{self.job}: {self.gpus} GPUs on {self.nodes} node(s), "
+            f"speed {self.speed:.2f} GPU-s/s, {self.done:.1f} of {self.work:g} GPU-s done ({percent:.0f}%)"
+        )
+
+
+class TrainingBook:
+    """The Running pods of MPIJobs and the trainings of their launchers; not thread-safe."""
+
+    def __init__(self) -> None:
+        self._pods: dict[str, JobPod] = {}
+        self._trainings: dict[str, Training] = {}  # launcher pod uid -> its training
+
+    def pod_running(self, uid: str, pod: JobPod, now: float) -> list[Training]:
+        """A pod of a job runs now; returns the trainings whose speed changed."""
+        self.advance(now)
+        self._pods[uid] = pod
+        return self._respeed(pod.namespace, pod.job, now)
+
+    def pod_gone(self, uid: str, now: float) -> list[Training]:
+        """A pod stopped running (finished, deleted); returns the trainings whose speed changed."""
+        pod = self._pods.pop(uid, None)
+        self._trainings.pop(uid, None)
+        if pod is None:
+            return []
+        self.advance(now)
+        return self._respeed(pod.namespace, pod.job, now)
+
+    def launcher_started(self, uid: str, training: Training, now: float) -> Training:
+        """A job's launcher runs now with ``training.work`` to do; returns its training."""
+        self.advance(now)
+        self._trainings[uid] = training
+        self._respeed(training.namespace, training.job, now)
+        return training
+
+    def advance(self, now: float) -> None:
+        """Add the work done up to ``now`` at the speeds in effect since the last change."""
+        for training in self._trainings.values():
+            if now > training.since:
+                training.done += training.speed * (now - training.since)
+                training.since = now
+
+    def take_finished(self, now: float) -> list[tuple[str, Training]]:
+        """Advance to ``now``; remove and return (launcher uid, training) of the trainings done."""
+        self.advance(now)
+        finished = [(uid, t) for uid, t in self._trainings.items() if t.done >= t.work - 1e-9]
+        for uid, _ in finished:
+            del self._trainings[uid]
+        return finished
+
+    def next_finish(self, now: float) -> float | None:
+        """The earliest moment a training will finish at the current speeds."""
+        etas = [eta for t in self._trainings.values() if (eta := t.eta(now)) is not None]
+        return min(etas, default=None)
+
+    def trainings(self) -> list[Training]:
+        """Every training under way, by namespace, job and launcher."""
+        return sorted(self._trainings.values(), key=lambda t: (t.namespace, t.job, t.launcher))
+
+    def _respeed(self, namespace: str, job: str, now: float) -> list[Training]:
+        gpus_by_node: dict[str, int] = {}
+        for pod in self._pods.values():
+            if pod.namespace == namespace and pod.job == job:
+                gpus_by_node[pod.node] = gpus_by_node.get(pod.node, 0) + pod.gpus
+        changed = []
+        for training in self._trainings.values():
+            if training.namespace != namespace or training.job != job:
+                continue
+            new = speed(gpus_by_node)
+            nodes = sum(1 for gpus in gpus_by_node.values() if gpus > 0)
+            if (new, nodes) != (training.speed, training.nodes):
+                changed.append(training)
+            training.since = now
+            training.speed = new
+            training.gpus = sum(gpus_by_node.values())
+            training.nodes = nodes
+        return changed

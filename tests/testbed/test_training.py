@@ -1,0 +1,71 @@
+"""The simulated training model: speed from GPUs and nodes, exact integration, launchers finishing."""
+
+from __future__ import annotations
+
+import pytest
+
+from testbed.training import SPAN_EFFICIENCY, JobPod, Training, TrainingBook, parse_work, speed
+
+
+def test_speed_counts_gpus_and_charges_each_extra_node() -> None:
+    assert speed({}) == 0.0
+    assert speed({"n1": 8}) == 8.0
+    assert speed({"n1": 4, "n2": 4}) == pytest.approx(8 * SPAN_EFFICIENCY)
+    assert speed({"n1": 2, "n2": 2, "n3": 2, "n4": 2}) == pytest.approx(8 * SPAN_EFFICIENCY**3)
+    assert speed({"n1": 8, "n2": 0}) == 8.0, "a node holding only a GPU-less pod is not spanned"
+
+
+@pytest.mark.parametrize(("text", "work"), [("100", 100.0), ("2.5", 2.5), ("0", None), ("-1", None),
+                                            ("nan", None), ("inf", None), ("lots", None), (None, None)])
+def test_parse_work(text: str | None, work: float | None) -> None:
+    assert parse_work(text) == work
+
+
+def _worker(node: str, gpus: int = 2, job: str = "llama") -> JobPod:
+    return JobPod("ml", job, node, gpus)
+
+
+def test_work_advances_only_while_workers_run_and_the_launcher_finishes_exactly_on_time() -> None:
+    book = TrainingBook()
+    book.pod_running("launcher", JobPod("ml", "llama", "n1", 0), now=0.0)
+    training = book.launcher_started("launcher", Training("ml", "llama", "llama-launcher", 80.0), now=0.0)
+    assert training.speed == 0.0 and book.next_finish(5.0) is None
+    book.pod_running("w0", _worker("n1"), now=10.0)
+    book.pod_running("w1", _worker("n1"), now=10.0)  # 4 GPUs on one node from t=10
+    assert training.speed == 4.0
+    assert book.take_finished(20.0) == [] and training.done == pytest.approx(40.0)
+    book.pod_running("w2", _worker("n2"), now=20.0)  # 6 GPUs on 2 nodes: 5.4 GPU-s/s
+    assert (training.gpus, training.nodes) == (6, 2)
+    eta = book.next_finish(20.0)
+    assert eta == pytest.approx(20.0 + 40.0 / (6 * SPAN_EFFICIENCY))
+    assert eta is not None and book.take_finished(eta - 0.01) == []
+    assert book.take_finished(eta) == [("launcher", training)]
+    assert book.trainings() == [] and book.next_finish(eta) is None
+
+
+def test_a_worker_that_stops_slows_its_job_and_only_its_job() -> None:
+    book = TrainingBook()
+    a = book.launcher_started("la", Training("ml", "a", "a-launcher", 1000.0), now=0.0)
+    b = book.launcher_started("lb", Training("ml", "b", "b-launcher", 1000.0), now=0.0)
+    book.pod_running("a0", _worker("n1", job="a"), now=0.0)
+    book.pod_running("a1", _worker("n2", job="a"), now=0.0)
+    book.pod_running("b0", _worker("n3", job="b"), now=0.0)
+    changed = book.pod_gone("a1", now=10.0)
+    assert changed == [a]
+    assert a.done == pytest.approx(10 * 4 * SPAN_EFFICIENCY) and a.speed == 2.0
+    book.advance(20.0)
+    assert a.done == pytest.approx(10 * 4 * SPAN_EFFICIENCY + 20.0)
+    assert b.done == pytest.approx(40.0)
+    assert book.pod_gone("unknown", now=30.0) == []
+
+
+def test_a_gone_launcher_ends_its_training_and_the_description_says_where_it_stands() -> None:
+    book = TrainingBook()
+    book.pod_running("w0", _worker("n1", gpus=8), now=0.0)
+    training = book.launcher_started("launcher", Training("ml", "llama", "llama-launcher", 100.0), now=0.0)
+    book.advance(5.0)
+    assert training.describe() == (
+        "mpijob ml/llama: 8 GPUs on 1 node(s), speed 8.00 GPU-s/s, 40.0 of 100 GPU-s done (40%)"
+    )
+    book.pod_gone("launcher", now=6.0)
+    assert book.trainings() == [] and book.take_finished(100.0) == []
