@@ -194,6 +194,10 @@ def pod_from_api(raw: object) -> Pod:
         group=labels.get(GROUP_LABEL) or None,
         started_at=_epoch(status.get("startTime")),
         pinned=_pins(spec.get("tolerations")),
+        tolerates_pool=any(
+            isinstance(t, dict) and t.get("operator") == "Exists" and t.get("key") in (PIN_KEY, None, "")
+            for t in _list(spec.get("tolerations"), "spec.tolerations")
+        ),
     )
 
 

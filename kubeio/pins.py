@@ -34,6 +34,11 @@ def pin_toleration(node: str, effect: str = PIN_EFFECT) -> JsonObject:
     return {"key": PIN_KEY, "operator": "Equal", "value": node, "effect": effect}
 
 
+def pool_toleration() -> JsonObject:
+    """The toleration that opens every pool node to a pod (any pin, any effect)."""
+    return {"key": PIN_KEY, "operator": "Exists"}
+
+
 def with_pin_taint(taints: list[Any], node: str, *, present: bool, effect: str = PIN_EFFECT) -> list[Any]:
     """``taints`` with the node's pin taint present (once, with ``effect``) or absent; others untouched.
 
@@ -63,6 +68,17 @@ class PinWriter:
             KubeError: the pod changed meanwhile (the resourceVersion test failed), or the API failed;
                 the next round tries again.
         """
+        return self._tolerate(namespace, name, uid, pin_toleration(node, self._effect))
+
+    def open_pool(self, namespace: str, name: str, uid: str) -> bool:
+        """Let a pod that is no pinned worker use pool nodes (``Exists``); ``False`` if it is gone.
+
+        Raises:
+            KubeError: the pod changed meanwhile, or the API failed; the next round tries again.
+        """
+        return self._tolerate(namespace, name, uid, pool_toleration())
+
+    def _tolerate(self, namespace: str, name: str, uid: str, wanted: JsonObject) -> bool:
         path = f"/api/v1/namespaces/{namespace}/pods/{name}"
         try:
             pod = self._http.request("GET", path, timeout=self._timeout)
@@ -72,7 +88,6 @@ class PinWriter:
         if meta.get("uid") != uid:
             return False
         tolerations: list[Any] = list(spec.get("tolerations") or [])
-        wanted = pin_toleration(node, self._effect)
         if wanted in tolerations:
             return True
         patch = [

@@ -34,7 +34,7 @@ from kubeio.render import pod_ref
 from scheduling.elastic import ElasticJob, ElasticSettings, JobError, Layout, plan_elastic
 from scheduling.model import Pod
 from scheduling.promises import PromiseBook
-from scheduling.queue_view import QueueView
+from scheduling.queue_view import SCHEDULER_NAME, QueueView
 from scheduling.queues import QueueError
 from scheduling.snapshot import ClusterSnapshot
 from scheduling.topology import TopologyCache
@@ -64,12 +64,16 @@ class Pinner(Protocol):
     def taint_node(self, node: str, *, present: bool) -> bool:
         """Put the pin taint on or take it off."""
 
+    def open_pool(self, namespace: str, name: str, uid: str) -> bool:
+        """Let a pod that is no pinned worker use pool nodes."""
+
 
 @dataclass(frozen=True, slots=True)
 class ElasticPass:
     """What one pass did."""
 
     tainted: tuple[str, ...] = ()
+    opened: tuple[str, ...] = ()
     resized: tuple[str, ...] = ()
     moved: tuple[str, ...] = ()
     pinned: tuple[str, ...] = ()
@@ -109,10 +113,15 @@ class ElasticReconciler:
         snapshot = self._source.snapshot()
         tainted = self._keep_taints(snapshot)
         view = self._view()
-        declared = {job.key: job for job in self._jobs.list() if job.elastic}
+        try:
+            declared = {job.key: job for job in self._jobs.list() if job.elastic}
+        except KubeError as exc:  # e.g. the MPIJob CRD's storage still initialising: next pass
+            log.info("MPIJobs not listed (%s); the elastic pass waits for the next round", exc)
+            return ElasticPass(tainted)
         jobs, refused = self._elastic(declared.values(), snapshot, view)
+        opened = self._open_pool(snapshot, jobs)
         if not jobs:
-            return ElasticPass(tainted, refused=refused)
+            return ElasticPass(tainted, opened, refused=refused)
         plan, layout = plan_elastic(
             jobs,
             snapshot,
@@ -143,7 +152,7 @@ class ElasticReconciler:
                 self._last_moved[job_key] = self._clock()
                 moved.append(move.pod)
         pinned = self._pin_waiting(jobs, layout)
-        return ElasticPass(tainted, tuple(resized), tuple(moved), tuple(pinned), refused)
+        return ElasticPass(tainted, opened, tuple(resized), tuple(moved), tuple(pinned), refused)
 
     def _keep_taints(self, snapshot: ClusterSnapshot) -> tuple[str, ...]:
         changed = []
@@ -157,6 +166,33 @@ class ElasticReconciler:
             except KubeError as exc:
                 log.warning("node %s: pin taint not %s: %s", name, "set" if wanted else "removed", exc)
         return tuple(changed)
+
+    def _open_pool(self, snapshot: ClusterSnapshot, jobs: Sequence[ElasticJob]) -> tuple[str, ...]:
+        """Open the pool to every waiting phalanx pod that is not a managed worker (launchers, gangs, ...).
+
+        The pin taints are for pinning managed workers, not for keeping phalanx's other pods off the pool
+        (tolerations can be added to a pending pod; kube-scheduler retries it on the change).
+        """
+        if not any(node.pin_taint for node in snapshot.nodes.values()):
+            return ()
+        workers = {p.uid for job in jobs for p in job.workers}
+        opened = []
+        for pod in snapshot.all_pods():
+            if (
+                pod.scheduler_name != SCHEDULER_NAME
+                or pod.node_name is not None
+                or pod.terminating
+                or pod.tolerates_pool
+                or pod.pinned
+                or pod.uid in workers
+            ):
+                continue
+            try:
+                if self._pins.open_pool(pod.namespace, pod.name, pod.uid):
+                    opened.append(pod.key)
+            except KubeError as exc:
+                log.info("%s: pool toleration not written (%s); next pass tries again", pod.key, exc)
+        return tuple(opened)
 
     def _elastic(
         self, declared: Iterable[MpiJob], snapshot: ClusterSnapshot, view: QueueView | None
@@ -175,17 +211,26 @@ class ElasticReconciler:
         return jobs, tuple(refused)
 
     def _pin_waiting(self, jobs: Sequence[ElasticJob], layout: Layout) -> list[str]:
+        """Pin each waiting worker, lowest index first, to the node holding most of the job's workers.
+
+        So a job's highest indices sit on the node it uses least, and when it shrinks (the operator
+        removes the highest indices) that node is freed first (Voda's rule).
+        """
         pinned = []
         for job in jobs:
             target = dict(layout.targets.get(job.key, {}))
+            held: dict[str, int] = {}
             for pod in job.workers:  # what runs or is already pinned takes its place first
                 node = pod.node_name if pod.holds_resources else next(iter(sorted(pod.pinned)), None)
-                if node is not None and target.get(node, 0) > 0:
-                    target[node] -= 1
+                if node is not None:
+                    held[node] = held.get(node, 0) + 1
+                    if target.get(node, 0) > 0:
+                        target[node] -= 1
             for pod in _waiting_unpinned(job.workers):
-                node = next((n for n in sorted(target) if target[n] > 0), None)
-                if node is None:
+                room = [n for n in target if target[n] > 0]
+                if not room:
                     break
+                node = min(room, key=lambda n: (-held.get(n, 0), n))
                 try:
                     if not self._pins.pin_pod(pod.namespace, pod.name, pod.uid, node):
                         continue
@@ -193,6 +238,7 @@ class ElasticReconciler:
                     log.info("%s: pin to %s not written (%s); next pass tries again", pod.key, node, exc)
                     continue
                 target[node] -= 1
+                held[node] = held.get(node, 0) + 1
                 pinned.append(pod.key)
                 self._events.record(
                     pod_ref(pod),

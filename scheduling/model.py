@@ -76,6 +76,8 @@ class Pod:
         group: the name of the pod's PodGroup (label ``scheduling.x-k8s.io/pod-group``), if any.
         started_at: ``status.startTime`` in seconds since the epoch, once the pod runs.
         pinned: the nodes its ``phalanx.io/hostname`` tolerations name (``Equal``); empty: not pinned.
+        tolerates_pool: it tolerates every pin taint (``phalanx.io/hostname``, ``Exists``): the elastic
+            pool is open to it.
     """
 
     uid: str
@@ -93,6 +95,7 @@ class Pod:
     group: str | None = None
     started_at: float | None = None
     pinned: frozenset[str] = frozenset()
+    tolerates_pool: bool = False
 
     @property
     def key(self) -> str:

@@ -37,6 +37,7 @@ class FakePins:
     cluster: FakeCluster
     pinned: list[tuple[str, str]] = field(default_factory=list)
     tainted: list[tuple[str, bool]] = field(default_factory=list)
+    opened: list[str] = field(default_factory=list)
 
     def pin_pod(self, namespace: str, name: str, uid: str, node: str) -> bool:
         pod = self.cluster.pods.get(f"{namespace}/{name}")
@@ -44,6 +45,12 @@ class FakePins:
             return False
         self.pinned.append((pod.key, node))
         self.cluster.pods[pod.key] = replace(pod, pinned=pod.pinned | {node})
+        return True
+
+    def open_pool(self, namespace: str, name: str, uid: str) -> bool:
+        pod = self.cluster.pods[f"{namespace}/{name}"]
+        self.opened.append(pod.key)
+        self.cluster.pods[pod.key] = replace(pod, tolerates_pool=True)
         return True
 
     def taint_node(self, node: str, *, present: bool) -> bool:
@@ -149,3 +156,30 @@ def test_a_spread_job_moves_one_worker_a_pass_and_its_replacement_is_pinned_wher
     after = reconciler.reconcile_once()
     assert ("ml/spread-worker-3", "n1") in pins.pinned
     assert after.moved == ("ml/spread-worker-2",), "the next worker moves while the first replacement waits"
+
+
+def test_the_pool_opens_to_waiting_phalanx_pods_that_are_no_pinned_workers() -> None:
+    cluster = FakeCluster().add(replace(a_node("n1").labels(**{POOL_LABEL: "true"}).build(), pin_taint=True))
+    launcher, other = (
+        a_pod("mnist-launcher").build(),
+        replace(a_pod("web").build(), scheduler_name="default-scheduler"),
+    )
+    cluster.add(launcher, other, worker("mnist", 0), a_pod("running").on("n1").build())
+    reconciler, _, pins, _, _ = rig(cluster, [mpijob("mnist", 1, low=1)])
+    assert reconciler.reconcile_once().opened == ("ml/mnist-launcher",)
+    assert reconciler.reconcile_once().opened == ()
+    assert pins.opened == ["ml/mnist-launcher"]
+
+
+def test_new_workers_fill_the_node_holding_the_lower_indices_first() -> None:
+    cluster = FakeCluster().add(a_node("n1").build(), a_node("n2").build())
+    cluster.add(worker("mnist", 0, "n2"), worker("mnist", 1, "n2"))
+    cluster.add(*(worker("mnist", i) for i in range(2, 6)))
+    reconciler, _, pins, _, _ = rig(cluster, [mpijob("mnist", 6, high="6")])
+    reconciler.reconcile_once()
+    assert pins.pinned == [
+        ("ml/mnist-worker-2", "n2"),
+        ("ml/mnist-worker-3", "n2"),
+        ("ml/mnist-worker-4", "n1"),
+        ("ml/mnist-worker-5", "n1"),
+    ]
