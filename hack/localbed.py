@@ -176,7 +176,12 @@ class Testbed:
         """Start the placement manager; stale gangs are evicted after ``placement_grace`` seconds."""
         argv = [sys.executable, "-m", "placement", "--kubeconfig", str(self.kubeconfig)]
         argv += ["--interval-seconds", "1", "--stale-grace-seconds", str(self.placement_grace)]
+        argv += ["--elastic-cooldown-seconds", "3"]  # elastic moves a few seconds apart, not a minute
         self._spawn("placement", argv)
+
+    def kill_placement(self, sig: int = signal.SIGKILL) -> None:
+        """Stop the placement manager abruptly (crash tests) or gracefully."""
+        self._kill("placement", sig)
 
     def start_extender(self, extra_env: dict[str, str] | None = None) -> None:
         """Start the extender as production does, under gunicorn, and wait for ``/readyz``."""

@@ -29,6 +29,7 @@ from placement.metrics import PlacementMetrics
 from placement.queues import QueueReconciler
 from placement.reconciler import Reconciler
 from placement.settings import PlacementSettings
+from scheduling.elastic import ElasticSettings
 
 log = logging.getLogger("placement")
 
@@ -71,6 +72,11 @@ def run(settings: PlacementSettings, stop: threading.Event) -> None:
         clock=time.monotonic,
         topologies=cache.topologies,
         view=lambda: queues.view,
+        settings=ElasticSettings(
+            moves_per_job=settings.elastic_moves_per_job,
+            moves_per_round=settings.elastic_moves_per_round,
+            cooldown_seconds=settings.elastic_cooldown_seconds,
+        ),
     )
     if not cache.wait_synced(120):
         log.warning("caches not synced after 120s; reconciling with what is there")
@@ -86,9 +92,7 @@ def run(settings: PlacementSettings, stop: threading.Event) -> None:
             metrics.queue_gpus.show(queues.view)
             done = elastic.reconcile_once()
             if done.resized or done.moved or done.pinned:
-                log.info(
-                    "elastic: resized %s, moved %s, pinned %s", done.resized, done.moved, done.pinned
-                )
+                log.info("elastic: resized %s, moved %s, pinned %s", done.resized, done.moved, done.pinned)
         except Exception:  # one bad pass must not end the manager
             log.exception("reconcile pass failed")
         metrics.pass_seconds.observe(time.monotonic() - started)

@@ -26,6 +26,16 @@ class PlacementSettings:
     metrics_port: int = 0
     """Port of ``/metrics`` on all addresses; 0 turns it off (``PHALANX_PLACEMENT_METRICS_PORT``)."""
 
+    elastic_cooldown_seconds: float = 60.0
+    """An elastic job moved less than this long ago is not moved again
+    (``PHALANX_ELASTIC_COOLDOWN_SECONDS``)."""
+
+    elastic_moves_per_job: int = 1
+    """Workers of one elastic job moved in one pass at most (``PHALANX_ELASTIC_MOVES_PER_JOB``)."""
+
+    elastic_moves_per_round: int = 4
+    """Workers moved in the whole cluster in one pass at most (``PHALANX_ELASTIC_MOVES_PER_ROUND``)."""
+
     log_level: str = "INFO"
     """Python logging level name (``PHALANX_LOG_LEVEL``), given to ``logging.basicConfig`` as it is."""
 
@@ -47,11 +57,29 @@ class PlacementSettings:
         )
         metrics_port = environ.get("PHALANX_PLACEMENT_METRICS_PORT", defaults.metrics_port)
         parser.add_argument("--metrics-port", type=int, default=metrics_port)
+        parser.add_argument(
+            "--elastic-cooldown-seconds",
+            type=positive_number,
+            default=environ.get("PHALANX_ELASTIC_COOLDOWN_SECONDS", defaults.elastic_cooldown_seconds),
+        )
+        parser.add_argument(
+            "--elastic-moves-per-job",
+            type=int,
+            default=environ.get("PHALANX_ELASTIC_MOVES_PER_JOB", defaults.elastic_moves_per_job),
+        )
+        parser.add_argument(
+            "--elastic-moves-per-round",
+            type=int,
+            default=environ.get("PHALANX_ELASTIC_MOVES_PER_ROUND", defaults.elastic_moves_per_round),
+        )
         args = parser.parse_args(argv)
         return PlacementSettings(
             kubeconfig=args.kubeconfig,
             interval_seconds=positive_number(args.interval_seconds),
             stale_grace_seconds=positive_number(args.stale_grace_seconds),
             metrics_port=int(args.metrics_port),
+            elastic_cooldown_seconds=positive_number(args.elastic_cooldown_seconds),
+            elastic_moves_per_job=int(args.elastic_moves_per_job),
+            elastic_moves_per_round=int(args.elastic_moves_per_round),
             log_level=environ.get(LOG_LEVEL_ENV, defaults.log_level),
         )

@@ -19,6 +19,7 @@ from workload import (
     create_pod,
     create_podgroup,
     get_mpijob,
+    gpu_pod,
     list_pods,
     member,
     mpijob,
@@ -27,7 +28,8 @@ from workload import (
 )
 
 from kubeio.errors import NotFoundError
-from kubeio.pins import PinWriter
+from kubeio.http import JsonObject
+from kubeio.pins import PinWriter, pin_toleration
 
 NODES = ("gpu-node-1", "gpu-node-2", "gpu-node-3")
 ROLE = "training.kubeflow.org/job-role"
@@ -65,11 +67,12 @@ def pool(operator: Testbed) -> Iterator[Testbed]:
                 pins.taint_node(node, present=False)
 
 
-def _running_workers(bed: Testbed, namespace: str) -> list[str]:
+def _running_workers(bed: Testbed, namespace: str, job: str = "elastic") -> list[str]:
     return sorted(
         p["metadata"]["name"]
         for p in list_pods(bed.http, namespace)
         if p["metadata"].get("labels", {}).get(ROLE) == "worker"
+        and p["metadata"]["labels"].get("training.kubeflow.org/job-name") == job
         and p["spec"].get("nodeName")
         and p.get("status", {}).get("phase") == "Running"
         and not p["metadata"].get("deletionTimestamp")
@@ -127,4 +130,126 @@ def test_an_elastic_job_grows_shrinks_for_a_gang_and_grows_back(pool: Testbed, n
     finally:
         with contextlib.suppress(NotFoundError):
             http.request("DELETE", f"/apis/kubeflow.org/v2beta1/namespaces/{namespace}/mpijobs/elastic")
+        wait_for("the job's pods deleted", lambda: not list_pods(http, namespace), timeout=60)
+
+
+def _taints_on(bed: Testbed) -> bool:
+    return all(
+        any(
+            t.get("key") == "phalanx.io/hostname"
+            for t in bed.http.request("GET", f"/api/v1/nodes/{n}")["spec"].get("taints") or []
+        )
+        for n in NODES
+    )
+
+
+def _workers(bed: Testbed, namespace: str) -> list[JsonObject]:
+    return [
+        p for p in list_pods(bed.http, namespace) if p["metadata"].get("labels", {}).get(ROLE) == "worker"
+    ]
+
+
+def _moves(bed: Testbed, namespace: str) -> list[str]:
+    query = {"fieldSelector": "involvedObject.name=spread,reason=Moved"}
+    events = bed.http.request("GET", f"/api/v1/namespaces/{namespace}/events", query=query).get("items") or []
+    return sorted(str(e["message"]) for e in events)
+
+
+def test_a_spread_job_is_consolidated_one_move_at_a_time_even_across_a_crash(
+    pool: Testbed, namespace: str
+) -> None:
+    """Blockers make the job spread over three nodes; once they finish, the job moves onto one node.
+
+    The placement manager is SIGKILLed right after its first move, before the replacement is pinned:
+    restarted, it pins the replacement where the plan wants it, and no worker is moved twice.
+    """
+    http = pool.http
+    wait_for("the pool tainted", lambda: _taints_on(pool), timeout=30)
+    for node, gpus in (("gpu-node-1", 4), ("gpu-node-2", 6), ("gpu-node-3", 6)):
+        blocker = gpu_pod(f"block-{node}", gpus)
+        blocker["spec"]["tolerations"] = [pin_toleration(node)]
+        create_pod(http, namespace, blocker)
+    wait_for(
+        "blockers bound",
+        lambda: all(p["spec"].get("nodeName") for p in list_pods(http, namespace)),
+        timeout=30,
+    )
+    body = mpijob("spread", workers=4, gpus_per_worker=2, work_gpu_seconds=1e9)
+    body["metadata"]["annotations"]["phalanx.io/max-workers"] = "4"
+    body["spec"]["runPolicy"]["schedulingPolicy"] = {"minAvailable": 3}
+    create_mpijob(http, namespace, body)
+    try:
+        wait_for(
+            "4 workers running", lambda: len(_running_workers(pool, namespace, "spread")) == 4, timeout=90
+        )
+        nodes = {p["spec"]["nodeName"] for p in _workers(pool, namespace)}
+        assert len(nodes) == 3, f"the blockers spread the job over three nodes, got {sorted(nodes)}"
+        for node in ("gpu-node-1", "gpu-node-2", "gpu-node-3"):
+            http.request(
+                "DELETE", f"/api/v1/namespaces/{namespace}/pods/block-{node}", body={"gracePeriodSeconds": 0}
+            )
+        wait_for("the first move", lambda: _moves(pool, namespace), timeout=30, interval=0.05)
+        pool.kill_placement()
+        fewest = len(_running_workers(pool, namespace, "spread"))
+        time.sleep(1.5)  # the operator re-creates the moved worker; nobody pins it meanwhile
+        waiting = [
+            str(p["metadata"]["name"]) for p in _workers(pool, namespace) if not p["spec"].get("nodeName")
+        ]
+        print(f"\nafter the SIGKILL, workers waiting to be pinned: {waiting}")
+        pool.start_placement()
+
+        def consolidated() -> bool:
+            nonlocal fewest
+            running = _running_workers(pool, namespace, "spread")
+            fewest = min(fewest, len(running))
+            placed = {p["spec"].get("nodeName") for p in _workers(pool, namespace)}
+            return len(running) == 4 and len(placed) == 1
+
+        wait_for("the job on one node", consolidated, timeout=90, interval=0.1)
+        moves = _moves(pool, namespace)
+        print(f"moves: {moves}; fewest running workers seen: {fewest}")
+        assert len(moves) == 2, "two workers were on the wrong nodes: two moves, none made twice"
+        assert fewest >= 2, "never below the job's minimum of 2 running workers"
+        node = {p["spec"]["nodeName"] for p in _workers(pool, namespace)}.pop()
+        for pod in _workers(pool, namespace):
+            pins = [
+                t["value"]
+                for t in pod["spec"].get("tolerations", [])
+                if t.get("key") == "phalanx.io/hostname" and t.get("value")
+            ]
+            assert pins in ([], [node]), f"{pod['metadata']['name']} pinned to {pins}, bound to {node}"
+    finally:
+        with contextlib.suppress(NotFoundError):
+            http.request("DELETE", f"/apis/kubeflow.org/v2beta1/namespaces/{namespace}/mpijobs/spread")
+        wait_for("the job's pods deleted", lambda: not list_pods(http, namespace), timeout=60)
+
+
+def test_a_bad_elastic_declaration_gets_an_event_and_nothing_changes(
+    operator: Testbed, namespace: str
+) -> None:
+    http = operator.http
+    body = mpijob("sloppy", workers=2, gpus_per_worker=2, work_gpu_seconds=1e9)
+    body["metadata"]["annotations"]["phalanx.io/max-workers"] = "lots"
+    body["spec"]["runPolicy"]["schedulingPolicy"] = {"minAvailable": 3}
+    create_mpijob(http, namespace, body)
+    try:
+        query = {"fieldSelector": "involvedObject.name=sloppy,reason=InvalidElasticJob"}
+
+        def told() -> str | None:
+            items = (
+                http.request("GET", f"/api/v1/namespaces/{namespace}/events", query=query).get("items") or []
+            )
+            return str(items[0]["message"]) if items else None
+
+        message = wait_for("an InvalidElasticJob event", told, timeout=30)
+        print(f"\nInvalidElasticJob: {message}")
+        why = "annotation phalanx.io/max-workers must be a whole number, got 'lots'"
+        assert message == f"MPIJob {namespace}/sloppy: {why}"
+        time.sleep(3)  # three passes of the placement manager
+        assert (
+            int(get_mpijob(http, namespace, "sloppy")["spec"]["mpiReplicaSpecs"]["Worker"]["replicas"]) == 2
+        )
+    finally:
+        with contextlib.suppress(NotFoundError):
+            http.request("DELETE", f"/apis/kubeflow.org/v2beta1/namespaces/{namespace}/mpijobs/sloppy")
         wait_for("the job's pods deleted", lambda: not list_pods(http, namespace), timeout=60)
