@@ -12,6 +12,7 @@ no scale subresource), by a merge patch.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -29,6 +30,17 @@ MPIJOBS_PATH = "/apis/kubeflow.org/v2beta1/mpijobs"
 JOB_NAME_LABEL = "training.kubeflow.org/job-name"
 ROLE_LABEL = "training.kubeflow.org/job-role"
 INDEX_LABEL = "training.kubeflow.org/replica-index"
+PLAN_ANNOTATION = "phalanx.io/elastic-plan"
+"""MPIJob annotation: the placement manager's current plan for the job, as compact JSON."""
+
+
+def render_plan(workers: int, nodes: dict[str, int]) -> str:
+    """The plan annotation's text: ``{"nodes":{"n1":4},"workers":4}`` (keys sorted, no spaces).
+
+    >>> render_plan(4, {"n2": 1, "n1": 3})
+    '{"nodes":{"n1":3,"n2":1},"workers":4}'
+    """
+    return json.dumps({"nodes": dict(sorted(nodes.items())), "workers": workers}, separators=(",", ":"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +57,7 @@ class MpiJob:
         max_workers: the ``phalanx.io/max-workers`` annotation as written, or ``None``: not elastic.
         worker: what one worker requests.
         queue: the queue label of the Worker template, or ``None`` (the default queue).
+        plan: the ``phalanx.io/elastic-plan`` annotation the placement manager last wrote, if any.
     """
 
     namespace: str
@@ -56,6 +69,7 @@ class MpiJob:
     max_workers: str | None
     worker: Resources
     queue: str | None
+    plan: str | None = None
 
     @property
     def key(self) -> str:
@@ -100,6 +114,7 @@ def mpijob_from_api(raw: object) -> MpiJob:
         max_workers=max_workers,
         worker=pod_requests(template.get("spec") or {}) if isinstance(template, dict) else Resources(),
         queue=labels.get(QUEUE_LABEL) if isinstance(labels, dict) else None,
+        plan=parts.annotations.get(PLAN_ANNOTATION),
     )
 
 
@@ -155,6 +170,20 @@ class MpiJobWriter:
             except ConvertError:
                 continue
         return sorted(jobs, key=lambda j: j.key)
+
+    def set_plan(self, namespace: str, name: str, plan: str) -> None:
+        """Show the placement manager's plan on the MPIJob (annotation ``phalanx.io/elastic-plan``).
+
+        Raises:
+            KubeError: the job is gone or the API server failed.
+        """
+        self._http.request(
+            "PATCH",
+            f"/apis/kubeflow.org/v2beta1/namespaces/{namespace}/mpijobs/{name}",
+            body={"metadata": {"annotations": {PLAN_ANNOTATION: plan}}},
+            content_type="application/merge-patch+json",
+            timeout=self._timeout,
+        )
 
     def set_workers(self, namespace: str, name: str, replicas: int) -> None:
         """Set ``Worker.replicas``; the operator then deletes the highest indices or creates the missing.

@@ -18,6 +18,7 @@ from prometheus_client import CollectorRegistry, start_http_server
 
 from kubeio.cluster_cache import ClusterCache
 from kubeio.config import configure_logging
+from kubeio.errors import KubeError
 from kubeio.events import EventRecorder
 from kubeio.http import KubeHttp, load_api_client
 from kubeio.mpijobs import MpiJobWriter
@@ -66,7 +67,7 @@ def run(settings: PlacementSettings, stop: threading.Event) -> None:
     elastic = ElasticReconciler(
         cache,
         MpiJobWriter(http),
-        PinWriter(http),
+        PinWriter(http, effect=settings.pin_taint_effect),
         writer,
         events,
         clock=time.monotonic,
@@ -91,6 +92,11 @@ def run(settings: PlacementSettings, stop: threading.Event) -> None:
                 log.info("%s", message)
             metrics.queue_gpus.show(queues.view)
             done = elastic.reconcile_once()
+            metrics.elastic_actions.labels("grow").inc(done.grown)
+            metrics.elastic_actions.labels("shrink").inc(len(done.resized) - done.grown)
+            metrics.elastic_actions.labels("move").inc(len(done.moved))
+            metrics.elastic_actions.labels("pin").inc(len(done.pinned))
+            metrics.elastic_waiting.set(done.waiting)
             if done.resized or done.moved or done.pinned:
                 log.info("elastic: resized %s, moved %s, pinned %s", done.resized, done.moved, done.pinned)
         except Exception:  # one bad pass must not end the manager
@@ -99,10 +105,32 @@ def run(settings: PlacementSettings, stop: threading.Event) -> None:
         stop.wait(settings.interval_seconds)
 
 
+def remove_pin_taints(settings: PlacementSettings) -> int:
+    """Take the elastic pool's pin taint off every node; the count goes to the log."""
+    http = KubeHttp(load_api_client(settings.kubeconfig), user_agent="phalanx-placement")
+    pins = PinWriter(http, effect=settings.pin_taint_effect)
+    removed, failed = [], []
+    for node in http.request("GET", "/api/v1/nodes").get("items") or []:
+        name = node["metadata"]["name"]
+        for attempt in range(3):  # a node changed meanwhile: read it again and retry
+            try:
+                if pins.taint_node(name, present=False):
+                    removed.append(name)
+                break
+            except KubeError as exc:
+                if attempt == 2:
+                    log.warning("node %s: pin taint not removed: %s", name, exc)
+                    failed.append(name)
+    log.info("removed the pin taint from %d node(s): %s", len(removed), ", ".join(removed) or "none had it")
+    return 1 if failed else 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Parse settings, install signal handlers, run."""
+    """Parse settings, install signal handlers, run (or only remove the pin taints)."""
     settings = PlacementSettings.parse(argv, os.environ)
     configure_logging(settings.log_level)
+    if settings.remove_pin_taints:
+        return remove_pin_taints(settings)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())

@@ -28,11 +28,12 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from kubeio.errors import KubeError
-from kubeio.mpijobs import MpiJob, elastic_job, mpijob_ref
+from kubeio.mpijobs import MpiJob, elastic_job, mpijob_ref, render_plan
 from kubeio.ports import ClusterSource, EventSink, PodDeleter
 from kubeio.render import pod_ref
 from scheduling.elastic import ElasticJob, ElasticSettings, JobError, Layout, plan_elastic
 from scheduling.model import Pod
+from scheduling.plan import Plan
 from scheduling.promises import PromiseBook
 from scheduling.queue_view import SCHEDULER_NAME, QueueView
 from scheduling.queues import QueueError
@@ -53,6 +54,9 @@ class MpiJobSource(Protocol):
 
     def set_workers(self, namespace: str, name: str, replicas: int) -> None:
         """Set ``Worker.replicas``."""
+
+    def set_plan(self, namespace: str, name: str, plan: str) -> None:
+        """Show the plan on the MPIJob."""
 
 
 class Pinner(Protocol):
@@ -78,6 +82,8 @@ class ElasticPass:
     moved: tuple[str, ...] = ()
     pinned: tuple[str, ...] = ()
     refused: tuple[str, ...] = ()
+    grown: int = 0
+    waiting: int = 0
 
 
 class ElasticReconciler:
@@ -133,6 +139,7 @@ class ElasticReconciler:
             topologies=self._topologies,
         )
         resized: list[str] = []
+        grown = 0
         for resize in plan.resizes:
             job = declared[resize.job]
             try:
@@ -142,6 +149,7 @@ class ElasticReconciler:
                 continue
             self._events.record(mpijob_ref(job), "Normal", "Resized", resize.reason)
             resized.append(job.key)
+            grown += resize.after > resize.before
         moved: list[str] = []
         by_key = {job.key: job for job in jobs}
         for move in plan.migrations:
@@ -152,7 +160,11 @@ class ElasticReconciler:
                 self._last_moved[job_key] = self._clock()
                 moved.append(move.pod)
         pinned = self._pin_waiting(jobs, layout)
-        return ElasticPass(tainted, opened, tuple(resized), tuple(moved), tuple(pinned), refused)
+        self._show_plans(declared, layout, plan)
+        waiting = sum(1 for job in jobs for p in job.workers if p.node_name is None and not p.terminating)
+        return ElasticPass(
+            tainted, opened, tuple(resized), tuple(moved), tuple(pinned), refused, grown, waiting
+        )
 
     def _keep_taints(self, snapshot: ClusterSnapshot) -> tuple[str, ...]:
         changed = []
@@ -166,6 +178,19 @@ class ElasticReconciler:
             except KubeError as exc:
                 log.warning("node %s: pin taint not %s: %s", name, "set" if wanted else "removed", exc)
         return tuple(changed)
+
+    def _show_plans(self, declared: dict[str, MpiJob], layout: Layout, plan: Plan) -> None:
+        """Write each job's target (workers and nodes) on it, when it changed."""
+        sizes = {r.job: r.after for r in plan.resizes}
+        for key, nodes in layout.targets.items():
+            job = declared[key]
+            text = render_plan(sizes.get(key, job.replicas), dict(nodes))
+            if text == job.plan:
+                continue
+            try:
+                self._jobs.set_plan(job.namespace, job.name, text)
+            except KubeError as exc:
+                log.info("%s: plan not shown (%s); next pass tries again", key, exc)
 
     def _open_pool(self, snapshot: ClusterSnapshot, jobs: Sequence[ElasticJob]) -> tuple[str, ...]:
         """Open the pool to every waiting phalanx pod that is not a managed worker (launchers, gangs, ...).

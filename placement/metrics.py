@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 
@@ -69,6 +69,10 @@ class PlacementMetrics:
     """``phalanx_reclaims_total{queue}``: gangs evicted to give a queue its fair share back, by victim."""
     queue_gpus: QueueGpus
     """``phalanx_queue_gpus{queue,kind}``: GPUs per queue from the latest queue view."""
+    elastic_actions: Counter
+    """``phalanx_elastic_actions_total{action}``: elastic resizes (grow, shrink), moves and pins made."""
+    elastic_waiting: Gauge
+    """``phalanx_elastic_workers_waiting``: elastic workers waiting for a node after the last pass."""
 
     @staticmethod
     def create(registry: CollectorRegistry) -> PlacementMetrics:
@@ -91,4 +95,15 @@ class PlacementMetrics:
                 registry=registry,
             ),
             queue_gpus=queue_gpus,
+            elastic_actions=Counter(
+                "phalanx_elastic_actions",
+                "Elastic MPIJob actions: grow, shrink, move, pin.",
+                ["action"],
+                registry=registry,
+            ),
+            elastic_waiting=Gauge(
+                "phalanx_elastic_workers_waiting",
+                "Elastic workers waiting for a node (pinned or not) after the last pass.",
+                registry=registry,
+            ),
         )

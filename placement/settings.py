@@ -36,6 +36,13 @@ class PlacementSettings:
     elastic_moves_per_round: int = 4
     """Workers moved in the whole cluster in one pass at most (``PHALANX_ELASTIC_MOVES_PER_ROUND``)."""
 
+    pin_taint_effect: str = "NoSchedule"
+    """Effect of the elastic pool's pin taints (``PHALANX_PIN_TAINT_EFFECT``): ``NoSchedule`` keeps new pods
+    away and evicts nothing; ``NoExecute`` also evicts running pods that do not tolerate it."""
+
+    remove_pin_taints: bool = False
+    """Take every pin taint off every node and exit (``--remove-pin-taints``), e.g. before uninstalling."""
+
     log_level: str = "INFO"
     """Python logging level name (``PHALANX_LOG_LEVEL``), given to ``logging.basicConfig`` as it is."""
 
@@ -72,6 +79,12 @@ class PlacementSettings:
             type=int,
             default=environ.get("PHALANX_ELASTIC_MOVES_PER_ROUND", defaults.elastic_moves_per_round),
         )
+        parser.add_argument(
+            "--pin-taint-effect",
+            choices=("NoSchedule", "PreferNoSchedule", "NoExecute"),
+            default=environ.get("PHALANX_PIN_TAINT_EFFECT", defaults.pin_taint_effect),
+        )
+        parser.add_argument("--remove-pin-taints", action="store_true")
         args = parser.parse_args(argv)
         return PlacementSettings(
             kubeconfig=args.kubeconfig,
@@ -81,5 +94,7 @@ class PlacementSettings:
             elastic_cooldown_seconds=positive_number(args.elastic_cooldown_seconds),
             elastic_moves_per_job=int(args.elastic_moves_per_job),
             elastic_moves_per_round=int(args.elastic_moves_per_round),
+            pin_taint_effect=str(args.pin_taint_effect),
+            remove_pin_taints=bool(args.remove_pin_taints),
             log_level=environ.get(LOG_LEVEL_ENV, defaults.log_level),
         )

@@ -9,6 +9,9 @@ managed pool: the placement manager taints them, pins the workers and opens the 
 from __future__ import annotations
 
 import contextlib
+import json
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 
@@ -29,7 +32,8 @@ from workload import (
 
 from kubeio.errors import NotFoundError
 from kubeio.http import JsonObject
-from kubeio.pins import PinWriter, pin_toleration
+from kubeio.pins import pin_toleration
+from tests.conftest import REPO
 
 NODES = ("gpu-node-1", "gpu-node-2", "gpu-node-3")
 ROLE = "training.kubeflow.org/job-role"
@@ -55,16 +59,29 @@ def pool(operator: Testbed) -> Iterator[Testbed]:
     try:
         yield operator
     finally:
-        pins = PinWriter(operator.http)
         for node in NODES:
-            with contextlib.suppress(Exception):
-                operator.http.request(
-                    "PATCH",
-                    f"/api/v1/nodes/{node}",
-                    body={"metadata": {"labels": {"phalanx.io/elastic-pool": None}}},
-                    content_type="application/merge-patch+json",
-                )
-                pins.taint_node(node, present=False)
+            operator.http.request(
+                "PATCH",
+                f"/api/v1/nodes/{node}",
+                body={"metadata": {"labels": {"phalanx.io/elastic-pool": None}}},
+                content_type="application/merge-patch+json",
+            )
+        command = [
+            sys.executable,
+            "-m",
+            "placement",
+            "--kubeconfig",
+            str(operator.kubeconfig),
+            "--remove-pin-taints",
+        ]
+        done = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False, cwd=REPO)
+        assert done.returncode == 0, done.stderr
+        assert not any(_taint(operator, node) for node in NODES), "python -m placement --remove-pin-taints"
+
+
+def _taint(bed: Testbed, node: str) -> bool:
+    taints = bed.http.request("GET", f"/api/v1/nodes/{node}")["spec"].get("taints") or []
+    return any(t.get("key") == "phalanx.io/hostname" for t in taints)
 
 
 def _running_workers(bed: Testbed, namespace: str, job: str = "elastic") -> list[str]:
@@ -101,6 +118,11 @@ def test_an_elastic_job_grows_shrinks_for_a_gang_and_grows_back(pool: Testbed, n
         print(f"\nelastic job grew to 6 running workers {time.monotonic() - start:.1f}s after it was created")
         assert _replicas(pool, namespace) == 6
         wait_for("discover_hosts.sh lists 6", lambda: len(_discovered(pool, namespace)) == 6, timeout=30)
+        shown = json.loads(
+            get_mpijob(http, namespace, "elastic")["metadata"]["annotations"]["phalanx.io/elastic-plan"]
+        )
+        print(f"the plan shown on the MPIJob: {shown}")
+        assert shown["workers"] == 6 and sum(shown["nodes"].values()) == 6
 
         create_podgroup(http, namespace, podgroup("wide", 2))
         for i in range(2):
@@ -134,13 +156,7 @@ def test_an_elastic_job_grows_shrinks_for_a_gang_and_grows_back(pool: Testbed, n
 
 
 def _taints_on(bed: Testbed) -> bool:
-    return all(
-        any(
-            t.get("key") == "phalanx.io/hostname"
-            for t in bed.http.request("GET", f"/api/v1/nodes/{n}")["spec"].get("taints") or []
-        )
-        for n in NODES
-    )
+    return all(_taint(bed, node) for node in NODES)
 
 
 def _workers(bed: Testbed, namespace: str) -> list[JsonObject]:

@@ -21,9 +21,14 @@ from tests.builders import FakeCluster, FakeEvents, a_node, a_pod
 class FakeJobs:
     jobs: list[MpiJob]
     resized: list[tuple[str, int]] = field(default_factory=list)
+    plans: list[tuple[str, str]] = field(default_factory=list)
 
     def list(self) -> list[MpiJob]:
         return self.jobs
+
+    def set_plan(self, namespace: str, name: str, plan: str) -> None:
+        self.plans.append((f"{namespace}/{name}", plan))
+        self.jobs = [replace(j, plan=plan) if j.key == f"{namespace}/{name}" else j for j in self.jobs]
 
     def set_workers(self, namespace: str, name: str, replicas: int) -> None:
         self.resized.append((f"{namespace}/{name}", replicas))
@@ -132,10 +137,14 @@ def test_a_job_alone_grows_to_its_max_and_its_new_workers_are_pinned_to_its_node
     reconciler, jobs, pins, _, events = rig(cluster, [mpijob("mnist", 2)])
     first = reconciler.reconcile_once()
     assert first.resized == ("ml/mnist",) and jobs.resized == [("ml/mnist", 4)]
+    assert first.grown == 1
+    assert jobs.plans == [("ml/mnist", '{"nodes":{"n1":4},"workers":4}')]
     assert events.events[0][:4] == ("MPIJob", "mnist", "Normal", "Resized")
     cluster.add(worker("mnist", 2), worker("mnist", 3))  # the operator creates the missing workers
     second = reconciler.reconcile_once()
     assert second.resized == ()
+    assert second.waiting == 2
+    assert len(jobs.plans) == 1, "an unchanged plan is not written again"
     assert pins.pinned == [("ml/mnist-worker-2", "n1"), ("ml/mnist-worker-3", "n1")]
     assert reconciler.reconcile_once().pinned == (), "a repeated pass pins nothing twice"
 
