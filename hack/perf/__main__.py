@@ -52,6 +52,7 @@ class Plan:
         profile_calls: calls per profiled case.
         envelope_pods_per_node: bound pods created through the API at the largest size (0: none).
         envelope_calls: timed extender calls per verb and pod shape with those pods in the cache.
+        elastic_cases: (elastic jobs, nodes) of the elastic planning rounds timed.
     """
 
     sizes: tuple[int, ...]
@@ -69,6 +70,7 @@ class Plan:
     profile_calls: int
     envelope_pods_per_node: int = 0
     envelope_calls: int = 0
+    elastic_cases: tuple[tuple[int, int], ...] = ((100, 1000),)
     notes: list[str] = field(default_factory=list)
 
 
@@ -106,9 +108,10 @@ FULL = Plan(
     profile_calls=300,
     envelope_pods_per_node=30,
     envelope_calls=300,
+    elastic_cases=((100, 1000), (1000, 5000)),
 )
 
-SECTIONS = ("throughput", "gangs", "envelope", "liveprofile", "fairshare", "memory", "profile")
+SECTIONS = ("throughput", "gangs", "envelope", "liveprofile", "fairshare", "memory", "profile", "elastic")
 """Every section; the first four need the cluster (``throughput`` includes the per-call latency)."""
 
 CLUSTER_SECTIONS = frozenset({"throughput", "gangs", "envelope", "liveprofile"})
@@ -250,7 +253,12 @@ def _offline_sections(
 
         results["profile"] = profile_verbs(plan.profile_nodes, plan.profile_calls, out_dir, progress)
 
-    return [("fairshare", fair_share), ("memory", memory), ("profile", profile)]
+    def elastic() -> None:
+        from perf.elastic import measure_elastic
+
+        results["elastic"] = measure_elastic(plan.elastic_cases, progress)
+
+    return [("fairshare", fair_share), ("memory", memory), ("profile", profile), ("elastic", elastic)]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -269,6 +269,19 @@ def render(results: dict[str, Any]) -> str:
             ["queues", "pending groups", "tree", "fair_shares", "queue_states", "order_pending", "total"],
             fair_rows,
         )
+    lines += ["", "4b. Elastic planning round (scheduling.elastic, in-process, one round each)"]
+    elastic_rows = [
+        [
+            f"{r['jobs']:,}",
+            f"{r['nodes']:,}",
+            f"{r['seconds']:.2f}",
+            str(r["resizes"]),
+            str(r["moves"]),
+            str(r["moves_to_target"]),
+        ]
+        for r in results.get("elastic") or []
+    ]
+    lines += _table(["jobs", "nodes", "seconds", "resizes", "moves", "moves to target"], elastic_rows)
     lines += ["", "5. Resident memory of the extender"]
     memory = results.get("memory") or {}
     mem_rows = []

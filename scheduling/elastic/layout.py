@@ -138,14 +138,15 @@ def match_bins(
     used_bins = [b for b, packed in enumerate(bins) if any(packed.values())]
     if not used_bins or not names:
         return {}
+    column = {name: n for n, name in enumerate(names)}
     weight = np.zeros((len(used_bins), len(names)), dtype=np.int64)
+    used = np.zeros(len(used_bins), dtype=np.int64)
     for row, b in enumerate(used_bins):
-        packed = bins[b]
-        used = sum(count * per_gpu[key] for key, count in packed.items())
-        for n, name in enumerate(names):
-            if used > room[name]:
-                weight[row, n] = _INFEASIBLE
-            else:
-                weight[row, n] = sum(min(count, current[key].get(name, 0)) for key, count in packed.items())
+        for key, count in bins[b].items():
+            used[row] += count * per_gpu[key]
+            for name, running in current[key].items():  # a job runs on few nodes: sparse
+                weight[row, column[name]] += min(count, running)
+    capacity = np.array([room[name] for name in names], dtype=np.int64)
+    weight[used[:, None] > capacity[None, :]] = _INFEASIBLE
     rows, cols = linear_sum_assignment(weight, maximize=True)
     return {used_bins[int(r)]: names[int(n)] for r, n in zip(rows, cols, strict=True)}
