@@ -82,12 +82,7 @@ class ClusterState:
         """Replace every node (after a list)."""
         self._nodes = {node.name: node for node in nodes}
         self._usage = dict(self._usage)
-        self._shared = False
-        self._free = {name: self._free_of(name) for name in self._nodes}
-        self._room, self._room_total = {}, Resources()
-        for name in self._nodes:
-            self._update_room(name)
-        self._changed()
+        self._recount_all()
 
     def put_node(self, node: Node) -> None:
         """Add or update one node."""
@@ -125,12 +120,7 @@ class ClusterState:
         self._usage = {
             node: NodeGpuUsage.of_pods(fresh[u] for u in uids) for node, uids in self._pods_on_node.items()
         }
-        self._shared = False
-        self._free = {name: self._free_of(name) for name in self._nodes}
-        self._room, self._room_total = {}, Resources()
-        for name in self._nodes:
-            self._update_room(name)
-        self._changed()
+        self._recount_all()
         changes = [(old.get(uid), fresh.get(uid)) for uid in sorted(set(old.keys()) | fresh.keys())]
         return [(a, b) for a, b in changes if a != b]
 
@@ -231,6 +221,15 @@ class ClusterState:
         return True
 
     # -- accounting --------------------------------------------------------------------------------
+
+    def _recount_all(self) -> None:
+        """After a list replaced nodes or pods: every node's free GPUs and room from scratch, fresh dicts."""
+        self._shared = False
+        self._free = {name: self._free_of(name) for name in self._nodes}
+        self._room, self._room_total = {}, Resources()
+        for name in self._nodes:
+            self._update_room(name)
+        self._changed()
 
     def _own(self) -> None:
         """Copy the per-node dicts before writing if a snapshot holds them (copy on write)."""

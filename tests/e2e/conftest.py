@@ -63,3 +63,26 @@ def namespace(testbed: Testbed) -> Iterator[str]:
                 body={"gracePeriodSeconds": 0},
             )
     wait_for("pods deleted", lambda: not list_pods(testbed.http, name), timeout=30)
+
+
+@pytest.fixture(scope="session")
+def operator(testbed: Testbed) -> Iterator[Testbed]:
+    """The session's test bed with the MPI Operator running, from the first test that asks to the end.
+
+    Once per session: the stock operator's health port (8080) is hard-coded, so a stop and a start
+    between modules would race for it; left running, it acts only on MPIJobs.
+    """
+    testbed.start_mpi_operator()
+    yield testbed
+    testbed.stop_mpi_operator()
+
+
+@contextlib.contextmanager
+def deleted_after(bed: Testbed, namespace: str, name: str) -> Iterator[None]:
+    """Delete the MPIJob afterwards; the garbage collector deletes its pods, Job and PodGroup."""
+    try:
+        yield
+    finally:
+        with contextlib.suppress(NotFoundError):
+            bed.http.request("DELETE", f"/apis/kubeflow.org/v2beta1/namespaces/{namespace}/mpijobs/{name}")
+        wait_for("the job's pods deleted", lambda: not list_pods(bed.http, namespace), timeout=60)

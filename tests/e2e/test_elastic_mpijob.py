@@ -8,7 +8,6 @@ managed pool: the placement manager taints them, pins the workers and opens the 
 
 from __future__ import annotations
 
-import contextlib
 import json
 import subprocess
 import sys
@@ -30,20 +29,13 @@ from workload import (
     wait_for,
 )
 
-from kubeio.errors import NotFoundError
 from kubeio.http import JsonObject
 from kubeio.pins import pin_toleration
 from tests.conftest import REPO
+from tests.e2e.conftest import deleted_after
 
 NODES = ("gpu-node-1", "gpu-node-2", "gpu-node-3")
 ROLE = "training.kubeflow.org/job-role"
-
-
-@pytest.fixture(scope="module")
-def operator(testbed: Testbed) -> Iterator[Testbed]:
-    testbed.start_mpi_operator()
-    yield testbed
-    testbed.stop_mpi_operator()
 
 
 @pytest.fixture
@@ -112,7 +104,7 @@ def test_an_elastic_job_grows_shrinks_for_a_gang_and_grows_back(pool: Testbed, n
     body["metadata"]["annotations"]["phalanx.io/max-workers"] = "6"
     body["spec"]["runPolicy"]["schedulingPolicy"] = {"minAvailable": 3}
     create_mpijob(http, namespace, body)
-    try:
+    with deleted_after(pool, namespace, "elastic"):
         start = time.monotonic()
         wait_for("6 workers running", lambda: len(_running_workers(pool, namespace)) == 6, timeout=90)
         print(f"\nelastic job grew to 6 running workers {time.monotonic() - start:.1f}s after it was created")
@@ -149,10 +141,6 @@ def test_an_elastic_job_grows_shrinks_for_a_gang_and_grows_back(pool: Testbed, n
         start = time.monotonic()
         wait_for("6 workers running again", lambda: len(_running_workers(pool, namespace)) == 6, timeout=90)
         print(f"the job grew back to 6 {time.monotonic() - start:.1f}s after the gang was gone")
-    finally:
-        with contextlib.suppress(NotFoundError):
-            http.request("DELETE", f"/apis/kubeflow.org/v2beta1/namespaces/{namespace}/mpijobs/elastic")
-        wait_for("the job's pods deleted", lambda: not list_pods(http, namespace), timeout=60)
 
 
 def _taints_on(bed: Testbed) -> bool:
@@ -194,7 +182,7 @@ def test_a_spread_job_is_consolidated_one_move_at_a_time_even_across_a_crash(
     body["metadata"]["annotations"]["phalanx.io/max-workers"] = "4"
     body["spec"]["runPolicy"]["schedulingPolicy"] = {"minAvailable": 3}
     create_mpijob(http, namespace, body)
-    try:
+    with deleted_after(pool, namespace, "spread"):
         wait_for(
             "4 workers running", lambda: len(_running_workers(pool, namespace, "spread")) == 4, timeout=90
         )
@@ -234,10 +222,6 @@ def test_a_spread_job_is_consolidated_one_move_at_a_time_even_across_a_crash(
                 if t.get("key") == "phalanx.io/hostname" and t.get("value")
             ]
             assert pins in ([], [node]), f"{pod['metadata']['name']} pinned to {pins}, bound to {node}"
-    finally:
-        with contextlib.suppress(NotFoundError):
-            http.request("DELETE", f"/apis/kubeflow.org/v2beta1/namespaces/{namespace}/mpijobs/spread")
-        wait_for("the job's pods deleted", lambda: not list_pods(http, namespace), timeout=60)
 
 
 def test_a_bad_elastic_declaration_gets_an_event_and_nothing_changes(
@@ -248,7 +232,7 @@ def test_a_bad_elastic_declaration_gets_an_event_and_nothing_changes(
     body["metadata"]["annotations"]["phalanx.io/max-workers"] = "lots"
     body["spec"]["runPolicy"]["schedulingPolicy"] = {"minAvailable": 3}
     create_mpijob(http, namespace, body)
-    try:
+    with deleted_after(operator, namespace, "sloppy"):
         query = {"fieldSelector": "involvedObject.name=sloppy,reason=InvalidElasticJob"}
 
         def told() -> str | None:
@@ -265,7 +249,3 @@ def test_a_bad_elastic_declaration_gets_an_event_and_nothing_changes(
         assert (
             int(get_mpijob(http, namespace, "sloppy")["spec"]["mpiReplicaSpecs"]["Worker"]["replicas"]) == 2
         )
-    finally:
-        with contextlib.suppress(NotFoundError):
-            http.request("DELETE", f"/apis/kubeflow.org/v2beta1/namespaces/{namespace}/mpijobs/sloppy")
-        wait_for("the job's pods deleted", lambda: not list_pods(http, namespace), timeout=60)

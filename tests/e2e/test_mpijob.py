@@ -8,11 +8,8 @@ work is done; the operator marks the MPIJob Succeeded.
 
 from __future__ import annotations
 
-import contextlib
 import time
-from collections.abc import Iterator
 
-import pytest
 from localbed import Testbed
 from workload import (
     PodTimeline,
@@ -29,28 +26,10 @@ from workload import (
 
 from kubeio.errors import NotFoundError
 from kubeio.http import JsonObject
+from tests.e2e.conftest import deleted_after
 
 JOB_NAME_LABEL = "training.kubeflow.org/job-name"
 JOB_ROLE_LABEL = "training.kubeflow.org/job-role"
-
-
-@pytest.fixture(scope="module")
-def operator(testbed: Testbed) -> Iterator[Testbed]:
-    """The session's test bed with the MPI Operator running (stopped after this module)."""
-    testbed.start_mpi_operator()
-    yield testbed
-    testbed.stop_mpi_operator()
-
-
-@contextlib.contextmanager
-def deleted_after(bed: Testbed, namespace: str, name: str) -> Iterator[None]:
-    """Delete the MPIJob afterwards; the garbage collector deletes its pods, Job and PodGroup."""
-    try:
-        yield
-    finally:
-        with contextlib.suppress(NotFoundError):
-            bed.http.request("DELETE", f"/apis/kubeflow.org/v2beta1/namespaces/{namespace}/mpijobs/{name}")
-        wait_for("the job's pods deleted", lambda: not list_pods(bed.http, namespace), timeout=60)
 
 
 def _podgroup(bed: Testbed, namespace: str, name: str) -> JsonObject | None:
@@ -105,7 +84,7 @@ def test_a_default_mpijob_is_bound_whole_by_phalanx_its_launcher_runs_and_it_suc
         wait_for("the launcher pod running", launcher_ran, timeout=30)
         job = wait_for(
             "the MPIJob Succeeded",
-            lambda: (j if condition(j := get_mpijob(http, namespace, "bert"), "Succeeded") else None),
+            lambda: j if condition(j := get_mpijob(http, namespace, "bert"), "Succeeded") else None,
             timeout=60,
         )
         assert not condition(job, "Failed")
