@@ -63,6 +63,7 @@ def run(settings: PlacementSettings, stop: threading.Event) -> None:
         clock=time.time,
         topologies=cache.topologies,
         on_evict=lambda eviction: metrics.reclaims.labels(eviction.queue).inc(),
+        shrinking=lambda: elastic.above_minimum,
     )
     elastic = ElasticReconciler(
         cache,

@@ -112,6 +112,8 @@ class ElasticReconciler:
         self._view = view
         self._settings = settings or ElasticSettings()
         self._last_moved: dict[str, float] = {}
+        self.above_minimum: frozenset[str] = frozenset()
+        """Elastic jobs (their PodGroups' keys) that held more than their minimum at the last pass."""
         self._told: set[tuple[str, str]] = set()
 
     def reconcile_once(self) -> ElasticPass:
@@ -126,6 +128,7 @@ class ElasticReconciler:
             return ElasticPass(tainted)
         jobs, refused = self._elastic(declared.values(), snapshot, view)
         opened = self._open_pool(snapshot, jobs)
+        self.above_minimum = frozenset(job.key for job in jobs if job.size > job.min_workers)
         if not jobs:
             return ElasticPass(tainted, opened, refused=refused)
         plan, layout = plan_elastic(

@@ -48,7 +48,15 @@ class QueueReconciler:
         clock: Callable[[], float],
         topologies: TopologyCache,
         on_evict: Callable[[Eviction], None] = lambda _eviction: None,
+        shrinking: Callable[[], frozenset[str]] = frozenset,
     ) -> None:
+        """Create the pass.
+
+        ``shrinking`` names the groups that give room back by shrinking rather than by eviction:
+        elastic MPIJobs above their minimum (the elastic pass shrinks them for waiting groups). Reclaim
+        leaves them out, so their surplus goes first and a whole elastic job is evicted only at its
+        minimum (issue 11).
+        """
         self._source = source
         self._sink = sink
         self._deleter = deleter
@@ -56,6 +64,7 @@ class QueueReconciler:
         self._clock = clock
         self._topologies = topologies
         self._on_evict = on_evict
+        self._shrinking = shrinking
         self._tree: QueueTree | None = None
         self._written: dict[str, dict[str, Any]] = {}
         self._terminating: set[str] = set()
@@ -80,7 +89,7 @@ class QueueReconciler:
             tree=view.tree,
             shares=view.shares,
             allocated=allocated,
-            running=view.running,
+            running=tuple(g for g in view.running if g.key not in self._shrinking()),
             free=view.free,
             now=self._clock(),
             fits=fits,

@@ -138,12 +138,14 @@ def test_a_job_alone_grows_to_its_max_and_its_new_workers_are_pinned_to_its_node
     first = reconciler.reconcile_once()
     assert first.resized == ("ml/mnist",) and jobs.resized == [("ml/mnist", 4)]
     assert first.grown == 1
+    assert reconciler.above_minimum == frozenset(), "at its minimum: reclaim may take it whole"
     assert jobs.plans == [("ml/mnist", '{"nodes":{"n1":4},"workers":4}')]
     assert events.events[0][:4] == ("MPIJob", "mnist", "Normal", "Resized")
     cluster.add(worker("mnist", 2), worker("mnist", 3))  # the operator creates the missing workers
     second = reconciler.reconcile_once()
     assert second.resized == ()
     assert second.waiting == 2
+    assert reconciler.above_minimum == {"ml/mnist"}, "above its minimum: it shrinks, reclaim leaves it"
     assert len(jobs.plans) == 1, "an unchanged plan is not written again"
     assert pins.pinned == [("ml/mnist-worker-2", "n1"), ("ml/mnist-worker-3", "n1")]
     assert reconciler.reconcile_once().pinned == (), "a repeated pass pins nothing twice"

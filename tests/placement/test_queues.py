@@ -67,9 +67,19 @@ def gang(name: str, queue: str, node: str | None, *, size: int = 2, gpus: int = 
     return pods
 
 
-def reconciler_for(cluster: QueueCluster, events: FakeEvents | None = None) -> QueueReconciler:
+def reconciler_for(
+    cluster: QueueCluster, events: FakeEvents | None = None, shrinking: frozenset[str] = frozenset()
+) -> QueueReconciler:
     sink = events or FakeEvents()
-    return QueueReconciler(cluster, cluster, cluster, sink, clock=lambda: 1000.0, topologies=TopologyCache())
+    return QueueReconciler(
+        cluster,
+        cluster,
+        cluster,
+        sink,
+        clock=lambda: 1000.0,
+        topologies=TopologyCache(),
+        shrinking=lambda: shrinking,
+    )
 
 
 def test_each_queue_status_is_written_once_and_again_only_when_it_changes() -> None:
@@ -128,3 +138,16 @@ def test_reclaim_evicts_whole_gangs_and_waits_while_they_terminate() -> None:
 
     cluster.finish()
     assert reconciler.reconcile_once().evicted == (), "the room freed fits the waiting gang"
+
+
+def test_reclaim_leaves_elastic_jobs_above_their_minimum_to_shrink() -> None:
+    """Their surplus goes back by shrinking first; evicting one whole would lose more than needed."""
+
+    def starved() -> QueueCluster:
+        return QueueCluster([gpu_queue("a", quota=8), gpu_queue("b", quota=8)]).add(
+            *gang("b1", "b", "n1"), *gang("b2", "b", "n2"), *gang("a1", "a", None)
+        )
+
+    assert reconciler_for(starved(), shrinking=frozenset({"ml/b1", "ml/b2"})).reconcile_once().evicted == ()
+    only = reconciler_for(starved(), shrinking=frozenset({"ml/b1"})).reconcile_once().evicted
+    assert only == ("ml/b2",), "a job at its minimum is a gang like any other"
