@@ -10,8 +10,10 @@ The reference design is Voda's (anchors.md §3.7): pack first, match second.
    linear_sum_assignment``) maximising the workers that stay where they are: the weight of putting
    virtual node v on real node n is, summed over jobs, min(workers of the job on v, workers of the job
    running on n); a virtual node may only go to a real node with the room for it. The workers that do
-   not stay are the fewest moves this packing allows. Rows and columns are in name order and the solver
-   is deterministic, so the same cluster gives the same answer every time.
+   not stay are the fewest moves this packing allows. Among matchings that keep as many, the workers of
+   a job go to its home rack (where most of its workers run), so a job that spans nodes stays close.
+   Rows and columns are in name order and the solver is deterministic, so the same cluster gives the
+   same answer every time.
 
 Workers a job keeps are its lowest replica indices (the operator removes the highest when it shrinks),
 so a shrinking job's layout is planned from the workers that remain.
@@ -27,7 +29,9 @@ from scipy.optimize import linear_sum_assignment
 
 from scheduling.elastic.job import ElasticJob
 
-_INFEASIBLE = -1_000_000
+_INFEASIBLE = -1_000_000_000
+_KEPT = 1000
+"""Weight of one kept worker; a worker in its job's home rack adds 1, so keeping always wins."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,7 +62,12 @@ def kept_running(job: ElasticJob, size: int) -> dict[str, int]:
     return counts
 
 
-def plan_layout(jobs: Sequence[ElasticJob], sizes: Mapping[str, int], room: Mapping[str, int]) -> Layout:
+def plan_layout(
+    jobs: Sequence[ElasticJob],
+    sizes: Mapping[str, int],
+    room: Mapping[str, int],
+    racks: Mapping[str, str] | None = None,
+) -> Layout:
     """Pack and match (see the module docstring).
 
     Args:
@@ -66,12 +75,13 @@ def plan_layout(jobs: Sequence[ElasticJob], sizes: Mapping[str, int], room: Mapp
         sizes: target workers per job (``scheduling.elastic.sizing.size_jobs``).
         room: per real node, the GPUs elastic workers may use: its usable GPUs less what other pods
             hold (elastic workers' own GPUs count as room); 0 for a node that takes no pod.
+        racks: per real node, its rack (nodes missing here are in no rack).
     """
     bins, unplaced = pack_jobs(jobs, sizes, room)
     current = {job.key: kept_running(job, sizes.get(job.key, 0)) for job in jobs}
     per_gpu = {job.key: job.worker.gpus for job in jobs}
     names = sorted(room)
-    placed = match_bins(bins, names, room, current, per_gpu)
+    placed = match_bins(bins, names, room, current, per_gpu, racks or {})
     targets: dict[str, dict[str, int]] = {job.key: {} for job in jobs}
     for b, name in placed.items():
         for key, count in bins[b].items():
@@ -129,6 +139,7 @@ def match_bins(
     room: Mapping[str, int],
     current: Mapping[str, Mapping[str, int]],
     per_gpu: Mapping[str, int],
+    racks: Mapping[str, str] | None = None,
 ) -> dict[int, str]:
     """Virtual node index -> real node, keeping the most running workers where they are.
 
@@ -138,15 +149,32 @@ def match_bins(
     used_bins = [b for b, packed in enumerate(bins) if any(packed.values())]
     if not used_bins or not names:
         return {}
+    racks = racks or {}
     column = {name: n for n, name in enumerate(names)}
+    in_rack: dict[str, np.ndarray] = {}
+    for n, name in enumerate(names):
+        if name in racks:
+            in_rack.setdefault(racks[name], np.zeros(len(names), dtype=bool))[n] = True
     weight = np.zeros((len(used_bins), len(names)), dtype=np.int64)
     used = np.zeros(len(used_bins), dtype=np.int64)
     for row, b in enumerate(used_bins):
         for key, count in bins[b].items():
             used[row] += count * per_gpu[key]
             for name, running in current[key].items():  # a job runs on few nodes: sparse
-                weight[row, column[name]] += min(count, running)
+                weight[row, column[name]] += _KEPT * min(count, running)
+            home = _home_rack(current[key], racks)
+            if home is not None:
+                weight[row, in_rack[home]] += count
     capacity = np.array([room[name] for name in names], dtype=np.int64)
     weight[used[:, None] > capacity[None, :]] = _INFEASIBLE
     rows, cols = linear_sum_assignment(weight, maximize=True)
     return {used_bins[int(r)]: names[int(n)] for r, n in zip(rows, cols, strict=True)}
+
+
+def _home_rack(running: Mapping[str, int], racks: Mapping[str, str]) -> str | None:
+    """The rack where most of a job's running workers are (ties by rack name), if any."""
+    counts: dict[str, int] = {}
+    for node, count in running.items():
+        if node in racks:
+            counts[racks[node]] = counts.get(racks[node], 0) + count
+    return min(counts, key=lambda rack: (-counts[rack], rack)) if counts else None

@@ -4,7 +4,8 @@ Rules, in the order they apply:
 
 1. **Sizes** (``sizing``): a job whose target differs from its size gets a ``Resize`` ("resized 2 -> 4
    workers: ..."); the operator deletes the highest replica indices or creates the missing ones.
-2. **Layout** (``layout``): the fewest nodes per job, matched to the real nodes for fewest moves.
+2. **Layout** (``layout``): the fewest nodes per job, matched to the real nodes for fewest moves, in
+   the job's home rack where that costs no move.
 3. **Moves**, only where they pay and never where they hurt:
    - *hysteresis*: a job moves only if the target spans fewer nodes than it runs on now (a move must
      save a node);
@@ -25,6 +26,7 @@ from collections.abc import Mapping, Sequence
 from scheduling.elastic.job import ElasticJob, ElasticSettings
 from scheduling.elastic.layout import Layout, kept_running, plan_layout
 from scheduling.elastic.sizing import size_jobs
+from scheduling.gang_planner import DEFAULT_LOCALITY_KEYS
 from scheduling.gpu_choice import choose_gpus
 from scheduling.gpu_usage import FreeGpus
 from scheduling.plan import Plan
@@ -34,6 +36,8 @@ from scheduling.statement import Statement
 from scheduling.topology import TopologyCache
 
 _NO_PROMISES = PromiseBook()
+RACK_KEY = DEFAULT_LOCALITY_KEYS[0]
+"""The node label naming a node's rack (``phalanx.io/rack``), as the gang planner reads it."""
 
 
 def elastic_room(snapshot: ClusterSnapshot, jobs: Sequence[ElasticJob]) -> dict[str, int]:
@@ -64,7 +68,8 @@ def plan_elastic(
 ) -> tuple[Plan, Layout]:
     """One round (see the module docstring); returns the plan and the layout it aimed at."""
     sizes = size_jobs(jobs, pool_gpus, deficits)
-    layout = plan_layout(jobs, sizes, elastic_room(snapshot, jobs))
+    racks = {name: node.labels[RACK_KEY] for name, node in snapshot.nodes.items() if RACK_KEY in node.labels}
+    layout = plan_layout(jobs, sizes, elastic_room(snapshot, jobs), racks)
     statement = Statement(snapshot)
     for job in sorted(jobs, key=lambda j: j.key):
         target = sizes[job.key]

@@ -78,3 +78,14 @@ def test_the_matching_moves_no_more_workers_than_any_other_matching_of_the_packi
     assert best is not None, "the identity always fits"
     assert sum(layout.moves.values()) == best
     assert layout == plan_layout(list(reversed(jobs)), sizes, room), "deterministic, whatever the order"
+
+
+def test_among_equally_few_moves_a_job_stays_in_its_home_rack() -> None:
+    job = a_job("grow", ["n1", "n1"], gpus=2)
+    room = {"n1": 8, "n2": 8, "n3": 8}
+    racked = plan_layout([job], {"ml/grow": 6}, room, {"n1": "a", "n2": "b", "n3": "a"})
+    assert racked.targets == {"ml/grow": {"n1": 4, "n3": 2}}
+    assert racked.moves == {"ml/grow": 0}
+    assert plan_layout([job], {"ml/grow": 6}, room, {"n1": "a", "n2": "a", "n3": "b"}).targets == {
+        "ml/grow": {"n1": 4, "n2": 2}
+    }
