@@ -126,8 +126,9 @@ class ElasticReconciler:
         except KubeError as exc:  # e.g. the MPIJob CRD's storage still initialising: next pass
             log.info("MPIJobs not listed (%s); the elastic pass waits for the next round", exc)
             return ElasticPass(tainted)
-        jobs, refused = self._elastic(declared.values(), snapshot, view)
-        opened = self._open_pool(snapshot, jobs)
+        pods = snapshot.all_pods() if declared or any(n.pin_taint for n in snapshot.nodes.values()) else []
+        jobs, refused = self._elastic(declared.values(), snapshot, pods, view)
+        opened = self._open_pool(snapshot, pods, jobs)
         self.above_minimum = frozenset(job.key for job in jobs if job.size > job.min_workers)
         if not jobs:
             return ElasticPass(tainted, opened, refused=refused)
@@ -195,7 +196,9 @@ class ElasticReconciler:
             except KubeError as exc:
                 log.info("%s: plan not shown (%s); next pass tries again", key, exc)
 
-    def _open_pool(self, snapshot: ClusterSnapshot, jobs: Sequence[ElasticJob]) -> tuple[str, ...]:
+    def _open_pool(
+        self, snapshot: ClusterSnapshot, pods: Sequence[Pod], jobs: Sequence[ElasticJob]
+    ) -> tuple[str, ...]:
         """Open the pool to every waiting phalanx pod that is not a managed worker (launchers, gangs, ...).
 
         The pin taints are for pinning managed workers, not for keeping phalanx's other pods off the pool
@@ -205,7 +208,7 @@ class ElasticReconciler:
             return ()
         workers = {p.uid for job in jobs for p in job.workers}
         opened = []
-        for pod in snapshot.all_pods():
+        for pod in pods:
             if (
                 pod.scheduler_name != SCHEDULER_NAME
                 or pod.node_name is not None
@@ -223,10 +226,13 @@ class ElasticReconciler:
         return tuple(opened)
 
     def _elastic(
-        self, declared: Iterable[MpiJob], snapshot: ClusterSnapshot, view: QueueView | None
+        self,
+        declared: Iterable[MpiJob],
+        snapshot: ClusterSnapshot,
+        pods: Sequence[Pod],
+        view: QueueView | None,
     ) -> tuple[list[ElasticJob], tuple[str, ...]]:
         gpus = sum(n.gpu_total for n in snapshot.nodes.values() if n.ready and not n.unschedulable)
-        pods = snapshot.all_pods()
         jobs, refused = [], []
         for job in declared:
             try:
