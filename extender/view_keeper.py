@@ -70,22 +70,20 @@ class ViewKeeper:
             self._on_release()
         return view
 
-    def _stale(self, snapshot: ClusterSnapshot) -> bool:
-        view = self._view
-        return view is None or view.source is None or view.source[0].version != snapshot.version
 
     def run(self, stop: threading.Event, interval: float) -> None:
         """Refresh whenever the cluster changed, at most every ``interval`` seconds."""
         while not stop.wait(interval):
-            if self._stale(self._snapshot()):
+            if self.lags(self._snapshot()):
                 try:
                     self.refresh()
                 except Exception:  # a bad object must not stop queue decisions for good
                     log.exception("could not rebuild the queue view")
 
     def lags(self, snapshot: ClusterSnapshot) -> bool:
-        """Whether the view was built from an older cluster than ``snapshot``."""
-        return self._stale(snapshot)
+        """Whether the view was built from an older cluster than ``snapshot`` (or not yet at all)."""
+        view = self._view
+        return view is None or view.source is None or view.source[0].version != snapshot.version
 
     def record(self, admitted: tuple[str, AdmittedGroup] | None, now: float) -> None:
         """Count a group the gate let through until the view counts it (entries past use are dropped)."""

@@ -73,18 +73,6 @@ class ClusterCache:
         """A counter that grows with every change of nodes, pods or Queue specs."""
         return self._state.version
 
-    def pod(self, namespace: str, name: str) -> Pod | None:
-        """The pod ``namespace/name``, if the cache has it."""
-        return self.snapshot().pod(namespace, name)
-
-    def pod_by_uid(self, uid: str) -> Pod | None:
-        """The pod with ``uid``, if the cache has it."""
-        return self.snapshot().pod_by_uid(uid)
-
-    def podgroup(self, key: str) -> PodGroup | None:
-        """The PodGroup ``namespace/name``, if it exists."""
-        return self.snapshot().podgroup(key)
-
     def pods(self) -> list[Pod]:
         """All pods, sorted by key (for status passes and tests; not for the hot path)."""
         return self.snapshot().all_pods()

@@ -13,7 +13,6 @@ from typing import Any, Protocol
 from kubeio.binding import BindStatus
 from kubeio.events import ObjectRef
 from scheduling.model import Pod, PodGroup
-from scheduling.queues import Queue
 from scheduling.snapshot import ClusterSnapshot
 
 
@@ -32,19 +31,6 @@ class GroupSource(Protocol):
 
     def members(self, key: str) -> list[Pod]:
         """The pods of a PodGroup, finished ones included."""
-
-
-class QueueSource(Protocol):
-    """What a queue pass reads (``ClusterCache``)."""
-
-    def snapshot(self) -> ClusterSnapshot:
-        """Nodes and usage."""
-
-    def pods(self) -> list[Pod]:
-        """Every pod the cache has (finished ones included)."""
-
-    def queues(self) -> list[Queue]:
-        """Every Queue object."""
 
 
 class PodReader(Protocol):

@@ -32,9 +32,9 @@ from kubeio.mpijobs import MpiJob, elastic_job, mpijob_ref, render_plan
 from kubeio.ports import ClusterSource, EventSink, PodDeleter
 from kubeio.render import pod_ref
 from scheduling.elastic import ElasticJob, ElasticSettings, JobError, Layout, plan_elastic
+from scheduling.elastic.planner import elastic_room
 from scheduling.model import Pod
 from scheduling.plan import Plan
-from scheduling.promises import PromiseBook
 from scheduling.queue_view import SCHEDULER_NAME, QueueView
 from scheduling.queues import QueueError
 from scheduling.snapshot import ClusterSnapshot
@@ -155,9 +155,9 @@ class ElasticReconciler:
             resized.append(job.key)
             grown += resize.after > resize.before
         moved: list[str] = []
-        by_key = {job.key: job for job in jobs}
+        job_of = {p.uid: job.key for job in jobs for p in job.workers}
         for move in plan.migrations:
-            job_key = next(k for k in by_key if move.pod.startswith(k + "-"))
+            job_key = job_of[move.uid]
             namespace, _, name = move.pod.partition("/")
             if self._deleter.delete_pod(namespace, name, move.uid):
                 self._events.record(mpijob_ref(declared[job_key]), "Normal", "Moved", move.reason)
@@ -294,16 +294,10 @@ def _queue_of(job: MpiJob, view: QueueView | None) -> str:
 
 
 def _pool(snapshot: ClusterSnapshot, view: QueueView | None, jobs: Sequence[ElasticJob]) -> int:
-    """Free GPUs plus what elastic workers hold, less what other waiting groups need."""
-    free = 0
-    for name, node in snapshot.nodes.items():
-        counted = snapshot.free_on(name, PromiseBook())
-        if counted is not None and node.ready and not node.unschedulable:
-            free += counted.count
-    held = sum(p.requests.gpus for job in jobs for p in job.workers if p.holds_resources)
+    """The GPUs elastic jobs may hold: the room the layout divides, less what other waiting groups need."""
     elastic = {job.key for job in jobs}
     waiting = sum(g.requests.gpus for g in (view.pending if view else ()) if g.key not in elastic)
-    return max(0, free + held - waiting)
+    return max(0, sum(elastic_room(snapshot, jobs).values()) - waiting)
 
 
 def _deficits(view: QueueView | None) -> dict[str, int]:

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kubeio.ports import EventSink, PodDeleter, QueueSink, QueueSource
+from kubeio.ports import ClusterSource, EventSink, PodDeleter, QueueSink
 from kubeio.render import pod_ref, queue_status
 from scheduling.model import TERMINAL_PHASES, Pod
 from scheduling.promises import PromiseBook
@@ -40,7 +40,7 @@ class QueueReconciler:
 
     def __init__(
         self,
-        source: QueueSource,
+        source: ClusterSource,
         sink: QueueSink,
         deleter: PodDeleter,
         events: EventSink,

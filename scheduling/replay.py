@@ -14,7 +14,6 @@ bandwidth model, as the extender prepares it).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
@@ -141,7 +140,7 @@ def load_filter(data: bytes, topologies: TopologyCache) -> tuple[FilterInput, Se
         msg = f"saved decision has format {got!r}; this phalanx reads format {FORMAT}"
         raise ReplayError(msg)
     try:
-        saved = msgspec.json.decode(data, type=SavedFilter, dec_hook=_decode)
+        saved = msgspec.json.decode(data, type=SavedFilter)
     except (msgspec.ValidationError, TopologyError) as exc:
         msg = f"saved decision is malformed: {exc}"
         raise ReplayError(msg) from exc
@@ -217,9 +216,3 @@ def _encode(value: Any) -> Any:
     msg = f"cannot save a {type(value).__name__}"
     raise NotImplementedError(msg)
 
-
-def _decode(kind: type, value: Any) -> Any:
-    if kind is Mapping or getattr(kind, "__origin__", None) is Mapping:
-        return MappingProxyType(dict(value))
-    msg = f"cannot load a {kind}"
-    raise NotImplementedError(msg)

@@ -18,7 +18,6 @@ from scheduling.promises import PromiseBook
 from scheduling.queues import Queue
 from scheduling.resources import minus, node_room, total
 
-_NOTHING = Resources()
 _NO_UIDS: frozenset[str] = frozenset()
 
 

@@ -89,11 +89,6 @@ def worker(job: str, index: int, node: str | None = None) -> Pod:
     return replace(built, labels=MappingProxyType(labels))
 
 
-def pool_node(name: str, pool: bool = True) -> object:
-    labels = {POOL_LABEL: "true"} if pool else {}
-    return a_node(name).labels(**labels).build()
-
-
 def rig(
     cluster: FakeCluster, jobs: list[MpiJob], now: float = 100.0
 ) -> tuple[ElasticReconciler, FakeJobs, FakePins, FakeDeleter, FakeEvents]:
