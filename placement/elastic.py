@@ -10,9 +10,11 @@ Every decision is the core's (``scheduling.elastic.plan_elastic``); this pass re
    alone.
 3. **Plan** from the snapshot: the pool is the free GPUs plus what elastic workers hold, less what other
    waiting groups need; queue deficits from the queue view.
-4. **Apply**: resize (patch ``Worker.replicas``), move (delete the worker; its operator re-creates it),
-   then pin every waiting worker to a node its job's layout still has room for. Each action gets an
-   event on the MPIJob with the plan's reason.
+4. **Apply**: show the plan on the MPIJob (annotation ``phalanx.io/elastic-plan``) first, so that the
+   admission webhook (``placement.webhook``) pins the workers the next steps make the operator create;
+   resize (patch ``Worker.replicas``), move (delete the worker; its operator re-creates it), then pin
+   every waiting worker still unpinned to a node its job's layout has room for
+   (``scheduling.elastic.pinning``). Each action gets an event on the MPIJob with the plan's reason.
 
 Crash safety: nothing is remembered that the API server does not hold. Sizes are set, not added;
 pins live in the pods' tolerations and a repeated pin writes nothing; a moved worker's replacement is
@@ -32,6 +34,7 @@ from kubeio.mpijobs import MpiJob, elastic_job, mpijob_ref, render_plan
 from kubeio.ports import ClusterSource, EventSink, PodDeleter
 from kubeio.render import pod_ref
 from scheduling.elastic import ElasticJob, ElasticSettings, JobError, Layout, plan_elastic
+from scheduling.elastic.pinning import choose_pins
 from scheduling.elastic.planner import elastic_room
 from scheduling.model import Pod
 from scheduling.plan import Plan
@@ -142,6 +145,7 @@ class ElasticReconciler:
             settings=self._settings,
             topologies=self._topologies,
         )
+        self._show_plans(declared, layout, plan)  # first: the webhook pins the pods the actions create
         resized: list[str] = []
         grown = 0
         for resize in plan.resizes:
@@ -164,7 +168,6 @@ class ElasticReconciler:
                 self._last_moved[job_key] = self._clock()
                 moved.append(move.pod)
         pinned = self._pin_waiting(jobs, layout)
-        self._show_plans(declared, layout, plan)
         waiting = sum(1 for job in jobs for p in job.workers if p.node_name is None and not p.terminating)
         return ElasticPass(
             tainted, opened, tuple(resized), tuple(moved), tuple(pinned), refused, grown, waiting
@@ -245,34 +248,16 @@ class ElasticReconciler:
         return jobs, tuple(refused)
 
     def _pin_waiting(self, jobs: Sequence[ElasticJob], layout: Layout) -> list[str]:
-        """Pin each waiting worker, lowest index first, to the node holding most of the job's workers.
-
-        So a job's highest indices sit on the node it uses least, and when it shrinks (the operator
-        removes the highest indices) that node is freed first (Voda's rule).
-        """
+        """Pin each waiting worker where ``scheduling.elastic.pinning.choose_pins`` puts it."""
         pinned = []
         for job in jobs:
-            target = dict(layout.targets.get(job.key, {}))
-            held: dict[str, int] = {}
-            for pod in job.workers:  # what runs or is already pinned takes its place first
-                node = pod.node_name if pod.holds_resources else next(iter(sorted(pod.pinned)), None)
-                if node is not None:
-                    held[node] = held.get(node, 0) + 1
-                    if target.get(node, 0) > 0:
-                        target[node] -= 1
-            for pod in _waiting_unpinned(job.workers):
-                room = [n for n in target if target[n] > 0]
-                if not room:
-                    break
-                node = min(room, key=lambda n: (-held.get(n, 0), n))
+            for pod, node in choose_pins(layout.targets.get(job.key, {}), job.workers):
                 try:
                     if not self._pins.pin_pod(pod.namespace, pod.name, pod.uid, node):
                         continue
                 except KubeError as exc:
                     log.info("%s: pin to %s not written (%s); next pass tries again", pod.key, node, exc)
                     continue
-                target[node] -= 1
-                held[node] = held.get(node, 0) + 1
                 pinned.append(pod.key)
                 self._events.record(
                     pod_ref(pod),
@@ -281,10 +266,6 @@ class ElasticReconciler:
                     f"pinned to {node}: the layout of {job.key} puts a worker there",
                 )
         return pinned
-
-
-def _waiting_unpinned(workers: Sequence[Pod]) -> list[Pod]:
-    return [p for p in workers if p.node_name is None and not p.terminating and not p.pinned]
 
 
 def _queue_of(job: MpiJob, view: QueueView | None) -> str:

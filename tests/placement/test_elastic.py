@@ -22,16 +22,19 @@ class FakeJobs:
     jobs: list[MpiJob]
     resized: list[tuple[str, int]] = field(default_factory=list)
     plans: list[tuple[str, str]] = field(default_factory=list)
+    calls: list[str] = field(default_factory=list)
 
     def list(self) -> list[MpiJob]:
         return self.jobs
 
     def set_plan(self, namespace: str, name: str, plan: str) -> None:
         self.plans.append((f"{namespace}/{name}", plan))
+        self.calls.append("set_plan")
         self.jobs = [replace(j, plan=plan) if j.key == f"{namespace}/{name}" else j for j in self.jobs]
 
     def set_workers(self, namespace: str, name: str, replicas: int) -> None:
         self.resized.append((f"{namespace}/{name}", replicas))
+        self.calls.append("set_workers")
         self.jobs = [
             replace(j, replicas=replicas) if j.key == f"{namespace}/{name}" else j for j in self.jobs
         ]
@@ -135,6 +138,7 @@ def test_a_job_alone_grows_to_its_max_and_its_new_workers_are_pinned_to_its_node
     assert first.grown == 1
     assert reconciler.above_minimum == frozenset(), "at its minimum: reclaim may take it whole"
     assert jobs.plans == [("ml/mnist", '{"nodes":{"n1":4},"workers":4}')]
+    assert jobs.calls == ["set_plan", "set_workers"], "the plan first: the webhook pins what the resize makes"
     assert events.events[0][:4] == ("MPIJob", "mnist", "Normal", "Resized")
     cluster.add(worker("mnist", 2), worker("mnist", 3))  # the operator creates the missing workers
     second = reconciler.reconcile_once()
