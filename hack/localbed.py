@@ -13,11 +13,13 @@ the simulated nodes and kubelet it starts, and with ``hack/`` on ``sys.path`` on
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import errno
 import os
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import time
@@ -26,13 +28,29 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO
 
+import yaml
 from localcluster import MPI_OPERATOR, LocalCluster, build_module
+from localcluster.pki import ensure_serving_cert
 
 from kubeio.errors import NotFoundError
 from kubeio.http import KubeHttp, load_api_client
 from testbed.nodes import SimNodeSpec, register_all
 
 REPO = Path(__file__).resolve().parents[1]
+
+PIN_WEBHOOK = "phalanx-pin-webhook"
+"""Name of the MutatingWebhookConfiguration (``manifests/pin-webhook.yaml``)."""
+
+
+def pin_webhook_configuration(client_config: dict[str, object]) -> dict[str, object]:
+    """``manifests/pin-webhook.yaml``'s MutatingWebhookConfiguration, calling ``client_config``."""
+    documents = yaml.safe_load_all((REPO / "manifests" / "pin-webhook.yaml").read_text())
+    config = next(d for d in documents if d and d.get("kind") == "MutatingWebhookConfiguration")
+    config["metadata"] = {"name": PIN_WEBHOOK}
+    for webhook in config["webhooks"]:
+        webhook["clientConfig"] = client_config
+    return dict(config)
+
 
 MPI_OPERATOR_NAMESPACE = "mpi-operator"
 """Where the operator's Lease lives (its ``--lock-namespace``), as in its standalone install."""
@@ -69,6 +87,7 @@ class Testbed:
         extender_env: dict[str, str] | None = None,
         placement_grace: float = 60.0,
         mpi_operator: bool = False,
+        pin_webhook: bool = True,
         log: Callable[[str], None] = lambda line: print(line, file=sys.stderr, flush=True),
     ) -> None:
         self.state_dir = state_dir
@@ -77,6 +96,8 @@ class Testbed:
         self.extender_env = extender_env or {}
         self.placement_grace = placement_grace
         self.mpi_operator = mpi_operator
+        self.pin_webhook = pin_webhook
+        self.webhook_port = free_port()
         self.log = log
         self.cluster = LocalCluster(state_dir, extender_url=self.extender_url, log=log)
         self.logs = state_dir / "logs"
@@ -173,11 +194,49 @@ class Testbed:
             self.http.request("DELETE", MPI_OPERATOR_LEASE)
 
     def start_placement(self) -> None:
-        """Start the placement manager; stale gangs are evicted after ``placement_grace`` seconds."""
+        """Start the placement manager; stale gangs are evicted after ``placement_grace`` seconds.
+
+        With ``pin_webhook`` it also serves the pin webhook (a certificate signed by the cluster's CA,
+        on a loopback port kept across restarts), registered with the API server once it answers.
+        """
         argv = [sys.executable, "-m", "placement", "--kubeconfig", str(self.kubeconfig)]
         argv += ["--interval-seconds", "1", "--stale-grace-seconds", str(self.placement_grace)]
         argv += ["--elastic-cooldown-seconds", "3"]  # elastic moves a few seconds apart, not a minute
+        if self.pin_webhook:
+            key, crt = ensure_serving_cert(
+                self.cluster.ca_file.parent, "pin-webhook", "/CN=phalanx-pin-webhook", ("IP:127.0.0.1",)
+            )
+            argv += ["--webhook-cert-file", str(crt), "--webhook-key-file", str(key)]
+            argv += ["--webhook-port", str(self.webhook_port), "--webhook-bind-address", "127.0.0.1"]
         self._spawn("placement", argv)
+        if self.pin_webhook:
+            context = ssl.create_default_context(cafile=str(self.cluster.ca_file))
+            self._wait_http(
+                f"https://127.0.0.1:{self.webhook_port}/healthz", "placement", timeout=60, context=context
+            )
+            self.set_pin_webhook(enabled=True)
+
+    def set_pin_webhook(self, *, enabled: bool) -> None:
+        """Register the pin webhook with the API server, or take it away (the pass alone pins then).
+
+        The configuration is ``manifests/pin-webhook.yaml``'s, calling the loopback port instead of the
+        Service.
+        """
+        path = f"/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/{PIN_WEBHOOK}"
+        if not enabled:
+            with contextlib.suppress(NotFoundError):
+                self.http.request("DELETE", path)
+            return
+        ca = base64.b64encode(self.cluster.ca_file.read_bytes()).decode()
+        url = f"https://127.0.0.1:{self.webhook_port}/mutate-pods"
+        config = pin_webhook_configuration({"url": url, "caBundle": ca})
+        self.http.request(
+            "PATCH",
+            path,
+            query={"fieldManager": "phalanx-testbed", "force": "true"},
+            body=config,
+            content_type="application/apply-patch+yaml",
+        )
 
     def kill_placement(self, sig: int = signal.SIGKILL) -> None:
         """Stop the placement manager abruptly (crash tests) or gracefully."""
@@ -245,12 +304,14 @@ class Testbed:
             start_new_session=True,
         )
 
-    def _wait_http(self, url: str, name: str, *, timeout: float) -> None:
+    def _wait_http(
+        self, url: str, name: str, *, timeout: float, context: ssl.SSLContext | None = None
+    ) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             self._check_alive(name)
             try:
-                with urllib.request.urlopen(url, timeout=2) as reply:
+                with urllib.request.urlopen(url, timeout=2, context=context) as reply:
                     if reply.status == 200:
                         return
             except OSError:

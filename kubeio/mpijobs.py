@@ -16,7 +16,7 @@ import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from kubeio.convert import ConvertError, api_parts, pod_requests
+from kubeio.convert import ConvertError, api_parts, pod_from_api, pod_requests
 from kubeio.errors import NotFoundError
 from kubeio.events import ObjectRef
 from kubeio.http import KubeHttp
@@ -41,6 +41,25 @@ def render_plan(workers: int, nodes: dict[str, int]) -> str:
     '{"nodes":{"n1":3,"n2":1},"workers":4}'
     """
     return json.dumps({"nodes": dict(sorted(nodes.items())), "workers": workers}, separators=(",", ":"))
+
+
+def parse_plan(text: str | None) -> dict[str, int]:
+    """Node -> workers of a plan annotation; empty for none or for text that is not a plan.
+
+    >>> parse_plan('{"nodes":{"n1":3,"n2":1},"workers":4}')
+    {'n1': 3, 'n2': 1}
+    """
+    try:
+        nodes = json.loads(text or "{}").get("nodes")
+    except (ValueError, AttributeError):
+        return {}
+    if not isinstance(nodes, dict):
+        return {}
+    return {
+        str(node): count
+        for node, count in sorted(nodes.items())
+        if isinstance(count, int) and not isinstance(count, bool) and count > 0
+    }
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,13 +137,13 @@ def mpijob_from_api(raw: object) -> MpiJob:
     )
 
 
-def workers_of(job: MpiJob, pods: Iterable[Pod]) -> tuple[Pod, ...]:
-    """The job's worker pods, by replica index (then name)."""
+def workers_of(namespace: str, job: str, pods: Iterable[Pod]) -> tuple[Pod, ...]:
+    """The worker pods of MPIJob ``namespace/job``, by replica index (then name)."""
     mine = [
         p
         for p in pods
-        if p.namespace == job.namespace
-        and p.labels.get(JOB_NAME_LABEL) == job.name
+        if p.namespace == namespace
+        and p.labels.get(JOB_NAME_LABEL) == job
         and p.labels.get(ROLE_LABEL) == "worker"
     ]
 
@@ -142,7 +161,9 @@ def elastic_job(job: MpiJob, pods: Iterable[Pod], queue: str, gpus_in_cluster: i
         JobError: the declaration cannot be honoured; the message is for the MPIJob's event.
     """
     low, high = check_job(job.key, job.min_available, job.max_workers, gpus_in_cluster, job.worker.gpus)
-    return ElasticJob(job.key, queue, low, high, job.worker, workers_of(job, pods), job.created)
+    return ElasticJob(
+        job.key, queue, low, high, job.worker, workers_of(job.namespace, job.name, pods), job.created
+    )
 
 
 def mpijob_ref(job: MpiJob) -> ObjectRef:
@@ -151,7 +172,7 @@ def mpijob_ref(job: MpiJob) -> ObjectRef:
 
 
 class MpiJobWriter:
-    """Resizes MPIJobs through the API server."""
+    """Reads MPIJobs and their workers, resizes them and shows their plan, through the API server."""
 
     def __init__(self, http: KubeHttp, *, timeout: float = 20.0) -> None:
         self._http = http
@@ -170,6 +191,44 @@ class MpiJobWriter:
             except ConvertError:
                 continue
         return sorted(jobs, key=lambda j: j.key)
+
+    def get(self, namespace: str, name: str) -> MpiJob | None:
+        """One MPIJob, or ``None`` if it does not exist (or the CRD is not installed).
+
+        Raises:
+            KubeError: the API server failed.
+            ConvertError: the MPIJob has the wrong shape.
+        """
+        try:
+            raw = self._http.request(
+                "GET",
+                f"/apis/kubeflow.org/v2beta1/namespaces/{namespace}/mpijobs/{name}",
+                timeout=self._timeout,
+            )
+        except NotFoundError:
+            return None
+        return mpijob_from_api(raw)
+
+    def workers(self, namespace: str, name: str) -> tuple[Pod, ...]:
+        """The job's worker pods as the API server has them now (a consistent read, not a cache).
+
+        Raises:
+            KubeError: the API server failed.
+        """
+        selector = f"{JOB_NAME_LABEL}={name},{ROLE_LABEL}=worker"
+        reply = self._http.request(
+            "GET",
+            f"/api/v1/namespaces/{namespace}/pods",
+            query={"labelSelector": selector},
+            timeout=self._timeout,
+        )
+        pods = []
+        for raw in reply.get("items") or []:
+            try:
+                pods.append(pod_from_api(raw))
+            except ConvertError:
+                continue
+        return workers_of(namespace, name, pods)
 
     def set_plan(self, namespace: str, name: str, plan: str) -> None:
         """Show the placement manager's plan on the MPIJob (annotation ``phalanx.io/elastic-plan``).

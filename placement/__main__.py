@@ -13,6 +13,7 @@ import sys
 import threading
 import time
 from collections.abc import Sequence
+from http.server import ThreadingHTTPServer
 
 from prometheus_client import CollectorRegistry, start_http_server
 
@@ -30,6 +31,7 @@ from placement.metrics import PlacementMetrics
 from placement.queues import QueueReconciler
 from placement.reconciler import Reconciler
 from placement.settings import PlacementSettings
+from placement.webhook import PinAdmitter, serve_webhook
 from scheduling.elastic import ElasticSettings
 
 log = logging.getLogger("placement")
@@ -80,6 +82,7 @@ def run(settings: PlacementSettings, stop: threading.Event) -> None:
             cooldown_seconds=settings.elastic_cooldown_seconds,
         ),
     )
+    webhook = _serve_webhook(settings, MpiJobWriter(http), events, metrics)
     if not cache.wait_synced(120):
         log.warning("caches not synced after 120s; reconciling with what is there")
     while not stop.is_set():
@@ -104,6 +107,30 @@ def run(settings: PlacementSettings, stop: threading.Event) -> None:
             log.exception("reconcile pass failed")
         metrics.pass_seconds.observe(time.monotonic() - started)
         stop.wait(settings.interval_seconds)
+    if webhook is not None:
+        webhook.shutdown()
+
+
+def _serve_webhook(
+    settings: PlacementSettings, jobs: MpiJobWriter, events: EventRecorder, metrics: PlacementMetrics
+) -> ThreadingHTTPServer | None:
+    """Serve the pin webhook when its certificate is there; without it the pass pins alone."""
+    cert, key = settings.webhook_cert_file, settings.webhook_key_file
+    if not (cert and key and os.path.isfile(cert) and os.path.isfile(key)):
+        log.info(
+            "pin webhook off: no certificate and key (--webhook-cert-file/--webhook-key-file); "
+            "waiting workers are pinned by the pass"
+        )
+        return None
+    admitter = PinAdmitter(
+        jobs,
+        events,
+        effect=settings.pin_taint_effect,
+        on_pin=metrics.elastic_actions.labels("pin_at_creation").inc,
+    )
+    return serve_webhook(
+        admitter, host=settings.webhook_bind_address, port=settings.webhook_port, cert_file=cert, key_file=key
+    )
 
 
 def remove_pin_taints(settings: PlacementSettings) -> int:

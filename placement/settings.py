@@ -40,6 +40,19 @@ class PlacementSettings:
     """Effect of the elastic pool's pin taints (``PHALANX_PIN_TAINT_EFFECT``): ``NoSchedule`` keeps new pods
     away and evicts nothing; ``NoExecute`` also evicts running pods that do not tolerate it."""
 
+    webhook_cert_file: str = ""
+    """TLS certificate of the pin webhook (``PHALANX_WEBHOOK_CERT_FILE``); the webhook is served only when
+    this file and the key exist, otherwise waiting workers are pinned by the pass alone."""
+
+    webhook_key_file: str = ""
+    """Its private key (``PHALANX_WEBHOOK_KEY_FILE``)."""
+
+    webhook_port: int = 9443
+    """Port of the pin webhook (``PHALANX_WEBHOOK_PORT``)."""
+
+    webhook_bind_address: str = "0.0.0.0"
+    """Address the pin webhook listens on (``PHALANX_WEBHOOK_BIND_ADDRESS``)."""
+
     remove_pin_taints: bool = False
     """Take every pin taint off every node and exit (``--remove-pin-taints``), e.g. before uninstalling."""
 
@@ -84,6 +97,15 @@ class PlacementSettings:
             choices=("NoSchedule", "PreferNoSchedule", "NoExecute"),
             default=environ.get("PHALANX_PIN_TAINT_EFFECT", defaults.pin_taint_effect),
         )
+        parser.add_argument("--webhook-cert-file", default=environ.get("PHALANX_WEBHOOK_CERT_FILE", ""))
+        parser.add_argument("--webhook-key-file", default=environ.get("PHALANX_WEBHOOK_KEY_FILE", ""))
+        parser.add_argument(
+            "--webhook-port", type=int, default=environ.get("PHALANX_WEBHOOK_PORT", defaults.webhook_port)
+        )
+        parser.add_argument(
+            "--webhook-bind-address",
+            default=environ.get("PHALANX_WEBHOOK_BIND_ADDRESS", defaults.webhook_bind_address),
+        )
         parser.add_argument("--remove-pin-taints", action="store_true")
         args = parser.parse_args(argv)
         return PlacementSettings(
@@ -95,6 +117,10 @@ class PlacementSettings:
             elastic_moves_per_job=int(args.elastic_moves_per_job),
             elastic_moves_per_round=int(args.elastic_moves_per_round),
             pin_taint_effect=str(args.pin_taint_effect),
+            webhook_cert_file=str(args.webhook_cert_file),
+            webhook_key_file=str(args.webhook_key_file),
+            webhook_port=int(args.webhook_port),
+            webhook_bind_address=str(args.webhook_bind_address),
             remove_pin_taints=bool(args.remove_pin_taints),
             log_level=environ.get(LOG_LEVEL_ENV, defaults.log_level),
         )

@@ -87,45 +87,59 @@ def ensure_pki(pki: Path) -> None:
             "-addext",
             "keyUsage=critical,keyCertSign,cRLSign",
         )
-        (pki / "apiserver.crt").unlink(missing_ok=True)
-    key, crt = pki / "apiserver.key", pki / "apiserver.crt"
-    if not (key.exists() and crt.exists()):
-        csr, ext = pki / "apiserver.csr", pki / "apiserver.ext"
-        ext.write_text(
-            "basicConstraints=critical,CA:FALSE\n"
-            "keyUsage=critical,digitalSignature,keyEncipherment\n"
-            "extendedKeyUsage=serverAuth\n"
-            "subjectKeyIdentifier=hash\n"
-            "authorityKeyIdentifier=keyid,issuer\n"
-            f"subjectAltName={','.join(APISERVER_NAMES)}\n"
-        )
-        _new_key_request("-new", key, csr, "/CN=kube-apiserver")
-        _run_openssl(
-            "x509",
-            "-req",
-            "-in",
-            str(csr),
-            "-CA",
-            str(ca_crt),
-            "-CAkey",
-            str(ca_key),
-            "-set_serial",
-            f"0x{secrets.token_hex(16)}",
-            "-days",
-            DAYS,
-            "-extfile",
-            str(ext),
-            "-out",
-            str(crt),
-        )
-        csr.unlink()
-        ext.unlink()
+        for signed in pki.glob("*.crt"):  # signed by the old CA: made again on demand
+            if signed != ca_crt:
+                signed.unlink()
+    ensure_serving_cert(pki, "apiserver", "/CN=kube-apiserver", APISERVER_NAMES)
     sa_key, sa_pub = pki / "sa.key", pki / "sa.pub"
     if not (sa_key.exists() and sa_pub.exists()):
         _run_openssl("genrsa", "-out", str(sa_key), "2048")
         _run_openssl("rsa", "-in", str(sa_key), "-pubout", "-out", str(sa_pub))
-    for private in (ca_key, key, sa_key):
+    for private in (ca_key, sa_key):
         private.chmod(0o600)
+
+
+def ensure_serving_cert(pki: Path, name: str, subject: str, names: tuple[str, ...]) -> tuple[Path, Path]:
+    """A TLS serving certificate signed by the cluster's CA, made once: (``<name>.key``, ``<name>.crt``).
+
+    Used for the apiserver and for the servers the apiserver calls (the pin webhook), which it verifies
+    against this CA.
+    """
+    key, crt = pki / f"{name}.key", pki / f"{name}.crt"
+    if key.exists() and crt.exists():
+        return key, crt
+    csr, ext = pki / f"{name}.csr", pki / f"{name}.ext"
+    ext.write_text(
+        "basicConstraints=critical,CA:FALSE\n"
+        "keyUsage=critical,digitalSignature,keyEncipherment\n"
+        "extendedKeyUsage=serverAuth\n"
+        "subjectKeyIdentifier=hash\n"
+        "authorityKeyIdentifier=keyid,issuer\n"
+        f"subjectAltName={','.join(names)}\n"
+    )
+    _new_key_request("-new", key, csr, subject)
+    _run_openssl(
+        "x509",
+        "-req",
+        "-in",
+        str(csr),
+        "-CA",
+        str(pki / "ca.crt"),
+        "-CAkey",
+        str(pki / "ca.key"),
+        "-set_serial",
+        f"0x{secrets.token_hex(16)}",
+        "-days",
+        DAYS,
+        "-extfile",
+        str(ext),
+        "-out",
+        str(crt),
+    )
+    csr.unlink()
+    ext.unlink()
+    key.chmod(0o600)
+    return key, crt
 
 
 def read_tokens(path: Path) -> dict[str, str]:

@@ -3,7 +3,8 @@
 Issue 11's acceptance: the job (min 2, max 6 workers of 2 GPUs) alone grows to 6; a gang that needs
 the room makes it shrink (the operator deletes the highest indices, ``discover_hosts.sh`` lists only
 the workers left) and binds; when the gang is gone the job grows again. The three 8-GPU nodes are the
-managed pool: the placement manager taints them, pins the workers and opens the pool to other pods.
+managed pool: the placement manager taints them, pins the workers (those the operator creates as the job
+grows, through the pin webhook as they are created) and opens the pool to other pods.
 """
 
 from __future__ import annotations
@@ -115,6 +116,9 @@ def test_an_elastic_job_grows_shrinks_for_a_gang_and_grows_back(pool: Testbed, n
         )
         print(f"the plan shown on the MPIJob: {shown}")
         assert shown["workers"] == 6 and sum(shown["nodes"].values()) == 6
+        at_creation = _pinned_at_creation(pool, namespace)
+        print(f"pinned by the webhook as they were created: {at_creation}")
+        assert at_creation == [f"elastic-worker-{i}" for i in range(2, 6)], "the grown workers"
 
         create_podgroup(http, namespace, podgroup("wide", 2))
         for i in range(2):
@@ -141,6 +145,13 @@ def test_an_elastic_job_grows_shrinks_for_a_gang_and_grows_back(pool: Testbed, n
         start = time.monotonic()
         wait_for("6 workers running again", lambda: len(_running_workers(pool, namespace)) == 6, timeout=90)
         print(f"the job grew back to 6 {time.monotonic() - start:.1f}s after the gang was gone")
+
+
+def _pinned_at_creation(bed: Testbed, namespace: str, job: str = "elastic") -> list[str]:
+    """Workers the pin webhook pinned as they were created (its events on the MPIJob name them)."""
+    query = {"fieldSelector": f"involvedObject.name={job},reason=Pinned"}
+    events = bed.http.request("GET", f"/api/v1/namespaces/{namespace}/events", query=query).get("items") or []
+    return sorted(str(e["message"]).split()[1] for e in events if "as it was created" in str(e["message"]))
 
 
 def _taints_on(bed: Testbed) -> bool:
@@ -192,15 +203,23 @@ def test_a_spread_job_is_consolidated_one_move_at_a_time_even_across_a_crash(
             http.request(
                 "DELETE", f"/api/v1/namespaces/{namespace}/pods/block-{node}", body={"gracePeriodSeconds": 0}
             )
-        wait_for("the first move", lambda: _moves(pool, namespace), timeout=30, interval=0.05)
-        pool.kill_placement()
-        fewest = len(_running_workers(pool, namespace, "spread"))
-        time.sleep(1.5)  # the operator re-creates the moved worker; nobody pins it meanwhile
-        waiting = [
-            str(p["metadata"]["name"]) for p in _workers(pool, namespace) if not p["spec"].get("nodeName")
-        ]
-        print(f"\nafter the SIGKILL, workers waiting to be pinned: {waiting}")
-        pool.start_placement()
+        # The pin webhook dies with the manager; taken away here, so that the replacement the operator
+        # makes of the moved worker is created unpinned even if it comes before the SIGKILL below.
+        pool.set_pin_webhook(enabled=False)
+        try:
+            wait_for("the first move", lambda: _moves(pool, namespace), timeout=30, interval=0.05)
+            pool.kill_placement()
+            fewest = len(_running_workers(pool, namespace, "spread"))
+            time.sleep(1.5)  # the operator re-creates the moved worker; nobody pins it meanwhile
+            waiting = [
+                str(p["metadata"]["name"])
+                for p in _workers(pool, namespace)
+                if not p["spec"].get("nodeName") and not p["metadata"].get("deletionTimestamp")
+            ]
+            print(f"\nafter the SIGKILL, workers waiting to be pinned: {waiting}")
+            assert waiting, "the crash came between the move and the pin of the replacement"
+        finally:
+            pool.start_placement()  # registers the webhook again
 
         def consolidated() -> bool:
             nonlocal fewest

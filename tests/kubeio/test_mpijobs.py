@@ -82,7 +82,10 @@ def test_worker_pods_come_by_replica_index_and_the_launcher_is_not_one() -> None
         pod("mnist-launcher", "launcher", ""),
         pod("mnist-worker-2", "worker", "2"),
     ]
-    assert [p.name for p in workers_of(job, pods)] == ["mnist-worker-2", "mnist-worker-10"]
+    assert [p.name for p in workers_of(job.namespace, job.name, pods)] == [
+        "mnist-worker-2",
+        "mnist-worker-10",
+    ]
     planned = elastic_job(job, pods, "team-a", gpus_in_cluster=32)
     assert (planned.min_workers, planned.max_workers, planned.size) == (2, 6, 2)
 

@@ -1,0 +1,169 @@
+"""The pin webhook: a worker of an elastic MPIJob is pinned as it is created, not after it waits.
+
+Without it, a worker the operator creates (the job grew, or a moved worker came back) is first turned
+down by the pool's pin taints, then pinned by the next pass (up to ``--interval-seconds`` later), then
+retried by kube-scheduler. The API server calls this mutating webhook on every pod CREATE of a pod
+labelled ``training.kubeflow.org/job-role=worker``; it answers with the toleration of the worker's node
+in the plan the pass last wrote on the MPIJob (annotation ``phalanx.io/elastic-plan``), chosen by the
+same rule the pass uses (``scheduling.elastic.pinning.choose_pins``) against the job's workers read from
+the API server at that moment, so the two never disagree and nothing is remembered here.
+
+It always allows the pod: with no plan, no room in it, a job that is not elastic, or any failure, the
+pod is created unpinned and the pass pins it (the webhook configuration also says ``failurePolicy:
+Ignore``). ``docs/elastic-mpijobs.md`` has the measured difference (creation to bound).
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import ssl
+import threading
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Protocol
+
+from kubeio.admission import PodAdmission, ReviewError, allow, read_review
+from kubeio.convert import ConvertError
+from kubeio.errors import KubeError
+from kubeio.mpijobs import JOB_NAME_LABEL, ROLE_LABEL, MpiJob, mpijob_ref, parse_plan, workers_of
+from kubeio.pins import pin_toleration
+from kubeio.ports import EventSink
+from scheduling.elastic.pinning import choose_pins
+from scheduling.model import Pod
+
+log = logging.getLogger(__name__)
+
+MUTATE_PATH = "/mutate-pods"
+MAX_BODY = 3 * 1024 * 1024
+"""Largest review read (the API server's own request limit for an object is 3 MiB)."""
+
+
+class JobReader(Protocol):
+    """Reads an MPIJob and its workers from the API server (``kubeio.mpijobs.MpiJobWriter``)."""
+
+    def get(self, namespace: str, name: str) -> MpiJob | None:
+        """The MPIJob, or ``None``."""
+
+    def workers(self, namespace: str, name: str) -> tuple[Pod, ...]:
+        """Its worker pods, by replica index."""
+
+
+class PinAdmitter:
+    """Answers one admission review (no HTTP here, so it is tested directly)."""
+
+    def __init__(
+        self,
+        jobs: JobReader,
+        events: EventSink,
+        *,
+        effect: str,
+        on_pin: Callable[[], None] = lambda: None,
+    ) -> None:
+        self._jobs = jobs
+        self._events = events
+        self._effect = effect
+        self._on_pin = on_pin
+
+    def admit(self, body: bytes) -> tuple[int, bytes]:
+        """HTTP status and body answering ``body``; 400 with the reason for a body that is no review."""
+        try:
+            review = read_review(body)
+        except ReviewError as exc:
+            log.warning("pin webhook: %s", exc)
+            return 400, str(exc).encode()
+        try:
+            node = self.pin_for(review)
+        except (KubeError, ConvertError) as exc:
+            log.info("pin webhook: %s not pinned at creation (%s); the pass pins it", review.pod.key, exc)
+            node = None
+        if node is None:
+            return 200, allow(review.uid)
+        self._on_pin()
+        return 200, allow(
+            review.uid,
+            add_toleration=pin_toleration(node, self._effect),
+            has_tolerations=review.has_tolerations,
+        )
+
+    def pin_for(self, review: PodAdmission) -> str | None:
+        """The node the pod being created is pinned to, or ``None`` (not a planned worker, or no room).
+
+        Raises:
+            KubeError: the API server failed.
+            ConvertError: the MPIJob has the wrong shape.
+        """
+        pod = review.pod
+        job_name = pod.labels.get(JOB_NAME_LABEL)
+        if job_name is None or pod.labels.get(ROLE_LABEL) != "worker" or pod.pinned or pod.tolerates_pool:
+            return None
+        job = self._jobs.get(pod.namespace, job_name)
+        if job is None or not job.elastic:
+            return None
+        target = parse_plan(job.plan)
+        if not target:
+            return None
+        others = [w for w in self._jobs.workers(pod.namespace, job_name) if w.name != pod.name]
+        workers = workers_of(pod.namespace, job_name, [*others, pod])
+        node = next((n for p, n in choose_pins(target, workers) if p.name == pod.name), None)
+        if node is not None:
+            self._events.record(
+                mpijob_ref(job),
+                "Normal",
+                "Pinned",
+                f"pinned {pod.name} to {node} as it was created: the layout of {job.key} puts a worker there",
+            )
+        return node
+
+
+def serve_webhook(
+    admitter: PinAdmitter, *, host: str, port: int, cert_file: str, key_file: str
+) -> ThreadingHTTPServer:
+    """Start serving ``admitter`` over HTTPS on a daemon thread; ``shutdown()`` the result to stop.
+
+    Raises:
+        OSError: the port is taken or the certificate cannot be read.
+    """
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    context.load_cert_chain(cert_file, key_file)
+
+    class Server(ThreadingHTTPServer):
+        daemon_threads = True
+
+        def get_request(self) -> tuple[socket.socket, Any]:
+            """Accept, and leave the TLS handshake to the connection's own thread (first read)."""
+            conn, address = self.socket.accept()
+            return context.wrap_socket(conn, server_side=True, do_handshake_on_connect=False), address
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+        timeout = 15  # a connection idle this long is closed (the API server reconnects)
+
+        def do_POST(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            if self.path.split("?")[0] != MUTATE_PATH:
+                self._reply(404, b"not found")
+            elif not 0 < length <= MAX_BODY:
+                self._reply(413 if length else 400, b"a review of at most 3 MiB is expected")
+            else:
+                self._reply(*admitter.admit(self.rfile.read(length)))
+
+        def do_GET(self) -> None:
+            self._reply(200 if self.path == "/healthz" else 404, b"ok" if self.path == "/healthz" else b"")
+
+        def _reply(self, status: int, body: bytes) -> None:
+            self.send_response(status)
+            kind = "application/json" if status == 200 and body.startswith(b"{") else "text/plain"
+            self.send_header("Content-Type", kind)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: object) -> None:
+            log.debug("pin webhook: " + format, *args)
+
+    server = Server((host, port), Handler)
+    threading.Thread(target=server.serve_forever, name="pin-webhook", daemon=True).start()
+    log.info("pin webhook serving https://%s:%d%s", host, port, MUTATE_PATH)
+    return server

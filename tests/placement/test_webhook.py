@@ -1,0 +1,164 @@
+"""The pin webhook: a worker being created gets the node the pass would give it, over real TLS.
+
+The admitter is driven with reviews as the API server sends them and an in-memory job reader; the
+server test runs the real HTTPS server with a certificate made by openssl (as the test bed does) and
+checks that a client verifying against the CA gets the same answer. The API server calling it is
+proven end to end in ``tests/e2e/test_elastic_mpijob.py``.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import ssl
+import sys
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kubeio.errors import UnavailableError
+from kubeio.mpijobs import MpiJob, render_plan
+from placement.webhook import MUTATE_PATH, PinAdmitter, serve_webhook
+from scheduling.elastic.pinning import choose_pins
+from scheduling.model import Pod, Resources
+from tests.builders import FakeEvents
+from tests.conftest import REPO
+from tests.kubeio.test_admission import WORKER, review
+from tests.placement.test_elastic import worker
+
+
+@dataclass
+class FakeJobReader:
+    jobs: dict[str, MpiJob]
+    pods: list[Pod] = field(default_factory=list)
+    fail: bool = False
+
+    def get(self, namespace: str, name: str) -> MpiJob | None:
+        if self.fail:
+            raise UnavailableError(0, "Unavailable", "connection refused")
+        return self.jobs.get(f"{namespace}/{name}")
+
+    def workers(self, namespace: str, name: str) -> tuple[Pod, ...]:
+        return tuple(p for p in self.pods if p.labels.get("training.kubeflow.org/job-name") == name)
+
+
+def job(plan: dict[str, int] | None, *, elastic: bool = True) -> MpiJob:
+    text = None if plan is None else render_plan(sum(plan.values()), plan)
+    return MpiJob(
+        "ml", "mnist", "uid-mnist", "", 4, 3, "6" if elastic else None, Resources(gpus=2), None, text
+    )
+
+
+def answer(admitter: PinAdmitter, body: bytes) -> tuple[int, list[Any] | None]:
+    status, reply = admitter.admit(body)
+    if status != 200:
+        return status, None
+    response = json.loads(reply)["response"]
+    assert response["allowed"] is True
+    return status, json.loads(base64.b64decode(response["patch"])) if "patch" in response else None
+
+
+LAUNCHER = json.loads(json.dumps(WORKER).replace('job-role": "worker"', 'job-role": "launcher"'))
+RUNNING = [worker("mnist", 0, "n1"), worker("mnist", 1, "n1"), worker("mnist", 2, "n2")]
+
+
+def test_a_new_worker_gets_the_node_the_pass_would_pin_it_to() -> None:
+    plan = {"n1": 3, "n2": 2}
+    events = FakeEvents()
+    admitter = PinAdmitter(FakeJobReader({"ml/mnist": job(plan)}, RUNNING), events, effect="NoSchedule")
+    status, patch = answer(admitter, review(WORKER))  # mnist-worker-3
+    created = replace(worker("mnist", 3), uid="x")
+    expected = [n for p, n in choose_pins(plan, [*RUNNING, created]) if p.name == "mnist-worker-3"]
+    assert expected == ["n1"]
+    toleration = {"key": "phalanx.io/hostname", "operator": "Equal", "value": "n1", "effect": "NoSchedule"}
+    assert (status, patch) == (200, [{"op": "add", "path": "/spec/tolerations", "value": [toleration]}])
+    assert events.events == [
+        (
+            "MPIJob",
+            "mnist",
+            "Normal",
+            "Pinned",
+            "pinned mnist-worker-3 to n1 as it was created: the layout of ml/mnist puts a worker there",
+        )
+    ]
+
+
+def test_a_pending_lower_index_takes_its_place_first() -> None:
+    plan = {"n1": 3, "n2": 1}
+    reader = FakeJobReader({"ml/mnist": job(plan)}, [*RUNNING[:2], worker("mnist", 2)])
+    _, patch = answer(PinAdmitter(reader, FakeEvents(), effect="NoSchedule"), review(WORKER))
+    assert patch is not None and patch[0]["value"][0]["value"] == "n2", "worker-2 (waiting) goes to n1 first"
+
+
+@pytest.mark.parametrize(
+    ("jobs", "obj", "why"),
+    [
+        pytest.param({}, WORKER, "no such MPIJob", id="no-job"),
+        pytest.param({"ml/mnist": job({"n1": 3}, elastic=False)}, WORKER, "not elastic", id="rigid-job"),
+        pytest.param({"ml/mnist": job(None)}, WORKER, "no plan yet", id="no-plan"),
+        pytest.param({"ml/mnist": job({"n1": 2, "n2": 1})}, WORKER, "the plan is full", id="no-room"),
+        pytest.param(
+            {"ml/mnist": job({"n1": 3, "n2": 2})},
+            LAUNCHER,
+            "not a worker",
+            id="launcher",
+        ),
+    ],
+)
+def test_a_pod_that_is_no_planned_worker_is_allowed_as_it_is(
+    jobs: dict[str, MpiJob], obj: dict[str, Any], why: str
+) -> None:
+    events = FakeEvents()
+    admitter = PinAdmitter(FakeJobReader(jobs, RUNNING), events, effect="NoSchedule")
+    assert answer(admitter, review(obj)) == (200, None), why
+    assert events.events == []
+
+
+def test_an_api_failure_allows_the_pod_unpinned_and_bad_input_gets_a_reason() -> None:
+    reader = FakeJobReader({"ml/mnist": job({"n1": 4})}, RUNNING, fail=True)
+    admitter = PinAdmitter(reader, FakeEvents(), effect="NoSchedule")
+    assert answer(admitter, review(WORKER)) == (200, None)
+    status, reply = admitter.admit(b"[]")
+    assert status == 400 and b"not an AdmissionReview" in reply
+
+
+def test_the_server_answers_over_tls_verified_against_the_ca(tmp_path: Path) -> None:
+    sys.path.insert(0, str(REPO / "hack"))
+    from localcluster.pki import ensure_pki, ensure_serving_cert
+
+    ensure_pki(tmp_path)
+    key, crt = ensure_serving_cert(tmp_path, "pin-webhook", "/CN=test", ("IP:127.0.0.1",))
+    admitter = PinAdmitter(
+        FakeJobReader({"ml/mnist": job({"n1": 4})}, RUNNING), FakeEvents(), effect="NoExecute"
+    )
+    server = serve_webhook(admitter, host="127.0.0.1", port=0, cert_file=str(crt), key_file=str(key))
+    try:
+        port = server.server_address[1]
+        context = ssl.create_default_context(cafile=str(tmp_path / "ca.crt"))
+        request = urllib.request.Request(
+            f"https://127.0.0.1:{port}{MUTATE_PATH}", data=review(WORKER), method="POST"
+        )
+        with urllib.request.urlopen(request, context=context, timeout=10) as reply:
+            body = json.loads(reply.read())
+        patch = json.loads(base64.b64decode(body["response"]["patch"]))
+        assert patch[0]["value"][0] == {
+            "key": "phalanx.io/hostname",
+            "operator": "Equal",
+            "value": "n1",
+            "effect": "NoExecute",
+        }
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(
+                urllib.request.Request(f"https://127.0.0.1:{port}{MUTATE_PATH}", data=b"{}", method="POST"),
+                context=context,
+                timeout=10,
+            )
+        assert refused.value.code == 400
+        refused.value.close()
+    finally:
+        server.shutdown()
+        server.server_close()
