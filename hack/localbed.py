@@ -38,8 +38,9 @@ from testbed.nodes import SimNodeSpec, register_all
 
 REPO = Path(__file__).resolve().parents[1]
 
-PIN_WEBHOOK = "phalanx-pin-webhook"
-"""Name of the MutatingWebhookConfiguration (``manifests/pin-webhook.yaml``)."""
+PIN_WEBHOOK = "phalanx-pin-webhook-testbed"
+"""Name of the test bed's MutatingWebhookConfiguration: ``manifests/pin-webhook.yaml``'s under another name,
+so that applying the manifests (a test does, as a dry run) does not meet it."""
 
 
 def pin_webhook_configuration(client_config: dict[str, object]) -> dict[str, object]:
