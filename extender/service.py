@@ -172,8 +172,9 @@ class Extender:
     def preempt(self, pod: Pod, victims: Victims) -> Victims:
         """Narrow kube-scheduler's proposed victims to those ``pod`` may preempt, keeping gangs whole.
 
-        Priority preempts only within a queue, only preemptible pods past their queue's minimum runtime,
-        and a gang's members on the node go together (``scheduling.session.narrow_victims``).
+        Priority preempts only within a queue, only preemptible pods past their queue's minimum runtime;
+        a gang's members above its ``minMember`` go alone, other members only with their whole gang, and
+        nodes that need no whole gang are preferred (``scheduling.session.narrow_victims``).
 
         Raises:
             UnknownNodeError: a candidate node is not in the cluster view.

@@ -74,6 +74,14 @@ class PodBuilder:
         self._pod = replace(self._pod, labels=MappingProxyType({**self._pod.labels, QUEUE_LABEL: name}))
         return self
 
+    def label(self, key: str, value: str) -> PodBuilder:
+        self._pod = replace(self._pod, labels=MappingProxyType({**self._pod.labels, key: value}))
+        return self
+
+    def priority(self, value: int) -> PodBuilder:
+        self._pod = replace(self._pod, priority=value)
+        return self
+
     def created(self, timestamp: str) -> PodBuilder:
         self._pod = replace(self._pod, created=timestamp)
         return self

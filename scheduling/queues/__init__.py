@@ -8,7 +8,8 @@
 - ``ordering``: ``QueueState`` and the order of pending groups; ``admission``: ``admit`` and its reasons.
 - ``reclaim``: whole-gang evictions that give a starved queue its fair share back; ``victims``: the
   just-enough victim set.
-- ``preemption``: kube-scheduler's victims narrowed to the preemptor's queue, gangs whole.
+- ``preemption``: kube-scheduler's victims narrowed to the preemptor's queue: a gang's surplus members
+  alone, else gangs whole; ``surplus``: a gang's members above its ``minMember`` and its leader.
 
 Like the rest of ``scheduling``, nothing here reads a clock, the environment or a random source: ``now``,
 half-lives and usage are arguments.
@@ -28,6 +29,7 @@ from scheduling.queues.preemption import (
     preempt_within_queue,
 )
 from scheduling.queues.reclaim import Eviction, ReclaimOutcome, ReclaimPlan, plan_reclaim, plan_reclaims
+from scheduling.queues.surplus import GangSize, is_leader
 from scheduling.queues.usage import UsageSample, UsageWeighting, decayed_usage, normalized_usage
 from scheduling.queues.victims import Fits, VictimSearch, check_victims, choose_victims
 from scheduling.queues.workloads import (
@@ -51,6 +53,7 @@ __all__ = [
     "FairShares",
     "Fits",
     "GangMember",
+    "GangSize",
     "PendingGroup",
     "PreemptRule",
     "PreemptionDecision",
@@ -79,6 +82,7 @@ __all__ = [
     "dominant_resource",
     "dominant_share",
     "fair_shares",
+    "is_leader",
     "is_preemptible",
     "normalized_usage",
     "order_pending",

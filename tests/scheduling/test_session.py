@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 import pytest
 
@@ -9,8 +10,16 @@ from scheduling.model import Pod, PodGroup, Resources
 from scheduling.promises import Promise, PromiseBook
 from scheduling.queue_gate import AdmittedBook
 from scheduling.queue_view import view_of
+from scheduling.queues import QueueTree
 from scheduling.reasons import Code, GroupVerdict, Reason, Rejection, Verdict
-from scheduling.session import FilterInput, FilterOutcome, SessionSettings, filter_pod, gang_bind_terms
+from scheduling.session import (
+    FilterInput,
+    FilterOutcome,
+    SessionSettings,
+    filter_pod,
+    gang_bind_terms,
+    narrow_victims,
+)
 from scheduling.topology import TopologyCache
 from tests.builders import a_gang, a_node, a_pod, snapshot_of
 from tests.scheduling.queues.builders import gpu_queue
@@ -148,3 +157,85 @@ def test_a_gang_bind_without_its_reservation_there_fails_with_a_reason(
     terms = gang_bind_terms(POD, node, snapshot_of(NODES, [POD], groups), book, bind_wait=25.0)
     assert (terms.error, terms.outcome) == expected
     assert (terms.promise, terms.group) == (None, None)
+
+
+# narrow_victims: an elastic MPIJob (launcher + 6 workers, minMember 5) in queue a at priority 10.
+# n1: launcher, w0, w1; n2: w2, w3; n3: w4, w5. A 4-GPU pod of queue a at priority 50 wants room.
+ROLE = "training.kubeflow.org/job-role"
+JOB_LAYOUT = {"launcher": "n1", "w0": "n1", "w1": "n1", "w2": "n2", "w3": "n2", "w4": "n3", "w5": "n3"}
+URGENT = a_pod("urgent").gpus(4).queue("a").priority(50).build()
+SPLIT = a_pod("split-0").gpus(2).queue("a").group("split").on("n2").build()
+
+
+def job_pod(name: str, *, phase: str = "Running", terminating: bool = False) -> Pod:
+    builder = a_pod(f"job-{name}").gpus(0 if name == "launcher" else 2).queue("a").priority(10)
+    builder = builder.group("job").label(ROLE, "launcher" if name == "launcher" else "worker")
+    builder = builder.on(JOB_LAYOUT[name]).phase(phase)
+    return builder.terminating().build() if terminating else builder.build()
+
+
+def uids(*names: str) -> tuple[str, ...]:
+    return tuple(f"uid-ml-{n}" for n in names)
+
+
+@dataclass(frozen=True)
+class NarrowCase:
+    name: str
+    proposed: dict[str, tuple[str, ...]]
+    kept: dict[str, tuple[str, ...]]
+    changed: dict[str, Pod] = field(default_factory=dict)
+    groups: tuple[PodGroup, ...] = (a_gang("job", 5), a_gang("split", 2))
+    reason: str | None = None
+
+
+NARROW_CASES = [
+    NarrowCase(
+        "two workers above the minimum go alone",
+        {"n3": uids("job-w4", "job-w5")},
+        {"n3": uids("job-w4", "job-w5")},
+        reason="pod ml/job-w4 goes alone: gang ml/job runs 7 members, 2 above its minMember 5",
+    ),
+    NarrowCase(
+        "the launcher never goes alone: its node's members go with it",
+        {"n1": uids("job-launcher")},
+        {"n1": uids("job-launcher", "job-w0", "job-w1")},
+    ),
+    NarrowCase(
+        "a terminating worker is no longer surplus: two on one node take the gang whole",
+        {"n1": uids("job-w0", "job-w1")},
+        {"n1": uids("job-launcher", "job-w0", "job-w1")},
+        {"w5": job_pod("w5", terminating=True)},
+        reason="pod ml/job-launcher on node n1 is added: gang ml/job is evicted whole",
+    ),
+    NarrowCase(
+        "a finished worker is no longer surplus",
+        {"n1": uids("job-w0", "job-w1")},
+        {"n1": uids("job-launcher", "job-w0", "job-w1")},
+        {"w5": job_pod("w5", phase="Succeeded")},
+    ),
+    NarrowCase(
+        "a gang whose PodGroup is not known has no surplus",
+        {"n1": uids("job-w0")},
+        {"n1": uids("job-launcher", "job-w0", "job-w1")},
+        groups=(a_gang("split", 2),),
+    ),
+    NarrowCase(
+        "a node that needs only surplus workers is kept, a node that would evict a gang whole is dropped",
+        {"n1": uids("job-w0"), "n2": uids("split-0")},
+        {"n1": uids("job-w0")},
+        reason="node n2 is dropped: it would evict gang ml/split whole, while node n1 needs only pods on "
+        "their own or members above their gang's minimum",
+    ),
+]
+
+
+@pytest.mark.parametrize("case", NARROW_CASES, ids=lambda c: c.name)
+def test_narrow_victims_takes_surplus_members_alone(case: NarrowCase) -> None:
+    job = [case.changed.get(name, job_pod(name)) for name in JOB_LAYOUT]
+    split = [SPLIT, a_pod("split-1").gpus(2).queue("a").group("split").on("n3").build()]
+    snapshot = snapshot_of([*NODES, a_node("n3").build()], [*job, *split, URGENT], case.groups, QUEUES)
+    tree = QueueTree.build(QUEUES)
+    proposed = {node: (names, 0) for node, names in case.proposed.items()}
+    kept, why = narrow_victims(URGENT, proposed, snapshot, tree, now=1.0)
+    assert {node: victims for node, (victims, _) in kept.items()} == case.kept, why
+    assert case.reason is None or case.reason in why, why

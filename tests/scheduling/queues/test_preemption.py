@@ -6,6 +6,7 @@ import pytest
 
 from scheduling.queues.model import QueueTree
 from scheduling.queues.preemption import GangMember, Preemptor, VictimPod, preempt_within_queue
+from scheduling.queues.surplus import GangSize
 from tests.scheduling.queues.builders import gpu_queue
 
 PREEMPTOR = Preemptor("ml/urgent", "team-a", priority=50, gang="ml/urgent")
@@ -20,8 +21,9 @@ def pod(
     preemptible: bool = True,
     gang: str | None = None,
     started_at: float | None = None,
+    leader: bool = False,
 ) -> VictimPod:
-    return VictimPod(f"uid-{name}", f"ml/{name}", queue, priority, preemptible, gang, started_at)
+    return VictimPod(f"uid-{name}", f"ml/{name}", queue, priority, preemptible, gang, started_at, leader)
 
 
 @dataclass(frozen=True)
@@ -32,6 +34,7 @@ class Case:
     reasons: tuple[str, ...] = ()
     members: dict[str, tuple[GangMember, ...]] = field(default_factory=dict)
     companions: dict[str, tuple[str, ...]] | None = None
+    sizes: dict[str, GangSize] = field(default_factory=dict)
 
 
 G0, G1, G2 = (pod(f"g-{i}", gang="ml/g") for i in range(3))
@@ -110,10 +113,148 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+# An elastic MPIJob: launcher + 6 workers running, minMember 5 (launcher + 4 workers): 2 above its minimum.
+# n1: launcher, w0, w1, w2; n2: w3, w4; n3: w5.
+LAUNCHER = pod("job-launcher", gang="ml/job", leader=True)
+W = [pod(f"job-w{i}", gang="ml/job") for i in range(6)]
+JOB = {
+    "ml/job": (
+        GangMember("n1", LAUNCHER),
+        *(GangMember("n1", W[i]) for i in range(3)),
+        *(GangMember("n2", W[i]) for i in (3, 4)),
+        GangMember("n3", W[5]),
+    )
+}
+ABOVE_MIN = {"ml/job": GangSize(7, 5)}
+JOB_ON_N1 = ("uid-job-launcher", "uid-job-w0", "uid-job-w1", "uid-job-w2")
+YOUNG_W3 = pod("job-w3", gang="ml/job", started_at=NOW - 30)
+GANG_G = {"ml/g": (GangMember("n3", G0), GangMember("n1", G1))}
+
+SURPLUS_CASES = [
+    Case(
+        "a member above the gang's minimum goes alone: nothing added, no companions",
+        {"n3": (W[5],)},
+        {"n3": ("uid-job-w5",)},
+        ("pod ml/job-w5 goes alone: gang ml/job runs 7 members, 2 above its minMember 5",),
+        members=JOB,
+        companions={"n3": ()},
+        sizes=ABOVE_MIN,
+    ),
+    Case(
+        "as many members on one node as the surplus go alone",
+        {"n2": (W[3], W[4])},
+        {"n2": ("uid-job-w3", "uid-job-w4")},
+        (
+            "pod ml/job-w3 goes alone: gang ml/job runs 7 members, 2 above its minMember 5",
+            "pod ml/job-w4 goes alone: gang ml/job runs 7 members, 2 above its minMember 5",
+        ),
+        members=JOB,
+        companions={"n2": ()},
+        sizes=ABOVE_MIN,
+    ),
+    Case(
+        "more members on one node than the surplus: the gang goes whole, as before",
+        {"n1": (W[0], W[1], W[2])},
+        {"n1": JOB_ON_N1},
+        members=JOB,
+        companions={"n1": ("uid-job-w3", "uid-job-w4", "uid-job-w5")},
+        sizes=ABOVE_MIN,
+    ),
+    Case(
+        "the leader never goes alone: its gang goes whole",
+        {"n1": (LAUNCHER,)},
+        {"n1": JOB_ON_N1},
+        members=JOB,
+        companions={"n1": ("uid-job-w3", "uid-job-w4", "uid-job-w5")},
+        sizes=ABOVE_MIN,
+    ),
+    Case(
+        "a gang at its minMember goes whole",
+        {"n3": (W[5],)},
+        {"n3": ("uid-job-w5",)},
+        members=JOB,
+        companions={"n3": (*JOB_ON_N1, "uid-job-w3", "uid-job-w4")},
+        sizes={"ml/job": GangSize(7, 7)},
+    ),
+    Case(
+        "a gang without a PodGroup has no surplus: it goes whole, as before",
+        {"n3": (W[5],)},
+        {"n3": ("uid-job-w5",)},
+        members=JOB,
+        companions={"n3": (*JOB_ON_N1, "uid-job-w3", "uid-job-w4")},
+    ),
+    Case(
+        "nodes that need only surplus members or pods on their own are kept; a whole-gang node is dropped",
+        {"n1": (pod("low"),), "n2": (W[3],), "n3": (G0,)},
+        {"n1": ("uid-low",), "n2": ("uid-job-w3",)},
+        (
+            "pod ml/job-w3 goes alone: gang ml/job runs 7 members, 2 above its minMember 5",
+            "pod ml/g-1 on node n1 goes too if node n3 is chosen: gang ml/g is evicted whole",
+            "node n3 is dropped: it would evict gang ml/g whole, while node n1 needs only pods on their "
+            "own or members above their gang's minimum",
+        ),
+        members={**JOB, **GANG_G},
+        companions={"n1": (), "n2": ()},
+        sizes={**ABOVE_MIN, "ml/g": GangSize(2, 2)},
+    ),
+    Case(
+        "surplus is per node: the node that would take the gang whole is dropped for the one that would not",
+        {"n1": (W[0], W[1], W[2]), "n2": (W[3], W[4])},
+        {"n2": ("uid-job-w3", "uid-job-w4")},
+        members=JOB,
+        companions={"n2": ()},
+        sizes=ABOVE_MIN,
+    ),
+    Case(
+        "when every node would evict a whole gang, all stay candidates",
+        {"n1": (W[0], W[1], W[2]), "n3": (G0,)},
+        {"n1": JOB_ON_N1, "n3": ("uid-g-0",)},
+        members={**JOB, **GANG_G},
+        sizes={**ABOVE_MIN, "ml/g": GangSize(2, 2)},
+    ),
+    Case(
+        "surplus members still pass the per-pod checks: one too young keeps its node's other member",
+        {"n2": (YOUNG_W3, W[4])},
+        {},
+        (
+            "pod ml/job-w3 is not preempted: it has run 30s of its queue's minimum runtime 60s",
+            "pod ml/job-w4 is not preempted: gang ml/job stays whole, and its member ml/job-w3 may not be "
+            "preempted (it has run 30s of its queue's minimum runtime 60s)",
+            "node n2 is dropped: none of its proposed victims may be preempted",
+        ),
+        members={"ml/job": (GangMember("n2", YOUNG_W3), GangMember("n2", W[4]), GangMember("n3", W[5]))},
+        sizes=ABOVE_MIN,
+    ),
+    Case(
+        "a surplus member of equal priority stays",
+        {"n3": (pod("job-w5", gang="ml/job", priority=50),)},
+        {},
+        (
+            "pod ml/job-w5 is not preempted: its priority 50 is not lower than ml/urgent's 50",
+            "node n3 is dropped: none of its proposed victims may be preempted",
+        ),
+        sizes=ABOVE_MIN,
+    ),
+    Case(
+        "a surplus member of another queue stays",
+        {"n3": (pod("job-w5", gang="ml/job", queue="team-b"),)},
+        {},
+        (
+            "pod ml/job-w5 is not preempted: it is in queue team-b, not team-a; "
+            "priority preempts only within a queue",
+            "node n3 is dropped: none of its proposed victims may be preempted",
+        ),
+        sizes=ABOVE_MIN,
+    ),
+]
+
+
+@pytest.mark.parametrize("case", CASES + SURPLUS_CASES, ids=lambda c: c.name)
 def test_preempt_within_queue(case: Case) -> None:
     tree = QueueTree.build([gpu_queue("team-a", 8, min_runtime=60), gpu_queue("team-b", 8)])
-    decision = preempt_within_queue(PREEMPTOR, case.proposed, case.members, tree=tree, now=NOW)
+    decision = preempt_within_queue(
+        PREEMPTOR, case.proposed, case.members, sizes=case.sizes, tree=tree, now=NOW
+    )
     assert dict(decision.victims) == case.victims
     if case.reasons:
         assert decision.reasons == case.reasons
