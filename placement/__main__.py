@@ -100,9 +100,16 @@ def run(settings: PlacementSettings, stop: threading.Event) -> None:
             metrics.elastic_actions.labels("shrink").inc(len(done.resized) - done.grown)
             metrics.elastic_actions.labels("move").inc(len(done.moved))
             metrics.elastic_actions.labels("pin").inc(len(done.pinned))
+            metrics.elastic_actions.labels("repin").inc(len(done.repinned))
             metrics.elastic_waiting.set(done.waiting)
-            if done.resized or done.moved or done.pinned:
-                log.info("elastic: resized %s, moved %s, pinned %s", done.resized, done.moved, done.pinned)
+            if done.resized or done.moved or done.pinned or done.repinned:
+                log.info(
+                    "elastic: resized %s, moved %s, pinned %s, re-pinned %s",
+                    done.resized,
+                    done.moved,
+                    done.pinned,
+                    done.repinned,
+                )
         except Exception:  # one bad pass must not end the manager
             log.exception("reconcile pass failed")
         metrics.pass_seconds.observe(time.monotonic() - started)

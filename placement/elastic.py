@@ -14,7 +14,9 @@ Every decision is the core's (``scheduling.elastic.plan_elastic``); this pass re
    admission webhook (``placement.webhook``) pins the workers the next steps make the operator create;
    resize (patch ``Worker.replicas``), move (delete the worker; its operator re-creates it), then pin
    every waiting worker still unpinned to a node its job's layout has room for
-   (``scheduling.elastic.pinning``). Each action gets an event on the MPIJob with the plan's reason.
+   (``scheduling.elastic.pinning``), and delete each waiting worker pinned by an older plan where the
+   current one has no place for it (a pin cannot be taken off; its operator re-creates it, pinned anew).
+   Each action gets an event on the MPIJob with the plan's reason.
 
 Crash safety: nothing is remembered that the API server does not hold. Sizes are set, not added;
 pins live in the pods' tolerations and a repeated pin writes nothing; a moved worker's replacement is
@@ -34,7 +36,7 @@ from kubeio.mpijobs import MpiJob, elastic_job, mpijob_ref, render_plan
 from kubeio.ports import ClusterSource, EventSink, PodDeleter
 from kubeio.render import pod_ref
 from scheduling.elastic import ElasticJob, ElasticSettings, JobError, Layout, plan_elastic
-from scheduling.elastic.pinning import choose_pins
+from scheduling.elastic.pinning import choose_pins, stale_pins
 from scheduling.elastic.planner import elastic_room
 from scheduling.model import Pod
 from scheduling.plan import Plan
@@ -84,6 +86,7 @@ class ElasticPass:
     resized: tuple[str, ...] = ()
     moved: tuple[str, ...] = ()
     pinned: tuple[str, ...] = ()
+    repinned: tuple[str, ...] = ()
     refused: tuple[str, ...] = ()
     grown: int = 0
     waiting: int = 0
@@ -168,9 +171,10 @@ class ElasticReconciler:
                 self._last_moved[job_key] = self._clock()
                 moved.append(move.pod)
         pinned = self._pin_waiting(jobs, layout)
+        repinned = self._repin_stale(jobs, layout, declared)
         waiting = sum(1 for job in jobs for p in job.workers if p.node_name is None and not p.terminating)
         return ElasticPass(
-            tainted, opened, tuple(resized), tuple(moved), tuple(pinned), refused, grown, waiting
+            tainted, opened, tuple(resized), tuple(moved), tuple(pinned), repinned, refused, grown, waiting
         )
 
     def _keep_taints(self, snapshot: ClusterSnapshot) -> tuple[str, ...]:
@@ -266,6 +270,30 @@ class ElasticReconciler:
                     f"pinned to {node}: the layout of {job.key} puts a worker there",
                 )
         return pinned
+
+    def _repin_stale(
+        self, jobs: Sequence[ElasticJob], layout: Layout, declared: dict[str, MpiJob]
+    ) -> tuple[str, ...]:
+        """Delete each waiting worker pinned where the plan has no place for it now; it comes back pinned.
+
+        Its operator re-creates it at once, and the webhook (or the next pass) pins the new pod by the
+        current plan (``scheduling.elastic.pinning.stale_pins``). Nothing runs in it, so nothing is lost.
+        """
+        repinned = []
+        for job in jobs:
+            for pod, node in stale_pins(layout.targets.get(job.key, {}), job.workers):
+                if not self._deleter.delete_pod(pod.namespace, pod.name, pod.uid):
+                    continue
+                old = ", ".join(sorted(pod.pinned))
+                self._events.record(
+                    mpijob_ref(declared[job.key]),
+                    "Normal",
+                    "Repinned",
+                    f"deleted waiting {pod.name}, pinned to {old} where the plan of {job.key} has no place "
+                    f"for it now; its operator re-creates it, to be pinned to {node}",
+                )
+                repinned.append(pod.key)
+        return tuple(repinned)
 
 
 def _queue_of(job: MpiJob, view: QueueView | None) -> str:

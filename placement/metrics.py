@@ -70,7 +70,8 @@ class PlacementMetrics:
     queue_gpus: QueueGpus
     """``phalanx_queue_gpus{queue,kind}``: GPUs per queue from the latest queue view."""
     elastic_actions: Counter
-    """``phalanx_elastic_actions_total{action}``: elastic resizes (grow, shrink), moves and pins made."""
+    """``phalanx_elastic_actions_total{action}``: elastic resizes (grow, shrink), moves, pins by the pass
+    (pin) and at creation by the webhook (pin_at_creation), and stale pins re-made (repin)."""
     elastic_waiting: Gauge
     """``phalanx_elastic_workers_waiting``: elastic workers waiting for a node after the last pass."""
 

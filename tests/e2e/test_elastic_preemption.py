@@ -73,9 +73,11 @@ def _role(pod: JsonObject) -> str:
 
 
 def _preempted(bed: Testbed, namespace: str) -> list[str]:
+    """The pods preempted (kube-scheduler may report one pod twice, from two of its scheduling cycles)."""
     query = {"fieldSelector": "reason=Preempted"}
     events = bed.http.request("GET", f"/api/v1/namespaces/{namespace}/events", query=query).get("items") or []
-    return sorted(str(e["involvedObject"]["name"]) for e in events)
+    pods = {(str(e["involvedObject"]["name"]), str(e["involvedObject"].get("uid"))) for e in events}
+    return sorted(name for name, _ in pods)
 
 
 def _job_events(bed: Testbed, namespace: str) -> list[str]:
@@ -132,13 +134,25 @@ def test_preemption_takes_surplus_workers_of_an_elastic_job_not_the_job(
             assert preempted == on_node, "kube-scheduler preempted exactly the two workers on the node"
             assert fewest >= 3, "never below minAvailable (the launcher and 2 workers)"
 
-            time.sleep(5)  # what the operator and the elastic pass do next
+            # The operator re-creates the two preempted workers; the elastic pass shrinks the job to the
+            # 16 GPUs left (4 workers), and a worker pinned by the plan before the preemption (to the
+            # urgent pod's node) is re-created to be pinned where the plan has room now.
+            start = time.monotonic()
+
+            def settled() -> list[str] | None:
+                running = sorted(
+                    p["metadata"]["name"] for p in _members(classes, namespace) if _role(p) == "worker"
+                )
+                spec = get_mpijob(http, namespace, "elastic")["spec"]["mpiReplicaSpecs"]["Worker"]["replicas"]
+                return running if spec == 4 and running == [f"elastic-worker-{i}" for i in range(4)] else None
+
+            workers = wait_for("the job settled at workers 0-3 running", settled, timeout=60, interval=0.2)
             after = _members(classes, namespace)
             job = get_mpijob(http, namespace, "elastic")
-            replicas = job["spec"]["mpiReplicaSpecs"]["Worker"]["replicas"]
             conditions = [(c["type"], c["status"]) for c in (job.get("status") or {}).get("conditions") or []]
-            workers = sorted(p["metadata"]["name"] for p in after if _role(p) == "worker")
-            print(f"5 s later: replicas {replicas}, running workers {workers}, conditions {conditions}")
+            print(
+                f"{time.monotonic() - start:.1f}s later: 4 workers running {workers}, conditions {conditions}"
+            )
             print(f"events on the MPIJob: {_job_events(classes, namespace)}")
             still = [p for p in after if _role(p) == "launcher"]
             assert [p["metadata"]["uid"] for p in still] == [launcher["metadata"]["uid"]], (

@@ -193,3 +193,21 @@ def test_new_workers_fill_the_node_holding_the_lower_indices_first() -> None:
         ("ml/mnist-worker-4", "n1"),
         ("ml/mnist-worker-5", "n1"),
     ]
+
+
+def test_a_worker_pinned_where_the_plan_has_no_place_now_is_deleted_to_come_back_pinned_anew() -> None:
+    cluster = FakeCluster().add(a_node("n1").build(), a_node("n2").build())
+    cluster.add(a_pod("urgent").gpus(8).on("n1").build())  # took n1 after the workers were pinned there
+    stale = [replace(worker("mnist", i), pinned=frozenset({"n1"})) for i in (2, 3)]
+    cluster.add(worker("mnist", 0, "n2"), worker("mnist", 1, "n2"), *stale)
+    reconciler, _, _, deleter, events = rig(cluster, [mpijob("mnist", 4, high="4")])
+    assert reconciler.reconcile_once().repinned == ("ml/mnist-worker-2", "ml/mnist-worker-3")
+    assert deleter.deleted == ["ml/mnist-worker-2", "ml/mnist-worker-3"]
+    assert events.events[-1][3:] == (
+        "Repinned",
+        "deleted waiting mnist-worker-3, pinned to n1 where the plan of ml/mnist has no place for it now; "
+        "its operator re-creates it, to be pinned to n2",
+    )
+    cluster.add(worker("mnist", 2), worker("mnist", 3))  # re-created by the operator
+    again = reconciler.reconcile_once()
+    assert again.repinned == () and again.pinned == ("ml/mnist-worker-2", "ml/mnist-worker-3")
