@@ -13,6 +13,7 @@ no scale subresource), by a merge patch.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -32,6 +33,9 @@ ROLE_LABEL = "training.kubeflow.org/job-role"
 INDEX_LABEL = "training.kubeflow.org/replica-index"
 PLAN_ANNOTATION = "phalanx.io/elastic-plan"
 """MPIJob annotation: the placement manager's current plan for the job, as compact JSON."""
+MOVED_AT_ANNOTATION = "phalanx.io/elastic-moved-at"
+"""MPIJob annotation: when the placement manager last moved one of its workers (seconds since the epoch),
+so that the moves' cooldown outlives a restart."""
 
 
 def render_plan(workers: int, nodes: dict[str, int]) -> str:
@@ -77,6 +81,7 @@ class MpiJob:
         worker: what one worker requests.
         queue: the queue label of the Worker template, or ``None`` (the default queue).
         plan: the ``phalanx.io/elastic-plan`` annotation the placement manager last wrote, if any.
+        moved_at: the ``phalanx.io/elastic-moved-at`` annotation, if any and a number.
     """
 
     namespace: str
@@ -89,6 +94,7 @@ class MpiJob:
     worker: Resources
     queue: str | None
     plan: str | None = None
+    moved_at: float | None = None
 
     @property
     def key(self) -> str:
@@ -134,7 +140,17 @@ def mpijob_from_api(raw: object) -> MpiJob:
         worker=pod_requests(template.get("spec") or {}) if isinstance(template, dict) else Resources(),
         queue=labels.get(QUEUE_LABEL) if isinstance(labels, dict) else None,
         plan=parts.annotations.get(PLAN_ANNOTATION),
+        moved_at=_seconds(parts.annotations.get(MOVED_AT_ANNOTATION)),
     )
+
+
+def _seconds(text: str | None) -> float | None:
+    """A number of seconds, or ``None`` for none or for text that is not a finite number."""
+    try:
+        value = float(text) if text is not None else None
+    except ValueError:
+        return None
+    return value if value is not None and math.isfinite(value) else None
 
 
 def workers_of(namespace: str, job: str, pods: Iterable[Pod]) -> tuple[Pod, ...]:
@@ -240,6 +256,20 @@ class MpiJobWriter:
             "PATCH",
             f"/apis/kubeflow.org/v2beta1/namespaces/{namespace}/mpijobs/{name}",
             body={"metadata": {"annotations": {PLAN_ANNOTATION: plan}}},
+            content_type="application/merge-patch+json",
+            timeout=self._timeout,
+        )
+
+    def set_moved_at(self, namespace: str, name: str, when: float) -> None:
+        """Record on the MPIJob when one of its workers is moved (annotation ``phalanx.io/elastic-moved-at``).
+
+        Raises:
+            KubeError: the job is gone or the API server failed.
+        """
+        self._http.request(
+            "PATCH",
+            f"/apis/kubeflow.org/v2beta1/namespaces/{namespace}/mpijobs/{name}",
+            body={"metadata": {"annotations": {MOVED_AT_ANNOTATION: f"{when:.3f}"}}},
             content_type="application/merge-patch+json",
             timeout=self._timeout,
         )

@@ -73,7 +73,7 @@ def run(settings: PlacementSettings, stop: threading.Event) -> None:
         PinWriter(http, effect=settings.pin_taint_effect),
         writer,
         events,
-        clock=time.monotonic,
+        clock=time.time,  # wall clock: the time of a job's last move is written on it, read after a restart
         topologies=cache.topologies,
         view=lambda: queues.view,
         settings=ElasticSettings(

@@ -20,8 +20,9 @@ Every decision is the core's (``scheduling.elastic.plan_elastic``); this pass re
 
 Crash safety: nothing is remembered that the API server does not hold. Sizes are set, not added;
 pins live in the pods' tolerations and a repeated pin writes nothing; a moved worker's replacement is
-a waiting worker, pinned by the next pass from the layout recomputed then. Only the moves' cooldown is
-in memory: after a restart a job may be moved once more before its cooldown would have ended.
+a waiting worker, pinned by the webhook or the next pass from the layout recomputed then; the time of a
+job's last move is written on the MPIJob (``phalanx.io/elastic-moved-at``, wall clock) before the worker
+is deleted, so the cooldown holds across a restart.
 """
 
 from __future__ import annotations
@@ -62,6 +63,9 @@ class MpiJobSource(Protocol):
 
     def set_plan(self, namespace: str, name: str, plan: str) -> None:
         """Show the plan on the MPIJob."""
+
+    def set_moved_at(self, namespace: str, name: str, when: float) -> None:
+        """Record when a worker of the MPIJob is moved."""
 
 
 class Pinner(Protocol):
@@ -144,7 +148,7 @@ class ElasticReconciler:
             pool_gpus=_pool(snapshot, view, jobs),
             deficits=_deficits(view),
             now=self._clock(),
-            last_moved=self._last_moved,
+            last_moved=_last_moved(declared.values(), self._last_moved),
             settings=self._settings,
             topologies=self._topologies,
         )
@@ -166,6 +170,12 @@ class ElasticReconciler:
         for move in plan.migrations:
             job_key = job_of[move.uid]
             namespace, _, name = move.pod.partition("/")
+            job = declared[job_key]
+            try:  # first: a restart between the two still knows the cooldown started
+                self._jobs.set_moved_at(job.namespace, job.name, self._clock())
+            except KubeError as exc:
+                log.info("%s: move not recorded (%s); not moving this pass", job_key, exc)
+                continue
             if self._deleter.delete_pod(namespace, name, move.uid):
                 self._events.record(mpijob_ref(declared[job_key]), "Normal", "Moved", move.reason)
                 self._last_moved[job_key] = self._clock()
@@ -294,6 +304,12 @@ class ElasticReconciler:
                 )
                 repinned.append(pod.key)
         return tuple(repinned)
+
+
+def _last_moved(jobs: Iterable[MpiJob], remembered: dict[str, float]) -> dict[str, float]:
+    """When each job was last moved: what this process did, else what the MPIJob says (after a restart)."""
+    recorded = {job.key: job.moved_at for job in jobs if job.moved_at is not None}
+    return {**recorded, **remembered}
 
 
 def _queue_of(job: MpiJob, view: QueueView | None) -> str:

@@ -113,3 +113,16 @@ def test_a_malformed_mpijob_is_refused_with_the_field(path: tuple[str, ...], val
     target[path[-1]] = value
     with pytest.raises(ConvertError, match=why):
         mpijob_from_api(raw)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [("1763900000.125", 1763900000.125), ("soon", None), ("nan", None), ("inf", None), (None, None)],
+)
+def test_the_time_of_the_last_move_is_read_when_it_is_a_number(
+    text: str | None, expected: float | None
+) -> None:
+    raw = copy.deepcopy(ELASTIC)
+    if text is not None:
+        raw["metadata"]["annotations"]["phalanx.io/elastic-moved-at"] = text
+    assert mpijob_from_api(raw).moved_at == expected

@@ -32,6 +32,10 @@ class FakeJobs:
         self.calls.append("set_plan")
         self.jobs = [replace(j, plan=plan) if j.key == f"{namespace}/{name}" else j for j in self.jobs]
 
+    def set_moved_at(self, namespace: str, name: str, when: float) -> None:
+        self.calls.append("set_moved_at")
+        self.jobs = [replace(j, moved_at=when) if j.key == f"{namespace}/{name}" else j for j in self.jobs]
+
     def set_workers(self, namespace: str, name: str, replicas: int) -> None:
         self.resized.append((f"{namespace}/{name}", replicas))
         self.calls.append("set_workers")
@@ -93,7 +97,7 @@ def worker(job: str, index: int, node: str | None = None) -> Pod:
 
 
 def rig(
-    cluster: FakeCluster, jobs: list[MpiJob], now: float = 100.0
+    cluster: FakeCluster, jobs: list[MpiJob], now: float = 100.0, cooldown: float = 0
 ) -> tuple[ElasticReconciler, FakeJobs, FakePins, FakeDeleter, FakeEvents]:
     fake_jobs, pins, deleter, events = FakeJobs(jobs), FakePins(cluster), FakeDeleter(cluster), FakeEvents()
     reconciler = ElasticReconciler(
@@ -104,7 +108,7 @@ def rig(
         events,
         clock=lambda: now,
         topologies=TopologyCache(),
-        settings=ElasticSettings(cooldown_seconds=0),
+        settings=ElasticSettings(cooldown_seconds=cooldown),
     )
     return reconciler, fake_jobs, pins, deleter, events
 
@@ -211,3 +215,21 @@ def test_a_worker_pinned_where_the_plan_has_no_place_now_is_deleted_to_come_back
     cluster.add(worker("mnist", 2), worker("mnist", 3))  # re-created by the operator
     again = reconciler.reconcile_once()
     assert again.repinned == () and again.pinned == ("ml/mnist-worker-2", "ml/mnist-worker-3")
+
+
+def test_the_moves_cooldown_is_read_back_from_the_mpijob_after_a_restart() -> None:
+    def spread() -> FakeCluster:
+        cluster = FakeCluster().add(a_node("n1").build(), a_node("n2").build(), a_node("n3").build())
+        return cluster.add(
+            worker("spread", 0, "n1"),
+            worker("spread", 1, "n1"),
+            worker("spread", 2, "n2"),
+            worker("spread", 3, "n3"),
+        )
+
+    first, jobs, _, _, _ = rig(spread(), [mpijob("spread", 4, high="4")], now=1000.0, cooldown=60)
+    assert first.reconcile_once().moved == ("ml/spread-worker-3",)
+    assert jobs.calls[-1] == "set_moved_at" and jobs.jobs[0].moved_at == 1000.0, "written before the delete"
+    for now, moved in ((1030.0, ()), (1061.0, ("ml/spread-worker-3",))):
+        restarted, _, _, _, _ = rig(spread(), jobs.jobs, now=now, cooldown=60)  # a new process: no memory
+        assert restarted.reconcile_once().moved == moved, f"at {now}: the cooldown from the MPIJob"
