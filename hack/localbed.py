@@ -38,6 +38,9 @@ from testbed.nodes import SimNodeSpec, register_all
 
 REPO = Path(__file__).resolve().parents[1]
 
+PLACEMENT_LEASE = "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/phalanx-placement"
+"""The placement manager's Lease on the test bed."""
+
 PIN_WEBHOOK = "phalanx-pin-webhook-testbed"
 """Name of the test bed's MutatingWebhookConfiguration: ``manifests/pin-webhook.yaml``'s under another name,
 so that applying the manifests (a test does, as a dry run) does not meet it."""
@@ -194,28 +197,42 @@ class Testbed:
         with contextlib.suppress(NotFoundError):  # left by an operator that was killed: nobody holds it
             self.http.request("DELETE", MPI_OPERATOR_LEASE)
 
-    def start_placement(self) -> None:
-        """Start the placement manager; stale gangs are evicted after ``placement_grace`` seconds.
+    def start_placement(self, name: str = "placement", *, webhook: bool | None = None) -> None:
+        """Start a placement manager replica; stale gangs are evicted after ``placement_grace`` seconds.
 
-        With ``pin_webhook`` it also serves the pin webhook (a certificate signed by the cluster's CA,
-        on a loopback port kept across restarts), registered with the API server once it answers.
+        Every replica runs with leader election on (a Lease in ``kube-system``, durations shortened to
+        3 s / 2 s / 0.5 s so that a test sees a failover in seconds): it acts only while it leads. A
+        second replica (another ``name``) is a standby until the first stops. With the pin webhook (by
+        default the first replica's, ``pin_webhook``) it serves the webhook with a certificate signed by
+        the cluster's CA on a loopback port kept across restarts, registered once it answers.
         """
+        serve = self.pin_webhook if webhook is None else webhook
         argv = [sys.executable, "-m", "placement", "--kubeconfig", str(self.kubeconfig)]
         argv += ["--interval-seconds", "1", "--stale-grace-seconds", str(self.placement_grace)]
         argv += ["--elastic-cooldown-seconds", "3"]  # elastic moves a few seconds apart, not a minute
-        if self.pin_webhook:
+        argv += ["--lease-namespace", "kube-system", "--lease-duration-seconds", "3"]
+        argv += ["--renew-deadline-seconds", "2", "--lease-retry-seconds", "0.5"]
+        if serve:
             key, crt = ensure_serving_cert(
                 self.cluster.ca_file.parent, "pin-webhook", "/CN=phalanx-pin-webhook", ("IP:127.0.0.1",)
             )
             argv += ["--webhook-cert-file", str(crt), "--webhook-key-file", str(key)]
             argv += ["--webhook-port", str(self.webhook_port), "--webhook-bind-address", "127.0.0.1"]
-        self._spawn("placement", argv)
-        if self.pin_webhook:
+        self._spawn(name, argv)
+        if serve:
             context = ssl.create_default_context(cafile=str(self.cluster.ca_file))
             self._wait_http(
-                f"https://127.0.0.1:{self.webhook_port}/healthz", "placement", timeout=60, context=context
+                f"https://127.0.0.1:{self.webhook_port}/healthz", name, timeout=60, context=context
             )
             self.set_pin_webhook(enabled=True)
+
+    def placement_leader(self) -> str:
+        """The identity holding the placement manager's Lease now (empty when none does)."""
+        try:
+            lease = self.http.request("GET", PLACEMENT_LEASE)
+        except NotFoundError:
+            return ""
+        return str((lease.get("spec") or {}).get("holderIdentity") or "")
 
     def set_pin_webhook(self, *, enabled: bool) -> None:
         """Register the pin webhook with the API server, or take it away (the pass alone pins then).
@@ -239,9 +256,14 @@ class Testbed:
             content_type="application/apply-patch+yaml",
         )
 
-    def kill_placement(self, sig: int = signal.SIGKILL) -> None:
-        """Stop the placement manager abruptly (crash tests) or gracefully."""
-        self._kill("placement", sig)
+    def is_running(self, name: str) -> bool:
+        """Whether the process ``name`` this test bed started still runs."""
+        proc = self._procs.get(name)
+        return proc is not None and proc.poll() is None
+
+    def kill_placement(self, sig: int = signal.SIGKILL, name: str = "placement") -> None:
+        """Stop a placement manager replica abruptly (crash tests) or gracefully."""
+        self._kill(name, sig)
 
     def start_extender(self, extra_env: dict[str, str] | None = None) -> None:
         """Start the extender as production does, under gunicorn, and wait for ``/readyz``."""

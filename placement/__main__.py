@@ -1,7 +1,9 @@
 """Composition root of the placement manager: ``python -m placement [--kubeconfig PATH] ...``.
 
 Builds the real objects (API client, cache of nodes, all pods and PodGroups, PodGroup writer, event
-recorder, metrics) and runs the reconcile loop until SIGTERM or SIGINT: gangs, queues, elastic MPIJobs.
+recorder, metrics, the pin webhook) and runs the reconcile loop until SIGTERM or SIGINT: gangs, queues,
+elastic MPIJobs. With leader election (the default) it acts only while it holds its Lease; a standby
+keeps its caches warm and its webhook answering (the webhook keeps nothing: any replica may answer).
 """
 
 from __future__ import annotations
@@ -9,9 +11,11 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import socket
 import sys
 import threading
 import time
+import uuid
 from collections.abc import Sequence
 from http.server import ThreadingHTTPServer
 
@@ -22,11 +26,13 @@ from kubeio.config import configure_logging
 from kubeio.errors import KubeError
 from kubeio.events import EventRecorder
 from kubeio.http import KubeHttp, load_api_client
+from kubeio.lease import LeaseClient
 from kubeio.mpijobs import MpiJobWriter
 from kubeio.pins import PinWriter
 from kubeio.podgroups import PodGroupWriter
 from kubeio.queues import QueueWriter
 from placement.elastic import ElasticReconciler
+from placement.leadership import Leadership
 from placement.metrics import PlacementMetrics
 from placement.queues import QueueReconciler
 from placement.reconciler import Reconciler
@@ -37,8 +43,11 @@ from scheduling.elastic import ElasticSettings
 log = logging.getLogger("placement")
 
 
-def run(settings: PlacementSettings, stop: threading.Event) -> None:
-    """Reconcile every ``interval_seconds`` until ``stop`` is set; a failed pass is logged, not fatal."""
+def run(settings: PlacementSettings, stop: threading.Event) -> int:
+    """Reconcile every ``interval_seconds`` while leading, until ``stop``; a failed pass is logged, not fatal.
+
+    Returns the exit code: 1 when the Lease was lost (the replica restarts as a candidate), else 0.
+    """
     http = KubeHttp(load_api_client(settings.kubeconfig), user_agent="phalanx-placement")
     registry = CollectorRegistry()
     metrics = PlacementMetrics.create(registry)
@@ -85,7 +94,14 @@ def run(settings: PlacementSettings, stop: threading.Event) -> None:
     webhook = _serve_webhook(settings, MpiJobWriter(http), events, metrics)
     if not cache.wait_synced(120):
         log.warning("caches not synced after 120s; reconciling with what is there")
+    leadership = _leadership(settings, http, metrics)
+    elector = leadership.start(stop) if leadership is not None else None
     while not stop.is_set():
+        if leadership is not None and not leadership.leading.is_set():  # a warm standby: caches only
+            if leadership.lost.is_set():
+                break
+            stop.wait(0.1)
+            continue
         started = time.monotonic()
         try:
             result = reconciler.reconcile_once()
@@ -116,6 +132,28 @@ def run(settings: PlacementSettings, stop: threading.Event) -> None:
         stop.wait(settings.interval_seconds)
     if webhook is not None:
         webhook.shutdown()
+    if elector is not None:
+        elector.join(10)  # gives the Lease up at a clean stop
+    return 1 if leadership is not None and leadership.lost.is_set() else 0
+
+
+def _leadership(settings: PlacementSettings, http: KubeHttp, metrics: PlacementMetrics) -> Leadership | None:
+    """The Lease this replica must hold to act, or ``None`` when leader election is off."""
+    if not settings.leader_elect:
+        log.info("leader election off: this replica acts alone")
+        return None
+    identity = f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
+    lease = LeaseClient(http, settings.lease_namespace, settings.lease_name, wall_clock=time.time)
+    log.info("candidate %s for Lease %s/%s", identity, settings.lease_namespace, settings.lease_name)
+    return Leadership(
+        lease,
+        identity,
+        duration_seconds=settings.lease_duration_seconds,
+        renew_deadline_seconds=settings.renew_deadline_seconds,
+        retry_seconds=settings.lease_retry_seconds,
+        clock=time.monotonic,
+        on_change=lambda leading: metrics.leader.set(1 if leading else 0),
+    )
 
 
 def _serve_webhook(
@@ -169,8 +207,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
-    run(settings, stop)
-    return 0
+    return run(settings, stop)
 
 
 if __name__ == "__main__":

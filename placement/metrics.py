@@ -74,6 +74,8 @@ class PlacementMetrics:
     (pin) and at creation by the webhook (pin_at_creation), and stale pins re-made (repin)."""
     elastic_waiting: Gauge
     """``phalanx_elastic_workers_waiting``: elastic workers waiting for a node after the last pass."""
+    leader: Gauge
+    """``phalanx_placement_leader``: 1 while this replica holds the Lease and acts, else 0."""
 
     @staticmethod
     def create(registry: CollectorRegistry) -> PlacementMetrics:
@@ -105,6 +107,11 @@ class PlacementMetrics:
             elastic_waiting=Gauge(
                 "phalanx_elastic_workers_waiting",
                 "Elastic workers waiting for a node (pinned or not) after the last pass.",
+                registry=registry,
+            ),
+            leader=Gauge(
+                "phalanx_placement_leader",
+                "1 while this replica of the placement manager holds its Lease and acts, else 0.",
                 registry=registry,
             ),
         )

@@ -53,6 +53,27 @@ class PlacementSettings:
     webhook_bind_address: str = "0.0.0.0"
     """Address the pin webhook listens on (``PHALANX_WEBHOOK_BIND_ADDRESS``)."""
 
+    leader_elect: bool = True
+    """Act only while holding the Lease ``lease_namespace/lease_name`` (``--leader-elect``,
+    ``PHALANX_LEADER_ELECT``), so that two replicas never both act; off only for a single replica."""
+
+    lease_namespace: str = "phalanx-system"
+    """Namespace of the Lease (``--lease-namespace``; ``POD_NAMESPACE`` from the downward API)."""
+
+    lease_name: str = "phalanx-placement"
+    """Name of the Lease (``--lease-name``)."""
+
+    lease_duration_seconds: int = 15
+    """How long a standby waits on a Lease nobody renews before it takes over (``--lease-duration-seconds``);
+    client-go's and kube-scheduler's default."""
+
+    renew_deadline_seconds: float = 10.0
+    """A leader that could not renew for this long stops acting and exits (``--renew-deadline-seconds``);
+    shorter than the duration, so no two replicas act at once."""
+
+    lease_retry_seconds: float = 2.0
+    """Time between two reads of the Lease (``--lease-retry-seconds``)."""
+
     remove_pin_taints: bool = False
     """Take every pin taint off every node and exit (``--remove-pin-taints``), e.g. before uninstalling."""
 
@@ -106,8 +127,28 @@ class PlacementSettings:
             "--webhook-bind-address",
             default=environ.get("PHALANX_WEBHOOK_BIND_ADDRESS", defaults.webhook_bind_address),
         )
+        parser.add_argument(
+            "--leader-elect",
+            type=_flag,
+            default=environ.get("PHALANX_LEADER_ELECT", str(defaults.leader_elect)),
+        )
+        parser.add_argument(
+            "--lease-namespace", default=environ.get("POD_NAMESPACE") or defaults.lease_namespace
+        )
+        parser.add_argument("--lease-name", default=defaults.lease_name)
+        parser.add_argument("--lease-duration-seconds", type=int, default=defaults.lease_duration_seconds)
+        parser.add_argument(
+            "--renew-deadline-seconds", type=positive_number, default=defaults.renew_deadline_seconds
+        )
+        parser.add_argument(
+            "--lease-retry-seconds", type=positive_number, default=defaults.lease_retry_seconds
+        )
         parser.add_argument("--remove-pin-taints", action="store_true")
         args = parser.parse_args(argv)
+        if args.leader_elect and not 0 < args.renew_deadline_seconds < args.lease_duration_seconds:
+            parser.error("--renew-deadline-seconds must be above 0 and below --lease-duration-seconds")
+        if args.leader_elect and args.lease_retry_seconds >= args.renew_deadline_seconds:
+            parser.error("--lease-retry-seconds must be below --renew-deadline-seconds")
         return PlacementSettings(
             kubeconfig=args.kubeconfig,
             interval_seconds=positive_number(args.interval_seconds),
@@ -121,6 +162,23 @@ class PlacementSettings:
             webhook_key_file=str(args.webhook_key_file),
             webhook_port=int(args.webhook_port),
             webhook_bind_address=str(args.webhook_bind_address),
+            leader_elect=bool(args.leader_elect),
+            lease_namespace=str(args.lease_namespace),
+            lease_name=str(args.lease_name),
+            lease_duration_seconds=int(args.lease_duration_seconds),
+            renew_deadline_seconds=float(args.renew_deadline_seconds),
+            lease_retry_seconds=float(args.lease_retry_seconds),
             remove_pin_taints=bool(args.remove_pin_taints),
             log_level=environ.get(LOG_LEVEL_ENV, defaults.log_level),
         )
+
+
+def _flag(text: str) -> bool:
+    """``true``/``false`` (any case, also 1/0, yes/no), as flags and environment variables are written."""
+    value = text.strip().lower()
+    if value in ("true", "1", "yes"):
+        return True
+    if value in ("false", "0", "no"):
+        return False
+    msg = f"expected true or false, got {text!r}"
+    raise argparse.ArgumentTypeError(msg)

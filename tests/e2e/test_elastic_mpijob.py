@@ -118,7 +118,8 @@ def test_an_elastic_job_grows_shrinks_for_a_gang_and_grows_back(pool: Testbed, n
         assert shown["workers"] == 6 and sum(shown["nodes"].values()) == 6
         at_creation = _pinned_at_creation(pool, namespace)
         print(f"pinned by the webhook as they were created: {at_creation}")
-        assert at_creation == [f"elastic-worker-{i}" for i in range(2, 6)], "the grown workers"
+        grown = {f"elastic-worker-{i}" for i in range(2, 6)}  # 0 and 1 too if the first pass came first
+        assert grown <= set(at_creation), "every worker the job grew by was pinned as it was created"
 
         create_podgroup(http, namespace, podgroup("wide", 2))
         for i in range(2):

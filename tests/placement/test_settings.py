@@ -50,8 +50,31 @@ def test_flags_win_over_the_environment_which_wins_over_defaults() -> None:
         ),
         ([], {"PHALANX_PLACEMENT_INTERVAL_SECONDS": ""}, "argument --interval-seconds: '' is not a number"),
         ([], {"PHALANX_PLACEMENT_METRICS_PORT": "x"}, "argument --metrics-port: invalid int value: 'x'"),
+        (
+            [],
+            {"PHALANX_LEADER_ELECT": "maybe"},
+            "argument --leader-elect: expected true or false, got 'maybe'",
+        ),
+        (
+            ["--lease-duration-seconds", "5", "--renew-deadline-seconds", "5"],
+            {},
+            "--renew-deadline-seconds must be above 0 and below --lease-duration-seconds",
+        ),
+        (
+            ["--renew-deadline-seconds", "2", "--lease-retry-seconds", "2"],
+            {},
+            "--lease-retry-seconds must be below --renew-deadline-seconds",
+        ),
     ],
-    ids=["zero-interval", "bad-env-grace", "empty-env-interval", "bad-env-port"],
+    ids=[
+        "zero-interval",
+        "bad-env-grace",
+        "empty-env-interval",
+        "bad-env-port",
+        "bad-leader-elect",
+        "deadline-not-below-duration",
+        "retry-not-below-deadline",
+    ],
 )
 def test_bad_settings_exit_with_usage(
     argv: list[str], environ: dict[str, str], message: str, capsys: pytest.CaptureFixture[str]
@@ -60,3 +83,9 @@ def test_bad_settings_exit_with_usage(
         PlacementSettings.parse(argv, environ)
     assert exited.value.code == 2
     assert message in capsys.readouterr().err
+
+
+def test_leader_election_can_be_turned_off_and_its_lease_follows_the_pod_namespace() -> None:
+    settings = PlacementSettings.parse(["--leader-elect", "false"], {"POD_NAMESPACE": "gpu-sched"})
+    assert (settings.leader_elect, settings.lease_namespace) == (False, "gpu-sched")
+    assert PlacementSettings.parse([], {"PHALANX_LEADER_ELECT": "TRUE"}).leader_elect is True

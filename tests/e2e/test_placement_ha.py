@@ -1,0 +1,99 @@
+"""Two placement managers with leader election: one acts, the other takes over when it dies.
+
+Issue 15 (high availability, the placement manager's part): the test bed's manager leads; a second
+replica starts as a warm standby. An elastic MPIJob grows while both run (one resize, one event: the
+standby writes nothing). The leader is SIGKILLed and, at once, a gang arrives that needs the elastic
+job to shrink: the standby takes the Lease over once it lapses (3 s on the test bed) and shrinks the
+job; the time from the SIGKILL to that first action is printed. No action is made twice.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+
+from localbed import Testbed
+from workload import (
+    create_mpijob,
+    create_pod,
+    create_podgroup,
+    get_mpijob,
+    list_pods,
+    member,
+    mpijob,
+    podgroup,
+    wait_for,
+)
+
+from tests.e2e.conftest import deleted_after
+
+
+def _replicas(bed: Testbed, namespace: str) -> int:
+    return int(get_mpijob(bed.http, namespace, "ha")["spec"]["mpiReplicaSpecs"]["Worker"]["replicas"])
+
+
+def _resizes(bed: Testbed, namespace: str) -> list[tuple[str, int]]:
+    """Every Resized event on the MPIJob with how many times it was recorded."""
+    query = {"fieldSelector": "involvedObject.name=ha,reason=Resized"}
+    events = bed.http.request("GET", f"/api/v1/namespaces/{namespace}/events", query=query).get("items") or []
+    return sorted((str(e["message"]), int(e.get("count") or 1)) for e in events)
+
+
+def test_the_standby_takes_over_within_the_lease_and_no_action_is_made_twice(
+    operator: Testbed, namespace: str
+) -> None:
+    bed, http = operator, operator.http
+    first = wait_for("a placement manager leads", bed.placement_leader, timeout=30)
+    bed.start_placement("placement-b", webhook=False)
+    try:
+        time.sleep(2)  # four reads of the Lease by the standby
+        assert bed.placement_leader() == first, "the standby waits while the leader renews"
+        body = mpijob("ha", workers=2, gpus_per_worker=2, work_gpu_seconds=1e9)
+        body["metadata"]["annotations"]["phalanx.io/max-workers"] = "6"
+        body["spec"]["runPolicy"]["schedulingPolicy"] = {"minAvailable": 3}
+        create_mpijob(http, namespace, body)
+        with deleted_after(bed, namespace, "ha"):
+            wait_for("the job grown to 6", lambda: _replicas(bed, namespace) == 6, timeout=60)
+            time.sleep(2)  # two more passes of each replica: nothing more may happen
+            assert _resizes(bed, namespace) == [
+                ("resized 2 -> 6 workers: grows into free GPUs (min 2, max 6)", 1)
+            ]
+
+            bed.kill_placement(signal.SIGKILL)
+            killed = time.monotonic()
+            create_podgroup(http, namespace, podgroup("wide", 2))
+            for i in range(2):
+                create_pod(http, namespace, member(f"wide-{i}", "wide", 8))
+            wait_for(
+                "the job shrunk by the standby",
+                lambda: _replicas(bed, namespace) == 4,
+                timeout=60,
+                interval=0.05,
+            )
+            failover = time.monotonic() - killed
+            second = bed.placement_leader()
+            print(f"\nSIGKILL of the leader -> the standby's first action (shrink 6 -> 4): {failover:.2f}s")
+            assert second not in ("", first), "the standby holds the Lease"
+            assert failover < 3 + 1 + 3, "within the lease (3 s), a pass (1 s) and slack for two busy cores"
+
+            def gang_bound() -> bool:
+                pods = [p for p in list_pods(http, namespace) if p["metadata"]["name"].startswith("wide-")]
+                return len(pods) == 2 and all(p["spec"].get("nodeName") for p in pods)
+
+            wait_for("the gang bound", gang_bound, timeout=60)
+            time.sleep(2)
+            assert [count for _, count in _resizes(bed, namespace)] == [1, 1], "each resize made once"
+            assert len(_resizes(bed, namespace)) == 2
+            for i in range(2):
+                http.request(
+                    "DELETE", f"/api/v1/namespaces/{namespace}/pods/wide-{i}", body={"gracePeriodSeconds": 0}
+                )
+    finally:  # back as the test bed had it: "placement" leads, "placement-b" is gone
+        if not bed.is_running("placement"):
+            bed.start_placement()
+        holder = bed.placement_leader()
+        bed.kill_placement(signal.SIGTERM, name="placement-b")  # a clean stop releases the Lease
+        if holder != first:  # "placement-b" led: "placement" takes the released Lease
+            wait_for(
+                "the test bed's manager leads", lambda: bed.placement_leader() not in ("", holder), timeout=30
+            )
