@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from kubeio.convert import ConvertError, api_parts, pod_from_api, pod_requests
 from kubeio.errors import NotFoundError
 from kubeio.events import ObjectRef
-from kubeio.http import KubeHttp
+from kubeio.http import JsonObject, KubeHttp
 from scheduling.elastic import ElasticJob, check_job
 from scheduling.elastic.job import MAX_WORKERS_ANNOTATION
 from scheduling.model import Pod, Resources
@@ -28,6 +28,17 @@ from scheduling.queues import QUEUE_LABEL
 
 API_VERSION = "kubeflow.org/v2beta1"
 MPIJOBS_PATH = "/apis/kubeflow.org/v2beta1/mpijobs"
+
+
+def mpijob_path(namespace: str, name: str) -> str:
+    """The API path of one MPIJob.
+
+    >>> mpijob_path("ml", "mnist")
+    '/apis/kubeflow.org/v2beta1/namespaces/ml/mpijobs/mnist'
+    """
+    return f"/apis/kubeflow.org/v2beta1/namespaces/{namespace}/mpijobs/{name}"
+
+
 JOB_NAME_LABEL = "training.kubeflow.org/job-name"
 ROLE_LABEL = "training.kubeflow.org/job-role"
 INDEX_LABEL = "training.kubeflow.org/replica-index"
@@ -218,7 +229,7 @@ class MpiJobWriter:
         try:
             raw = self._http.request(
                 "GET",
-                f"/apis/kubeflow.org/v2beta1/namespaces/{namespace}/mpijobs/{name}",
+                mpijob_path(namespace, name),
                 timeout=self._timeout,
             )
         except NotFoundError:
@@ -252,13 +263,7 @@ class MpiJobWriter:
         Raises:
             KubeError: the job is gone or the API server failed.
         """
-        self._http.request(
-            "PATCH",
-            f"/apis/kubeflow.org/v2beta1/namespaces/{namespace}/mpijobs/{name}",
-            body={"metadata": {"annotations": {PLAN_ANNOTATION: plan}}},
-            content_type="application/merge-patch+json",
-            timeout=self._timeout,
-        )
+        self._patch(namespace, name, {"metadata": {"annotations": {PLAN_ANNOTATION: plan}}})
 
     def set_moved_at(self, namespace: str, name: str, when: float) -> None:
         """Record on the MPIJob when one of its workers is moved (annotation ``phalanx.io/elastic-moved-at``).
@@ -266,13 +271,7 @@ class MpiJobWriter:
         Raises:
             KubeError: the job is gone or the API server failed.
         """
-        self._http.request(
-            "PATCH",
-            f"/apis/kubeflow.org/v2beta1/namespaces/{namespace}/mpijobs/{name}",
-            body={"metadata": {"annotations": {MOVED_AT_ANNOTATION: f"{when:.3f}"}}},
-            content_type="application/merge-patch+json",
-            timeout=self._timeout,
-        )
+        self._patch(namespace, name, {"metadata": {"annotations": {MOVED_AT_ANNOTATION: f"{when:.3f}"}}})
 
     def set_workers(self, namespace: str, name: str, replicas: int) -> None:
         """Set ``Worker.replicas``; the operator then deletes the highest indices or creates the missing.
@@ -280,10 +279,13 @@ class MpiJobWriter:
         Raises:
             KubeError: the job is gone or the API server failed.
         """
-        body = {"spec": {"mpiReplicaSpecs": {"Worker": {"replicas": replicas}}}}
+        self._patch(namespace, name, {"spec": {"mpiReplicaSpecs": {"Worker": {"replicas": replicas}}}})
+
+    def _patch(self, namespace: str, name: str, body: JsonObject) -> None:
+        """Merge-patch the MPIJob."""
         self._http.request(
             "PATCH",
-            f"/apis/kubeflow.org/v2beta1/namespaces/{namespace}/mpijobs/{name}",
+            mpijob_path(namespace, name),
             body=body,
             content_type="application/merge-patch+json",
             timeout=self._timeout,
