@@ -25,7 +25,7 @@ from pathlib import Path
 sys.path.insert(1, str(Path(__file__).resolve().parents[1]))  # the checkout: testbed/ is not installed
 
 from localbed import Testbed
-from workload import PodTimeline, create_mpijob, ensure_namespace, list_pods, mpijob, wait_for
+from workload import PodTimeline, create_mpijob, elastic_mpijob, ensure_namespace, list_pods, wait_for
 
 from testbed.nodes import fleet
 
@@ -36,9 +36,7 @@ MAX_WORKERS = 8
 
 def grow_once(bed: Testbed, namespace: str, name: str) -> list[float]:
     """One elastic job grown from 1 to ``MAX_WORKERS``; creation -> bound of each grown worker, seconds."""
-    body = mpijob(name, workers=1, gpus_per_worker=2, work_gpu_seconds=1e9)
-    body["metadata"]["annotations"]["phalanx.io/max-workers"] = str(MAX_WORKERS)
-    body["spec"]["runPolicy"]["schedulingPolicy"] = {"minAvailable": 2}
+    body = elastic_mpijob(name, workers=1, gpus_per_worker=2, max_workers=str(MAX_WORKERS), min_available=2)
     workers = [f"{name}-worker-{i}" for i in range(1, MAX_WORKERS)]
     with PodTimeline(bed.http, namespace) as timeline:
         create_mpijob(bed.http, namespace, body)

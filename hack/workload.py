@@ -275,6 +275,20 @@ def mpijob(
     }
 
 
+def elastic_mpijob(
+    name: str, *, workers: int, gpus_per_worker: int, max_workers: str, min_available: int
+) -> JsonObject:
+    """An elastic MPIJob as docs/elastic-mpijobs.md has users write it, training for ever on the test bed.
+
+    ``max_workers`` is the annotation's text as written (a test may write a bad one); ``min_available``
+    counts the launcher, as the operator's ``schedulingPolicy.minAvailable`` does.
+    """
+    body = mpijob(name, workers=workers, gpus_per_worker=gpus_per_worker, work_gpu_seconds=1e9)
+    body["metadata"]["annotations"]["phalanx.io/max-workers"] = max_workers
+    body["spec"]["runPolicy"]["schedulingPolicy"] = {"minAvailable": min_available}
+    return body
+
+
 def create_mpijob(http: KubeHttp, namespace: str, job: JsonObject) -> JsonObject:
     return http.request("POST", MPIJOBS.format(namespace=namespace), body=job)
 

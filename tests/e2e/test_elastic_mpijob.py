@@ -21,11 +21,11 @@ from workload import (
     create_mpijob,
     create_pod,
     create_podgroup,
+    elastic_mpijob,
     get_mpijob,
     gpu_pod,
     list_pods,
     member,
-    mpijob,
     podgroup,
     wait_for,
 )
@@ -101,9 +101,7 @@ def _discovered(bed: Testbed, namespace: str) -> list[str]:
 
 def test_an_elastic_job_grows_shrinks_for_a_gang_and_grows_back(pool: Testbed, namespace: str) -> None:
     http = pool.http
-    body = mpijob("elastic", workers=2, gpus_per_worker=2, work_gpu_seconds=1e9)
-    body["metadata"]["annotations"]["phalanx.io/max-workers"] = "6"
-    body["spec"]["runPolicy"]["schedulingPolicy"] = {"minAvailable": 3}
+    body = elastic_mpijob("elastic", workers=2, gpus_per_worker=2, max_workers="6", min_available=3)
     create_mpijob(http, namespace, body)
     with deleted_after(pool, namespace, "elastic"):
         start = time.monotonic()
@@ -190,9 +188,7 @@ def test_a_spread_job_is_consolidated_one_move_at_a_time_even_across_a_crash(
         lambda: all(p["spec"].get("nodeName") for p in list_pods(http, namespace)),
         timeout=30,
     )
-    body = mpijob("spread", workers=4, gpus_per_worker=2, work_gpu_seconds=1e9)
-    body["metadata"]["annotations"]["phalanx.io/max-workers"] = "4"
-    body["spec"]["runPolicy"]["schedulingPolicy"] = {"minAvailable": 3}
+    body = elastic_mpijob("spread", workers=4, gpus_per_worker=2, max_workers="4", min_available=3)
     create_mpijob(http, namespace, body)
     with deleted_after(pool, namespace, "spread"):
         wait_for(
@@ -248,9 +244,7 @@ def test_a_bad_elastic_declaration_gets_an_event_and_nothing_changes(
     operator: Testbed, namespace: str
 ) -> None:
     http = operator.http
-    body = mpijob("sloppy", workers=2, gpus_per_worker=2, work_gpu_seconds=1e9)
-    body["metadata"]["annotations"]["phalanx.io/max-workers"] = "lots"
-    body["spec"]["runPolicy"]["schedulingPolicy"] = {"minAvailable": 3}
+    body = elastic_mpijob("sloppy", workers=2, gpus_per_worker=2, max_workers="lots", min_available=3)
     create_mpijob(http, namespace, body)
     with deleted_after(operator, namespace, "sloppy"):
         query = {"fieldSelector": "involvedObject.name=sloppy,reason=InvalidElasticJob"}

@@ -22,11 +22,11 @@ from workload import (
     create_mpijob,
     create_pod,
     create_queue,
+    elastic_mpijob,
     get_mpijob,
     get_pod,
     gpu_pod,
     list_pods,
-    mpijob,
     queue,
     wait_for,
 )
@@ -90,9 +90,7 @@ def test_preemption_takes_surplus_workers_of_an_elastic_job_not_the_job(
     classes: Testbed, namespace: str
 ) -> None:
     http = classes.http
-    body = mpijob("elastic", workers=2, gpus_per_worker=4, work_gpu_seconds=1e9)
-    body["metadata"]["annotations"]["phalanx.io/max-workers"] = "6"
-    body["spec"]["runPolicy"]["schedulingPolicy"] = {"minAvailable": 3}
+    body = elastic_mpijob("elastic", workers=2, gpus_per_worker=4, max_workers="6", min_available=3)
     for spec in body["spec"]["mpiReplicaSpecs"].values():
         spec["template"]["metadata"] = {"labels": {"phalanx.io/queue": "px"}}
         spec["template"]["spec"]["priorityClassName"] = LOW

@@ -17,10 +17,10 @@ from workload import (
     create_mpijob,
     create_pod,
     create_podgroup,
+    elastic_mpijob,
     get_mpijob,
     list_pods,
     member,
-    mpijob,
     podgroup,
     wait_for,
 )
@@ -48,9 +48,7 @@ def test_the_standby_takes_over_within_the_lease_and_no_action_is_made_twice(
     try:
         time.sleep(2)  # four reads of the Lease by the standby
         assert bed.placement_leader() == first, "the standby waits while the leader renews"
-        body = mpijob("ha", workers=2, gpus_per_worker=2, work_gpu_seconds=1e9)
-        body["metadata"]["annotations"]["phalanx.io/max-workers"] = "6"
-        body["spec"]["runPolicy"]["schedulingPolicy"] = {"minAvailable": 3}
+        body = elastic_mpijob("ha", workers=2, gpus_per_worker=2, max_workers="6", min_available=3)
         create_mpijob(http, namespace, body)
         with deleted_after(bed, namespace, "ha"):
             wait_for("the job grown to 6", lambda: _replicas(bed, namespace) == 6, timeout=60)
