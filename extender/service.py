@@ -26,7 +26,8 @@ from kubeio.render import gpu_annotations
 from scheduling.gang_planner import DEFAULT_LOCALITY_KEYS
 from scheduling.gpu_choice import NoGpusError
 from scheduling.gpu_fit import FilterDecision
-from scheduling.model import Pod
+from scheduling.model import Node, Pod
+from scheduling.node_health import promises_ended
 from scheduling.node_ranking import ScoreMemo
 from scheduling.promises import Promise, PromiseBook
 from scheduling.queue_gate import AdmittedBook, RoomMemo
@@ -198,6 +199,32 @@ class Extender:
             self.ledger.release(old.uid)
         elif new is not None and new.node_name is not None:
             self.ledger.release(new.uid)
+
+    def node_changed(self, name: str, old: Node | None, new: Node | None) -> None:
+        """Cache listener: GPUs promised on a node that is not Ready or was deleted are released.
+
+        Which promises end is the core's (``scheduling.node_health.promises_ended``): every promise on
+        the node, and a gang member's whole reservation, so its next filter plans it again whole.
+        """
+        if new is not None and new.ready:
+            return
+        ended = self.ledger.update(lambda book: promises_ended(book, name, new))
+        if not ended:
+            return
+        state = "deleted" if new is None else "not Ready"
+        for gang in sorted({p.group for p in ended if p.group is not None}):
+            log.warning("node %s is %s: released the reservation of gang %s", name, state, gang)
+        for promise in ended:
+            if promise.group is None:
+                log.warning(
+                    "node %s is %s: released GPUs %s promised to %s",
+                    name,
+                    state,
+                    list(promise.gpus),
+                    promise.pod_key,
+                )
+        if self.teller.metrics is not None:
+            self.teller.metrics.reservations.set(len(self.ledger.book.by_group))
 
     def bind(self, namespace: str, name: str, uid: str, node: str) -> BindOutcome:
         """Choose GPU indices on ``node``, promise them, and create the Binding.

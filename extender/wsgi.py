@@ -77,6 +77,7 @@ def create() -> Flask:
         locality_keys=settings.locality_keys,
     )
     cache.add_listener(service.pod_changed)
+    cache.add_node_listener(service.node_changed)
     cache.add_listener(nudger.pod_changed)
     cache.add_listener(views.pod_changed)
     cache.add_queue_listener(nudger.queues_changed)

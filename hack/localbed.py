@@ -34,7 +34,7 @@ from localcluster.pki import ensure_serving_cert
 
 from kubeio.errors import NotFoundError
 from kubeio.http import KubeHttp, load_api_client
-from testbed.nodes import SimNodeSpec, register_all
+from testbed.nodes import SimNodeSpec, register_all, set_ready
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -298,6 +298,14 @@ class Testbed:
     def add_nodes(self, specs: Sequence[SimNodeSpec]) -> None:
         """Register simulated nodes and wait until the extender's cache has them."""
         register_all(self.http, specs)
+
+    def set_node_ready(self, name: str, status: str = "Unknown") -> None:
+        """Make a simulated node not Ready (``Unknown``: its kubelet stopped; ``False``) or Ready again.
+
+        See ``testbed.nodes.set_ready``: the condition only, no taints, and the simulated kubelet stops
+        acting for the node until it is Ready again.
+        """
+        set_ready(self.http, name, status)
 
     def stop(self) -> None:
         """Stop everything this test bed started, then the control plane."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import TypeVar
 
 from kubeio.convert import ConvertError, node_from_api, pod_from_api, podgroup_from_api
@@ -27,6 +27,9 @@ log = logging.getLogger(__name__)
 
 PodListener = Callable[[Pod | None, Pod | None], None]
 """Called with (old, new) after a pod changed; ``new`` is ``None`` when it is gone."""
+
+NodeListener = Callable[[str, Node | None, Node | None], None]
+"""Called with (name, old, new) after a node changed; ``new`` is ``None`` when it is gone."""
 
 T = TypeVar("T")
 
@@ -57,6 +60,8 @@ class ClusterCache:
         self._lock = threading.Lock()
         self._state = ClusterState()
         self._listeners: list[PodListener] = []
+        self._node_listeners: list[NodeListener] = []
+        self._nodes_listed = False
         self._queue_listeners: list[Callable[[], None]] = []
         self._reflectors: list[Reflector] = []
         self._threads: list[threading.Thread] = []
@@ -89,6 +94,14 @@ class ClusterCache:
         """The pods labelled into the PodGroup ``namespace/name``, sorted by name."""
         return self.snapshot().members(key)
 
+    def nodes(self) -> Mapping[str, Node] | None:
+        """Every node by name, or ``None`` until the node watch has listed them once."""
+        return self.snapshot().nodes if self._nodes_listed else None
+
+    def add_node_listener(self, listener: NodeListener) -> None:
+        """Call ``listener(name, old, new)`` after a node changed; ``new`` is ``None`` when it is gone."""
+        self._node_listeners.append(listener)
+
     def add_listener(self, listener: PodListener) -> None:
         """Call ``listener(old, new)`` after every pod change."""
         self._listeners.append(listener)
@@ -105,21 +118,30 @@ class ClusterCache:
     # -- feeding -----------------------------------------------------------------------------------
 
     def replace_nodes(self, items: Iterable[JsonObject]) -> None:
-        """Replace every node with a fresh list."""
+        """Replace every node with a fresh list, then tell node listeners what changed."""
         nodes = [n for n in (_convert(self._node, raw) for raw in items) if n is not None]
         with self._lock:
+            before = {name: self._state.node(name) for name in self._state.node_names()}
             self._state.replace_nodes(nodes)
+            self._nodes_listed = True
+        after = {node.name: node for node in nodes}
+        for name in sorted(before.keys() | after.keys()):
+            old, new = before.get(name), after.get(name)
+            if old != new:
+                self._notify_nodes(name, old, new)
 
     def node_event(self, kind: str, raw: JsonObject) -> None:
-        """Apply one node watch event."""
+        """Apply one node watch event, then tell node listeners."""
         node = _convert(self._node, raw)
         if node is None:
             return
         with self._lock:
+            old = self._state.node(node.name)
             if kind == "DELETED":
                 self._state.remove_node(node.name)
             else:
                 self._state.put_node(node)
+        self._notify_nodes(node.name, old, None if kind == "DELETED" else node)
 
     def replace_pods(self, items: Iterable[JsonObject]) -> None:
         """Replace every pod with a fresh list, then tell listeners what changed."""
@@ -187,6 +209,10 @@ class ClusterCache:
     def _notify_queues(self) -> None:
         for listener in self._queue_listeners:
             listener()
+
+    def _notify_nodes(self, name: str, old: Node | None, new: Node | None) -> None:
+        for listener in self._node_listeners:
+            listener(name, old, new)
 
     def _notify(self, changes: list[tuple[Pod | None, Pod | None]]) -> None:
         for old, new in changes:

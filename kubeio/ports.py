@@ -12,7 +12,7 @@ from typing import Any, Protocol
 
 from kubeio.binding import BindStatus
 from kubeio.events import ObjectRef
-from scheduling.model import Pod, PodGroup
+from scheduling.model import Node, Pod, PodGroup
 from scheduling.snapshot import ClusterSnapshot
 
 
@@ -31,6 +31,9 @@ class GroupSource(Protocol):
 
     def members(self, key: str) -> list[Pod]:
         """The pods of a PodGroup, finished ones included."""
+
+    def nodes(self) -> Mapping[str, Node] | None:
+        """Every node by name, or ``None`` until nodes have been listed (so none looks deleted)."""
 
 
 class PodReader(Protocol):

@@ -1,5 +1,8 @@
 """One reconcile pass over gangs: keep PodGroup status true, evict gangs that fell below ``minMember``.
 
+A member on a node that is not Ready or was deleted counts as lost (``scheduling.node_health``), so a
+gang that spans a dead node is evicted whole after the grace period, with an event naming the node.
+
 Decisions are the core's (``scheduling.gang_health``); this module remembers since when each gang has
 been short (in memory: after a restart the grace period starts again, which only delays an eviction)
 and performs the writes.
@@ -8,14 +11,14 @@ and performs the writes.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from kubeio.errors import KubeError
 from kubeio.ports import EventSink, GroupSource, GroupStatusSink
 from kubeio.render import podgroup_ref, podgroup_status
 from scheduling.gang_health import find_shortage, gang_status
-from scheduling.model import Pod, PodGroup
+from scheduling.model import Node, Pod, PodGroup
 
 log = logging.getLogger(__name__)
 
@@ -57,13 +60,14 @@ class Reconciler:
         evicted: list[str] = []
         errors: list[str] = []
         seen: set[str] = set()
+        nodes = self._source.nodes()
         for group in self._source.podgroups():
             seen.add(group.key)
             members = self._source.members(group.key)
             try:
                 if self._write_status(group, members):
                     statuses.append(group.key)
-                if self._evict_if_stale(group, members, now):
+                if self._evict_if_stale(group, members, nodes, now):
                     evicted.append(group.key)
             except KubeError as exc:
                 log.warning("gang %s: %s", group.key, exc)
@@ -80,8 +84,10 @@ class Reconciler:
         self._sink.set_status(group.namespace, group.name, podgroup_status(status))
         return True
 
-    def _evict_if_stale(self, group: PodGroup, members: list[Pod], now: float) -> bool:
-        shortage = find_shortage(group, members)
+    def _evict_if_stale(
+        self, group: PodGroup, members: list[Pod], nodes: Mapping[str, Node] | None, now: float
+    ) -> bool:
+        shortage = find_shortage(group, members, nodes)
         if shortage is None:
             self._short_since.pop(group.key, None)
             return False

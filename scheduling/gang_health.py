@@ -9,10 +9,11 @@ stale: training jobs finish member by member.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from scheduling.model import Pod, PodGroup
+from scheduling.model import Node, Pod, PodGroup
+from scheduling.node_health import member_loss
 
 PLACED_PHASES = frozenset({"Scheduled", "Running"})
 """Phases that say the gang once had ``minMember`` members placed."""
@@ -27,7 +28,6 @@ class GangStatus:
     running: int
     succeeded: int
     failed: int
-
 
 
 def gang_status(group: PodGroup, members: Sequence[Pod]) -> GangStatus:
@@ -67,13 +67,19 @@ class Shortage:
     message: str
 
 
-def find_shortage(group: PodGroup, members: Sequence[Pod]) -> Shortage | None:
+def find_shortage(
+    group: PodGroup, members: Sequence[Pod], nodes: Mapping[str, Node] | None = None
+) -> Shortage | None:
     """The shortage of ``group``, if it was placed and has lost members it cannot run without.
 
-    A member is lost when it failed, or is gone or going and nothing replaced it. A member still
-    waiting to be placed is not lost: an elastic job scaled up (``minMember`` follows the replicas) or a
-    worker its operator re-created is on its way, and the gang keeps running meanwhile (issue 11:
-    evicting a job because it grew killed it).
+    A member is lost when it failed, or is gone or going and nothing replaced it, or its node is not
+    Ready or was deleted (``scheduling.node_health.member_loss``; ``nodes`` ``None``: nodes not known
+    yet, no member is lost that way). The API still shows a member on a dead node Running, but its
+    peers wait on it in vain. A member still waiting to be placed is not lost: an elastic job scaled up
+    (``minMember`` follows the replicas) or a worker its operator re-created is on its way, and the
+    gang keeps running meanwhile (issue 11: evicting a job because it grew killed it).
+
+    The shortage holds every live member, those on dead nodes too: the gang is evicted whole.
     """
     if group.phase not in PLACED_PHASES and group.phase != "Failed":
         return None
@@ -82,14 +88,17 @@ def find_shortage(group: PodGroup, members: Sequence[Pod]) -> Shortage | None:
     holding = tuple(
         sorted((m for m in members if m.holds_resources and not m.terminating), key=lambda m: m.name)
     )
+    dead = {m.name: why for m in holding if (why := member_loss(m.node_name, nodes)) is not None}
+    running = len(holding) - len(dead)
     waiting = sum(1 for m in members if m.node_name is None and not m.terminating and m.phase == "Pending")
-    if not holding or len(holding) + waiting >= group.min_member:
+    if not holding or running + waiting >= group.min_member:
         return None
-    lost = group.min_member - len(holding) - waiting
+    lost = group.min_member - running - waiting
+    on_dead = "; ".join(f"{m.name} on node {m.node_name}, {dead[m.name]}" for m in holding if m.name in dead)
     failed = sorted(m.name for m in members if m.phase == "Failed")
-    why = f"; failed: {', '.join(failed)}" if failed else ""
+    why = (f": {on_dead}" if on_dead else "") + (f"; failed: {', '.join(failed)}" if failed else "")
     message = (
-        f"gang {group.key}: only {len(holding)} of {group.min_member} members running "
+        f"gang {group.key}: only {running} of {group.min_member} members running "
         f"({lost} lost{why}); evicting the rest so the gang can be placed again whole"
     )
     return Shortage(group, holding, message)

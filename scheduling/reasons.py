@@ -26,6 +26,8 @@ class Reason(enum.Enum):
     """Stable, metric-friendly names of the rejection reasons."""
 
     UNKNOWN_NODE = "unknown_node"
+    NOT_READY = "not_ready"
+    CORDONED = "cordoned"
     TOO_FEW_GPUS = "too_few_gpus"
     TOO_FEW_FREE_GPUS = "too_few_free_gpus"
     UNREADABLE_TOPOLOGY = "unreadable_topology"
@@ -55,6 +57,27 @@ def unknown_node() -> Rejection:
         Code.UNRESOLVABLE,
         Reason.UNKNOWN_NODE,
         "node(s) not yet known to phalanx (its node cache has not seen them)",
+    )
+
+
+def not_ready() -> Rejection:
+    """The node's ``Ready`` condition is ``False`` or ``Unknown``: pods placed there would not start.
+
+    Unresolvable: evicting its pods frees nothing a pod could use until the node is healthy again.
+    """
+    return Rejection(
+        Code.UNRESOLVABLE,
+        Reason.NOT_READY,
+        "node(s) not Ready (the kubelet stopped reporting or reports the node unhealthy)",
+    )
+
+
+def cordoned() -> Rejection:
+    """The node is cordoned (``spec.unschedulable``): an admin is draining it, nothing new goes there."""
+    return Rejection(
+        Code.UNRESOLVABLE,
+        Reason.CORDONED,
+        "node(s) cordoned (spec.unschedulable: an admin keeps new pods off)",
     )
 
 

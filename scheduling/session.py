@@ -6,14 +6,17 @@ API or a cache: time comes in as ``now``, everything else in the arguments.
 
 **filter**, composed in this order (the one place the order is written):
 
-1. *Lapsed promises* of a gang member's decision are dropped first (a gang's reservation expires unless
+1. *Node health* (``scheduling.node_health``): a candidate that is unknown, not Ready or cordoned is
+   turned down with its own reason for every pod, and the steps below see only the other candidates
+   (so a gang's reservation on a node that died is planned again).
+2. *Lapsed promises* of a gang member's decision are dropped (a gang's reservation expires unless
    bind consumes it); the book that comes back is the one to keep.
-2. *Queue gate* (``scheduling.queue_gate``), unless the pod already holds its gang's reservation (the
+3. *Queue gate* (``scheduling.queue_gate``), unless the pod already holds its gang's reservation (the
    gang was admitted when it was reserved): a group its queue may not start now is turned down on
    every node with the queue's sentence, and a group let through is recorded as admitted.
-3. *Gang gate* (``scheduling.gang_filter``), for a member of a PodGroup: its reserved node; or the whole
+4. *Gang gate* (``scheduling.gang_filter``), for a member of a PodGroup: its reserved node; or the whole
    gang planned and reserved, and its node; or every node turned down with what the gang waits for.
-4. *Fit* (``scheduling.gpu_fit``), for a pod on its own: the nodes with enough free GPUs, and a reason
+5. *Fit* (``scheduling.gpu_fit``), for a pod on its own: the nodes with enough free GPUs, and a reason
    for each other node.
 
 **prioritize** ranks the feasible nodes (``scheduling.node_ranking``). **bind** chooses the GPU indices
@@ -25,7 +28,7 @@ its ``minMember`` alone and other gangs whole (``narrow_victims``).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import MappingProxyType
 
 from scheduling.gang_filter import decide_gang_member
@@ -33,6 +36,7 @@ from scheduling.gang_planner import DEFAULT_LOCALITY_KEYS, GangPlan
 from scheduling.gpu_choice import NoGpusError, choose_gpus
 from scheduling.gpu_fit import FilterDecision, filter_nodes
 from scheduling.model import Pod, PodGroup
+from scheduling.node_health import split_candidates
 from scheduling.node_ranking import ScoreMemo, rank_nodes
 from scheduling.promises import Promise, PromiseBook
 from scheduling.queue_gate import AdmittedBook, AdmittedGroup, RoomMemo, queue_gate
@@ -143,6 +147,23 @@ def filter_pod(
     ``room`` memoises the free room per (snapshot, book) pair across calls; the answer is the same
     without it.
     """
+    healthy, unhealthy = split_candidates(request.candidates, request.snapshot.nodes)
+    if not unhealthy:
+        return _filter_healthy(request, topologies=topologies, settings=settings, room=room)
+    outcome = _filter_healthy(
+        replace(request, candidates=healthy), topologies=topologies, settings=settings, room=room
+    )
+    rejected = MappingProxyType({**outcome.rejected, **unhealthy})
+    return replace(outcome, rejected=rejected)
+
+
+def _filter_healthy(
+    request: FilterInput,
+    *,
+    topologies: TopologyCache,
+    settings: SessionSettings,
+    room: RoomMemo | None,
+) -> FilterOutcome:
     pod, now, snapshot = request.pod, request.now, request.snapshot
     gang = settings.gangs and pod.group_key is not None
     promises, lapsed = request.promises.expire(now) if gang else (request.promises, ())

@@ -78,6 +78,14 @@ class ClusterState:
 
     # -- nodes -------------------------------------------------------------------------------------
 
+    def node(self, name: str) -> Node | None:
+        """The node ``name`` as kept now, without taking a snapshot (which would make the next write copy)."""
+        return self._nodes.get(name)
+
+    def node_names(self) -> frozenset[str]:
+        """The names of the nodes kept now."""
+        return frozenset(self._nodes)
+
     def replace_nodes(self, nodes: Iterable[Node]) -> None:
         """Replace every node (after a list)."""
         self._nodes = {node.name: node for node in nodes}

@@ -1,9 +1,12 @@
 """A simulated kubelet for the local test bed (like KWOK, in Python).
 
-For every pod bound to a simulated node (label ``phalanx.io/simulated=true``) it reports the pod Running
-and Ready, finishes it (Succeeded) after the seconds in the annotation ``phalanx.io/sim-duration-seconds``
-if present, and completes graceful deletions, as a kubelet would after the containers stopped. It only
-writes pod status and deletes; it never decides placement.
+For every pod bound to a simulated node (label ``phalanx.io/simulated=true``) whose ``Ready`` condition
+is ``True`` it reports the pod Running and Ready, finishes it (Succeeded) after the seconds in the
+annotation ``phalanx.io/sim-duration-seconds`` if present, and completes graceful deletions, as a
+kubelet would after the containers stopped. It only writes pod status and deletes; it never decides
+placement. A node made not Ready (``testbed.nodes.set_ready``) is a node whose kubelet stopped: its
+pods are neither started nor finished, and their deletions hang, as on a real node that stopped
+reporting.
 
 MPI Operator jobs train: the launcher pod of an MPIJob annotated ``phalanx.io/sim-work-gpu-seconds``
 succeeds once its Running pods' GPUs have done that much work, slower when they span more nodes
@@ -128,15 +131,15 @@ class SimKubelet:
 
     # node tracking
     def nodes_replaced(self, items: list[JsonObject]) -> None:
-        """A full node list: remember which nodes are simulated."""
+        """A full node list: remember which nodes are simulated and Ready (the ones this kubelet runs)."""
         with self._lock:
-            self._sim_nodes = {n["metadata"]["name"] for n in items if _is_simulated(n)}
+            self._sim_nodes = {n["metadata"]["name"] for n in items if _is_simulated(n) and _is_ready(n)}
 
     def node_event(self, kind: str, node: JsonObject) -> None:
         """A node watch event."""
         name = node["metadata"]["name"]
         with self._lock:
-            if kind != "DELETED" and _is_simulated(node):
+            if kind != "DELETED" and _is_simulated(node) and _is_ready(node):
                 self._sim_nodes.add(name)
             else:
                 self._sim_nodes.discard(name)
@@ -306,6 +309,11 @@ class SimKubelet:
 def _is_simulated(node: JsonObject) -> bool:
     labels: dict[str, Any] = (node.get("metadata") or {}).get("labels") or {}
     return labels.get(SIMULATED_LABEL) == "true"
+
+
+def _is_ready(node: JsonObject) -> bool:
+    conditions: list[Any] = (node.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
 
 
 def run(kubeconfig: str | None, stop: threading.Event) -> None:

@@ -143,6 +143,50 @@ def register(http: KubeHttp, spec: SimNodeSpec, *, clock: Callable[[], float] = 
     )
 
 
+READY_STATES: Mapping[str, tuple[str, str]] = MappingProxyType(
+    {
+        "True": ("KubeletReady", "simulated kubelet is posting ready status"),
+        "False": ("KubeletNotReady", "simulated kubelet reports the node not ready"),
+        "Unknown": ("NodeStatusUnknown", "Kubelet stopped posting node status."),
+    }
+)
+"""The ``Ready`` condition's reason and message per status: ``True`` and ``False`` as a kubelet posts
+them, ``Unknown`` as the node lifecycle controller writes it once a kubelet stopped posting."""
+
+
+def set_ready(http: KubeHttp, name: str, status: str, *, clock: Callable[[], float] = time.time) -> None:
+    """Set node ``name``'s ``Ready`` condition to ``status`` (``True``, ``False`` or ``Unknown``).
+
+    This is how a node dies or recovers in the test bed: no kubelet heartbeats here and no node
+    lifecycle controller runs (``hack/localcluster``), so the condition is written directly, as that
+    controller would (``Unknown``) or a kubelet would. Its taints (``node.kubernetes.io/unreachable``)
+    are not added: kube-scheduler would then turn the node down itself before phalanx is asked. The
+    simulated kubelet stops acting for a node that is not Ready (``testbed.kubelet``).
+
+    Raises:
+        ValueError: ``status`` is not one of the three.
+    """
+    if status not in READY_STATES:
+        msg = f"Ready status must be one of {', '.join(READY_STATES)}, not {status!r}"
+        raise ValueError(msg)
+    reason, message = READY_STATES[status]
+    now = datetime.fromtimestamp(clock(), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    condition = {
+        "type": "Ready",
+        "status": status,
+        "reason": reason,
+        "message": message,
+        "lastHeartbeatTime": now,
+        "lastTransitionTime": now,
+    }
+    http.request(
+        "PATCH",
+        f"/api/v1/nodes/{quote(name)}/status",
+        body={"status": {"conditions": [condition]}},
+        content_type="application/merge-patch+json",
+    )
+
+
 def register_all(http: KubeHttp, specs: Sequence[SimNodeSpec]) -> None:
     """Register every node in ``specs``."""
     for spec in specs:
@@ -164,7 +208,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--zones", type=int, default=1)
     parser.add_argument("--racks-per-zone", type=int, default=1)
     parser.add_argument("--topology", type=Path, default=None, help="an `nvidia-smi topo -m` output file")
+    parser.add_argument(
+        "--set-ready",
+        metavar="NODE=STATUS",
+        action="append",
+        default=[],
+        help="only set a node's Ready condition (True, False or Unknown) and register nothing",
+    )
     args = parser.parse_args(argv)
+    if args.set_ready:
+        http = KubeHttp(load_api_client(args.kubeconfig), user_agent="phalanx-sim-nodes")
+        for item in args.set_ready:
+            name, _, status = str(item).partition("=")
+            set_ready(http, name, status)
+            print(f"node {name}: Ready={status}")
+        return 0
     topology = topology_from_file(args.topology) if args.topology else None
     http = KubeHttp(load_api_client(args.kubeconfig), user_agent="phalanx-sim-nodes")
     specs = fleet(

@@ -9,7 +9,8 @@ import pytest
 from extender.service import Extender, UnknownNodeError
 from kubeio.binding import BindRefusedError
 from kubeio.errors import UnavailableError
-from tests.builders import FakeBinder, FakeCluster, a_node, a_pod
+from scheduling.promises import Promise
+from tests.builders import FakeBinder, FakeCluster, a_ledger, a_node, a_pod
 
 
 def make(
@@ -130,3 +131,25 @@ def test_unknown_nodes_in_bind_and_preempt_are_bad_requests() -> None:
         ext.preempt(a_pod("p").build(), {"ghost": (("u",), 0)})
     assert binder.calls == []
     assert ext.preempt(a_pod("p").build(), {"n1": (("u",), 0)}) == {"n1": (("u",), 0)}
+
+
+def test_promises_on_a_node_that_goes_not_ready_or_is_deleted_are_released_gangs_whole() -> None:
+    nodes = [a_node(n).build() for n in ("n1", "n2", "n3")]
+    alone = a_pod("alone").gpus(1).build()
+    w0, w1 = (a_pod(f"w{i}").gpus(8).group("g").build() for i in range(2))
+    ext, _ = make(FakeCluster().add(*nodes, alone, w0, w1))
+    ext.ledger = a_ledger(
+        [
+            Promise(alone.uid, alone.key, "n1", (0,), 100.0, alone.requests),
+            Promise(w0.uid, w0.key, "n1", tuple(range(1, 8)), 100.0, w0.requests, "ml/g"),
+            Promise(w1.uid, w1.key, "n2", tuple(range(8)), 100.0, w1.requests, "ml/g"),
+            Promise("other", "ml/other", "n3", (0,), 100.0),
+        ]
+    )
+    ext.node_changed("n3", nodes[2], a_node("n3").cordoned().build())  # a drain: bound pods still run
+    ext.node_changed("n2", None, nodes[1])  # a node that appears ends nothing
+    assert len(ext.promises.by_uid) == 4
+    ext.node_changed("n1", nodes[0], a_node("n1").not_ready().build())
+    assert set(ext.promises.by_uid) == {"other"}, "n1's promises and the gang's whole reservation end"
+    ext.node_changed("n3", nodes[2], None)
+    assert ext.promises.by_uid == {}

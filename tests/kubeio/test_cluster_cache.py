@@ -149,3 +149,31 @@ def test_queue_listeners_hear_spec_changes_not_status_writes() -> None:
     assert heard[1:] == [version + 1, version + 2, version + 3]
     assert [q.name for q in cache.queues()] == ["a"]
     assert cache.queues()[0].gpu.limit == 12
+
+
+def test_node_listeners_hear_a_node_change_its_deletion_and_what_a_relist_changed() -> None:
+    cache = ClusterCache()
+    heard: list[tuple[str, bool | None, bool | None]] = []
+    cache.add_node_listener(
+        lambda name, old, new: heard.append(
+            (name, None if old is None else old.ready, None if new is None else new.ready)
+        )
+    )
+    assert cache.nodes() is None, "before the first list no node looks deleted"
+    cache.replace_nodes([raw_node("n1"), raw_node("n2")])
+    not_ready = raw_node("n1")
+    not_ready["status"]["conditions"] = [{"type": "Ready", "status": "Unknown"}]
+    cache.node_event("MODIFIED", not_ready)
+    cache.node_event("DELETED", raw_node("n2"))
+    cache.replace_nodes([raw_node("n1"), raw_node("n3")])
+    assert heard == [
+        ("n1", None, True),
+        ("n2", None, True),
+        ("n1", True, False),
+        ("n2", True, None),
+        ("n1", False, True),
+        ("n3", None, True),
+    ]
+    nodes = cache.nodes()
+    assert nodes is not None
+    assert sorted(nodes) == ["n1", "n3"]

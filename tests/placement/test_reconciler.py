@@ -6,8 +6,8 @@ from typing import Any
 
 from kubeio.events import ObjectRef
 from placement.reconciler import Reconciler
-from scheduling.model import Pod, PodGroup
-from tests.builders import a_gang, a_pod
+from scheduling.model import Node, Pod, PodGroup
+from tests.builders import a_gang, a_node, a_pod
 
 
 @dataclass
@@ -17,12 +17,16 @@ class FakeGangs:
     statuses: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     deleted: list[str] = field(default_factory=list)
     events: list[tuple[str, str]] = field(default_factory=list)
+    node_map: dict[str, Node] | None = None
 
     def podgroups(self) -> list[PodGroup]:
         return list(self.groups.values())
 
     def members(self, key: str) -> list[Pod]:
         return [p for p in self.pods.values() if p.group_key == key]
+
+    def nodes(self) -> Mapping[str, Node] | None:
+        return self.node_map
 
     def set_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> None:
         self.statuses.append((name, dict(status)))
@@ -95,3 +99,25 @@ def test_a_gang_marked_failed_keeps_counting_towards_its_eviction() -> None:
     now[0] = 12.0
     assert reconciler.reconcile_once().evicted == ("ml/g",)
     assert fake.deleted == ["w0"]
+
+
+def test_a_gang_with_a_member_on_a_node_that_went_not_ready_is_evicted_whole_naming_the_node() -> None:
+    now = [0.0]
+    w1 = a_pod("w1").gpus(1).group("g").on("n2", [0]).build()
+    nodes = {"n1": a_node("n1").build(), "n2": a_node("n2").build()}
+    fake = FakeGangs({"ml/g": a_gang("g", 2)}, {"w0": running("w0"), "w1": w1}, node_map=nodes)
+    reconciler = Reconciler(fake, fake, fake, clock=lambda: now[0], grace_seconds=10)
+    reconciler.reconcile_once()
+    nodes["n2"] = a_node("n2").not_ready().build()  # its kubelet stopped; the API still shows w1 Running
+    now[0] = 1.0
+    assert reconciler.reconcile_once().evicted == ()
+    now[0] = 11.5
+    assert reconciler.reconcile_once().evicted == ("ml/g",)
+    assert sorted(fake.deleted) == ["w0", "w1"]
+    assert fake.events == [
+        (
+            "GangEvicted",
+            "gang ml/g: only 1 of 2 members running (1 lost: w1 on node n2, not Ready); "
+            "evicting the rest so the gang can be placed again whole",
+        )
+    ]
