@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from flask import Flask
+from flask import Flask, request
 from prometheus_client import CollectorRegistry
 
 from extender import routes
+from extender.duty import Duty
 from extender.metrics import ExtenderMetrics
 from extender.service import Extender
 from extender.settings import ExtenderSettings
@@ -19,8 +20,13 @@ def create_app(
     *,
     registry: CollectorRegistry,
     ready: Callable[[], bool],
+    duty: Duty | None = None,
 ) -> Flask:
-    """Build the WSGI app around an already-built service (dependencies are injected, not created)."""
+    """Build the WSGI app around an already-built service (dependencies are injected, not created).
+
+    With ``duty``, every verb call is noted on it first (``extender.duty``: the first call after a
+    quiet spell recovers half-bound gangs before it is answered).
+    """
     app = Flask("phalanx-extender")
     app.config["PHALANX_MAX_BODY_BYTES"] = settings.max_body_bytes
     app.extensions["phalanx"] = {
@@ -29,5 +35,16 @@ def create_app(
         "registry": registry,
         "ready": ready,
     }
+    if duty is not None:
+
+        @app.before_request
+        def note_call() -> None:
+            if request.path in VERB_PATHS:
+                duty.called()
+
     routes.register(app)
     return app
+
+
+VERB_PATHS = frozenset({"/filter", "/prioritize", "/bind", "/preempt"})
+"""The paths kube-scheduler calls; a probe or a scrape is no sign of duty."""

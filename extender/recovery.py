@@ -98,9 +98,17 @@ class GangRecovery:
         for member in plan:
             self._ledger.release(member.uid)
 
-    def run(self, stop: threading.Event, interval: float) -> None:
-        """Run ``recover_all`` every ``interval`` seconds until ``stop`` is set."""
+    def run(
+        self, stop: threading.Event, interval: float, *, on_duty: Callable[[], bool] = lambda: True
+    ) -> None:
+        """Run ``recover_all`` every ``interval`` seconds while ``on_duty`` (``extender.duty``).
+
+        Off duty (beside a standby kube-scheduler) it does nothing: the gangs with a plan it sees are the
+        ones the leader's extender is binding.
+        """
         while not stop.wait(interval):
+            if not on_duty():
+                continue
             try:
                 self.recover_all()
             except Exception:  # the loop must outlive any one bad gang

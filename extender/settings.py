@@ -54,6 +54,12 @@ class ExtenderSettings:
     recovery_interval_seconds: float = 5.0
     """How often gangs left with a bind plan (a crash, a failed Binding) are completed or rolled back."""
 
+    duty_window_seconds: float = 10.0
+    """The extender acts on its own (gang recovery) only within this long of its kube-scheduler's last
+    call (``PHALANX_DUTY_WINDOW_SECONDS``, ``extender.duty``). Keep it below kube-scheduler's
+    ``leaseDuration`` (15 s by default): a new leader's extender starts acting only after the old one
+    stopped."""
+
     log_level: str = "INFO"
     """Python logging level name (``PHALANX_LOG_LEVEL``), given to ``logging.basicConfig`` as it is."""
 
@@ -96,6 +102,9 @@ class ExtenderSettings:
             ),
             recovery_interval_seconds=env_float(
                 environ, "PHALANX_RECOVERY_INTERVAL_SECONDS", defaults.recovery_interval_seconds
+            ),
+            duty_window_seconds=env_float(
+                environ, "PHALANX_DUTY_WINDOW_SECONDS", defaults.duty_window_seconds
             ),
             log_level=environ.get(LOG_LEVEL_ENV, defaults.log_level),
         )

@@ -2,8 +2,10 @@
 
 gunicorn calls ``create()`` once in its single worker (``gunicorn 'extender.wsgi:create()'``), so the
 cache threads live in the process that serves the requests. gunicorn's master already listens, so
-kube-scheduler's calls queue until ``create()`` returns; gangs left half-bound by a previous process are
-completed or rolled back before that, so no filter plans around a stale half-bound gang.
+kube-scheduler's calls queue until ``create()`` returns. Gangs left half-bound by a previous process are
+completed or rolled back when kube-scheduler first calls (``extender.duty``), before that call is
+answered, so no filter plans around a stale half-bound gang; beside a standby kube-scheduler, which never
+calls, nothing is recovered, so the leader's gangs are left to the leader's extender.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from flask import Flask
 from prometheus_client import CollectorRegistry
 
 from extender.app import create_app
+from extender.duty import Duty
 from extender.gang_bind import GangBinder, GangSettings, GangTeller
 from extender.ledger import PromiseLedger
 from extender.metrics import GangMetrics
@@ -83,11 +86,9 @@ def create() -> Flask:
     cache.add_queue_listener(nudger.queues_changed)
     cache.start(http, stop)
     events.start(stop)
+    duty = Duty(clock=time.monotonic, window=settings.duty_window_seconds, on_duty=lambda: _recover(recovery))
     if cache.wait_synced(settings.ready_timeout_seconds):
         views.refresh()
-        recovered = recovery.recover_all()
-        if recovered:
-            log.info("recovered %d gangs left with a bind plan", recovered)
     else:
         log.warning(
             "caches not synced after %ss; serving, /readyz says not ready", settings.ready_timeout_seconds
@@ -97,7 +98,14 @@ def create() -> Flask:
     threading.Thread(
         target=recovery.run,
         args=(stop, settings.recovery_interval_seconds),
+        kwargs={"on_duty": duty.on},
         name="recovery",
         daemon=True,
     ).start()
-    return create_app(settings, service, registry=registry, ready=lambda: cache.synced)
+    return create_app(settings, service, registry=registry, ready=lambda: cache.synced, duty=duty)
+
+
+def _recover(recovery: GangRecovery) -> None:
+    recovered = recovery.recover_all()
+    if recovered:
+        log.info("recovered %d gangs left with a bind plan", recovered)
