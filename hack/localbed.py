@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import IO
 
 import yaml
-from localcluster import MPI_OPERATOR, LocalCluster, build_module
+from localcluster import MPI_OPERATOR, LocalCluster, build_module, render_scheduler_config
 from localcluster.pki import ensure_serving_cert
 
 from kubeio.errors import NotFoundError
@@ -44,6 +44,18 @@ PLACEMENT_LEASE = "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/ph
 PIN_WEBHOOK = "phalanx-pin-webhook-testbed"
 """Name of the test bed's MutatingWebhookConfiguration: ``manifests/pin-webhook.yaml``'s under another name,
 so that applying the manifests (a test does, as a dry run) does not meet it."""
+
+
+def elect_leader(config: str) -> str:
+    """A rendered scheduler config (leader election off) with election on and a short Lease.
+
+    4 s / 3 s / 1 s instead of kube-scheduler's 15 s / 10 s / 2 s, so a failover takes seconds.
+    """
+    on = "leaderElect: true\n  leaseDuration: 4s\n  renewDeadline: 3s\n  retryPeriod: 1s"
+    if "leaderElect: false" not in config:
+        msg = "the rendered scheduler config has no 'leaderElect: false' to turn on"
+        raise ValueError(msg)
+    return config.replace("leaderElect: false", on, 1)
 
 
 def pin_webhook_configuration(client_config: dict[str, object]) -> dict[str, object]:
@@ -92,6 +104,7 @@ class Testbed:
         placement_grace: float = 60.0,
         mpi_operator: bool = False,
         pin_webhook: bool = True,
+        scheduler_pairs: int = 1,
         log: Callable[[str], None] = lambda line: print(line, file=sys.stderr, flush=True),
     ) -> None:
         self.state_dir = state_dir
@@ -103,7 +116,12 @@ class Testbed:
         self.pin_webhook = pin_webhook
         self.webhook_port = free_port()
         self.log = log
-        self.cluster = LocalCluster(state_dir, extender_url=self.extender_url, log=log)
+        self.scheduler_pairs = scheduler_pairs
+        self.extender_b_port = free_port()
+        self.extender_b_url = f"http://127.0.0.1:{self.extender_b_port}"
+        self.cluster = LocalCluster(
+            state_dir, extender_url=self.extender_url, log=log, run_scheduler=scheduler_pairs == 1
+        )
         self.logs = state_dir / "logs"
         self._procs: dict[str, subprocess.Popen[bytes]] = {}
         self._files: list[IO[bytes]] = []
@@ -129,6 +147,8 @@ class Testbed:
             "sim-kubelet", [sys.executable, "-m", "testbed.kubelet", "--kubeconfig", str(self.kubeconfig)]
         )
         self.start_extender()
+        if self.scheduler_pairs == 2:
+            self._start_scheduler_pairs()
         self.start_placement()
         if self.mpi_operator:
             self.start_mpi_operator()
@@ -265,11 +285,51 @@ class Testbed:
         """Stop a placement manager replica abruptly (crash tests) or gracefully."""
         self._kill(name, sig)
 
-    def start_extender(self, extra_env: dict[str, str] | None = None) -> None:
-        """Start the extender as production does, under gunicorn, and wait for ``/readyz``."""
+    def _start_scheduler_pairs(self) -> None:
+        """Two kube-scheduler + extender pairs electing a leader (Lease ``kube-system/phalanx-scheduler``).
+
+        ``kube-scheduler-a`` calls ``extender``, ``kube-scheduler-b`` calls ``extender-b``.
+        """
+        self.start_extender(name="extender-b", port=self.extender_b_port)
+        for name, url in (("kube-scheduler-a", self.extender_url), ("kube-scheduler-b", self.extender_b_url)):
+            self.start_scheduler(name, url)
+
+    def start_scheduler(self, name: str, extender_url: str) -> None:
+        """Start one more kube-scheduler, leader election on, calling the extender at ``extender_url``."""
+        rendered = render_scheduler_config(
+            self.cluster.scheduler_config.read_text(), self.cluster.scheduler_kubeconfig, extender_url
+        )
+        config = self.state_dir / f"{name}.yaml"
+        config.write_text(elect_leader(rendered))
+        port = free_port()
+        argv = [
+            str(self.cluster.build() / "kube-scheduler"),
+            f"--config={config}",
+            f"--authentication-kubeconfig={self.cluster.scheduler_kubeconfig}",
+            f"--authorization-kubeconfig={self.cluster.scheduler_kubeconfig}",
+            "--bind-address=127.0.0.1",
+            f"--secure-port={port}",
+            f"--cert-dir={self.state_dir / 'pki' / name}",
+            "--v=2",
+        ]
+        self._spawn(name, argv)
+        insecure = ssl.create_default_context()
+        insecure.check_hostname = False
+        insecure.verify_mode = ssl.CERT_NONE  # its self-signed serving cert; only a probe
+        self._wait_http(f"https://127.0.0.1:{port}/healthz", name, timeout=60, context=insecure)
+
+    def kill(self, name: str, sig: int = signal.SIGKILL) -> None:
+        """Stop any process this test bed started (``kube-scheduler-a``, ``extender-b``, ...)."""
+        self._kill(name, sig)
+
+    def start_extender(
+        self, extra_env: dict[str, str] | None = None, *, name: str = "extender", port: int | None = None
+    ) -> None:
+        """Start an extender as production does, under gunicorn, and wait for ``/readyz``."""
+        port = port or self.extender_port
         env = {
             "KUBECONFIG": str(self.kubeconfig),
-            "PHALANX_PORT": str(self.extender_port),
+            "PHALANX_PORT": str(port),
             "PHALANX_BIND_ADDRESS": "127.0.0.1",
             **self.extender_env,
             **(extra_env or {}),
@@ -282,8 +342,8 @@ class Testbed:
             "python:extender.gunicorn_conf",
             "extender.wsgi:create()",
         ]
-        self._spawn("extender", argv, env)
-        self._wait_http(f"{self.extender_url}/readyz", "extender", timeout=90)
+        self._spawn(name, argv, env)
+        self._wait_http(f"http://127.0.0.1:{port}/readyz", name, timeout=90)
 
     def kill_extender(self, sig: int = signal.SIGKILL) -> None:
         """Stop the extender abruptly (crash tests) or gracefully."""

@@ -1,0 +1,124 @@
+"""Two kube-scheduler + extender pairs: the standby pair stays passive, then finishes the leader's work.
+
+Issue 15 (high availability, the scheduler's part), on a control plane of its own: kube-scheduler-a
+calls extender, kube-scheduler-b calls extender-b; the two schedulers elect a leader with a 4 s Lease;
+the extenders act on their own only while their scheduler calls them (duty window 3 s), and look for
+half-bound gangs every 0.3 s. A gang's Bindings are spread 1 s apart: the standby must not touch a gang
+the leader binds (no GangRecovered for it); then a SIGKILL of the leader pair lands mid-bind of a second
+gang, and the standby pair takes over, completes that gang once, and binds a gang created meanwhile.
+No GPU index is held twice, no pod is lost.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from localbed import Testbed
+from workload import (
+    create_pod,
+    create_podgroup,
+    double_booked,
+    ensure_namespace,
+    gpu_pod,
+    list_pods,
+    member,
+    podgroup,
+    wait_for,
+)
+
+from testbed.nodes import fleet
+
+NS = "ha"
+
+
+@pytest.fixture(scope="module")
+def pairs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Testbed]:
+    env = {
+        "PHALANX_GANG_BIND_DELAY_SECONDS": "1",
+        "PHALANX_DUTY_WINDOW_SECONDS": "3",
+        "PHALANX_RECOVERY_INTERVAL_SECONDS": "0.3",  # a standby acting alone would act within the bind
+    }
+    bed = Testbed(Path(tmp_path_factory.mktemp("ha")), scheduler_pairs=2, extender_env=env, pin_webhook=False)
+    try:
+        bed.start()
+        bed.add_nodes(fleet(3, gpus=8))
+        ensure_namespace(bed.http, NS)
+        yield bed
+    finally:
+        bed.stop()
+
+
+def _filters(url: str) -> float:
+    """How many filter calls the extender at ``url`` answered."""
+    with urllib.request.urlopen(f"{url}/metrics", timeout=5) as reply:
+        text = reply.read().decode()
+    pattern = r'^phalanx_extender_requests_total\{[^}]*verb="filter"[^}]*\} (\S+)$'
+    return sum(float(v) for v in re.findall(pattern, text, flags=re.MULTILINE))
+
+
+def _bound(bed: Testbed, prefix: str) -> tuple[int, int]:
+    pods = [
+        p
+        for p in list_pods(bed.http, NS)
+        if p["metadata"]["name"].startswith(prefix) and not p["metadata"].get("deletionTimestamp")
+    ]
+    return len(pods), sum(1 for p in pods if p["spec"].get("nodeName"))
+
+
+def _recovered(bed: Testbed) -> list[str]:
+    query = {"fieldSelector": "reason=GangRecovered"}
+    events = bed.http.request("GET", f"/api/v1/namespaces/{NS}/events", query=query).get("items") or []
+    return [f"{e['involvedObject']['name']} x{e.get('count') or 1}: {e['message']}" for e in events]
+
+
+def test_the_standby_pair_stays_passive_then_finishes_the_leaders_work(pairs: Testbed) -> None:
+    bed, http = pairs, pairs.http
+    create_pod(http, NS, gpu_pod("warm-up", 1))
+    wait_for("the warm-up pod bound", lambda: _bound(bed, "warm-up")[1] == 1, timeout=60)
+    calls = {"a": _filters(bed.extender_url), "b": _filters(bed.extender_b_url)}
+    leader = "a" if calls["a"] > 0 else "b"
+    print(f"\nfilter calls per extender after the warm-up: {calls}; leader pair: {leader}")
+    assert (calls["a"] > 0) != (calls["b"] > 0), "only the leader's extender is called"
+
+    create_podgroup(http, NS, podgroup("calm", 4))  # bound by the leader pair alone, over ~3 s
+    for i in range(4):
+        create_pod(http, NS, member(f"calm-{i}", "calm", 2))
+    wait_for("the first gang bound", lambda: _bound(bed, "calm-")[1] == 4, timeout=60, interval=0.05)
+    assert _recovered(bed) == [], "the standby's extender left the leader's gang alone while it bound"
+
+    create_podgroup(http, NS, podgroup("crash", 4))
+    for i in range(4):
+        create_pod(http, NS, member(f"crash-{i}", "crash", 2))
+    wait_for("the gang half-bound", lambda: 0 < _bound(bed, "crash-")[1] < 4, timeout=60, interval=0.05)
+    scheduler, extender = (
+        ("kube-scheduler-a", "extender") if leader == "a" else ("kube-scheduler-b", "extender-b")
+    )
+    bed.kill(scheduler)
+    bed.kill(extender)
+    killed = time.monotonic()
+    bound_at_kill = _bound(bed, "crash-")[1]
+    create_podgroup(http, NS, podgroup("after", 2))
+    for i in range(2):
+        create_pod(http, NS, member(f"after-{i}", "after", 2))
+
+    def settled() -> tuple[int, int] | None:
+        existing, bound = _bound(bed, "crash-")
+        return (existing, bound) if bound in (0, existing) and bound in (0, 4) else None
+
+    existing, bound = wait_for("the half-bound gang settled", settled, timeout=60, interval=0.1)
+    settled_after = time.monotonic() - killed
+    wait_for("the gang created after the kill bound", lambda: _bound(bed, "after-")[1] == 2, timeout=60)
+    after_bound = time.monotonic() - killed
+    print(
+        f"killed the leader pair with {bound_at_kill} of 4 bound; the standby settled it at {bound} of "
+        f"{existing} after {settled_after:.1f}s and bound the next gang after {after_bound:.1f}s"
+    )
+    print(f"GangRecovered events: {_recovered(bed)}")
+    assert double_booked(list_pods(http)) == []
+    assert len(_recovered(bed)) == 1 and " x1: " in _recovered(bed)[0], "recovered once, by one extender"
+    assert (existing, bound) == (4, 4), "no member was deleted, so the gang is completed, none lost"
