@@ -276,6 +276,11 @@ class Testbed:
             content_type="application/apply-patch+yaml",
         )
 
+    def pid(self, name: str) -> int:
+        """The pid of the process ``name`` this test bed started (0 if it is not running)."""
+        proc = self._procs.get(name)
+        return proc.pid if proc is not None and proc.poll() is None else 0
+
     def is_running(self, name: str) -> bool:
         """Whether the process ``name`` this test bed started still runs."""
         proc = self._procs.get(name)

@@ -1,0 +1,223 @@
+"""Soak: a mixed workload through the real scheduler for N minutes, with what drifts printed every minute.
+
+Issue 15 (reliability): weeks of uptime without drift. This starts its own test bed (control plane,
+kube-scheduler with the extender, placement manager, simulated kubelet, ``--nodes`` simulated 8-GPU
+nodes, three queues) and drives, for ``--minutes``, about ``--rate`` pods a minute: single pods of 1-8
+GPUs and gangs of 2-64 one-GPU members, in three queues, running a random 5-40 s each
+(``phalanx.io/sim-duration-seconds``), some deleted at random before they end; finished pods and their
+PodGroups are deleted as a job controller with a TTL would. Every minute and at the end it prints the
+pods bound so far, gangs partially bound past their timeout, GPU indices held twice, the extender's
+promises and reservations outstanding, and the RSS and open file descriptors of the extender's worker
+and of the placement manager. The goal (not a test): over 30 minutes, memory growth under 5% after the
+first 5 minutes, 0 partial gangs past timeout, 0 double GPUs, 0 promises left once the work drains.
+Run: ``hack/soak --minutes 30 [--rate 1000] [--nodes 64] [--seed 1]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import random
+import re
+import sys
+import tempfile
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+sys.path.insert(1, str(Path(__file__).resolve().parents[1]))  # the checkout: testbed/ is not installed
+
+from localbed import Testbed
+from workload import (
+    PODGROUPS,
+    create_pod,
+    create_podgroup,
+    create_queue,
+    double_booked,
+    ensure_namespace,
+    gpu_pod,
+    list_pods,
+    member,
+    podgroup,
+    queue,
+)
+
+from kubeio.errors import KubeError, NotFoundError
+from kubeio.http import JsonObject
+from testbed.nodes import fleet
+
+NAMESPACE = "soak"
+QUEUES = ("team-a", "team-b", "team-c")
+GANG_TIMEOUT = 60
+
+
+@dataclass
+class Load:
+    """What the driver created and deleted, and the gangs it watches."""
+
+    created: int = 0
+    deleted_early: int = 0
+    gangs: dict[str, tuple[int, float]] = field(default_factory=dict)  # name -> (size, created at)
+    seq: int = 0
+
+
+def _rss_and_fds(pid: int) -> tuple[float, int]:
+    """Resident MiB and open descriptors of a process (0 when it is gone)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+        rss = int(re.search(r"VmRSS:\s+(\d+) kB", status).group(1)) / 1024  # type: ignore[union-attr]
+        return rss, len(os.listdir(f"/proc/{pid}/fd"))
+    except (OSError, AttributeError):
+        return 0.0, 0
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
+    except OSError:
+        return []
+    return [int(p) for p in text.split()]
+
+
+def _metric(url: str, name: str) -> float:
+    with urllib.request.urlopen(f"{url}/metrics", timeout=5) as reply:
+        text = reply.read().decode()
+    found = re.findall(rf"^{name}(?:{{[^}}]*}})? (\S+)$", text, flags=re.MULTILINE)
+    return sum(float(v) for v in found)
+
+
+def _submit(bed: Testbed, load: Load, rng: random.Random) -> None:
+    """One arrival: a single pod (70%) or a gang of 2-64 one-GPU members (30%), in a random queue."""
+    load.seq += 1
+    labels = {"phalanx.io/queue": rng.choice(QUEUES)}
+    duration = {"phalanx.io/sim-duration-seconds": f"{rng.uniform(5, 40):.1f}"}
+    if rng.random() < 0.7:
+        pod = gpu_pod(f"p{load.seq}", rng.choice((1, 1, 1, 2, 2, 4, 8)), annotations=duration)
+        pod["metadata"]["labels"] = labels
+        create_pod(bed.http, NAMESPACE, pod)
+        load.created += 1
+        return
+    size = rng.choice((2, 2, 4, 4, 8, 16, 32, 64))
+    name = f"g{load.seq}"
+    create_podgroup(bed.http, NAMESPACE, podgroup(name, size, timeout_seconds=GANG_TIMEOUT))
+    for i in range(size):
+        pod = member(f"{name}-{i}", name, 1, annotations=duration)
+        pod["metadata"]["labels"].update(labels)
+        create_pod(bed.http, NAMESPACE, pod)
+    load.created += size
+    load.gangs[name] = (size, time.monotonic())
+
+
+def _tidy(bed: Testbed, pods: list[JsonObject], load: Load, rng: random.Random) -> None:
+    """Delete finished pods and finished gangs' PodGroups, and a few running pods at random."""
+    done_groups: set[str] = set()
+    for pod in pods:
+        meta = pod["metadata"]
+        phase = (pod.get("status") or {}).get("phase")
+        early = phase == "Running" and rng.random() < 0.002
+        if phase in ("Succeeded", "Failed") or early:
+            with contextlib.suppress(NotFoundError):
+                bed.http.request("DELETE", f"/api/v1/namespaces/{NAMESPACE}/pods/{meta['name']}")
+            load.deleted_early += early
+            group = (meta.get("labels") or {}).get("scheduling.x-k8s.io/pod-group")
+            if group:
+                done_groups.add(group)
+    for group in sorted(done_groups):
+        with contextlib.suppress(NotFoundError):
+            bed.http.request("DELETE", PODGROUPS.format(namespace=NAMESPACE) + f"/{group}")
+        load.gangs.pop(group, None)
+
+
+def _partial_past_timeout(pods: list[JsonObject], load: Load) -> list[str]:
+    """Gangs with some but not all members bound for longer than their timeout (should be none)."""
+    bound: dict[str, int] = {}
+    for pod in pods:
+        group = (pod["metadata"].get("labels") or {}).get("scheduling.x-k8s.io/pod-group")
+        if group and pod["spec"].get("nodeName") and not pod["metadata"].get("deletionTimestamp"):
+            bound[group] = bound.get(group, 0) + 1
+    now = time.monotonic()
+    return sorted(
+        f"{g} ({bound[g]}/{size})"
+        for g, (size, since) in load.gangs.items()
+        if 0 < bound.get(g, 0) < size and now - since > GANG_TIMEOUT * 2
+    )
+
+
+def _report(bed: Testbed, minute: float, load: Load, pods: list[JsonObject], baseline: list[float]) -> str:
+    bound = sum(1 for p in pods if p["spec"].get("nodeName"))
+    extender_master = bed.pid("extender")
+    worker = (_children(extender_master) or [extender_master])[0]
+    ext_rss, ext_fds = _rss_and_fds(worker)
+    pl_rss, pl_fds = _rss_and_fds(bed.pid("placement"))
+    promises = _metric(bed.extender_url, "phalanx_extender_open_promises")
+    reservations = _metric(bed.extender_url, "phalanx_gang_reservations")
+    if minute >= 5 and not baseline:
+        baseline += [ext_rss, pl_rss]
+    growth = (
+        f"  growth since min 5: extender {100 * (ext_rss / baseline[0] - 1):+.1f}%, "
+        f"placement {100 * (pl_rss / baseline[1] - 1):+.1f}%"
+        if baseline and baseline[0] and baseline[1]
+        else ""
+    )
+    partial = len(_partial_past_timeout(pods, load))
+    return (
+        f"[{minute:5.1f} min] created {load.created}, live {len(pods)}, bound now {bound}, "
+        f"deleted early {load.deleted_early}; partial gangs past timeout {partial}; "
+        f"double GPUs {len(double_booked(pods))}; promises {promises:g}, reservations {reservations:g}; "
+        f"extender {ext_rss:.0f} MiB {ext_fds} fds, placement {pl_rss:.0f} MiB {pl_fds} fds{growth}"
+    )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--minutes", type=float, default=30.0)
+    parser.add_argument("--rate", type=float, default=1000.0, help="pods a minute, about")
+    parser.add_argument("--nodes", type=int, default=64)
+    parser.add_argument("--seed", type=int, default=1)
+    args = parser.parse_args()
+    rng = random.Random(args.seed)
+    load, baseline = Load(), list[float]()
+    with tempfile.TemporaryDirectory(prefix="phalanx-soak-") as state:
+        bed = Testbed(Path(state), extender_env={"PHALANX_LOG_LEVEL": "WARNING"}, pin_webhook=False)
+        try:
+            bed.start()
+            bed.add_nodes(fleet(args.nodes, gpus=8, racks_per_zone=4))
+            ensure_namespace(bed.http, NAMESPACE)
+            for name in QUEUES:
+                create_queue(bed.http, queue(name, quota=args.nodes * 8 // 4, weight=1))
+            start = time.monotonic()
+            next_report = start + 60
+            mean_pods = 0.7 * 1 + 0.3 * 16.5  # pods per arrival on average (see _submit)
+            arrivals_per_second = args.rate / 60 / mean_pods
+            while time.monotonic() - start < args.minutes * 60:
+                tick = time.monotonic()
+                whole, part = divmod(arrivals_per_second, 1)
+                for _ in range(int(whole) + (rng.random() < part)):
+                    _submit(bed, load, rng)
+                try:
+                    pods = list_pods(bed.http, NAMESPACE)
+                    _tidy(bed, pods, load, rng)
+                except KubeError as exc:
+                    print(f"tidy failed: {exc}", flush=True)
+                    pods = []
+                if time.monotonic() >= next_report:
+                    next_report += 60
+                    print(_report(bed, (time.monotonic() - start) / 60, load, pods, baseline), flush=True)
+                time.sleep(max(0.0, 1.0 - (time.monotonic() - tick)))
+            print("-- drained: no new work for 90 s", flush=True)
+            drain_end = time.monotonic() + 90
+            while time.monotonic() < drain_end:
+                pods = list_pods(bed.http, NAMESPACE)
+                _tidy(bed, pods, load, rng)
+                time.sleep(2)
+            pods = list_pods(bed.http, NAMESPACE)
+            print(_report(bed, (time.monotonic() - start) / 60, load, pods, baseline), flush=True)
+        finally:
+            bed.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
