@@ -93,7 +93,7 @@ class Extender:
         self._clock = clock
         self._wall_clock = wall_clock
         self._topologies = topologies or TopologyCache()
-        self._score_memo: ScoreMemo = {}
+        self._score_memo = ScoreMemo()
         self._room = RoomMemo()
         self.ledger = ledger or PromiseLedger()
         self.gangs = gangs
