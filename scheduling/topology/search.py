@@ -9,6 +9,8 @@ at once with array arithmetic by a key that is a lower bound of their exact key 
 :class:`~scheduling.topology.node.NodeTopology` in place of the bandwidth, then the tie-breaks of
 :mod:`~scheduling.topology.scoring`, which are exact), and then evaluated exactly in that order until the
 next ranked key cannot beat the best exact key found: the result is the one scoring every subset gives.
+The bounds are tight on the machines that exist (one exact evaluation is the rule); as a last guard on
+time, the walk stops after :data:`MAX_EXACT_EVALUATIONS` exact evaluations with the best set seen.
 
 **Bounded** above that. The family searched is the k lowest free indices plus, from every free GPU, the
 set grown greedily from it: each step adds the GPU whose weakest pair bandwidth to the set so far is the
@@ -35,6 +37,9 @@ from scheduling.topology.node import NodeTopology
 EXACT_SETS = comb(16, 8)
 """The most k-subsets ranked exactly (12,870: every request on a 16-GPU node)."""
 
+MAX_EXACT_EVALUATIONS = 256
+"""The most sets whose bandwidth the exact walk computes (each costs up to k-1 max-flows)."""
+
 Key = tuple[int, int, int, int, int, int]
 """(-bandwidth, socket groups, fragmentation, -pair bandwidth inside, PCIe distance, lexicographic rank)."""
 
@@ -49,6 +54,7 @@ def search(
     exact_mbs: Callable[[tuple[int, ...]], int],
     *,
     exact_sets: int = EXACT_SETS,
+    max_evaluations: int = MAX_EXACT_EVALUATIONS,
 ) -> tuple[tuple[int, ...], int, int, int]:
     """The best ``k`` of the sorted GPUs ``free`` (at least ``k``): (gpus, bandwidth, groups, fragmentation).
 
@@ -58,15 +64,16 @@ def search(
         k: how many GPUs the pod needs (1..len(free)).
         exact_mbs: the exact bandwidth of a set (memoised by the caller).
         exact_sets: above this many k-subsets the bounded search is used instead of the exact one.
+        max_evaluations: the exact walk stops after this many exact evaluations (at least one).
     """
     if comb(len(free), k) <= exact_sets:
         member = _all_subsets(len(free), k)
         ranks = _keys(topology, free, member, upper=True)
         order = np.lexsort(ranks[::-1])
         best: Key | None = None
-        for row in order:
+        for evaluated, row in enumerate(order):
             ranked = _key(ranks, int(row))
-            if best is not None and ranked > best:
+            if best is not None and (ranked > best or evaluated >= max_evaluations):
                 break
             gpus = _gpus(free, member[row])
             exact = (-exact_mbs(gpus), *ranked[1:])

@@ -362,3 +362,11 @@ def test_cache_is_bounded_and_reused() -> None:
     assert len(cache.topologies) == 1
     cache.clear()
     assert len(cache.choices) == len(cache.set_scores) == len(cache.topologies) == 0
+
+
+@pytest.mark.parametrize("k", [2, 4])
+def test_the_exact_walk_stopped_by_its_evaluation_budget_still_answers(k: int) -> None:
+    node, free = topology("v100-cubemesh"), tuple(range(8))
+    exact = search(node, free, k, node.set_mbs)
+    gpus, score, _, _ = search(node, free, k, node.set_mbs, max_evaluations=1)
+    assert len(gpus) == k and score == node.set_mbs(gpus) <= exact[1]
