@@ -58,14 +58,31 @@ class GangBind:
     gpus: tuple[int, ...] = ()
 
 
-class GangTeller:
-    """Events on PodGroups and the gang metrics, shared by filter, bind and recovery."""
+FIRST_SEEN_KEPT = 4096
+"""Gangs whose first filter :class:`GangTeller` remembers at once (the oldest is forgotten first)."""
 
-    def __init__(self, events: EventSink | None, metrics: GangMetrics | None, clock: Callable[[], float]):
+
+class GangTeller:
+    """Events on PodGroups and the gang metrics, shared by filter, bind and recovery.
+
+    The first-seen table behind ``time_to_bound`` is bounded (issue 15): a gang that never binds (deleted,
+    or a PodGroup name no object has) would otherwise stay in it for the life of the process. Past
+    ``first_seen_kept`` gangs the one seen longest ago is forgotten, and its time to bound goes unobserved.
+    """
+
+    def __init__(
+        self,
+        events: EventSink | None,
+        metrics: GangMetrics | None,
+        clock: Callable[[], float],
+        *,
+        first_seen_kept: int = FIRST_SEEN_KEPT,
+    ):
         self.events = events
         self.metrics = metrics
         self._clock = clock
-        self._first_seen: dict[str, float] = {}
+        self._first_seen: dict[str, float] = {}  # insertion order is first-seen order
+        self._kept = first_seen_kept
         self._lock = threading.Lock()
 
     def seen(self, key: str) -> None:
@@ -73,6 +90,8 @@ class GangTeller:
         now = self._clock()
         with self._lock:
             self._first_seen.setdefault(key, now)
+            while len(self._first_seen) > self._kept:
+                del self._first_seen[next(iter(self._first_seen))]
 
     def bound(self, key: str) -> None:
         """The gang was released to bind: observe its time to bound."""

@@ -31,7 +31,7 @@ from scheduling.node_health import promises_ended
 from scheduling.node_ranking import ScoreMemo
 from scheduling.promises import Promise, PromiseBook
 from scheduling.queue_gate import AdmittedBook, RoomMemo
-from scheduling.queue_view import QueueView
+from scheduling.queue_view import QueueView, group_key
 from scheduling.session import (
     FilterInput,
     FilterOutcome,
@@ -93,7 +93,7 @@ class Extender:
         self._clock = clock
         self._wall_clock = wall_clock
         self._topologies = topologies or TopologyCache()
-        self._score_memo: ScoreMemo = {}
+        self._score_memo = ScoreMemo()
         self._room = RoomMemo()
         self.ledger = ledger or PromiseLedger()
         self.gangs = gangs
@@ -120,7 +120,8 @@ class Extender:
         """Ask the core (``scheduling.session.filter_pod``) and apply its answer.
 
         Applying means: keep the promise book it returns (a gang's reservation, under the ledger's lock so
-        two gangs never reserve the same GPUs), count an admitted group against its queue, tell the group
+        two gangs never reserve the same GPUs), count an admitted group against its queue (and stop counting
+        one this decision found no node and no reservation for), tell the group
         the verdict, and remember a pod left with no node so it is woken when capacity frees up.
         """
         snapshot = self._cluster.snapshot()
@@ -152,6 +153,9 @@ class Extender:
             log.info("reservation of gang %s expired", gone)
         if self.views is not None:
             self.views.record(outcome.admitted, asked.now)
+            key = group_key(pod)
+            if not outcome.feasible and not outcome.promises.by_group.get(key):
+                self.views.withdraw(key)  # it holds nothing now, whatever an earlier filter admitted
         if pod.group_key is not None and self.settings.gangs:
             self.teller.seen(pod.group_key)
         if outcome.verdict is not None and pod.group_key is not None and self.settings.gangs:

@@ -94,6 +94,11 @@ class ViewKeeper:
         with self._admitted_lock:
             self._admitted = self._admitted.live(now, counted).with_group(*admitted)
 
+    def withdraw(self, key: str) -> None:
+        """A decision found group ``key`` no node: an entry an earlier decision recorded holds nothing now."""
+        with self._admitted_lock:
+            self._admitted = self._admitted.without_group(key)
+
     def pod_changed(self, old: Pod | None, new: Pod | None) -> None:
         """Cache listener: a deleted pod that was admitted a moment ago holds nothing any more."""
         if new is None and old is not None:

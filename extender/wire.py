@@ -110,12 +110,15 @@ def parse_extender_args(body: Mapping[str, Any]) -> ExtenderArgs:
         raise WireError(msg)
     names = _names(body.get("NodeNames"), "NodeNames")
     raw_nodes = body.get("Nodes")
+    # A wrongly typed NodeList is bad input, not an empty one: read as "no nodes" it would answer 200
+    # with nothing feasible, and the pod would wait for nothing. Checked even when NodeNames is used.
+    items = raw_nodes.get("items") if isinstance(raw_nodes, dict) else None
+    if raw_nodes is not None and (not isinstance(raw_nodes, dict) or not isinstance(items, list | None)):
+        got = type(raw_nodes if not isinstance(raw_nodes, dict) else items).__name__
+        msg = f"'Nodes' must be a NodeList object with a list of 'items' or null, got {got}"
+        raise WireError(msg)
     if body.get("NodeNames") is not None or raw_nodes is None:
         return ExtenderArgs(pod, names, None)
-    items = raw_nodes.get("items") if isinstance(raw_nodes, dict) else None
-    if not isinstance(items, list) and items is not None:
-        msg = "'Nodes' must be a NodeList object with 'items'"
-        raise WireError(msg)
     nodes: dict[str, Any] = {}
     for i, item in enumerate(items or []):
         meta = item.get("metadata") if isinstance(item, dict) else None

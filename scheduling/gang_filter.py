@@ -89,7 +89,9 @@ def decide_gang_member(
     running = [m for m in live if m.holds_resources]
     reserved = promises.by_group.get(key, frozenset())
     pending = [m for m in unplaced(live) if m.uid not in reserved or m.uid == pod.uid]
-    if len(running) + len(reserved) >= group.min_member or pod not in pending:
+    # By UID, never by value: kube-scheduler's copy of the pod may differ from the cache's in a field such
+    # as status.startTime, and a value comparison would then plan this member alone.
+    if len(running) + len(reserved) >= group.min_member or all(m.uid != pod.uid for m in pending):
         pending = [pod]  # the gang is whole already: place this extra member on its own
     plan = plan_gang(key, pending, candidates, snapshot, promises, cache, locality_keys=locality_keys)
     if not isinstance(plan, GangPlan):

@@ -17,7 +17,9 @@ nodes and nodes the pod does not fit score 0. The result is an integer in 0..10
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import threading
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
 
 from scheduling.binpack import packing_score
 from scheduling.gpu_usage import FreeGpus
@@ -31,10 +33,47 @@ PACKING_WEIGHT = 1
 UNKNOWN_TOPOLOGY_SCORE = 5
 
 
-ScoreMemo = dict[int, dict[str, tuple[FreeGpus, Node, int]]]
-"""Caller-owned memory of node scores: GPUs needed -> node -> (free GPUs, node, score). An entry is used
-only while the node and its free GPUs are the very same objects, which the cache replaces whenever
-either changes, so a hit is exact."""
+MEMO_GPU_COUNTS = 32
+"""Distinct GPU counts a :class:`ScoreMemo` keeps tables for (the least recently asked goes first)."""
+
+
+class ScoreMemo:
+    """Caller-owned memory of node scores, bounded whatever the requests ask (issue 15).
+
+    One table per GPU count: node -> (free GPUs, node, score). An entry is used only while the node and
+    its free GPUs are the very same objects, which the cache replaces whenever either changes, so a hit
+    is exact. At most ``max_gpu_counts`` tables are kept, and a table that holds more than twice the
+    cluster's nodes is trimmed to the nodes that still exist, so neither a stream of distinct GPU counts
+    nor node churn grows it without end. Safe to share between request threads.
+    """
+
+    def __init__(self, max_gpu_counts: int = MEMO_GPU_COUNTS) -> None:
+        self._max = max_gpu_counts
+        self._tables: OrderedDict[int, dict[str, tuple[FreeGpus, Node, int]]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def table(self, need: int, nodes: Mapping[str, Node]) -> dict[str, tuple[FreeGpus, Node, int]]:
+        """The table for pods that need ``need`` GPUs in a cluster of ``nodes`` (made when missing)."""
+        with self._lock:
+            table = self._tables.get(need)
+            if table is None:
+                table = self._tables[need] = {}
+                while len(self._tables) > self._max:
+                    self._tables.popitem(last=False)
+            self._tables.move_to_end(need)
+            if len(table) > 2 * len(nodes) + 16:
+                # A fresh dict, not deletions: other threads may be writing to the old one.
+                table = self._tables[need] = {k: v for k, v in list(table.items()) if k in nodes}
+            return table
+
+    def __len__(self) -> int:
+        """How many GPU counts have a table."""
+        return len(self._tables)
+
+    def sizes(self) -> dict[int, int]:
+        """Entries per GPU count, for tests and debugging."""
+        with self._lock:
+            return {need: len(table) for need, table in self._tables.items()}
 
 
 def rank_nodes(
@@ -49,7 +88,7 @@ def rank_nodes(
     need = pod.requests.gpus
     ranked: list[tuple[str, int]] = []
     node_of, base_free_of, promised_on = snapshot.nodes.get, snapshot.base_free.get, promises.by_node.get
-    table = None if memo is None else memo.setdefault(need, {})
+    table = None if memo is None else memo.table(need, snapshot.nodes)
     for name in dict.fromkeys(candidates):
         node = node_of(name)
         if node is None:

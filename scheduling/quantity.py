@@ -1,80 +1,140 @@
-"""Kubernetes resource quantities as integers.
+"""Kubernetes resource quantities as bounded integers.
 
 The API writes quantities as strings ("500m", "16Gi", "2"). The core keeps CPU in milli-cores and memory
 in bytes, both integers, so comparisons are exact and sums never drift (style.md house rule 7).
+
+Requests come from outside the process, so the parser is built to be hostile-input safe rather than
+merely correct on good input (issue 15):
+
+- it accepts exactly the grammar of ``k8s.io/apimachinery`` ``resource.Quantity``
+  (``<signedNumber><suffix>``: ASCII digits only, an optional ``.``, then one of the binary suffixes
+  ``Ki Mi Gi Ti Pi Ei``, the decimal suffixes ``n u m k M G T P E`` or none, or an exponent
+  ``e``/``E`` with a signed integer); no spaces, underscores or non-ASCII digits, which Python's
+  ``Decimal`` and ``int`` would let through;
+- its work is linear in the text, which is at most :data:`MAX_TEXT` characters, and no integer it builds
+  has more than about a hundred digits: the magnitude is decided from the digit count and the exponent
+  before any arithmetic, so ``1e999999`` is refused at once instead of becoming a million-digit int;
+- a value above :data:`MAX_QUANTITY` base units is refused with a reason. The API server clamps such a
+  value to that bound when it stores an object, so an object read from it never exceeds it; only a
+  request that did not come through it can, and that request gets HTTP 400.
+
+A positive value below one nano-unit rounds up to 1n, as the API server rounds it.
 """
 
 from __future__ import annotations
 
-from decimal import ROUND_CEILING, Decimal, InvalidOperation
+import re
+from dataclasses import dataclass
 
 BINARY_SUFFIXES = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
-_DECIMAL = {
-    "n": Decimal("1e-9"),
-    "u": Decimal("1e-6"),
-    "m": Decimal("1e-3"),
-    "": Decimal(1),
-    "k": Decimal("1e3"),
-    "M": Decimal("1e6"),
-    "G": Decimal("1e9"),
-    "T": Decimal("1e12"),
-    "P": Decimal("1e15"),
-    "E": Decimal("1e18"),
-}
-_MAX_LEN = 64
+_BINARY_SHIFT = {suffix: factor.bit_length() - 1 for suffix, factor in BINARY_SUFFIXES.items()}
+_DECIMAL_EXPONENT = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
+
+MAX_QUANTITY = 2**63 - 1
+"""The largest amount, in base units (cores, bytes, devices), the API server stores (``maxAllowed``)."""
+
+MAX_TEXT = 64
+"""The longest quantity text accepted; the longest canonical form the API server writes has 20."""
+
+_NANO = 10**9
+_MAX_DIGITS = len(str(MAX_QUANTITY))  # 19: any value with its leading digit at 10**19 or above is too big
+_SHIFT_DIGITS = 19  # 2**60, the largest binary suffix, is below 10**19
+_GRAMMAR = re.compile(r"([+-]?)([0-9]*)(?:\.([0-9]*))?(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?[0-9]+)?")
 
 
 class QuantityError(ValueError):
-    """A resource quantity string that Kubernetes would not accept either."""
+    """A resource quantity that Kubernetes would not accept, or one beyond what it stores."""
 
 
-def _split(text: str) -> tuple[str, str]:
-    for suffix in BINARY_SUFFIXES:
-        if text.endswith(suffix):
-            return text[: -len(suffix)], suffix
-    # A trailing letter is a decimal SI suffix; "1E3" ends in a digit, so it stays an exponent.
-    if text and text[-1] in "numkMGTPE":
-        return text[:-1], text[-1]
-    return text, ""
+@dataclass(frozen=True, slots=True)
+class Quantity:
+    """A non-negative quantity in nano base units, exact (the API server's finest resolution).
+
+    Attributes:
+        nano: the amount in units of 10**-9 cores, bytes or devices; at most ``MAX_QUANTITY * 10**9``.
+    """
+
+    nano: int
+
+    def milli(self) -> int:
+        """The amount in milli-units, rounded up as Kubernetes rounds requests."""
+        return -(-self.nano // 10**6)
+
+    def units(self) -> int:
+        """The amount in whole base units (bytes, devices), rounded up."""
+        return -(-self.nano // _NANO)
 
 
-def parse_quantity(text: object) -> Decimal:
-    """Parse a Kubernetes quantity into an exact decimal of base units.
+def _shown(text: str) -> str:
+    """``text`` quoted for a message, cut so that a reason never grows with the input."""
+    return repr(text) if len(text) <= 24 else repr(text[:20]) + f"... ({len(text)} characters)"
+
+
+def parse_quantity(text: object) -> Quantity:
+    """Parse a Kubernetes quantity; see the module docstring for the grammar and the bounds.
 
     Args:
         text: the quantity as the API serialises it, e.g. ``"500m"``, ``"16Gi"``, ``"2"``, or an int.
 
     Returns:
-        The value in base units (cores, bytes, devices).
+        The exact value, rounded up to a whole nano-unit.
 
     Raises:
-        QuantityError: the value is not a valid, non-negative quantity.
+        QuantityError: ``text`` is not a quantity in the grammar, is negative, or is above
+            :data:`MAX_QUANTITY` base units; the message says which.
 
-    >>> parse_quantity("500m")
-    Decimal('0.500')
-    >>> parse_quantity("2Gi") == 2 * 2**30
-    True
+    >>> parse_quantity("500m").milli(), parse_quantity("2Gi").units() == 2 * 2**30
+    (500, True)
     """
-    if isinstance(text, bool):
-        msg = f"quantity must be a string or number, got {text!r}"
+    if isinstance(text, int) and not isinstance(text, bool):
+        if not 0 <= text <= MAX_QUANTITY:
+            msg = f"the integer quantity is outside 0..{MAX_QUANTITY}"
+            raise QuantityError(msg)
+        return Quantity(text * _NANO)
+    if not isinstance(text, str):
+        msg = f"a quantity must be a string such as '500m' or '16Gi', got {type(text).__name__}"
         raise QuantityError(msg)
-    if isinstance(text, int):
-        text = str(text)
-    if not isinstance(text, str) or not text or len(text) > _MAX_LEN:
-        msg = f"quantity must be a non-empty string, got {text!r}"
+    if len(text) > MAX_TEXT:
+        msg = f"quantity {_shown(text)} is longer than {MAX_TEXT} characters"
         raise QuantityError(msg)
-    number, suffix = _split(text.strip())
-    try:
-        value = Decimal(number)
-    except InvalidOperation:
-        msg = f"{text!r} is not a Kubernetes quantity"
-        raise QuantityError(msg) from None
-    if not value.is_finite() or value < 0:
-        msg = f"{text!r} is not a finite, non-negative quantity"
+    found = _GRAMMAR.fullmatch(text)
+    if found is None or not (found[2] or found[3]):
+        msg = (
+            f"{_shown(text)} is not a Kubernetes quantity (ASCII digits with an optional '.', then a "
+            "suffix such as m, k, Mi, Gi or an exponent such as e3; no spaces)"
+        )
         raise QuantityError(msg)
-    if suffix in BINARY_SUFFIXES:
-        return value * BINARY_SUFFIXES[suffix]
-    return value * _DECIMAL[suffix]
+    sign, whole, fraction, suffix = found[1], found[2], found[3] or "", found[4] or ""
+    digits = (whole + fraction).lstrip("0")
+    if not digits:
+        return Quantity(0)
+    if sign == "-":
+        msg = f"{_shown(text)} is negative"
+        raise QuantityError(msg)
+    shift = _BINARY_SHIFT.get(suffix, 0)
+    if suffix in _DECIMAL_EXPONENT or suffix in _BINARY_SHIFT:
+        exponent = _DECIMAL_EXPONENT.get(suffix, 0)
+    else:  # "e3", "E-2": at most MAX_TEXT digits, a small int however large the value it means
+        exponent = int(suffix[1:])
+    # The value is int(digits) * 10**scale * 2**shift nano-units; its leading digit sits at 10**top.
+    scale = exponent - len(fraction) + 9
+    top = len(digits) - 1 + scale - 9
+    if top >= _MAX_DIGITS:
+        return _too_big(text)
+    if scale >= 0:
+        nano = (int(digits) * 10**scale) << shift
+    elif -scale >= len(digits) + _SHIFT_DIGITS:
+        nano = 1  # below one nano-unit (int(digits) << shift < 10**-scale): the API server rounds up
+    else:
+        nano = -(-(int(digits) << shift) // 10**-scale)
+    if nano > MAX_QUANTITY * _NANO:
+        return _too_big(text)
+    return Quantity(nano)
+
+
+def _too_big(text: str) -> Quantity:
+    msg = f"{_shown(text)} is more than the largest quantity Kubernetes stores ({MAX_QUANTITY})"
+    raise QuantityError(msg)
 
 
 def to_milli(text: object) -> int:
@@ -85,7 +145,7 @@ def to_milli(text: object) -> int:
     >>> to_milli("100m")
     100
     """
-    return int((parse_quantity(text) * 1000).to_integral_value(rounding=ROUND_CEILING))
+    return parse_quantity(text).milli()
 
 
 def to_units(text: object) -> int:
@@ -96,4 +156,4 @@ def to_units(text: object) -> int:
     >>> to_units("8")
     8
     """
-    return int(parse_quantity(text).to_integral_value(rounding=ROUND_CEILING))
+    return parse_quantity(text).units()

@@ -80,6 +80,12 @@ class AdmittedBook:
             keep[key] = entry
         return AdmittedBook(MappingProxyType(keep))
 
+    def without_group(self, key: str) -> AdmittedBook:
+        """The book after a decision found group ``key`` no node: it holds nothing, so it counts no more."""
+        if key not in self.by_group:
+            return self
+        return AdmittedBook(MappingProxyType({k: e for k, e in self.by_group.items() if k != key}))
+
     def held_in(self, queue: str, *, besides: str) -> Resources:
         """What entries of ``queue`` other than group ``besides`` hold."""
         held = ZERO

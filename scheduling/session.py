@@ -181,7 +181,9 @@ def _filter_healthy(
         admitted = gate.admitted
     if not gang:
         fit = filter_nodes(pod, request.candidates, snapshot, promises)
-        return FilterOutcome(fit.feasible, fit.rejected, promises, admitted=admitted)
+        # A pod no node can take holds nothing, so it must not count against its queue (issue 15).
+        kept = admitted if fit.feasible else None
+        return FilterOutcome(fit.feasible, fit.rejected, promises, admitted=kept)
     key = pod.group_key or ""
     members = snapshot.members(key)
     if all(m.uid != pod.uid for m in members):
@@ -203,7 +205,7 @@ def _filter_healthy(
         decided.rejected,
         decided.promises,
         decided.verdict,
-        admitted,
+        admitted if decided.feasible else None,
         lapsed,
         decided.planned,
     )

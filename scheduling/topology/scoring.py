@@ -10,32 +10,26 @@ The score of a set is the bandwidth it sustains (:mod:`scheduling.topology.graph
 3. more pair bandwidth inside the set, then closer PCIe levels (the go-gpuallocator-style sum, §5.1 3d);
 4. the lowest GPU indices, so equal inputs always give the same answer.
 
-Search: every k-subset of the free GPUs is ranked by the cheap upper bound of
-:class:`~scheduling.topology.node.NodeTopology` plus the tie-breaks; subsets are then evaluated exactly
-in that order until the next bound cannot beat the best exact key found (a best-first search, so the
-result is the same as scoring all subsets). Results are memoised in a caller-owned
-:class:`TopologyCache` keyed by (topology, free GPUs, k).
+Search (:mod:`scheduling.topology.search`): exact, by a best-first walk over every k-subset ranked by a
+cheap bound, whenever the free GPUs hold at most C(16, 8) subsets, so the result is the same as scoring
+all of them; a bounded greedy search with a stated guarantee above that. Results are memoised in a
+caller-owned :class:`TopologyCache` keyed by (topology, free GPUs, k).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from itertools import combinations
-from math import comb
 
 from scheduling.topology.bandwidth import BandwidthModel
 from scheduling.topology.document import TopologyDocument
 from scheduling.topology.errors import TopologyError
 from scheduling.topology.lru import BoundedCache
 from scheduling.topology.node import DEFAULT_BANDWIDTH, NodeTopology, prepare_topology
+from scheduling.topology.search import search
 
 MAX_NODE_SCORE = 10
 """kube-scheduler's ``MaxExtenderPriority``."""
-
-MAX_CANDIDATES = 200_000
-"""Most k-subsets :func:`best_gpu_set` will rank (C(16, 8) is 12,870)."""
-
 
 @dataclass(frozen=True, slots=True)
 class GpuSetChoice:
@@ -116,9 +110,11 @@ def best_gpu_set(
 
     "Best" is the order in the module docstring: bandwidth, then the tie-breaks.
 
+    The answer is exact for every request on nodes of up to 16 GPUs, and comes from a bounded search
+    with a stated guarantee above that (:mod:`scheduling.topology.search`): no GPU count fails.
+
     Raises:
-        TopologyError: ``k`` is below 1, ``free`` names a GPU the node lacks, or the node has more
-            than :data:`MAX_CANDIDATES` candidate sets.
+        TopologyError: ``k`` is below 1, or ``free`` names a GPU the node lacks.
 
     >>> from scheduling.topology.builders import uniform
     >>> node = prepare_topology(uniform(8, "NV12", gpu_model="NVIDIA A100-SXM4-40GB"))
@@ -137,10 +133,7 @@ def best_gpu_set(
     _check_gpus(topology, ordered)
     if len(ordered) < k:
         return None
-    if comb(len(ordered), k) > MAX_CANDIDATES:
-        msg = f"choosing {k} of {len(ordered)} GPUs means {comb(len(ordered), k)} sets, over {MAX_CANDIDATES}"
-        raise TopologyError(msg)
-    gpus, score, groups, fragmentation = _search(topology, ordered, k, cache)
+    gpus, score, groups, fragmentation = search(topology, ordered, k, lambda s: _set_mbs(topology, s, cache))
     everything = frozenset(range(topology.gpu_count))
     if free == everything:
         best_possible = score
@@ -172,66 +165,6 @@ def node_topology_score(
     if choice.best_possible <= 0:
         return MAX_NODE_SCORE
     return MAX_NODE_SCORE * choice.score // choice.best_possible
-
-
-def _search(
-    topology: NodeTopology, free: tuple[int, ...], k: int, cache: TopologyCache | None
-) -> tuple[tuple[int, ...], int, int, int]:
-    """Best-first search; returns (gpus, score, socket groups, fragmentation).
-
-    Candidates are ranked by (-upper bound, socket groups); the remaining tie-breaks are computed only
-    for the buckets of equal rank that the search reaches. ``free`` holds at least ``k`` GPUs.
-    """
-    locality = topology.locality
-    ranked = sorted(
-        (-topology.upper_bound(combo), len({locality[g] for g in combo}), combo)
-        for combo in combinations(free, k)
-    )
-    best = _Best()
-    start = 0
-    while start < len(ranked) and not best.beats(ranked[start][:2]):
-        end = start
-        while end < len(ranked) and ranked[end][:2] == ranked[start][:2]:
-            end += 1
-        bucket = sorted(_full_key(topology, free, *entry) for entry in ranked[start:end])
-        for entry in bucket:
-            if best.beats(entry):
-                break
-            best.offer((-_set_mbs(topology, entry[-1], cache), *entry[1:]))
-        start = end
-    key = best.key
-    return key[-1], -key[0], key[1], key[2]
-
-
-class _Best:
-    """The best exact key seen so far; before the first one, nothing is beaten."""
-
-    def __init__(self) -> None:
-        self.key: tuple[int, int, int, int, int, tuple[int, ...]] = (0, 0, 0, 0, 0, ())
-        self.found = False
-
-    def beats(self, key: tuple[object, ...]) -> bool:
-        return self.found and key > self.key[: len(key)]
-
-    def offer(self, key: tuple[int, int, int, int, int, tuple[int, ...]]) -> None:
-        if not self.found or key < self.key:
-            self.key, self.found = key, True
-
-
-def _full_key(
-    topology: NodeTopology, free: tuple[int, ...], rank: int, groups: int, combo: tuple[int, ...]
-) -> tuple[int, int, int, int, int, tuple[int, ...]]:
-    pair, distance = topology.pair_mbs, topology.distance
-    rest = [g for g in free if g not in combo]
-    inside = list(combinations(combo, 2))
-    return (
-        rank,
-        groups,
-        sum(pair[a][b] for a in combo for b in rest),
-        -sum(pair[a][b] for a, b in inside),
-        sum(distance[a][b] for a, b in inside),
-        combo,
-    )
 
 
 def _set_mbs(topology: NodeTopology, members: tuple[int, ...], cache: TopologyCache | None) -> int:

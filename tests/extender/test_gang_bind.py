@@ -5,8 +5,10 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 
 import pytest
+from prometheus_client import CollectorRegistry
 
 from extender.gang_bind import GangBind, GangBinder, GangSettings, GangTeller
+from extender.metrics import GangMetrics
 from kubeio.binding import BindStatus
 from kubeio.errors import KubeError
 from scheduling.gang_record import PlannedMember, decode_plan
@@ -150,3 +152,15 @@ def test_a_member_without_its_reservation_does_not_enter_the_barrier() -> None:
             "gang ml/g: w0 has no reservation (it expired); it will be planned again", "no_reservation"
         )
         assert not rig.gangs.board.active("ml/g")
+
+
+def test_the_first_seen_table_forgets_the_oldest_gangs_past_its_bound() -> None:
+    """Issue 15: every gang name ever filtered stayed in the table until it bound, which some never do."""
+    registry = CollectorRegistry()
+    teller = GangTeller(None, GangMetrics.create(registry), lambda: 0.0)
+    for i in range(20_000):  # gangs that never bind: PodGroups deleted, or names no PodGroup has
+        teller.seen(f"ml/ghost-{i}")
+    teller.bound("ml/ghost-0")
+    teller.bound("ml/ghost-19999")
+    observed = registry.get_sample_value("phalanx_gang_time_to_bound_seconds_count")
+    assert observed == 1, "the oldest gang is forgotten, the newest is still timed"

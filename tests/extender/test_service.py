@@ -2,15 +2,19 @@ from __future__ import annotations
 
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 
 import pytest
 
 from extender.service import Extender, UnknownNodeError
+from extender.view_keeper import ViewKeeper
 from kubeio.binding import BindRefusedError
 from kubeio.errors import UnavailableError
 from scheduling.promises import Promise
-from tests.builders import FakeBinder, FakeCluster, a_ledger, a_node, a_pod
+from scheduling.queues import Queue
+from scheduling.snapshot import ClusterSnapshot
+from tests.builders import FakeBinder, FakeCluster, a_ledger, a_node, a_pod, snapshot_of
+from tests.scheduling.queues.builders import gpu_queue
 
 
 def make(
@@ -153,3 +157,27 @@ def test_promises_on_a_node_that_goes_not_ready_or_is_deleted_are_released_gangs
     assert set(ext.promises.by_uid) == {"other"}, "n1's promises and the gang's whole reservation end"
     ext.node_changed("n3", nodes[2], None)
     assert ext.promises.by_uid == {}
+
+
+@dataclass
+class QueuedCluster(FakeCluster):
+    queues: list[Queue] = field(default_factory=list)
+
+    def snapshot(self) -> ClusterSnapshot:
+        return snapshot_of(self.nodes.values(), self.pods.values(), self.groups.values(), self.queues)
+
+
+def test_a_pod_admitted_then_found_no_node_stops_counting_against_its_queue() -> None:
+    """Issue 15: an admission entry lives only while its group may still get a node."""
+    pod = a_pod("p").gpus(4).queue("b").build()
+    cluster = QueuedCluster(queues=[gpu_queue("b", quota=8, limit=8)]).add(a_node("n1").build(), pod)
+    holder: list[Extender] = []
+    keeper = ViewKeeper(cluster.snapshot, lambda: holder[0].ledger.book)
+    ext = Extender(cluster, FakeBinder(cluster), clock=lambda: 0.0, promise_ttl=60.0, views=keeper)
+    holder.append(ext)
+    keeper.refresh()
+    assert ext.filter(pod, ("n1",)).feasible == ("n1",)
+    assert set(keeper.admitted.by_group) == {"ml/p"}
+    cluster.add(a_pod("filler").gpus(6).on("n1", range(6)).build())  # only 2 GPUs left
+    assert ext.filter(pod, ("n1",)).feasible == ()
+    assert keeper.admitted.by_group == {}

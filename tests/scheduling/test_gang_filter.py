@@ -2,6 +2,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from scheduling.gang_filter import GangFilterDecision, decide_gang_member
 from scheduling.model import Pod, PodGroup
 from scheduling.promises import PromiseBook
@@ -124,3 +127,25 @@ def test_bound_members_count_towards_min_member() -> None:
     snap = snapshot_of(NODES, bound)
     decision = decide(gang[1], a_gang("g", 3), bound, PromiseBook(), snap)
     assert set(decision.promises.by_group["ml/g"]) == {gang[1].uid, gang[2].uid}
+
+
+@given(
+    started_at=st.none() | st.floats(0, 2e9),
+    phase=st.sampled_from(["Pending", "Unknown"]),
+    created=st.sampled_from(["", "2026-11-22T09:16:55Z"]),
+    labels=st.dictionaries(st.sampled_from(["a", "b"]), st.sampled_from(["x", "y"]), max_size=2),
+    which=st.integers(0, 3),
+)
+def test_the_request_copy_of_a_member_is_the_same_member_by_uid(
+    started_at: float | None, phase: str, created: str, labels: dict[str, str], which: int
+) -> None:
+    """kube-scheduler's copy may differ from the cache's (issue 15): the whole gang is still reserved."""
+    gang = members("g", 4, 4)
+    cached = gang[which]
+    asked = replace(
+        cached, started_at=started_at, phase=phase, created=created, labels={**cached.labels, **labels}
+    )
+    decision = decide(asked, a_gang("g", 4), gang, PromiseBook())
+    assert decision.planned is not None
+    assert set(decision.promises.by_group["ml/g"]) == {p.uid for p in gang}
+    assert decision.feasible == (decision.promises.by_uid[cached.uid].node,)

@@ -5,7 +5,7 @@ from dataclasses import replace
 from scheduling.gpu_choice import choose_gpus
 from scheduling.gpu_fit import filter_nodes
 from scheduling.gpu_usage import FreeGpus
-from scheduling.node_ranking import rank_nodes
+from scheduling.node_ranking import ScoreMemo, rank_nodes
 from scheduling.promises import PromiseBook
 from scheduling.reasons import Reason
 from scheduling.topology import TopologyCache, parse_topo_matrix
@@ -89,7 +89,7 @@ def test_the_score_memo_never_changes_an_answer_and_notices_changed_nodes() -> N
     nodes = [replace(a_node(f"n{i}").build(), topology=cache.topology(A6000)) for i in range(4)]
     running = [a_pod(f"x{i}").gpus(i).on(f"n{i}", range(i)).build() for i in range(4)]
     snap = snapshot_of(nodes, running)
-    memo: dict = {}  # type: ignore[type-arg]
+    memo = ScoreMemo()
     pod = a_pod("p").gpus(2).build()
     plain = rank_nodes(pod, [n.name for n in nodes], snap, PromiseBook(), cache)
     assert rank_nodes(pod, [n.name for n in nodes], snap, PromiseBook(), cache, memo) == plain
@@ -98,3 +98,15 @@ def test_the_score_memo_never_changes_an_answer_and_notices_changed_nodes() -> N
     assert dict(rank_nodes(pod, ["n0"], fuller, PromiseBook(), cache, memo)) == dict(
         rank_nodes(pod, ["n0"], fuller, PromiseBook(), cache)
     )
+
+
+def test_the_score_memo_stays_bounded_over_every_gpu_count_and_node_churn() -> None:
+    """Issue 15: one table per distinct GPU count and one entry per node ever seen grew without end."""
+    cache, memo = TopologyCache(), ScoreMemo()
+    for need in range(1, 400):
+        nodes = [a_node(f"n{need}-{i}").build() for i in range(3)]  # a new set of nodes every time
+        names = [n.name for n in nodes]
+        rank_nodes(a_pod("p").gpus(need).build(), names, snapshot_of(nodes), PromiseBook(), cache, memo)
+        rank_nodes(a_pod("q").gpus(2).build(), names, snapshot_of(nodes), PromiseBook(), cache, memo)
+    assert len(memo) <= 64
+    assert max(memo.sizes().values()) <= 3 * 3 + 16

@@ -4,6 +4,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from scheduling.gpu_fit import filter_nodes
 from scheduling.model import Pod, PodGroup, Resources
@@ -239,3 +241,42 @@ def test_narrow_victims_takes_surplus_members_alone(case: NarrowCase) -> None:
     kept, why = narrow_victims(URGENT, proposed, snapshot, tree, now=1.0)
     assert {node: victims for node, (victims, _) in kept.items()} == case.kept, why
     assert case.reason is None or case.reason in why, why
+
+
+# Issue 15: a group no node can take holds nothing, so it never counts against its queue's admission.
+
+ROOMY = [gpu_queue("b", quota=8, limit=8)]
+
+
+@given(
+    busy=st.tuples(st.integers(0, 8), st.integers(0, 8)),
+    need=st.integers(1, 10),
+    gang=st.booleans(),
+)
+def test_a_group_no_node_takes_is_never_counted_as_admitted(
+    busy: tuple[int, int], need: int, gang: bool
+) -> None:
+    filler = [a_pod(f"busy{i}").gpus(n).on(f"n{i + 1}", range(n)).build() for i, n in enumerate(busy) if n]
+    if gang:
+        pods = [a_pod(f"w{i}").gpus(need).group("g").queue("b").build() for i in range(2)]
+    else:
+        pods = [a_pod("p").gpus(need).queue("b").build()]
+    snapshot = snapshot_of(NODES, [*filler, *pods], [a_gang("g", 2)], ROOMY)
+    view = view_of(snapshot, PromiseBook(), None)
+    request = FilterInput(pods[0], CANDIDATES, snapshot, PromiseBook(), view, AdmittedBook(), 1.0)
+    outcome = filter_pod(request, topologies=TopologyCache(), settings=SessionSettings(gangs=True))
+    assert outcome.feasible or outcome.admitted is None
+
+
+def test_a_pod_that_fits_nowhere_does_not_hold_its_queue_mate_over_the_limit() -> None:
+    filler = [a_pod(f"busy{i}").gpus(4).on(f"n{i}", range(4)).build() for i in (1, 2)]  # 4 free on each
+    wide, narrow = a_pod("wide").gpus(6).queue("b").build(), a_pod("narrow").gpus(4).queue("b").build()
+    snapshot = snapshot_of(NODES, [*filler, wide, narrow], (), ROOMY)
+    view = view_of(snapshot_of(NODES, filler, (), ROOMY), PromiseBook(), None)  # built before they came
+    book = AdmittedBook()
+    for pod in (wide, narrow):
+        request = FilterInput(pod, CANDIDATES, snapshot, PromiseBook(), view, book, 1.0)
+        outcome = filter_pod(request, topologies=TopologyCache(), settings=SessionSettings())
+        if outcome.admitted is not None:
+            book = book.with_group(*outcome.admitted)
+    assert outcome.feasible == CANDIDATES, outcome.rejected

@@ -1,13 +1,18 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
+from functools import cache
 from itertools import combinations
+from math import comb
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from scheduling.topology import (
+    MAX_NODE_SCORE,
     GpuInfo,
     GpuLink,
     NodeTopology,
@@ -16,12 +21,14 @@ from scheduling.topology import (
     TopologyError,
     best_gpu_set,
     node_topology_score,
+    parse_link,
     parse_topo_matrix,
     prepare_topology,
     set_score,
     uniform,
 )
 from scheduling.topology.graph import set_bandwidth
+from scheduling.topology.search import EXACT_SETS, search
 
 from .shared_files import BY_NAME, MATRICES, SharedMatrix, document, read, topology
 
@@ -105,10 +112,91 @@ def test_rejects_bad_requests(free: frozenset[int], k: int, message: str) -> Non
         best_gpu_set(topology("a6000-8"), free, k)
 
 
-def test_refuses_unbounded_searches() -> None:
-    node = prepare_topology(uniform(24, "SYS"))
-    with pytest.raises(TopologyError, match="sets, over 200000"):
-        best_gpu_set(node, frozenset(range(24)), 12)
+def layered(count: int, *, bridges: bool) -> TopologyDocument:
+    """A made-up PCIe tree of ``count`` GPUs: pairs on a switch, quads under a bridge, eights on a socket.
+
+    With ``bridges`` every even GPU is NVLink-bridged to the next, which makes pair bandwidths
+    non-hierarchical; without, they are hierarchical (ultrametric).
+    """
+
+    def kind(a: int, b: int) -> str:
+        level = (
+            "PIX"
+            if a // 2 == b // 2
+            else "PXB"
+            if a // 4 == b // 4
+            else "NODE"
+            if a // 8 == b // 8
+            else "SYS"
+        )
+        return f"NV4/{level}" if bridges and a // 2 == b // 2 else level
+
+    links = tuple(parse_link(a, b, kind(a, b)) for a in range(count) for b in range(a + 1, count))
+    return TopologyDocument(
+        gpus=tuple(GpuInfo(i) for i in range(count)), links=links, gpu_model="NVIDIA RTX A6000"
+    )
+
+
+@cache
+def shaped(count: int, shape: str) -> NodeTopology:
+    if shape == "nvswitch":
+        return prepare_topology(uniform(count, "NV12", gpu_model="NVIDIA A100-SXM4-40GB"))
+    return prepare_topology(layered(count, bridges=shape == "bridged"))
+
+
+@settings(max_examples=40, deadline=None)
+@given(data=st.data())
+def test_every_gpu_count_and_request_gets_a_valid_answer(data: st.DataObject) -> None:
+    """Issue 15: more than 20 GPUs raised an uncaught error (HTTP 500 for prioritize, bind, gang filter)."""
+    count = data.draw(st.sampled_from([1, 2, 7, 16, 17, 21, 24, 32, 48, 64]), label="count")
+    node = shaped(count, data.draw(st.sampled_from(["nvswitch", "layered", "bridged"]), label="shape"))
+    free = frozenset(data.draw(st.sets(st.integers(0, count - 1), min_size=1), label="free"))
+    k = data.draw(st.integers(1, len(free)), label="k")
+    choice = best_gpu_set(node, free, k)
+    assert choice is not None
+    assert len(choice.gpus) == k and set(choice.gpus) <= free and list(choice.gpus) == sorted(choice.gpus)
+    assert choice.score == set_score(node, choice.gpus) <= choice.best_possible
+    assert 0 <= node_topology_score(node, free, k) <= MAX_NODE_SCORE
+
+
+def test_every_request_on_a_16_gpu_node_is_searched_exactly() -> None:
+    assert max(comb(16, k) for k in range(1, 17)) == EXACT_SETS
+
+
+def _weakest(node: NodeTopology, members: Sequence[int]) -> int:
+    return min((node.pair_mbs[a][b] for a, b in combinations(members, 2)), default=0)
+
+
+def _hierarchical(node: NodeTopology) -> bool:
+    pair = node.pair_mbs
+    for a, b, c in combinations(range(node.gpu_count), 3):
+        low, mid, _ = sorted((pair[a][b], pair[a][c], pair[b][c]))
+        if low != mid:
+            return False
+    return True
+
+
+BOUNDED_CASES = [
+    *(pytest.param(lambda m=m: topology(m.name), id=m.name) for m in MATRICES if m.complete),
+    pytest.param(lambda: shaped(12, "layered"), id="layered-12"),
+    pytest.param(lambda: shaped(12, "bridged"), id="bridged-12"),
+]
+
+
+@pytest.mark.parametrize("make", BOUNDED_CASES)
+@settings(max_examples=25, deadline=None)
+@given(data=st.data())
+def test_the_bounded_search_keeps_its_documented_guarantee(
+    make: Callable[[], NodeTopology], data: st.DataObject
+) -> None:
+    node = make()
+    free = tuple(sorted(data.draw(st.sets(st.integers(0, node.gpu_count - 1), min_size=1))))
+    k = data.draw(st.integers(1, len(free)))
+    gpus, score, _, _ = search(node, free, k, node.set_mbs, exact_sets=0)  # force the bounded search
+    assert len(gpus) == k and set(gpus) <= set(free) and score == node.set_mbs(gpus)
+    assert _weakest(node, gpus) >= _weakest(node, free[:k])
+    if _hierarchical(node):
+        assert _weakest(node, gpus) == max(_weakest(node, c) for c in combinations(free, k))
 
 
 def _nvlinked(doc: TopologyDocument, members: tuple[int, ...]) -> bool:
@@ -274,3 +362,11 @@ def test_cache_is_bounded_and_reused() -> None:
     assert len(cache.topologies) == 1
     cache.clear()
     assert len(cache.choices) == len(cache.set_scores) == len(cache.topologies) == 0
+
+
+@pytest.mark.parametrize("k", [2, 4])
+def test_the_exact_walk_stopped_by_its_evaluation_budget_still_answers(k: int) -> None:
+    node, free = topology("v100-cubemesh"), tuple(range(8))
+    exact = search(node, free, k, node.set_mbs)
+    gpus, score, _, _ = search(node, free, k, node.set_mbs, max_evaluations=1)
+    assert len(gpus) == k and score == node.set_mbs(gpus) <= exact[1]
