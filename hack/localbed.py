@@ -115,6 +115,8 @@ class Testbed:
         self.mpi_operator = mpi_operator
         self.pin_webhook = pin_webhook
         self.webhook_port = free_port()
+        self.placement_metrics_ports: dict[str, int] = {}
+        """Replica name -> the port of its ``/metrics`` (``--metrics-port``), kept across restarts."""
         self.log = log
         self.scheduler_pairs = scheduler_pairs
         self.extender_b_port = free_port()
@@ -230,6 +232,7 @@ class Testbed:
         argv = [sys.executable, "-m", "placement", "--kubeconfig", str(self.kubeconfig)]
         argv += ["--interval-seconds", "1", "--stale-grace-seconds", str(self.placement_grace)]
         argv += ["--elastic-cooldown-seconds", "3"]  # elastic moves a few seconds apart, not a minute
+        argv += ["--metrics-port", str(self.placement_metrics_ports.setdefault(name, free_port()))]
         argv += ["--lease-namespace", "kube-system", "--lease-duration-seconds", "3"]
         argv += ["--renew-deadline-seconds", "2", "--lease-retry-seconds", "0.5"]
         if serve:

@@ -54,6 +54,7 @@ def run(settings: PlacementSettings, stop: threading.Event) -> int:
     if settings.metrics_port:
         start_http_server(settings.metrics_port, registry=registry)
     cache = ClusterCache()
+    metrics.cluster.show(cache.snapshot, time.time)  # wall clock: gang waits start at creationTimestamp
     cache.start(http, stop)
     events = EventRecorder(http, component="phalanx-placement", clock=time.time)
     events.start(stop)

@@ -7,15 +7,18 @@ view and a deleted queue disappears instead of keeping its last values.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 
+from scheduling.gang_wait import size_class, waiting_gangs
+from scheduling.gpu_fragmentation import gpu_fragmentation
 from scheduling.queue_view import QueueView, pending_of
 from scheduling.resources import GPU, amount
+from scheduling.snapshot import ClusterSnapshot
 
 
 class QueueGpus:
@@ -57,6 +60,78 @@ class QueueGpus:
         )
 
 
+class ClusterFigures:
+    """GPUs per node, how scattered the free ones are, and the gangs waiting, from the cache at scrape time.
+
+    ``phalanx_node_gpus{node,kind}`` (total, allocated, free), ``phalanx_gpu_partial_nodes``,
+    ``phalanx_gpu_largest_free_block``, ``phalanx_gangs_waiting{size}``,
+    ``phalanx_gang_oldest_wait_seconds{size}`` and ``phalanx_gangs_past_timeout{size}`` (waiting longer
+    than ``scheduleTimeoutSeconds``), sizes in power-of-two classes. The figures are the core's
+    (``scheduling.gpu_fragmentation``, ``scheduling.gang_wait``); every replica reports them, a standby
+    from its warm cache.
+    """
+
+    def __init__(self) -> None:
+        self._source: tuple[Callable[[], ClusterSnapshot], Callable[[], float]] | None = None
+
+    def show(self, snapshot: Callable[[], ClusterSnapshot], clock: Callable[[], float]) -> None:
+        """Read ``snapshot()`` and the wall ``clock`` at every scrape from now on."""
+        self._source = (snapshot, clock)
+
+    def describe(self) -> Iterator[Metric]:
+        """The metric families without samples, so the registry can refuse a clashing name."""
+        yield from self._families()
+
+    def collect(self) -> Iterator[Metric]:
+        """The families with the samples of the cluster now (none before ``show``)."""
+        nodes, partial, largest, waiting, oldest, late = families = self._families()
+        if self._source is not None:
+            snapshot, clock = self._source[0](), self._source[1]()
+            figures = gpu_fragmentation(snapshot)
+            for node in figures.nodes:
+                nodes.add_metric([node.node, "total"], node.total)
+                nodes.add_metric([node.node, "allocated"], node.allocated)
+                nodes.add_metric([node.node, "free"], node.free)
+            partial.add_metric([], figures.partial_nodes)
+            largest.add_metric([], figures.largest_free_block)
+            by_size: dict[str, list[float]] = {}
+            past: dict[str, int] = {}
+            for wait in waiting_gangs(snapshot, clock):
+                label = size_class(wait.size)
+                by_size.setdefault(label, []).append(wait.waited)
+                past[label] = past.get(label, 0) + int(wait.past_timeout)
+            for label, waits in sorted(by_size.items()):
+                waiting.add_metric([label], len(waits))
+                oldest.add_metric([label], max(waits))
+                late.add_metric([label], past[label])
+        yield from families
+
+    @staticmethod
+    def _families() -> tuple[GaugeMetricFamily, ...]:
+        return (
+            GaugeMetricFamily(
+                "phalanx_node_gpus",
+                "GPUs per node: total, allocated (held by live pods), free (for a new pod; 0 if unusable).",
+                labels=["node", "kind"],
+            ),
+            GaugeMetricFamily("phalanx_gpu_partial_nodes", "Nodes with some but not all of their GPUs free."),
+            GaugeMetricFamily("phalanx_gpu_largest_free_block", "The most free GPUs on one node."),
+            GaugeMetricFamily(
+                "phalanx_gangs_waiting", "Gangs waiting to be placed, by minMember class.", labels=["size"]
+            ),
+            GaugeMetricFamily(
+                "phalanx_gang_oldest_wait_seconds",
+                "The longest wait of a gang now waiting, by minMember class.",
+                labels=["size"],
+            ),
+            GaugeMetricFamily(
+                "phalanx_gangs_past_timeout",
+                "Gangs waiting longer than their scheduleTimeoutSeconds, by minMember class.",
+                labels=["size"],
+            ),
+        )
+
+
 @dataclass(frozen=True, slots=True)
 class PlacementMetrics:
     """The placement manager's metrics."""
@@ -76,12 +151,15 @@ class PlacementMetrics:
     """``phalanx_elastic_workers_waiting``: elastic workers waiting for a node after the last pass."""
     leader: Gauge
     """``phalanx_placement_leader``: 1 while this replica holds the Lease and acts, else 0."""
+    cluster: ClusterFigures
+    """GPUs per node, fragmentation and waiting gangs, read from the cache at scrape time."""
 
     @staticmethod
     def create(registry: CollectorRegistry) -> PlacementMetrics:
         """Register the metrics in ``registry``."""
-        queue_gpus = QueueGpus()
+        queue_gpus, cluster = QueueGpus(), ClusterFigures()
         registry.register(queue_gpus)
+        registry.register(cluster)
         return PlacementMetrics(
             pass_seconds=Histogram(
                 "phalanx_placement_pass_seconds", "Duration of one reconcile pass.", registry=registry
@@ -114,4 +192,5 @@ class PlacementMetrics:
                 "1 while this replica of the placement manager holds its Lease and acts, else 0.",
                 registry=registry,
             ),
+            cluster=cluster,
         )

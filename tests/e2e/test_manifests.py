@@ -16,6 +16,7 @@ def test_manifests_apply_cleanly_with_a_server_side_dry_run(testbed: Testbed) ->
     for expected in (
         "deployment.apps/phalanx-scheduler created (server dry run)",
         "configmap/phalanx-scheduler-config created (server dry run)",
+        "configmap/phalanx-grafana-dashboard created (server dry run)",
         "clusterrole.rbac.authorization.k8s.io/phalanx-extender created (server dry run)",
     ):
         assert expected in applied, applied

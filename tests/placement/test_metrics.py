@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from datetime import datetime
 
 import pytest
 from prometheus_client import CollectorRegistry
@@ -10,7 +11,7 @@ from placement.metrics import PlacementMetrics
 from scheduling.promises import PromiseBook
 from scheduling.queue_view import QueueView, build_queue_view
 from scheduling.queues import Queue, ResourceQuota
-from tests.builders import a_node, a_pod
+from tests.builders import a_gang, a_node, a_pod, snapshot_of
 
 QUEUES = [
     Queue("team", gpu=ResourceQuota(8, 1)),
@@ -66,3 +67,28 @@ def test_the_counters_and_the_pass_histogram_are_registered() -> None:
     assert registry.get_sample_value("phalanx_stale_gang_evictions_total") == 1
     assert registry.get_sample_value("phalanx_reclaims_total", {"queue": "a"}) == 1
     assert registry.get_sample_value("phalanx_placement_pass_seconds_count") == 1
+
+
+def test_cluster_figures_come_from_the_snapshot_at_scrape_time() -> None:
+    registry = CollectorRegistry()
+    metrics = PlacementMetrics.create(registry)
+    assert registry.get_sample_value("phalanx_gpu_partial_nodes") is None, "nothing shown yet"
+    made = "2030-01-01T00:00:00Z"
+    held = a_pod("held").gpus(3).on("n0", range(3)).phase("Running").build()
+    waiting = [a_pod(f"w{i}").gpus(8).group("g").created(made).build() for i in range(4)]
+    cluster = [snapshot_of([a_node("n0").build(), a_node("n1").build()], [held])]
+    now = [datetime.fromisoformat(made).timestamp() + 30]
+    metrics.cluster.show(lambda: cluster[0], lambda: now[0])
+    sample = registry.get_sample_value
+    assert sample("phalanx_node_gpus", {"node": "n0", "kind": "allocated"}) == 3
+    assert sample("phalanx_node_gpus", {"node": "n0", "kind": "free"}) == 5
+    assert sample("phalanx_gpu_partial_nodes") == 1
+    assert sample("phalanx_gpu_largest_free_block") == 8
+    assert sample("phalanx_gangs_waiting", {"size": "3-4"}) is None
+    cluster[0] = snapshot_of([a_node("n0").build()], [held, *waiting], [a_gang("g", 4, timeout=60)])
+    assert sample("phalanx_gangs_waiting", {"size": "3-4"}) == 1
+    assert sample("phalanx_gang_oldest_wait_seconds", {"size": "3-4"}) == 30
+    assert sample("phalanx_gangs_past_timeout", {"size": "3-4"}) == 0
+    now[0] += 60
+    assert sample("phalanx_gangs_past_timeout", {"size": "3-4"}) == 1
+    assert sample("phalanx_node_gpus", {"node": "n1", "kind": "total"}) is None, "a deleted node disappears"

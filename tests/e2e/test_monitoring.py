@@ -1,0 +1,71 @@
+"""The dashboard and alerting rules name metrics the real extender and placement manager expose.
+
+Every expression of ``manifests/monitoring/`` is parsed and each metric name its selectors read must be
+offered by the ``/metrics`` of the extender (under gunicorn) or of a placement manager replica on the test
+bed. Offered means a ``# TYPE`` line: a labelled family shows one before its first sample, so the check
+does not depend on which label sets this session happened to create. Some traffic is made first anyway
+(one GPU pod, one gang that cannot fit), and the figures the new collector computes are checked on it.
+"""
+
+from __future__ import annotations
+
+import urllib.request
+
+from localbed import Testbed
+from prometheus_client.parser import text_string_to_metric_families
+from workload import create_pod, create_podgroup, gpu_pod, member, podgroup, running, wait_for, wait_pod
+
+from tests.promql import exposed_names, selected_names, shipped_expressions
+
+
+def scrape(url: str) -> str:
+    with urllib.request.urlopen(url, timeout=10) as reply:
+        text: str = reply.read().decode()
+        return text
+
+
+def sample(page: str, name: str, **labels: str) -> float | None:
+    for family in text_string_to_metric_families(page):
+        for found in family.samples:
+            if found.name == name and all(found.labels.get(k) == v for k, v in labels.items()):
+                return float(found.value)
+    return None
+
+
+def placement_pages(testbed: Testbed) -> dict[str, str]:
+    return {
+        name: scrape(f"http://127.0.0.1:{port}/metrics")
+        for name, port in testbed.placement_metrics_ports.items()
+        if testbed.is_running(name)
+    }
+
+
+def test_every_metric_a_panel_or_rule_names_is_exposed(testbed: Testbed, namespace: str) -> None:
+    create_pod(testbed.http, namespace, gpu_pod("train", 1))
+    wait_pod(testbed.http, namespace, "train", "running", running)
+    create_podgroup(testbed.http, namespace, podgroup("too-big", 2, timeout_seconds=1))
+    for i in range(2):
+        create_pod(testbed.http, namespace, member(f"w{i}", "too-big", 9))  # no node has 9 GPUs
+
+    def late_gang_seen() -> dict[str, str] | None:
+        pages = placement_pages(testbed)
+        late = [sample(page, "phalanx_gangs_past_timeout", size="2") for page in pages.values()]
+        return pages if any(value and value >= 1 for value in late) else None
+
+    pages = wait_for("the placement manager to report the gang past its timeout", late_gang_seen, timeout=60)
+    extender = scrape(testbed.extender_url + "/metrics")
+    assert sample(extender, "phalanx_extender_requests_total", verb="bind", outcome="ok")
+    for name, page in pages.items():
+        assert sample(page, "phalanx_node_gpus", node="gpu-node-1", kind="total") == 8, name
+        allocated = sample(page, "phalanx_node_gpus", node="gpu-node-1", kind="allocated")
+        free = sample(page, "phalanx_node_gpus", node="gpu-node-1", kind="free")
+        assert allocated is not None and free is not None and allocated + free == 8, name
+    assert sum(sample(page, "phalanx_placement_leader") or 0 for page in pages.values()) == 1
+
+    offered = exposed_names(extender).union(*(exposed_names(page) for page in pages.values()))
+    missing = {
+        expression.where: sorted(selected_names(expression.promql) - offered)
+        for expression in shipped_expressions()
+        if selected_names(expression.promql) - offered
+    }
+    assert not missing, f"metrics named by the dashboard or rules but exposed by neither process: {missing}"
