@@ -29,9 +29,11 @@ def create_app(
     """
     app = Flask("phalanx-extender")
     app.config["PHALANX_MAX_BODY_BYTES"] = settings.max_body_bytes
+    metrics = ExtenderMetrics.create(registry)
+    metrics.open_promises.set_function(lambda: len(service.promises.by_uid))  # the truth at each scrape
     app.extensions["phalanx"] = {
         "service": service,
-        "metrics": ExtenderMetrics.create(registry),
+        "metrics": metrics,
         "registry": registry,
         "ready": ready,
     }

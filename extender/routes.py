@@ -106,7 +106,6 @@ def bind() -> Response:
         args = wire.parse_binding_args(body)
         outcome = service.bind(args.pod_namespace, args.pod_name, args.pod_uid, args.node)
         metrics.binds.labels(outcome.outcome).inc()
-        metrics.open_promises.set(len(service.promises.by_uid))
         return wire.binding_result(outcome.error)
 
     return _serve("bind", handle)

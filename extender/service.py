@@ -160,8 +160,6 @@ class Extender:
             self.teller.seen(pod.group_key)
         if outcome.verdict is not None and pod.group_key is not None and self.settings.gangs:
             self.teller.verdict(asked.snapshot.podgroup(pod.group_key), outcome.verdict)
-            if self.teller.metrics is not None:
-                self.teller.metrics.reservations.set(len(self.ledger.book.by_group))
         if self.nudger is not None:
             if not outcome.feasible:
                 self.nudger.turned_down(pod)
@@ -227,8 +225,6 @@ class Extender:
                     list(promise.gpus),
                     promise.pod_key,
                 )
-        if self.teller.metrics is not None:
-            self.teller.metrics.reservations.set(len(self.ledger.book.by_group))
 
     def bind(self, namespace: str, name: str, uid: str, node: str) -> BindOutcome:
         """Choose GPU indices on ``node``, promise them, and create the Binding.

@@ -51,7 +51,9 @@ def create() -> Flask:
     ledger = PromiseLedger()
     nudger = Nudger(binder, clock=time.monotonic)
     views = ViewKeeper(cache.snapshot, lambda: ledger.book, on_release=nudger.queues_changed)
-    teller = GangTeller(events, GangMetrics.create(registry), time.monotonic)
+    gang_metrics = GangMetrics.create(registry)
+    gang_metrics.reservations.set_function(lambda: len(ledger.book.by_group))  # the truth at each scrape
+    teller = GangTeller(events, gang_metrics, time.monotonic)
     writer = PodGroupWriter(http, timeout=settings.api_timeout_seconds)
     gangs = GangBinder(
         cache.snapshot,

@@ -1,0 +1,37 @@
+"""Gauges of held state are read at scrape time, so a quiet extender does not show stale numbers.
+
+Found by hack/soak: 90 s after the last pod was gone, /metrics still showed 49 open promises, the value
+set at the last bind, although the promises had ended since.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+
+import orjson
+
+from tests.conftest import SHARED
+from tests.extender.appkit import fixture_cluster, make_app
+
+
+def _gauge(text: str, name: str) -> float:
+    found = re.search(rf"^{name} (\S+)$", text, flags=re.MULTILINE)
+    assert found is not None, name
+    return float(found.group(1))
+
+
+def test_open_promises_fall_to_zero_when_the_cache_shows_the_pod_bound_without_another_call() -> None:
+    cluster = fixture_cluster(SHARED)
+    app, service, _, _ = make_app(cluster)
+    client = app.test_client()
+    request = orjson.loads(
+        (SHARED / "fixtures" / "extender" / "nodecache-false" / "bind.request.json").read_bytes()
+    )
+    reply = client.post("/bind", data=orjson.dumps(request), content_type="application/json")
+    assert reply.status_code == 200 and not orjson.loads(reply.data).get("Error"), reply.data
+    assert _gauge(client.get("/metrics").text, "phalanx_extender_open_promises") == 1
+    pod = cluster.pod(request["PodNamespace"], request["PodName"])
+    assert pod is not None
+    service.pod_changed(pod, replace(pod, node_name=request["Node"]))  # the cache sees it bound
+    assert _gauge(client.get("/metrics").text, "phalanx_extender_open_promises") == 0
