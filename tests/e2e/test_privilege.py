@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import ssl
 import urllib.request
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -161,12 +162,17 @@ def rbac_documents() -> list[dict[str, Any]]:
 
 
 @pytest.fixture(scope="module")
-def rbac(testbed: Testbed) -> Testbed:
-    """The test bed with the manifests' RBAC applied (harmless without the workloads: left in place)."""
+def rbac(testbed: Testbed) -> Iterator[Testbed]:
+    """The test bed with the manifests' RBAC applied, deleted afterwards.
+
+    Deleted so that the session's API server is as other tests expect it (test_manifests.py's dry run
+    reports the objects as created); the namespace stays.
+    """
     ensure_namespace(testbed.http, NAMESPACE)
     text = yaml.safe_dump_all(rbac_documents())
     testbed.cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", input=text)
-    return testbed
+    yield testbed
+    testbed.cluster.kubectl("delete", "--ignore-not-found", "--wait=false", "-f", "-", input=text)
 
 
 def allowed(bed: Testbed, account: str, ask: Ask) -> tuple[bool, str]:
