@@ -1,13 +1,39 @@
-# The extender (and, later, the placement manager and node agent) image. Not built in this repository's
-# CI (no container engine there); the product is tested by running the same entry point on the host.
-FROM python:3.11-slim
-WORKDIR /app
+# The one phalanx image: ghcr.io/phalanx-scheduler/phalanx:0.1.0, named by every phalanx container in
+# manifests/ (the extender sidecar, the placement manager, the node agent), each with its entry point:
+#   gunicorn --config python:extender.gunicorn_conf 'extender.wsgi:create()'   (the default command)
+#   python -m placement
+#   python -m nodeagent
+# Build: docker build -t ghcr.io/phalanx-scheduler/phalanx:0.1.0 .
+# Not built in this repository's CI (no container engine there); tests/test_deployment.py checks that
+# this file and the manifests agree (image, entry points, user).
+#
+# The base is pinned by version (Python 3.11.13 on Debian 12 "bookworm", slim). Pin its digest as well
+# (FROM python:3.11.13-slim-bookworm@sha256:...) where the build runs: no registry is reachable here to
+# read it.
+ARG PYTHON_IMAGE=python:3.11.13-slim-bookworm
+
+# Stage 1: install the package and its dependencies into a virtual environment. Every dependency ships
+# manylinux wheels, so no compiler is needed.
+FROM ${PYTHON_IMAGE} AS build
+ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
+RUN python -m venv /opt/phalanx
+WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY scheduling scheduling
 COPY kubeio kubeio
 COPY extender extender
 COPY placement placement
 COPY nodeagent nodeagent
-RUN pip install --no-cache-dir .
-USER 65534
+# Bytecode is compiled here: the root filesystem is read-only at run time.
+RUN /opt/phalanx/bin/pip install . && /opt/phalanx/bin/python -m compileall -q /opt/phalanx
+
+# Stage 2: the same base, the environment only: no pip cache, no sources, no build tools.
+FROM ${PYTHON_IMAGE}
+COPY --from=build /opt/phalanx /opt/phalanx
+ENV PATH=/opt/phalanx/bin:$PATH \
+    PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1
+WORKDIR /opt/phalanx
+# nobody:nogroup, numeric so that runAsNonRoot can verify it; the manifests' runAsUser is the same.
+USER 65534:65534
 CMD ["gunicorn", "--config", "python:extender.gunicorn_conf", "extender.wsgi:create()"]

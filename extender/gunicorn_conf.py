@@ -3,11 +3,17 @@
 One process because the promise book and (later) gang reservations and bind barriers live in memory:
 two processes would each see half of the decisions (extender-protocol.md §4.2, §5.9). Threads because
 kube-scheduler sends one bind per pod concurrently, and a gang's binds wait for each other.
+
+HTTPS when ``PHALANX_TLS_CERT_FILE`` and ``PHALANX_TLS_KEY_FILE`` are set (gunicorn's own TLS, TLS 1.2 at
+least); plain HTTP otherwise, as the sidecar on loopback is deployed.
 """
 
 from __future__ import annotations
 
 import os
+import ssl
+from collections.abc import Callable
+from typing import Any
 
 from extender.settings import ExtenderSettings
 
@@ -21,3 +27,17 @@ timeout = 120
 graceful_timeout = 10
 keepalive = 75
 accesslog = None
+
+MINIMUM_TLS_VERSION = ssl.TLSVersion.TLSv1_2
+"""Oldest TLS version served; kube-scheduler (Go's crypto/tls) offers 1.2 and 1.3."""
+
+if _settings.serves_tls:
+    certfile = _settings.tls_cert_file
+    keyfile = _settings.tls_key_file
+
+
+def ssl_context(config: Any, default_ssl_context_factory: Callable[[], ssl.SSLContext]) -> ssl.SSLContext:
+    """The server hook of gunicorn: its default context (certfile, keyfile), refusing TLS below 1.2."""
+    context = default_ssl_context_factory()
+    context.minimum_version = MINIMUM_TLS_VERSION
+    return context

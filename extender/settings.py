@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from kubeio.config import LOG_LEVEL_ENV, env_float, env_int
+from kubeio.config import LOG_LEVEL_ENV, SettingsError, env_float, env_int
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,14 +63,32 @@ class ExtenderSettings:
     log_level: str = "INFO"
     """Python logging level name (``PHALANX_LOG_LEVEL``), given to ``logging.basicConfig`` as it is."""
 
+    tls_cert_file: str | None = None
+    """PEM certificate (chain) to serve HTTPS with (``PHALANX_TLS_CERT_FILE``); unset serves plain HTTP,
+    which is right for the sidecar on loopback. Set together with ``tls_key_file``, and give
+    kube-scheduler the ``tlsConfig`` shown in ``manifests/scheduler-config.yaml``."""
+
+    tls_key_file: str | None = None
+    """PEM private key of ``tls_cert_file`` (``PHALANX_TLS_KEY_FILE``)."""
+
+    @property
+    def serves_tls(self) -> bool:
+        """Whether the extender serves HTTPS (both the certificate and its key are set)."""
+        return self.tls_cert_file is not None
+
     @staticmethod
     def from_env(environ: Mapping[str, str]) -> ExtenderSettings:
         """Read ``PHALANX_*`` variables (and ``KUBECONFIG``); unset ones keep their defaults.
 
         Raises:
-            kubeio.config.SettingsError: a variable is set to a value of the wrong type or out of range.
+            kubeio.config.SettingsError: a variable is set to a value of the wrong type or out of range,
+                or only one of the TLS certificate and key is set.
         """
         defaults = ExtenderSettings()
+        cert, key = environ.get("PHALANX_TLS_CERT_FILE") or None, environ.get("PHALANX_TLS_KEY_FILE") or None
+        if (cert is None) != (key is None):
+            msg = "PHALANX_TLS_CERT_FILE and PHALANX_TLS_KEY_FILE must be set together (HTTPS needs both)"
+            raise SettingsError(msg)
         return ExtenderSettings(
             kubeconfig=environ.get("KUBECONFIG") or None,
             bind_address=environ.get("PHALANX_BIND_ADDRESS", defaults.bind_address),
@@ -107,4 +125,6 @@ class ExtenderSettings:
                 environ, "PHALANX_DUTY_WINDOW_SECONDS", defaults.duty_window_seconds
             ),
             log_level=environ.get(LOG_LEVEL_ENV, defaults.log_level),
+            tls_cert_file=cert,
+            tls_key_file=key,
         )

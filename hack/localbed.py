@@ -101,6 +101,7 @@ class Testbed:
         *,
         extender_port: int | None = None,
         extender_env: dict[str, str] | None = None,
+        extender_tls: bool = False,
         placement_grace: float = 60.0,
         mpi_operator: bool = False,
         pin_webhook: bool = True,
@@ -109,7 +110,8 @@ class Testbed:
     ) -> None:
         self.state_dir = state_dir
         self.extender_port = extender_port or free_port()
-        self.extender_url = f"http://127.0.0.1:{self.extender_port}"
+        self.extender_tls = extender_tls
+        self.extender_url = f"{'https' if extender_tls else 'http'}://127.0.0.1:{self.extender_port}"
         self.extender_env = extender_env or {}
         self.placement_grace = placement_grace
         self.mpi_operator = mpi_operator
@@ -333,12 +335,25 @@ class Testbed:
     def start_extender(
         self, extra_env: dict[str, str] | None = None, *, name: str = "extender", port: int | None = None
     ) -> None:
-        """Start an extender as production does, under gunicorn, and wait for ``/readyz``."""
+        """Start an extender as production does, under gunicorn, and wait for ``/readyz``.
+
+        With ``extender_tls`` it serves HTTPS with a certificate for ``IP:127.0.0.1`` signed by the
+        cluster's CA, which kube-scheduler's ``tlsConfig`` trusts (``render_scheduler_config``).
+        """
         port = port or self.extender_port
+        tls: dict[str, str] = {}
+        context = None
+        if self.extender_tls:
+            key, crt = ensure_serving_cert(
+                self.cluster.ca_file.parent, "extender", "/CN=phalanx-extender", ("IP:127.0.0.1",)
+            )
+            tls = {"PHALANX_TLS_CERT_FILE": str(crt), "PHALANX_TLS_KEY_FILE": str(key)}
+            context = ssl.create_default_context(cafile=str(self.cluster.ca_file))
         env = {
             "KUBECONFIG": str(self.kubeconfig),
             "PHALANX_PORT": str(port),
             "PHALANX_BIND_ADDRESS": "127.0.0.1",
+            **tls,
             **self.extender_env,
             **(extra_env or {}),
         }
@@ -351,7 +366,8 @@ class Testbed:
             "extender.wsgi:create()",
         ]
         self._spawn(name, argv, env)
-        self._wait_http(f"http://127.0.0.1:{port}/readyz", name, timeout=90)
+        scheme = "https" if self.extender_tls else "http"
+        self._wait_http(f"{scheme}://127.0.0.1:{port}/readyz", name, timeout=90, context=context)
 
     def kill_extender(self, sig: int = signal.SIGKILL) -> None:
         """Stop the extender abruptly (crash tests) or gracefully."""

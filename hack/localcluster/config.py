@@ -19,7 +19,9 @@ KUBECONFIG_PLACEHOLDER = "KUBECONFIG_PATH"
 """Token in scheduler configs that stands for the scheduler's kubeconfig path."""
 
 
-def render_scheduler_config(text: str, kubeconfig: Path, extender_url: str) -> str:
+def render_scheduler_config(
+    text: str, kubeconfig: Path, extender_url: str, *, extender_ca: Path | None = None
+) -> str:
     """Turn the project's scheduler config into the one a local scheduler runs with.
 
     Three edits, done on the text because the standard library has no YAML parser:
@@ -28,10 +30,15 @@ def render_scheduler_config(text: str, kubeconfig: Path, extender_url: str) -> s
     becomes ``extender_url`` and leader election is switched off (a single local scheduler
     has nobody to elect against and would otherwise need a Lease and wait for it).
 
+    With an ``https://`` ``extender_url`` and ``extender_ca``, each extender also gets
+    ``enableHTTPS: true`` and a ``tlsConfig`` that verifies the extender against that CA (the
+    ``tlsConfig`` shown in the manifest's comment, with ``caFile``).
+
     Args:
         text: The KubeSchedulerConfiguration YAML.
         kubeconfig: Path to put in ``clientConnection.kubeconfig``.
         extender_url: New ``urlPrefix`` for the extender(s).
+        extender_ca: CA file that signed the extender's serving certificate (used with https only).
 
     Returns:
         The rendered YAML.
@@ -64,6 +71,8 @@ def render_scheduler_config(text: str, kubeconfig: Path, extender_url: str) -> s
         text,
         flags=re.MULTILINE,
     )
+    if extender_ca is not None and extender_url.startswith("https://"):
+        text = _verify_extender_tls(text, extender_ca)
     text, count = re.subn(
         r"^([ \t]*leaderElect:[ \t]*)\S+", lambda m: m.group(1) + "false", text, flags=re.MULTILINE
     )
@@ -79,3 +88,22 @@ def render_scheduler_config(text: str, kubeconfig: Path, extender_url: str) -> s
         text = text.rstrip("\n") + "\nleaderElection:\n  leaderElect: false\n"
     return text
 
+
+def _verify_extender_tls(text: str, ca_file: Path) -> str:
+    """``enableHTTPS: true`` and, after each ``urlPrefix``, a ``tlsConfig`` trusting ``ca_file``.
+
+    kube-scheduler's ``enableHTTPS`` without a CA would mean "do not verify" (its ``makeTransport``),
+    so the CA is always given and ``insecure`` is false.
+    """
+    text = re.sub(r"^([ \t]*enableHTTPS:[ \t]*)\S+", r"\g<1>true", text, flags=re.MULTILINE)
+    if re.search(r"^[ \t]*tlsConfig:", text, flags=re.MULTILINE):
+        return text  # the config brings its own
+
+    def add_tls(match: re.Match[str]) -> str:
+        indent = " " * len(match.group(1))  # the keys of the extender's mapping start here
+        return (
+            f"{match.group(0)}\n{indent}tlsConfig:\n{indent}  insecure: false\n"
+            f"{indent}  caFile: {json.dumps(str(ca_file))}"
+        )
+
+    return re.sub(r"^([ \t]*(?:-[ \t]+)?)urlPrefix:.*$", add_tls, text, flags=re.MULTILINE)

@@ -113,7 +113,10 @@ def start_all(cluster: LocalCluster, bins: Path) -> None:
 def start_scheduler(cluster: LocalCluster, bins: Path, port: int) -> Started:
     """Render the scheduler config, start kube-scheduler on ``port`` and wait for its /healthz."""
     rendered = render_scheduler_config(
-        cluster.scheduler_config.read_text(), cluster.scheduler_kubeconfig, cluster.extender_url
+        cluster.scheduler_config.read_text(),
+        cluster.scheduler_kubeconfig,
+        cluster.extender_url,
+        extender_ca=cluster.ca_file,  # used when extender_url is https: the CA signed its certificate
     )
     config = cluster._path("scheduler-config.yaml")
     config.write_text(rendered)

@@ -27,6 +27,8 @@ def test_every_variable_is_read() -> None:
         "PHALANX_LOCALITY_KEYS": " rack , ,zone",
         "PHALANX_RECOVERY_INTERVAL_SECONDS": "6",
         "PHALANX_LOG_LEVEL": "DEBUG",
+        "PHALANX_TLS_CERT_FILE": "/tls/tls.crt",
+        "PHALANX_TLS_KEY_FILE": "/tls/tls.key",
     }
     assert ExtenderSettings.from_env(environ) == ExtenderSettings(
         kubeconfig="/k",
@@ -43,6 +45,8 @@ def test_every_variable_is_read() -> None:
         locality_keys=("rack", "zone"),
         recovery_interval_seconds=6.0,
         log_level="DEBUG",
+        tls_cert_file="/tls/tls.crt",
+        tls_key_file="/tls/tls.key",
     )
 
 
@@ -71,3 +75,12 @@ def test_every_variable_is_read() -> None:
 def test_a_bad_value_names_the_variable_and_the_value(name: str, value: str, message: str) -> None:
     with pytest.raises(SettingsError, match="^" + message.replace(".", r"\.")):
         ExtenderSettings.from_env({name: value})
+
+
+def test_plain_http_is_the_default_and_tls_needs_both_files() -> None:
+    assert not ExtenderSettings.from_env({}).serves_tls
+    both = {"PHALANX_TLS_CERT_FILE": "/c", "PHALANX_TLS_KEY_FILE": "/k"}
+    assert ExtenderSettings.from_env(both).serves_tls
+    for name in both:
+        with pytest.raises(SettingsError, match="must be set together"):
+            ExtenderSettings.from_env({name: both[name]})

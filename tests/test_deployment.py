@@ -1,0 +1,216 @@
+"""The Dockerfile and the manifests agree: one image, its entry points, its user, locked-down containers.
+
+The image cannot be built here (no container engine), so this reads both as text: every phalanx
+container runs the image the Dockerfile says it builds, with an entry point that image provides, as the
+Dockerfile's non-root USER, and every container (kube-scheduler's too) runs non-root with a read-only
+root filesystem, no privilege escalation, no capabilities and the runtime's seccomp profile.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import tomllib
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.conftest import REPO
+
+MANIFESTS = REPO / "manifests"
+WORKLOAD_KINDS = {"Deployment", "DaemonSet", "StatefulSet", "Job"}
+
+
+@dataclass(frozen=True)
+class Dockerfile:
+    """What the tests need from the Dockerfile."""
+
+    image: str
+    """The name it is built as (``docker build -t NAME`` in its header)."""
+    bases: tuple[str, ...]
+    """The image of every ``FROM``, build arguments resolved."""
+    user: str
+    """The last ``USER``."""
+    cmd: tuple[str, ...]
+    """The default command (exec form)."""
+    copied: frozenset[str]
+    """Every source path ``COPY`` takes from the build context."""
+
+
+def parse_dockerfile(text: str) -> Dockerfile:
+    """Read the instructions of a Dockerfile (one per line, after joining continued lines)."""
+    args: dict[str, str] = {}
+    bases, copied, user, cmd = [], set(), "", ()
+    logical = re.sub(r"\\\n", " ", text)
+    for line in logical.splitlines():
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        instruction, _, rest = line.strip().partition(" ")
+        instruction = instruction.upper()
+        if instruction == "ARG" and "=" in rest:
+            name, _, value = rest.partition("=")
+            args[name.strip()] = value.strip()
+        elif instruction == "FROM":
+            base = re.sub(r"\$\{(\w+)\}|\$(\w+)", lambda m: args[m.group(1) or m.group(2)], rest.split()[0])
+            bases.append(base)
+        elif instruction == "COPY" and "--from=" not in rest:
+            copied.update(shlex.split(rest)[:-1])
+        elif instruction == "USER":
+            user = rest.strip()
+        elif instruction == "CMD":
+            cmd = tuple(json.loads(rest))
+    built = re.search(r"docker build -t (\S+)", text)
+    assert built, "the Dockerfile's header says what it is built as: docker build -t NAME ."
+    return Dockerfile(built.group(1), tuple(bases), user, cmd, frozenset(copied))
+
+
+DOCKERFILE = parse_dockerfile((REPO / "Dockerfile").read_text())
+
+
+@dataclass(frozen=True)
+class Container:
+    """One container of a workload in ``manifests/``, with its pod's spec."""
+
+    where: str
+    spec: dict[str, Any]
+    pod: dict[str, Any]
+
+    @property
+    def security(self) -> dict[str, Any]:
+        """The effective securityContext: the container's fields over the pod's."""
+        return {**(self.pod.get("securityContext") or {}), **(self.spec.get("securityContext") or {})}
+
+    @property
+    def argv(self) -> tuple[str, ...]:
+        """What the container runs: command and args, or the image's default."""
+        command = self.spec.get("command")
+        argv = tuple(command) if command is not None else DOCKERFILE.cmd
+        return argv + tuple(self.spec.get("args") or ())
+
+
+def containers() -> list[Container]:
+    """Every container and init container of every workload in ``manifests/``."""
+    found = []
+    for path in sorted(MANIFESTS.glob("*.yaml")):
+        for document in yaml.safe_load_all(path.read_text()):
+            if not document or document.get("kind") not in WORKLOAD_KINDS:
+                continue
+            pod = document["spec"]["template"]["spec"]
+            for spec in (pod.get("initContainers") or []) + pod["containers"]:
+                where = f"{path.name} {document['kind']}/{document['metadata']['name']} {spec['name']}"
+                found.append(Container(where, spec, pod))
+    return found
+
+
+CONTAINERS = containers()
+OURS = [c for c in CONTAINERS if c.spec["image"].split(":")[0] == DOCKERFILE.image.split(":")[0]]
+
+
+def _ids(items: list[Container]) -> list[str]:
+    return [c.where for c in items]
+
+
+def test_the_manifests_run_three_phalanx_containers() -> None:
+    assert sorted(c.spec["name"] for c in OURS) == ["extender", "node-agent", "placement"]
+
+
+def test_every_phalanx_container_names_the_one_image_the_dockerfile_builds_and_the_readme_names() -> None:
+    assert {c.spec["image"] for c in OURS} == {DOCKERFILE.image}
+    assert DOCKERFILE.image in (REPO / "README.md").read_text()
+
+
+def test_the_dockerfile_is_multi_stage_from_a_slim_base_pinned_by_version() -> None:
+    assert len(DOCKERFILE.bases) >= 2
+    for base in DOCKERFILE.bases:
+        name, _, tag = base.partition("@")[0].partition(":")
+        assert name == "python", base
+        # a full version (3.11.13), not a moving tag (3.11, latest)
+        assert re.fullmatch(r"\d+\.\d+\.\d+-slim(-\w+)?", tag), base
+
+
+def _module_entry(module: str) -> bool:
+    """``python -m module`` works in the image: the package is copied, installed and has a __main__."""
+    include = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"]
+    return (
+        (REPO / module / "__main__.py").is_file()
+        and module in DOCKERFILE.copied
+        and any(re.fullmatch(pattern.replace("*", ".*"), module) for pattern in include["include"])
+    )
+
+
+def _gunicorn_entry(argv: tuple[str, ...]) -> bool:
+    """``gunicorn --config python:extender.gunicorn_conf extender.wsgi:create()``, as the image runs it."""
+    dependencies = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]
+    return (
+        any(re.match(r"gunicorn\b", d) for d in dependencies)
+        and argv[1:3] == ("--config", "python:extender.gunicorn_conf")
+        and argv[-1] == "extender.wsgi:create()"
+        and (REPO / "extender" / "gunicorn_conf.py").is_file()
+        and re.search(r"^def create\(\)", (REPO / "extender" / "wsgi.py").read_text(), re.MULTILINE)
+        is not None
+        and "extender" in DOCKERFILE.copied
+    )
+
+
+@pytest.mark.parametrize("container", OURS, ids=_ids(OURS))
+def test_every_phalanx_container_starts_an_entry_point_of_the_image(container: Container) -> None:
+    argv = container.argv
+    if argv[0] == "gunicorn":
+        assert _gunicorn_entry(argv), argv
+    else:
+        assert argv[:2] == ("python", "-m"), argv
+        assert _module_entry(argv[2]), argv
+
+
+def test_the_image_default_command_is_the_extender_the_scheduler_pod_runs() -> None:
+    (extender,) = [c for c in OURS if c.spec["name"] == "extender"]
+    assert extender.argv == DOCKERFILE.cmd
+    assert _gunicorn_entry(DOCKERFILE.cmd)
+
+
+def test_the_dockerfile_user_is_numeric_and_not_root() -> None:
+    uid, _, gid = DOCKERFILE.user.partition(":")
+    assert uid.isdigit(), DOCKERFILE.user
+    assert int(uid) != 0
+    assert not gid or (gid.isdigit() and int(gid) != 0)
+
+
+@pytest.mark.parametrize("container", OURS, ids=_ids(OURS))
+def test_phalanx_containers_run_as_the_dockerfile_user(container: Container) -> None:
+    uid, _, gid = DOCKERFILE.user.partition(":")
+    assert container.security.get("runAsUser") == int(uid)
+    if gid:
+        assert container.security.get("runAsGroup") == int(gid)
+
+
+@pytest.mark.parametrize("container", CONTAINERS, ids=_ids(CONTAINERS))
+def test_every_container_is_locked_down(container: Container) -> None:
+    security = container.security
+    assert security.get("runAsNonRoot") is True
+    assert isinstance(security.get("runAsUser"), int)
+    assert security["runAsUser"] != 0
+    assert security.get("readOnlyRootFilesystem") is True
+    assert security.get("allowPrivilegeEscalation") is False
+    assert security.get("privileged") in (None, False)
+    assert security.get("capabilities") == {"drop": ["ALL"]}  # and nothing added back
+    assert (container.pod.get("securityContext") or {}).get("seccompProfile") == {"type": "RuntimeDefault"}
+    for key in ("hostNetwork", "hostPID", "hostIPC"):
+        assert not container.pod.get(key), key
+    assert not [v for v in container.pod.get("volumes") or [] if "hostPath" in v]
+
+
+GUNICORN = [c for c in OURS if c.argv[0] == "gunicorn"]
+
+
+@pytest.mark.parametrize("container", GUNICORN, ids=_ids(GUNICORN))
+def test_gunicorn_has_a_writable_tmp_for_its_heartbeat(container: Container) -> None:
+    """Its worker heartbeat file is in ``worker_tmp_dir``, by default the temp dir (/tmp)."""
+    assert "worker_tmp_dir" not in (REPO / "extender" / "gunicorn_conf.py").read_text()
+    volumes = {v["name"]: v for v in container.pod.get("volumes") or []}
+    mounts = {m["mountPath"]: m for m in container.spec.get("volumeMounts") or []}
+    assert "/tmp" in mounts
+    assert "emptyDir" in volumes[mounts["/tmp"]["name"]]
+    assert not mounts["/tmp"].get("readOnly")
