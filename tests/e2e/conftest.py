@@ -19,7 +19,19 @@ from tests.conftest import REPO
 sys.path.insert(0, str(REPO / "hack"))
 
 from localbed import Testbed
-from workload import ensure_namespace, list_pods, wait_for
+from workload import (
+    QUEUES,
+    create_pod,
+    create_podgroup,
+    create_queue,
+    ensure_namespace,
+    list_pods,
+    live,
+    member,
+    podgroup,
+    queue,
+    wait_for,
+)
 
 from kubeio.errors import NotFoundError
 from testbed.nodes import fleet, topology_from_file
@@ -86,3 +98,39 @@ def deleted_after(bed: Testbed, namespace: str, name: str) -> Iterator[None]:
         with contextlib.suppress(NotFoundError):
             bed.http.request("DELETE", f"/apis/kubeflow.org/v2beta1/namespaces/{namespace}/mpijobs/{name}")
         wait_for("the job's pods deleted", lambda: not list_pods(bed.http, namespace), timeout=60)
+
+
+@pytest.fixture
+def queues(testbed: Testbed) -> Iterator[None]:
+    """A (quota 8, weight 1, limit 12), B (quota 8, weight 1), C (quota 0, weight 2) on 24 GPUs."""
+    for body in (
+        queue("a", quota=8, weight=1, limit=12),
+        queue("b", quota=8, weight=1),
+        queue("c", quota=0, weight=2),
+    ):
+        create_queue(testbed.http, body)
+    yield
+    for name in ("a", "b", "c"):
+        with contextlib.suppress(NotFoundError):
+            testbed.http.request("DELETE", f"{QUEUES}/{name}")
+
+
+def gang(
+    testbed: Testbed, namespace: str, name: str, queue_name: str, *, pods: int = 2, gpus: int = 2
+) -> None:
+    create_podgroup(testbed.http, namespace, podgroup(name, pods))
+    for i in range(pods):
+        pod = member(f"{name}-{i}", name, gpus)
+        pod["metadata"]["labels"]["phalanx.io/queue"] = queue_name
+        create_pod(testbed.http, namespace, pod)
+
+
+def bound_gangs(testbed: Testbed, namespace: str) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for pod in list_pods(testbed.http, namespace):
+        group = pod["metadata"].get("labels", {}).get("scheduling.x-k8s.io/pod-group")
+        if group:
+            counts.setdefault(group, 0)
+            if live(pod) and not pod["metadata"].get("deletionTimestamp"):
+                counts[group] += 1
+    return counts
