@@ -4,7 +4,8 @@ Every decision is the core's (``scheduling.elastic.plan_elastic``); this pass re
 
 1. **Pool taints.** Nodes labelled ``phalanx.io/elastic-pool=true`` carry the taint
    ``phalanx.io/hostname=<node>:NoSchedule``; a node that loses the label loses the taint. Pods that are
-   not pinned workers keep off pool nodes unless they tolerate ``phalanx.io/hostname`` (``Exists``).
+   not pinned workers keep off pool nodes unless they tolerate ``phalanx.io/hostname`` (``Exists``),
+   which waiting phalanx pods that are no managed workers get (``placement.pool``).
 2. **Declarations.** An MPIJob with the annotation ``phalanx.io/max-workers`` is elastic; one whose
    declaration cannot be honoured gets a Warning event saying why (once per job and reason) and is left
    alone.
@@ -36,20 +37,18 @@ from kubeio.errors import KubeError
 from kubeio.mpijobs import MpiJob, elastic_job, mpijob_ref, render_plan
 from kubeio.ports import ClusterSource, EventSink, PodDeleter
 from kubeio.render import pod_ref
+from placement.pool import Pinner, keep_taints, open_pool
 from scheduling.elastic import ElasticJob, ElasticSettings, JobError, Layout, plan_elastic
 from scheduling.elastic.pinning import choose_pins, stale_pins
 from scheduling.elastic.planner import elastic_room
 from scheduling.model import Pod
 from scheduling.plan import Plan
-from scheduling.queue_view import SCHEDULER_NAME, QueueView
+from scheduling.queue_view import QueueView
 from scheduling.queues import QueueError
 from scheduling.snapshot import ClusterSnapshot
 from scheduling.topology import TopologyCache
 
 log = logging.getLogger(__name__)
-
-POOL_LABEL = "phalanx.io/elastic-pool"
-"""Node label (value ``true``) that puts a node in the managed pool."""
 
 
 class MpiJobSource(Protocol):
@@ -66,19 +65,6 @@ class MpiJobSource(Protocol):
 
     def set_moved_at(self, namespace: str, name: str, when: float) -> None:
         """Record when a worker of the MPIJob is moved."""
-
-
-class Pinner(Protocol):
-    """Pins pods and taints pool nodes (``kubeio.pins.PinWriter``)."""
-
-    def pin_pod(self, namespace: str, name: str, uid: str, node: str) -> bool:
-        """Add the toleration for ``node``."""
-
-    def taint_node(self, node: str, *, present: bool) -> bool:
-        """Put the pin taint on or take it off."""
-
-    def open_pool(self, namespace: str, name: str, uid: str) -> bool:
-        """Let a pod that is no pinned worker use pool nodes."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,7 +115,7 @@ class ElasticReconciler:
     def reconcile_once(self) -> ElasticPass:
         """Run one pass."""
         snapshot = self._source.snapshot()
-        tainted = self._keep_taints(snapshot)
+        tainted = keep_taints(self._pins, snapshot)
         view = self._view()
         try:
             declared = {job.key: job for job in self._jobs.list() if job.elastic}
@@ -138,7 +124,7 @@ class ElasticReconciler:
             return ElasticPass(tainted)
         pods = snapshot.all_pods() if declared or any(n.pin_taint for n in snapshot.nodes.values()) else []
         jobs, refused = self._elastic(declared.values(), snapshot, pods, view)
-        opened = self._open_pool(snapshot, pods, jobs)
+        opened = open_pool(self._pins, snapshot, pods, {p.uid for job in jobs for p in job.workers})
         self.above_minimum = frozenset(job.key for job in jobs if job.size > job.min_workers)
         if not jobs:
             return ElasticPass(tainted, opened, refused=refused)
@@ -187,19 +173,6 @@ class ElasticReconciler:
             tainted, opened, tuple(resized), tuple(moved), tuple(pinned), repinned, refused, grown, waiting
         )
 
-    def _keep_taints(self, snapshot: ClusterSnapshot) -> tuple[str, ...]:
-        changed = []
-        for name, node in sorted(snapshot.nodes.items()):
-            wanted = node.labels.get(POOL_LABEL) == "true"
-            if wanted == node.pin_taint:
-                continue
-            try:
-                if self._pins.taint_node(name, present=wanted):
-                    changed.append(name)
-            except KubeError as exc:
-                log.warning("node %s: pin taint not %s: %s", name, "set" if wanted else "removed", exc)
-        return tuple(changed)
-
     def _show_plans(self, declared: dict[str, MpiJob], layout: Layout, plan: Plan) -> None:
         """Write each job's target (workers and nodes) on it, when it changed."""
         sizes = {r.job: r.after for r in plan.resizes}
@@ -212,35 +185,6 @@ class ElasticReconciler:
                 self._jobs.set_plan(job.namespace, job.name, text)
             except KubeError as exc:
                 log.info("%s: plan not shown (%s); next pass tries again", key, exc)
-
-    def _open_pool(
-        self, snapshot: ClusterSnapshot, pods: Sequence[Pod], jobs: Sequence[ElasticJob]
-    ) -> tuple[str, ...]:
-        """Open the pool to every waiting phalanx pod that is not a managed worker (launchers, gangs, ...).
-
-        The pin taints are for pinning managed workers, not for keeping phalanx's other pods off the pool
-        (tolerations can be added to a pending pod; kube-scheduler retries it on the change).
-        """
-        if not any(node.pin_taint for node in snapshot.nodes.values()):
-            return ()
-        workers = {p.uid for job in jobs for p in job.workers}
-        opened = []
-        for pod in pods:
-            if (
-                pod.scheduler_name != SCHEDULER_NAME
-                or pod.node_name is not None
-                or pod.terminating
-                or pod.tolerates_pool
-                or pod.pinned
-                or pod.uid in workers
-            ):
-                continue
-            try:
-                if self._pins.open_pool(pod.namespace, pod.name, pod.uid):
-                    opened.append(pod.key)
-            except KubeError as exc:
-                log.info("%s: pool toleration not written (%s); next pass tries again", pod.key, exc)
-        return tuple(opened)
 
     def _elastic(
         self,

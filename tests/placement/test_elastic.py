@@ -10,7 +10,8 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
 from kubeio.mpijobs import MpiJob
-from placement.elastic import POOL_LABEL, ElasticReconciler
+from placement.elastic import ElasticReconciler
+from placement.pool import POOL_LABEL
 from scheduling.elastic import ElasticSettings
 from scheduling.model import Pod, Resources
 from scheduling.topology import TopologyCache
