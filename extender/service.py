@@ -29,6 +29,7 @@ from scheduling.gpu_fit import FilterDecision
 from scheduling.model import Node, Pod
 from scheduling.node_health import promises_ended
 from scheduling.node_ranking import ScoreMemo
+from scheduling.preempt_session import Victims, narrow_victims
 from scheduling.promises import Promise, PromiseBook
 from scheduling.queue_gate import AdmittedBook, RoomMemo
 from scheduling.queue_view import QueueView, group_key
@@ -36,10 +37,8 @@ from scheduling.session import (
     FilterInput,
     FilterOutcome,
     SessionSettings,
-    Victims,
     choose_for_bind,
     filter_pod,
-    narrow_victims,
     prioritize_pod,
 )
 from scheduling.snapshot import ClusterSnapshot
@@ -177,7 +176,7 @@ class Extender:
 
         Priority preempts only within a queue, only preemptible pods past their queue's minimum runtime;
         a gang's members above its ``minMember`` go alone, other members only with their whole gang, and
-        nodes that need no whole gang are preferred (``scheduling.session.narrow_victims``).
+        nodes that need no whole gang are preferred (``scheduling.preempt_session.narrow_victims``).
 
         Raises:
             UnknownNodeError: a candidate node is not in the cluster view.

@@ -21,8 +21,7 @@ API or a cache: time comes in as ``now``, everything else in the arguments.
 
 **prioritize** ranks the feasible nodes (``scheduling.node_ranking``). **bind** chooses the GPU indices
 and promises them (``choose_for_bind``), and for a gang member says what its bind barrier waits for
-(``gang_bind_terms``). **preempt** keeps only the victims the queue rules allow, a gang's members above
-its ``minMember`` alone and other gangs whole (``narrow_victims``).
+(``gang_bind_terms``). **preempt** is ``scheduling.preempt_session.narrow_victims``.
 """
 
 from __future__ import annotations
@@ -40,26 +39,10 @@ from scheduling.node_health import split_candidates
 from scheduling.node_ranking import ScoreMemo, rank_nodes
 from scheduling.promises import Promise, PromiseBook
 from scheduling.queue_gate import AdmittedBook, AdmittedGroup, RoomMemo, queue_gate
-from scheduling.queue_view import QueueView, group_key
-from scheduling.queues import (
-    PREEMPTIBLE_LABEL,
-    QUEUE_LABEL,
-    GangMember,
-    GangSize,
-    Preemptor,
-    QueueError,
-    QueueTree,
-    VictimPod,
-    is_leader,
-    is_preemptible,
-    preempt_within_queue,
-)
+from scheduling.queue_view import QueueView
 from scheduling.reasons import GroupVerdict, Rejection, Verdict
 from scheduling.snapshot import ClusterSnapshot
 from scheduling.topology import TopologyCache
-
-Victims = Mapping[str, tuple[tuple[str, ...], int]]
-"""Preemption candidates as kube-scheduler sends them: node -> (victim UIDs, PDB violations)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -295,56 +278,3 @@ def gang_bind_terms(
     running = sum(1 for m in snapshot.members(key) if m.holds_resources)
     wait = min(bind_wait, float(group.timeout_seconds))
     return GangBindTerms(promise=promise, group=group, need=group.min_member - running, wait=wait)
-
-
-def narrow_victims(
-    pod: Pod, proposed: Victims, snapshot: ClusterSnapshot, tree: QueueTree, *, now: float
-) -> tuple[dict[str, tuple[tuple[str, ...], int]], tuple[str, ...]]:
-    """Keep the victims ``pod`` may preempt within its queue: surplus members alone, else gangs whole.
-
-    Returns the reasons too. A gang's size is its live members (bound, not finished, not terminating)
-    and its PodGroup's ``minMember``; a gang without a PodGroup in the snapshot has no surplus.
-    """
-    try:
-        queue = tree.workload_queue(pod.labels.get(QUEUE_LABEL))
-    except QueueError as exc:
-        return {}, (str(exc),)
-    preemptor = Preemptor(group_key(pod), queue, pod.priority, pod.group_key)
-    victims: dict[str, list[VictimPod]] = {}
-    gangs: dict[str, list[GangMember]] = {}
-    sizes: dict[str, GangSize] = {}
-    for node, (uids, _) in sorted(proposed.items()):
-        for uid in uids:
-            victim = snapshot.pod_by_uid(uid)
-            if victim is None:
-                continue
-            victims.setdefault(node, []).append(_victim(victim, tree))
-            gang = victim.group_key
-            if gang is None or gang in gangs:
-                continue
-            placed = [m for m in snapshot.members(gang) if m.node_name is not None]
-            gangs[gang] = [GangMember(m.node_name, _victim(m, tree)) for m in placed if m.node_name]
-            group = snapshot.podgroup(gang)
-            if group is not None:
-                running = sum(m.holds_resources and not m.terminating for m in placed)
-                sizes[gang] = GangSize(running, group.min_member)
-    decision = preempt_within_queue(preemptor, victims, gangs, sizes=sizes, tree=tree, now=now)
-    kept = {node: (uids, proposed[node][1]) for node, uids in decision.victims.items() if uids}
-    return kept, decision.reasons
-
-
-def _victim(pod: Pod, tree: QueueTree) -> VictimPod:
-    try:
-        queue = tree.workload_queue(pod.labels.get(QUEUE_LABEL))
-    except QueueError:
-        queue = ""
-    return VictimPod(
-        uid=pod.uid,
-        key=pod.key,
-        queue=queue,
-        priority=pod.priority,
-        preemptible=is_preemptible(pod.priority, pod.labels.get(PREEMPTIBLE_LABEL)),
-        gang=pod.group_key,
-        started_at=pod.started_at,
-        leader=is_leader(pod.labels),
-    )

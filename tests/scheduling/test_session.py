@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from scheduling.gpu_fit import filter_nodes
 from scheduling.model import Pod, PodGroup, Resources
+from scheduling.preempt_session import narrow_victims
 from scheduling.promises import Promise, PromiseBook
 from scheduling.queue_gate import AdmittedBook
 from scheduling.queue_view import view_of
@@ -20,7 +21,6 @@ from scheduling.session import (
     SessionSettings,
     filter_pod,
     gang_bind_terms,
-    narrow_victims,
 )
 from scheduling.topology import TopologyCache
 from tests.builders import a_gang, a_node, a_pod, snapshot_of
