@@ -24,6 +24,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -88,7 +89,7 @@ def _metric(url: str, name: str) -> float:
     return sum(float(v) for v in found)
 
 
-def _submit(bed: Testbed, load: Load, rng: random.Random) -> None:
+def _submit(bed: Testbed, load: Load, rng: random.Random, pool: ThreadPoolExecutor) -> None:
     """One arrival: a single pod (70%) or a gang of 2-64 one-GPU members (30%), in a random queue."""
     load.seq += 1
     labels = {"phalanx.io/queue": rng.choice(QUEUES)}
@@ -96,37 +97,45 @@ def _submit(bed: Testbed, load: Load, rng: random.Random) -> None:
     if rng.random() < 0.7:
         pod = gpu_pod(f"p{load.seq}", rng.choice((1, 1, 1, 2, 2, 4, 8)), annotations=duration)
         pod["metadata"]["labels"] = labels
-        create_pod(bed.http, NAMESPACE, pod)
-        load.created += 1
-        return
-    size = rng.choice((2, 2, 4, 4, 8, 16, 32, 64))
-    name = f"g{load.seq}"
-    create_podgroup(bed.http, NAMESPACE, podgroup(name, size, timeout_seconds=GANG_TIMEOUT))
-    for i in range(size):
-        pod = member(f"{name}-{i}", name, 1, annotations=duration)
-        pod["metadata"]["labels"].update(labels)
-        create_pod(bed.http, NAMESPACE, pod)
-    load.created += size
-    load.gangs[name] = (size, time.monotonic())
+        pods = [pod]
+    else:
+        size = rng.choice((2, 2, 4, 4, 8, 16, 32, 64))
+        name = f"g{load.seq}"
+        create_podgroup(bed.http, NAMESPACE, podgroup(name, size, timeout_seconds=GANG_TIMEOUT))
+        pods = [member(f"{name}-{i}", name, 1, annotations=duration) for i in range(size)]
+        for pod in pods:
+            pod["metadata"]["labels"].update(labels)
+        load.gangs[name] = (size, time.monotonic())
+    list(pool.map(lambda body: create_pod(bed.http, NAMESPACE, body), pods))  # as a controller would: at once
+    load.created += len(pods)
 
 
-def _tidy(bed: Testbed, pods: list[JsonObject], load: Load, rng: random.Random) -> None:
-    """Delete finished pods and finished gangs' PodGroups, and a few running pods at random."""
-    done_groups: set[str] = set()
+def _tidy(
+    bed: Testbed, pods: list[JsonObject], load: Load, rng: random.Random, pool: ThreadPoolExecutor
+) -> None:
+    """Delete finished pods, a few running ones at random, and the PodGroups of gangs with no pod left."""
+    doomed, alive_groups = [], set()
     for pod in pods:
         meta = pod["metadata"]
         phase = (pod.get("status") or {}).get("phase")
         early = phase == "Running" and rng.random() < 0.002
         if phase in ("Succeeded", "Failed") or early:
-            with contextlib.suppress(NotFoundError):
-                bed.http.request("DELETE", f"/api/v1/namespaces/{NAMESPACE}/pods/{meta['name']}")
+            doomed.append(str(meta["name"]))
             load.deleted_early += early
+        else:
             group = (meta.get("labels") or {}).get("scheduling.x-k8s.io/pod-group")
             if group:
-                done_groups.add(group)
-    for group in sorted(done_groups):
+                alive_groups.add(group)
+
+    def delete(path: str) -> None:
         with contextlib.suppress(NotFoundError):
-            bed.http.request("DELETE", PODGROUPS.format(namespace=NAMESPACE) + f"/{group}")
+            bed.http.request("DELETE", path)
+
+    paths = [f"/api/v1/namespaces/{NAMESPACE}/pods/{name}" for name in doomed]
+    gone = sorted(g for g in load.gangs if g not in alive_groups)
+    paths += [PODGROUPS.format(namespace=NAMESPACE) + f"/{g}" for g in gone]
+    list(pool.map(delete, paths))
+    for group in gone:
         load.gangs.pop(group, None)
 
 
@@ -162,8 +171,9 @@ def _report(bed: Testbed, minute: float, load: Load, pods: list[JsonObject], bas
         else ""
     )
     partial = len(_partial_past_timeout(pods, load))
+    rate = load.created / max(minute, 1e-9)
     return (
-        f"[{minute:5.1f} min] created {load.created}, live {len(pods)}, bound now {bound}, "
+        f"[{minute:5.1f} min] created {load.created} ({rate:.0f}/min), live {len(pods)}, bound now {bound}, "
         f"deleted early {load.deleted_early}; partial gangs past timeout {partial}; "
         f"double GPUs {len(double_booked(pods))}; promises {promises:g}, reservations {reservations:g}; "
         f"extender {ext_rss:.0f} MiB {ext_fds} fds, placement {pl_rss:.0f} MiB {pl_fds} fds{growth}"
@@ -179,6 +189,7 @@ def main() -> int:
     args = parser.parse_args()
     rng = random.Random(args.seed)
     load, baseline = Load(), list[float]()
+    pool = ThreadPoolExecutor(8, thread_name_prefix="soak")
     with tempfile.TemporaryDirectory(prefix="phalanx-soak-") as state:
         bed = Testbed(Path(state), extender_env={"PHALANX_LOG_LEVEL": "WARNING"}, pin_webhook=False)
         try:
@@ -195,10 +206,10 @@ def main() -> int:
                 tick = time.monotonic()
                 whole, part = divmod(arrivals_per_second, 1)
                 for _ in range(int(whole) + (rng.random() < part)):
-                    _submit(bed, load, rng)
+                    _submit(bed, load, rng, pool)
                 try:
                     pods = list_pods(bed.http, NAMESPACE)
-                    _tidy(bed, pods, load, rng)
+                    _tidy(bed, pods, load, rng, pool)
                 except KubeError as exc:
                     print(f"tidy failed: {exc}", flush=True)
                     pods = []
@@ -210,7 +221,7 @@ def main() -> int:
             drain_end = time.monotonic() + 90
             while time.monotonic() < drain_end:
                 pods = list_pods(bed.http, NAMESPACE)
-                _tidy(bed, pods, load, rng)
+                _tidy(bed, pods, load, rng, pool)
                 time.sleep(2)
             pods = list_pods(bed.http, NAMESPACE)
             print(_report(bed, (time.monotonic() - start) / 60, load, pods, baseline), flush=True)
