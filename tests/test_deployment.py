@@ -214,3 +214,25 @@ def test_gunicorn_has_a_writable_tmp_for_its_heartbeat(container: Container) -> 
     assert "/tmp" in mounts
     assert "emptyDir" in volumes[mounts["/tmp"]["name"]]
     assert not mounts["/tmp"].get("readOnly")
+
+
+@pytest.mark.parametrize("container", CONTAINERS, ids=_ids(CONTAINERS))
+def test_no_probe_aims_at_a_loopback_the_kubelet_cannot_reach(container: Container) -> None:
+    """The kubelet runs httpGet and tcpSocket probes from the node: ``host: 127.0.0.1`` is the node's."""
+    for kind in ("readinessProbe", "livenessProbe", "startupProbe"):
+        probe = container.spec.get(kind) or {}
+        for action in ("httpGet", "tcpSocket"):
+            assert (probe.get(action) or {}).get("host") in (None, ""), (kind, action, probe)
+
+
+def test_the_extender_probes_ask_its_loopback_port_from_inside_the_container() -> None:
+    (extender,) = [c for c in OURS if c.spec["name"] == "extender"]
+    port = (
+        next(e["value"] for e in extender.spec.get("env") or [] if e["name"] == "PHALANX_PORT")
+        if any(e["name"] == "PHALANX_PORT" for e in extender.spec.get("env") or [])
+        else "8888"
+    )
+    for kind, path in (("readinessProbe", "/readyz"), ("livenessProbe", "/healthz")):
+        command = extender.spec[kind]["exec"]["command"]
+        assert command[:2] == ["python", "-c"], command
+        assert f"http://127.0.0.1:{port}{path}" in command[2], command
