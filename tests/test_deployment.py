@@ -227,11 +227,8 @@ def test_no_probe_aims_at_a_loopback_the_kubelet_cannot_reach(container: Contain
 
 def test_the_extender_probes_ask_its_loopback_port_from_inside_the_container() -> None:
     (extender,) = [c for c in OURS if c.spec["name"] == "extender"]
-    port = (
-        next(e["value"] for e in extender.spec.get("env") or [] if e["name"] == "PHALANX_PORT")
-        if any(e["name"] == "PHALANX_PORT" for e in extender.spec.get("env") or [])
-        else "8888"
-    )
+    env = {e["name"]: e.get("value") for e in extender.spec.get("env") or []}
+    port = env.get("PHALANX_PORT", "8888")
     for kind, path in (("readinessProbe", "/readyz"), ("livenessProbe", "/healthz")):
         command = extender.spec[kind]["exec"]["command"]
         assert command[:2] == ["python", "-c"], command
