@@ -188,9 +188,8 @@ def elastic_job(job: MpiJob, pods: Iterable[Pod], queue: str, gpus_in_cluster: i
         JobError: the declaration cannot be honoured; the message is for the MPIJob's event.
     """
     low, high = check_job(job.key, job.min_available, job.max_workers, gpus_in_cluster, job.worker.gpus)
-    return ElasticJob(
-        job.key, queue, low, high, job.worker, workers_of(job.namespace, job.name, pods), job.created
-    )
+    workers = workers_of(job.namespace, job.name, pods)
+    return ElasticJob(job.key, queue, low, high, job.worker, workers, job.created, job.replicas)
 
 
 def mpijob_ref(job: MpiJob) -> ObjectRef:

@@ -35,6 +35,8 @@ class ElasticJob:
         worker: what one worker requests.
         workers: its live worker pods, by replica index (the operator removes the highest first).
         created: the MPIJob's creation time (RFC 3339), the tie-break between equal claims.
+        replicas: ``Worker.replicas`` as declared, the size its operator is bringing it to (workers may
+            still be on their way); ``None``: as many as ``workers``.
     """
 
     key: str
@@ -44,11 +46,16 @@ class ElasticJob:
     worker: Resources
     workers: tuple[Pod, ...] = ()
     created: str = ""
+    replicas: int | None = None
 
     @property
     def size(self) -> int:
-        """How many workers it has now (running or waiting)."""
-        return len(self.workers)
+        """How many workers it has now: as declared, whether or not its operator created them all yet.
+
+        Counting only the pods would see a job whose operator is still creating workers as smaller than
+        it is: a "resize" to the declared size, or a shrink told as a growth.
+        """
+        return len(self.workers) if self.replicas is None else self.replicas
 
     def running_on(self) -> Mapping[str, int]:
         """Running workers per node, by node name."""

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from dataclasses import replace
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -66,6 +68,15 @@ def test_a_job_grows_and_shrinks_with_a_reason() -> None:
     shrink = a_job("shrink", ["n1"] * 4, low=2, high=6)
     assert plan([shrink], pool=4).resizes == (
         Resize("ml/shrink", 4, 2, "resized 4 -> 2 workers: gives GPUs back to waiting work (min 2, max 6)"),
+    )
+
+
+def test_a_job_whose_operator_is_still_creating_workers_is_sized_from_its_declared_replicas() -> None:
+    """Two of six declared workers exist: no "resize" to 6, and a shrink is not told as a growth."""
+    coming = replace(a_job("coming", ["n1", "n1"], low=2, high=6), replicas=6)
+    assert plan([coming], pool=12).resizes == (), "already declared at 6: nothing to do"
+    assert plan([coming], pool=8).resizes == (
+        Resize("ml/coming", 6, 4, "resized 6 -> 4 workers: gives GPUs back to waiting work (min 2, max 6)"),
     )
 
 
