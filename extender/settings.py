@@ -21,6 +21,11 @@ class ExtenderSettings:
     port: int = 8888
     """Port to listen on; must match ``urlPrefix`` in ``manifests/scheduler-config.yaml``."""
 
+    metrics_port: int = 0
+    """A second listener, on all addresses, that serves only ``/metrics`` (``PHALANX_METRICS_PORT``; 0:
+    none). The verbs stay on the loopback ``port`` (``/bind`` must not be reachable from the network);
+    Prometheus scrapes this one."""
+
     threads: int = 256
     """Concurrent requests. kube-scheduler sends one bind per pod concurrently; a gang needs one slot
     per member, and filter/prioritize must not queue behind them."""
@@ -93,6 +98,9 @@ class ExtenderSettings:
             kubeconfig=environ.get("KUBECONFIG") or None,
             bind_address=environ.get("PHALANX_BIND_ADDRESS", defaults.bind_address),
             port=env_int(environ, "PHALANX_PORT", defaults.port, minimum=1, maximum=65535),
+            metrics_port=env_int(
+                environ, "PHALANX_METRICS_PORT", defaults.metrics_port, minimum=0, maximum=65535
+            ),
             threads=env_int(environ, "PHALANX_THREADS", defaults.threads, minimum=1, maximum=4096),
             max_body_bytes=env_int(
                 environ, "PHALANX_MAX_BODY_BYTES", defaults.max_body_bytes, minimum=1024, maximum=2**31

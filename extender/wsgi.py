@@ -16,7 +16,7 @@ import threading
 import time
 
 from flask import Flask
-from prometheus_client import CollectorRegistry
+from prometheus_client import CollectorRegistry, start_http_server
 
 from extender.app import create_app
 from extender.duty import Duty
@@ -104,7 +104,11 @@ def create() -> Flask:
         name="recovery",
         daemon=True,
     ).start()
-    return create_app(settings, service, registry=registry, ready=lambda: cache.synced, duty=duty)
+    app = create_app(settings, service, registry=registry, ready=lambda: cache.synced, duty=duty)
+    if settings.metrics_port:  # after create_app, which registers the verb metrics in ``registry``
+        start_http_server(settings.metrics_port, registry=registry)
+        log.info("metrics also served on port %d, all addresses", settings.metrics_port)
+    return app
 
 
 def _recover(recovery: GangRecovery) -> None:

@@ -233,3 +233,11 @@ def test_the_extender_probes_ask_its_loopback_port_from_inside_the_container() -
         command = extender.spec[kind]["exec"]["command"]
         assert command[:2] == ["python", "-c"], command
         assert f"http://127.0.0.1:{port}{path}" in command[2], command
+
+
+def test_the_extender_serves_its_metrics_on_a_declared_port_apart_from_its_loopback_verbs() -> None:
+    (extender,) = [c for c in OURS if c.spec["name"] == "extender"]
+    env = {e["name"]: e.get("value") for e in extender.spec.get("env") or []}
+    ports = {p["name"]: p["containerPort"] for p in extender.spec.get("ports") or []}
+    assert env.get("PHALANX_BIND_ADDRESS") == "127.0.0.1", "the verbs stay on loopback"
+    assert int(env["PHALANX_METRICS_PORT"]) == ports["metrics"] != int(env.get("PHALANX_PORT", "8888"))

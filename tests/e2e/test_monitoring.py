@@ -9,9 +9,12 @@ does not depend on which label sets this session happened to create. Some traffi
 
 from __future__ import annotations
 
+import signal
+import urllib.error
 import urllib.request
 
-from localbed import Testbed
+import pytest
+from localbed import Testbed, free_port
 from prometheus_client.parser import text_string_to_metric_families
 from workload import create_pod, create_podgroup, gpu_pod, member, podgroup, running, wait_for, wait_pod
 
@@ -69,3 +72,21 @@ def test_every_metric_a_panel_or_rule_names_is_exposed(testbed: Testbed, namespa
         if selected_names(expression.promql) - offered
     }
     assert not missing, f"metrics named by the dashboard or rules but exposed by neither process: {missing}"
+
+
+def test_the_extender_serves_metrics_alone_on_its_metrics_port(testbed: Testbed) -> None:
+    """As shipped (``PHALANX_METRICS_PORT``): /metrics on a port of its own, the verbs not there."""
+    port = free_port()
+    testbed.kill_extender(signal.SIGTERM)
+    testbed.start_extender({"PHALANX_METRICS_PORT": str(port)})
+    try:
+        page = scrape(f"http://127.0.0.1:{port}/metrics")
+        assert "phalanx_extender_requests_total" in exposed_names(page) or "phalanx_extender_requests" in page
+        request = urllib.request.Request(f"http://127.0.0.1:{port}/filter", data=b"{}", method="POST")
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(request, timeout=5)
+        assert refused.value.code == 405, "no verb is served on the metrics port"
+        refused.value.close()
+    finally:
+        testbed.kill_extender(signal.SIGTERM)
+        testbed.start_extender()

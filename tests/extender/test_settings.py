@@ -16,6 +16,7 @@ def test_every_variable_is_read() -> None:
         "KUBECONFIG": "/k",
         "PHALANX_BIND_ADDRESS": "0.0.0.0",
         "PHALANX_PORT": "9000",
+        "PHALANX_METRICS_PORT": "9091",
         "PHALANX_THREADS": "8",
         "PHALANX_MAX_BODY_BYTES": "2048",
         "PHALANX_PROMISE_TTL_SECONDS": "1.5",
@@ -26,6 +27,7 @@ def test_every_variable_is_read() -> None:
         "PHALANX_GANG_BIND_DELAY_SECONDS": "0",
         "PHALANX_LOCALITY_KEYS": " rack , ,zone",
         "PHALANX_RECOVERY_INTERVAL_SECONDS": "6",
+        "PHALANX_DUTY_WINDOW_SECONDS": "7",
         "PHALANX_LOG_LEVEL": "DEBUG",
         "PHALANX_TLS_CERT_FILE": "/tls/tls.crt",
         "PHALANX_TLS_KEY_FILE": "/tls/tls.key",
@@ -34,6 +36,7 @@ def test_every_variable_is_read() -> None:
         kubeconfig="/k",
         bind_address="0.0.0.0",
         port=9000,
+        metrics_port=9091,
         threads=8,
         max_body_bytes=2048,
         promise_ttl_seconds=1.5,
@@ -44,6 +47,7 @@ def test_every_variable_is_read() -> None:
         gang_bind_delay_seconds=0.0,
         locality_keys=("rack", "zone"),
         recovery_interval_seconds=6.0,
+        duty_window_seconds=7.0,
         log_level="DEBUG",
         tls_cert_file="/tls/tls.crt",
         tls_key_file="/tls/tls.key",
@@ -55,6 +59,7 @@ def test_every_variable_is_read() -> None:
     [
         ("PHALANX_PORT", "http", "PHALANX_PORT='http' is not an integer"),
         ("PHALANX_THREADS", "0", "PHALANX_THREADS=0 is outside 1..4096"),
+        ("PHALANX_METRICS_PORT", "70000", "PHALANX_METRICS_PORT=70000 is outside 0..65535"),
         ("PHALANX_MAX_BODY_BYTES", "10", "PHALANX_MAX_BODY_BYTES=10 is outside 1024..2147483648"),
         ("PHALANX_BIND_WAIT_SECONDS", "soon", "PHALANX_BIND_WAIT_SECONDS='soon' is not a number"),
         (
@@ -70,7 +75,17 @@ def test_every_variable_is_read() -> None:
         ),
         ("PHALANX_GANG_BIND_DELAY_SECONDS", "-1", "PHALANX_GANG_BIND_DELAY_SECONDS=-1.0 must be a finite"),
     ],
-    ids=["not-an-int", "int-below", "int-too-small", "not-a-number", "zero", "nan", "inf", "negative-delay"],
+    ids=[
+        "not-an-int",
+        "int-below",
+        "port-above",
+        "int-too-small",
+        "not-a-number",
+        "zero",
+        "nan",
+        "inf",
+        "negative-delay",
+    ],
 )
 def test_a_bad_value_names_the_variable_and_the_value(name: str, value: str, message: str) -> None:
     with pytest.raises(SettingsError, match="^" + message.replace(".", r"\.")):
