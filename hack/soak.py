@@ -23,7 +23,6 @@ import re
 import sys
 import tempfile
 import time
-import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,8 +40,10 @@ from workload import (
     gpu_pod,
     list_pods,
     member,
+    metric_value,
     podgroup,
     queue,
+    scrape,
 )
 
 from kubeio.errors import KubeError, NotFoundError
@@ -80,13 +81,6 @@ def _children(pid: int) -> list[int]:
     except OSError:
         return []
     return [int(p) for p in text.split()]
-
-
-def _metric(url: str, name: str) -> float:
-    with urllib.request.urlopen(f"{url}/metrics", timeout=5) as reply:
-        text = reply.read().decode()
-    found = re.findall(rf"^{name}(?:{{[^}}]*}})? (\S+)$", text, flags=re.MULTILINE)
-    return sum(float(v) for v in found)
 
 
 def _submit(bed: Testbed, load: Load, rng: random.Random, pool: ThreadPoolExecutor) -> None:
@@ -160,8 +154,9 @@ def _report(bed: Testbed, minute: float, load: Load, pods: list[JsonObject], bas
     worker = (_children(extender_master) or [extender_master])[0]
     ext_rss, ext_fds = _rss_and_fds(worker)
     pl_rss, pl_fds = _rss_and_fds(bed.pid("placement"))
-    promises = _metric(bed.extender_url, "phalanx_extender_open_promises")
-    reservations = _metric(bed.extender_url, "phalanx_gang_reservations")
+    page = scrape(f"{bed.extender_url}/metrics")
+    promises = metric_value(page, "phalanx_extender_open_promises") or 0.0
+    reservations = metric_value(page, "phalanx_gang_reservations") or 0.0
     if minute >= 5 and not baseline:
         baseline += [ext_rss, pl_rss]
     growth = (

@@ -5,8 +5,11 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
+import urllib.request
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
+
+from prometheus_client.parser import text_string_to_metric_families
 
 from kubeio.errors import ConflictError
 from kubeio.http import JsonObject, KubeHttp
@@ -301,3 +304,24 @@ def condition(obj: JsonObject, kind: str) -> bool:
     """Whether ``obj``'s ``status.conditions`` has ``kind`` with status True."""
     conditions = (obj.get("status") or {}).get("conditions") or []
     return any(c.get("type") == kind and c.get("status") == "True" for c in conditions)
+
+
+def scrape(url: str) -> str:
+    """The Prometheus text a ``/metrics`` URL serves."""
+    with urllib.request.urlopen(url, timeout=10) as reply:
+        text: str = reply.read().decode()
+        return text
+
+
+def metric_value(page: str, name: str, **labels: str) -> float | None:
+    """The sum of the samples ``name`` of ``page`` whose labels include ``labels``; ``None`` if there is none.
+
+    ``name`` is the sample's name as exposed (a counter's ends in ``_total``).
+    """
+    found = [
+        float(sample.value)
+        for family in text_string_to_metric_families(page)
+        for sample in family.samples
+        if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items())
+    ]
+    return sum(found) if found else None

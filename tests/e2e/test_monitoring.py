@@ -15,24 +15,20 @@ import urllib.request
 
 import pytest
 from localbed import Testbed, free_port
-from prometheus_client.parser import text_string_to_metric_families
-from workload import create_pod, create_podgroup, gpu_pod, member, podgroup, running, wait_for, wait_pod
+from workload import (
+    create_pod,
+    create_podgroup,
+    gpu_pod,
+    member,
+    metric_value,
+    podgroup,
+    running,
+    scrape,
+    wait_for,
+    wait_pod,
+)
 
 from tests.promql import exposed_names, selected_names, shipped_expressions
-
-
-def scrape(url: str) -> str:
-    with urllib.request.urlopen(url, timeout=10) as reply:
-        text: str = reply.read().decode()
-        return text
-
-
-def sample(page: str, name: str, **labels: str) -> float | None:
-    for family in text_string_to_metric_families(page):
-        for found in family.samples:
-            if found.name == name and all(found.labels.get(k) == v for k, v in labels.items()):
-                return float(found.value)
-    return None
 
 
 def placement_pages(testbed: Testbed) -> dict[str, str]:
@@ -52,18 +48,18 @@ def test_every_metric_a_panel_or_rule_names_is_exposed(testbed: Testbed, namespa
 
     def late_gang_seen() -> dict[str, str] | None:
         pages = placement_pages(testbed)
-        late = [sample(page, "phalanx_gangs_past_timeout", size="2") for page in pages.values()]
+        late = [metric_value(page, "phalanx_gangs_past_timeout", size="2") for page in pages.values()]
         return pages if any(value and value >= 1 for value in late) else None
 
     pages = wait_for("the placement manager to report the gang past its timeout", late_gang_seen, timeout=60)
     extender = scrape(testbed.extender_url + "/metrics")
-    assert sample(extender, "phalanx_extender_requests_total", verb="bind", outcome="ok")
+    assert metric_value(extender, "phalanx_extender_requests_total", verb="bind", outcome="ok")
     for name, page in pages.items():
-        assert sample(page, "phalanx_node_gpus", node="gpu-node-1", kind="total") == 8, name
-        allocated = sample(page, "phalanx_node_gpus", node="gpu-node-1", kind="allocated")
-        free = sample(page, "phalanx_node_gpus", node="gpu-node-1", kind="free")
+        assert metric_value(page, "phalanx_node_gpus", node="gpu-node-1", kind="total") == 8, name
+        allocated = metric_value(page, "phalanx_node_gpus", node="gpu-node-1", kind="allocated")
+        free = metric_value(page, "phalanx_node_gpus", node="gpu-node-1", kind="free")
         assert allocated is not None and free is not None and allocated + free == 8, name
-    assert sum(sample(page, "phalanx_placement_leader") or 0 for page in pages.values()) == 1
+    assert sum(metric_value(page, "phalanx_placement_leader") or 0 for page in pages.values()) == 1
 
     offered = exposed_names(extender).union(*(exposed_names(page) for page in pages.values()))
     missing = {

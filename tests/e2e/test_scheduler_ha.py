@@ -11,9 +11,7 @@ No GPU index is held twice, no pod is lost.
 
 from __future__ import annotations
 
-import re
 import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -27,7 +25,9 @@ from workload import (
     gpu_pod,
     list_pods,
     member,
+    metric_value,
     podgroup,
+    scrape,
     wait_for,
 )
 
@@ -55,10 +55,7 @@ def pairs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Testbed]:
 
 def _filters(url: str) -> float:
     """How many filter calls the extender at ``url`` answered."""
-    with urllib.request.urlopen(f"{url}/metrics", timeout=5) as reply:
-        text = reply.read().decode()
-    pattern = r'^phalanx_extender_requests_total\{[^}]*verb="filter"[^}]*\} (\S+)$'
-    return sum(float(v) for v in re.findall(pattern, text, flags=re.MULTILINE))
+    return metric_value(scrape(f"{url}/metrics"), "phalanx_extender_requests_total", verb="filter") or 0.0
 
 
 def _bound(bed: Testbed, prefix: str) -> tuple[int, int]:

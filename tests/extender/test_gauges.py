@@ -6,19 +6,18 @@ set at the last bind, although the promises had ended since.
 
 from __future__ import annotations
 
-import re
 from dataclasses import replace
 
 import orjson
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import SHARED
 from tests.extender.appkit import fixture_cluster, make_app
 
 
 def _gauge(text: str, name: str) -> float:
-    found = re.search(rf"^{name} (\S+)$", text, flags=re.MULTILINE)
-    assert found is not None, name
-    return float(found.group(1))
+    (family,) = [f for f in text_string_to_metric_families(text) if f.name == name]
+    return float(family.samples[0].value)
 
 
 def test_open_promises_fall_to_zero_when_the_cache_shows_the_pod_bound_without_another_call() -> None:
