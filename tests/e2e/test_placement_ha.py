@@ -140,7 +140,10 @@ def test_a_reclaim_due_when_the_leader_dies_is_made_once_by_the_standby(
         return counts if counts.get("a1") == 2 else None
 
     counts = wait_for("a1 bound", a1_bound, timeout=60)
-    gone = sorted(g for g in ("b0", "b1", "b2") if counts.get(g, 0) == 0)
-    assert len(gone) == 1, f"one of b's gangs gave the room back: {counts}"
+    # Which gang goes is test_queues' concern: b and c are both over their quotas (8 and 0), so the
+    # quota guarantee may take either, depending on the view the standby starts from. This test checks
+    # that one gang goes, whole, once.
+    gone = sorted(g for g in ("b0", "b1", "b2", "c0") if counts.get(g, 0) == 0)
+    assert len(gone) == 1, f"one gang over its queue's quota gave the room back: {counts}"
     time.sleep(3)  # three more passes: nothing more is reclaimed
     assert _reclaimed(bed, namespace) == [(f"{gone[0]}-0", 1), (f"{gone[0]}-1", 1)], "one gang, once"
