@@ -134,10 +134,11 @@ class Extender:
         self, pod: Pod, node_names: tuple[str, ...], snapshot: ClusterSnapshot, view: QueueView | None
     ) -> tuple[FilterInput, FilterOutcome]:
         admitted = self.views.admitted if self.views is not None else AdmittedBook()
+        tried = self.views.tried if self.views is not None else None
         now = self._clock()
 
         def decide(book: PromiseBook) -> tuple[PromiseBook, tuple[FilterInput, FilterOutcome]]:
-            asked = FilterInput(pod, node_names, snapshot, book, view, admitted, now)
+            asked = FilterInput(pod, node_names, snapshot, book, view, admitted, now, tried)
             outcome = filter_pod(asked, topologies=self._topologies, settings=self.settings, room=self._room)
             return outcome.promises, (asked, outcome)
 
@@ -153,6 +154,7 @@ class Extender:
         if self.views is not None:
             self.views.record(outcome.admitted, asked.now)
             key = group_key(pod)
+            self.views.tried_now(key, asked.now)
             if not outcome.feasible and not outcome.promises.by_group.get(key):
                 self.views.withdraw(key)  # it holds nothing now, whatever an earlier filter admitted
         if pod.group_key is not None and self.settings.gangs:

@@ -3,7 +3,8 @@
 Building the queues' view walks every pod, so it is rebuilt in a background thread (at most every
 ``interval`` seconds, and only when the cluster changed); a decision reads the latest view, which is at
 most that old. The corrections for that lag are the core's (``scheduling.queue_gate``); this module
-only holds the two values they need, each swapped atomically: the view and the ``AdmittedBook``.
+only holds the values they need, each swapped atomically: the view, the ``AdmittedBook`` and the
+``TriedBook`` (when kube-scheduler last tried each group).
 """
 
 from __future__ import annotations
@@ -14,12 +15,14 @@ from collections.abc import Callable
 
 from scheduling.model import Pod
 from scheduling.promises import PromiseBook
-from scheduling.queue_gate import AdmittedBook, AdmittedGroup
+from scheduling.queue_gate import TRIED_FRESH, AdmittedBook, AdmittedGroup, TriedBook
 from scheduling.queue_view import QueueView, view_of
 from scheduling.resources import within
 from scheduling.snapshot import ClusterSnapshot
 
 log = logging.getLogger(__name__)
+
+_TRIED_FLOOR = 1024
 
 
 class ViewKeeper:
@@ -45,6 +48,9 @@ class ViewKeeper:
         self._lock = threading.Lock()
         self._admitted = AdmittedBook()
         self._admitted_lock = threading.Lock()
+        self._tried = TriedBook()
+        self._tried_lock = threading.Lock()
+        self._tried_limit = _TRIED_FLOOR
 
     @property
     def view(self) -> QueueView | None:
@@ -55,6 +61,24 @@ class ViewKeeper:
     def admitted(self) -> AdmittedBook:
         """Groups admitted since the view was built (an immutable value)."""
         return self._admitted
+
+    @property
+    def tried(self) -> TriedBook:
+        """When kube-scheduler last tried each group (an immutable value)."""
+        return self._tried
+
+    def tried_now(self, key: str, now: float) -> None:
+        """Kube-scheduler asked about group ``key`` at ``now``.
+
+        Groups not tried for longer than they count are dropped whenever the book doubles, so its size
+        follows the groups being tried, not every group ever seen (amortised O(1) per call).
+        """
+        with self._tried_lock:
+            tried = self._tried.with_try(key, now)
+            if len(tried.at) > self._tried_limit:
+                tried = tried.pruned(now, TRIED_FRESH)
+                self._tried_limit = max(_TRIED_FLOOR, 2 * len(tried.at))
+            self._tried = tried
 
     def refresh(self) -> QueueView:
         """Build the view now."""
@@ -69,7 +93,6 @@ class ViewKeeper:
         if before is not None and released(before, view):
             self._on_release()
         return view
-
 
     def run(self, stop: threading.Event, interval: float) -> None:
         """Refresh whenever the cluster changed, at most every ``interval`` seconds."""

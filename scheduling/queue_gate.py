@@ -9,7 +9,17 @@ reads:
   after filter admits it, and until the view counts it, it counts against its queue here, or two
   groups admitted a moment apart could together pass a limit;
 - of the groups ahead in the fair order, only those still waiting now (the view may list some placed
-  since).
+  since), that hold no reservation yet (a reserved gang's room is already out of the free room), and
+  that kube-scheduler tried within ``TRIED_FRESH`` seconds (``TriedBook``).
+
+Why the last one: kube-scheduler tries pods in its own order, round-robin over its backlog, and cannot be
+told phalanx's. A group ahead that it is not trying now would hold its room for a whole round over the
+backlog: with thousands of pending pods that is minutes of idle GPUs, during which every other pod is
+turned down in turn (the soak of issue 15 ended with 5,291 pods pending on a nearly idle cluster). So
+the fair order decides between groups that compete for the room now; a group out of kube-scheduler's
+sight competes again as soon as it is tried (and the nudger wakes parked pods when room frees). Fairness
+between queues over time is the job of their shares and reclaim, not of this tie-break, as in Kueue's
+BestEffortFIFO and KAI, which skip a head of line that cannot start rather than idle for it.
 
 Then ``scheduling.queues.admit`` applies the rules (limit, non-preemptible within quota, groups ahead
 keep their room) and names the queue and the rule in its sentence.
@@ -21,6 +31,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
+from immutables import Map
+
 from scheduling.model import Pod, Resources
 from scheduling.promises import PromiseBook
 from scheduling.queue_view import QueueView, pending_group
@@ -30,6 +42,10 @@ from scheduling.snapshot import ClusterSnapshot
 
 AHEAD_CHECKED = 64
 """At most this many groups ahead are checked (the first ones matter: they go next)."""
+
+TRIED_FRESH = 15.0
+"""Seconds a group ahead keeps its room after kube-scheduler last tried one of its pods: its backoff
+tops out at 10 s, so a group it is still retrying is seen again within that."""
 
 ADMITTED_TTL = 5.0
 """Seconds an admitted group counts against its queue while the view does not show it yet."""
@@ -60,6 +76,7 @@ class AdmittedBook:
 
     def live(self, now: float, counted: frozenset[str]) -> AdmittedBook:
         """The book without entries that are done: expired at ``now``, or counted by the view."""
+
         def done(entry: AdmittedGroup) -> bool:
             return entry.expires_at < now or bool(entry.uids and entry.uids <= counted)
 
@@ -100,6 +117,36 @@ class AdmittedBook:
 
 
 @dataclass(frozen=True, slots=True)
+class TriedBook:
+    """When kube-scheduler last asked about each group (group key to seconds, the caller's clock).
+
+    An immutable value like ``AdmittedBook``: ``Map`` copies share structure, so recording one try
+    per filter call costs O(log n), not a copy of every group.
+    """
+
+    at: Map[str, float] = field(default_factory=Map)
+
+    def with_try(self, key: str, now: float) -> TriedBook:
+        """The book after group ``key`` was tried at ``now``."""
+        return TriedBook(self.at.set(key, now))
+
+    def fresh(self, key: str, now: float, within: float) -> bool:
+        """Whether group ``key`` was tried in the ``within`` seconds before ``now``."""
+        last = self.at.get(key)
+        return last is not None and now - last <= within
+
+    def pruned(self, now: float, within: float) -> TriedBook:
+        """The book without groups last tried more than ``within`` seconds before ``now``."""
+        stale = [key for key, last in self.at.items() if now - last > within]
+        if not stale:
+            return self
+        at = self.at.mutate()
+        for key in stale:
+            del at[key]
+        return TriedBook(at.finish())
+
+
+@dataclass(frozen=True, slots=True)
 class GateAnswer:
     """The gate's answer: ``held`` is the sentence that holds the group, or ``None`` with ``admitted``.
 
@@ -120,8 +167,10 @@ def queue_gate(
     *,
     now: float,
     free: Resources,
+    tried: TriedBook | None = None,
     admitted_ttl: float = ADMITTED_TTL,
     ahead_checked: int = AHEAD_CHECKED,
+    tried_fresh: float = TRIED_FRESH,
 ) -> GateAnswer:
     """Decide whether ``pod``'s group may start now (see the module docstring for the corrections).
 
@@ -133,8 +182,11 @@ def queue_gate(
         admitted: groups admitted since the view was built.
         now: the caller's clock.
         free: ``snapshot.free_total(promises)``, which the caller may memoise per snapshot and book.
+        tried: when kube-scheduler last tried each group; without it every group ahead counts, as if
+            all were being tried now (a replay of a decision saved before this book existed).
         admitted_ttl: how long an admitted group counts at most.
         ahead_checked: how many groups ahead are checked at most.
+        tried_fresh: how long after its last try a group ahead keeps its room.
     """
     if view is None:
         return GateAnswer(None)
@@ -148,7 +200,13 @@ def queue_gate(
         return GateAnswer(None)
     extra = admitted.live(now, view.counted).held_in(group.queue, besides=group.key)
     state = replace(state, allocated=plus(state.allocated, extra))
-    ahead = still_waiting(view.ahead_of(group.key, free, limit=ahead_checked), snapshot)
+
+    def competing(other: PendingGroup) -> bool:
+        if other.key in promises.by_group:
+            return False
+        return tried is None or tried.fresh(other.key, now, tried_fresh)
+
+    ahead = still_waiting(view.ahead_of(group.key, free, limit=ahead_checked, keep=competing), snapshot)
     answer = admit(group, state, ahead, free=free)
     if not answer.ok:
         return GateAnswer(answer.reason)

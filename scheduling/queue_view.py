@@ -11,7 +11,7 @@ take capacity away from all queues.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
@@ -76,9 +76,16 @@ class QueueView:
         return self.states[group.queue]
 
     def ahead_of(
-        self, key: str, free: Resources | None = None, *, limit: int = 64
+        self,
+        key: str,
+        free: Resources | None = None,
+        *,
+        limit: int = 64,
+        keep: Callable[[PendingGroup], bool] | None = None,
     ) -> tuple[PendingGroup, ...]:
         """The first ``limit`` pending groups before ``key`` that could start now (each fits ``free``).
+
+        ``keep``, when given, further selects the groups that count (the gate's: those competing now).
 
         ``free`` defaults to the view's free room; a caller with fresher numbers passes them. A group not
         in the view (created since it was built) queues behind every group the view has, until the next
@@ -90,7 +97,7 @@ class QueueView:
         room = self.free if free is None else free
         ahead: list[PendingGroup] = []
         for group in self.pending[:position]:
-            if _within(group.requests, room):
+            if _within(group.requests, room) and (keep is None or keep(group)):
                 ahead.append(group)
                 if len(ahead) >= limit:
                     break

@@ -23,7 +23,7 @@ from immutables import Map
 
 from scheduling.model import Node, Pod, PodGroup, Resources
 from scheduling.promises import Promise, PromiseBook
-from scheduling.queue_gate import AdmittedBook, AdmittedGroup
+from scheduling.queue_gate import AdmittedBook, AdmittedGroup, TriedBook
 from scheduling.queue_view import view_of
 from scheduling.queues import Queue, QueueTree
 from scheduling.session import FilterInput, FilterOutcome, SessionSettings, filter_pod
@@ -87,6 +87,7 @@ class SavedFilter:
     view_cluster: SavedCluster | None = None
     view_promises: list[Promise] = field(default_factory=list)
     view_queues: list[Queue] = field(default_factory=list)
+    tried: dict[str, float] | None = None
 
 
 def answer_of(outcome: FilterOutcome) -> SavedAnswer:
@@ -120,6 +121,7 @@ def save_filter(asked: FilterInput, outcome: FilterOutcome, settings: SessionSet
         view_cluster=view_cluster,
         view_promises=view_promises,
         view_queues=view_queues,
+        tried=dict(sorted(asked.tried.at.items())) if asked.tried is not None else None,
     )
     return msgspec.json.encode(saved, enc_hook=_encode)
 
@@ -159,6 +161,7 @@ def load_filter(data: bytes, topologies: TopologyCache) -> tuple[FilterInput, Se
         view,
         AdmittedBook(MappingProxyType(dict(saved.admitted))),
         saved.now,
+        TriedBook(Map(saved.tried)) if saved.tried is not None else None,
     )
     return asked, saved.settings, saved.answer
 
@@ -215,4 +218,3 @@ def _encode(value: Any) -> Any:
         return dict(value)
     msg = f"cannot save a {type(value).__name__}"
     raise NotImplementedError(msg)
-

@@ -38,7 +38,7 @@ from scheduling.model import Pod, PodGroup
 from scheduling.node_health import split_candidates
 from scheduling.node_ranking import ScoreMemo, rank_nodes
 from scheduling.promises import Promise, PromiseBook
-from scheduling.queue_gate import AdmittedBook, AdmittedGroup, RoomMemo, queue_gate
+from scheduling.queue_gate import AdmittedBook, AdmittedGroup, RoomMemo, TriedBook, queue_gate
 from scheduling.queue_view import QueueView
 from scheduling.reasons import GroupVerdict, Rejection, Verdict
 from scheduling.snapshot import ClusterSnapshot
@@ -74,6 +74,7 @@ class FilterInput:
         view: the queue view then (``None``: no queue rules).
         admitted: groups admitted since that view was built.
         now: the driver's clock.
+        tried: when kube-scheduler last tried each group; ``None`` counts every group ahead as tried now.
     """
 
     pod: Pod
@@ -83,6 +84,7 @@ class FilterInput:
     view: QueueView | None
     admitted: AdmittedBook
     now: float
+    tried: TriedBook | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,7 +155,9 @@ def _filter_healthy(
     admitted = None
     if not (gang and pod.uid in promises.by_uid):
         free = (room or RoomMemo()).free(snapshot, promises)
-        gate = queue_gate(pod, snapshot, promises, request.view, request.admitted, now=now, free=free)
+        gate = queue_gate(
+            pod, snapshot, promises, request.view, request.admitted, now=now, free=free, tried=request.tried
+        )
         if gate.held is not None:
             verdict = GroupVerdict(Verdict.QUEUE_HOLD, gate.held)
             rejection = verdict.rejection()

@@ -181,3 +181,33 @@ def test_a_pod_admitted_then_found_no_node_stops_counting_against_its_queue() ->
     cluster.add(a_pod("filler").gpus(6).on("n1", range(6)).build())  # only 2 GPUs left
     assert ext.filter(pod, ("n1",)).feasible == ()
     assert keeper.admitted.by_group == {}
+
+
+def test_a_group_ahead_keeps_its_room_only_while_kube_scheduler_keeps_trying_it() -> None:
+    """Issue 15's soak: a group ahead that kube-scheduler is not trying must not idle the room."""
+    big = a_pod("big").gpus(6).queue("a").created("2026-01-01T00:00:00Z").build()
+    late = a_pod("late").gpus(4).queue("a").created("2026-01-02T00:00:00Z").build()
+    cluster = QueuedCluster(queues=[gpu_queue("a", quota=8)]).add(a_node("n1").build(), big, late)
+    clock = [100.0]
+    holder: list[Extender] = []
+    keeper = ViewKeeper(cluster.snapshot, lambda: holder[0].ledger.book)
+    ext = Extender(cluster, FakeBinder(cluster), clock=lambda: clock[0], promise_ttl=60.0, views=keeper)
+    holder.append(ext)
+    keeper.refresh()
+    cluster.add(a_pod("filler").gpus(1).on("n1", [7]).build())  # 7 free: big alone fits, not with late
+    keeper.refresh()
+    ext.filter(big, ("n1",))  # kube-scheduler tries big (and, say, its bind is still on its way)
+    keeper.withdraw(big.key)
+    held = ext.filter(late, ("n1",))
+    assert held.feasible == ()
+    assert "needed by 1 group(s) ahead of this one (ml/big of queue a need 6)" in held.rejected["n1"].message
+    clock[0] += 60.0  # big has not been tried since: kube-scheduler is busy elsewhere
+    assert ext.filter(late, ("n1",)).feasible == ("n1",)
+
+
+def test_the_tried_book_stays_bounded_by_the_groups_being_tried() -> None:
+    keeper = ViewKeeper(lambda: snapshot_of([], []), lambda: a_ledger([]).book)
+    for i in range(5_000):
+        keeper.tried_now(f"ml/g{i}", float(i))
+    assert len(keeper.tried.at) < 1_100
+    assert keeper.tried.fresh("ml/g4999", 4_999.0, 1.0)

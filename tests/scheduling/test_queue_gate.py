@@ -5,8 +5,16 @@ from collections.abc import Sequence
 import pytest
 
 from scheduling.model import Pod
-from scheduling.promises import PromiseBook
-from scheduling.queue_gate import ADMITTED_TTL, AdmittedBook, AdmittedGroup, queue_gate, still_waiting
+from scheduling.promises import Promise, PromiseBook
+from scheduling.queue_gate import (
+    ADMITTED_TTL,
+    TRIED_FRESH,
+    AdmittedBook,
+    AdmittedGroup,
+    TriedBook,
+    queue_gate,
+    still_waiting,
+)
 from scheduling.queue_view import view_of
 from scheduling.queues import Queue
 from scheduling.snapshot import ClusterSnapshot
@@ -146,3 +154,49 @@ def test_the_admitted_book_drops_expired_and_counted_entries_only() -> None:
     assert book.live(5.0, frozenset({"u1"})) is book
     assert book.live(5.1, frozenset()).by_group == {}
     assert book.live(1.0, frozenset({"u1", "u2", "u3"})).by_group == {}
+
+
+def held_behind_big(
+    tried: TriedBook | None, promises: PromiseBook, *, at: float, pod: Pod = LATE
+) -> str | None:
+    """The gate's sentence for ``pod``, with BIG ahead of it in queue a and both waiting."""
+    queues = [gpu_queue("a", quota=16)]
+    snapshot = snapshot_of(NODES, [BIG, pod], queues=queues)
+    view = view_of(snapshot, PromiseBook(), None)
+    free = snapshot.free_total(promises)
+    answer = queue_gate(pod, snapshot, promises, view, AdmittedBook(), now=at, free=free, tried=tried)
+    return answer.held
+
+
+BIG_TRIED_AT_100 = TriedBook().with_try(BIG.key, 100.0)
+
+# (when kube-scheduler last tried BIG, the clock, the sentence for LATE)
+COMPETING = {
+    "a group ahead tried a moment ago keeps its room": (BIG_TRIED_AT_100, 105.0, HELD_FOR_BIG),
+    "it still does at the edge of TRIED_FRESH": (BIG_TRIED_AT_100, 100.0 + TRIED_FRESH, HELD_FOR_BIG),
+    "one kube-scheduler has not tried for longer does not": (BIG_TRIED_AT_100, 100.5 + TRIED_FRESH, None),
+    "one never tried does not": (TriedBook(), 105.0, None),
+    "without a book every group ahead counts (older saved decisions)": (None, 105.0, HELD_FOR_BIG),
+}
+
+
+@pytest.mark.parametrize(("tried", "at", "held"), COMPETING.values(), ids=COMPETING.keys())
+def test_only_groups_kube_scheduler_is_trying_keep_their_room(
+    tried: TriedBook | None, at: float, held: str | None
+) -> None:
+    assert held_behind_big(tried, PromiseBook(), at=at) == held
+
+
+def test_a_reserved_group_ahead_is_not_counted_twice() -> None:
+    """Its room is out of the free room already: counting its needs again would hold LATE for nothing."""
+    reserved = PromiseBook.of(
+        {BIG.uid: Promise(BIG.uid, BIG.key, "n1", tuple(range(8)), 1e9, BIG.requests, group=BIG.key)}
+    )
+    assert held_behind_big(None, reserved, at=105.0, pod=SMALL) is None
+
+
+def test_the_book_forgets_groups_past_freshness_and_keeps_the_rest() -> None:
+    book = TriedBook().with_try("ml/old", 1.0).with_try("ml/new", 20.0)
+    pruned = book.pruned(20.0, TRIED_FRESH)
+    assert dict(pruned.at) == {"ml/new": 20.0}
+    assert pruned.pruned(20.0, TRIED_FRESH) is pruned
