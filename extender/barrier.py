@@ -3,8 +3,15 @@
 kube-scheduler calls ``bind`` once per pod, each in its own goroutine, so a gang's binds arrive
 concurrently on separate request threads (extender-protocol.md §2.8). A thread that joins waits until
 ``need`` members have joined (then all are released at once, and the one that completed the gang is
-its leader), or until the barrier's deadline (then all fail together). A member that joins an open
-barrier passes straight through.
+its leader), or until its own wait is over. A member that joins an open barrier passes straight through.
+
+A member whose wait is over while the gang still makes progress (a member it had not seen joined within
+the last ``timeout`` seconds) leaves *parked*: its bind fails, kube-scheduler retries it later, and the
+barrier remembers it as arrived. When the gang completes, the leader binds the remembered members that
+are not inside (``Passage.absent``). Why: kube-scheduler retries its backlog round-robin, and with a
+backlog longer than one bind wait the members of a big gang cannot all be inside at once (the soak of
+issue 15 saw "only 63 of 64 members reached bind within 25s" 126 times, each time starting over). Only
+a whole wait with no new member fails the barrier, and then all fail together as before.
 """
 
 from __future__ import annotations
@@ -26,13 +33,22 @@ class State(enum.Enum):
 @dataclass
 class _Barrier:
     need: int
-    deadline: float
+    wait: float
+    last_progress: float
     state: State = State.WAITING
     arrived: list[str] = field(default_factory=list)
+    present: list[str] = field(default_factory=list)
     leader: str | None = None
     plan_ok: bool | None = None
-    inside: int = 0
     failures: int = 0
+
+    def idle(self, now: float) -> bool:
+        """No member it had not seen joined for a whole wait: the gang is not coming together."""
+        return now - self.last_progress >= self.wait
+
+    def stale(self, now: float) -> bool:
+        """Parked with nobody inside for two waits: forgotten (the reservation lapses by its own expiry)."""
+        return self.state is State.WAITING and not self.present and now - self.last_progress >= 2 * self.wait
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +61,8 @@ class Passage:
         arrived: the members that had joined when the barrier opened or failed, in arrival order.
         rank: this member's position in ``arrived``.
         token: the barrier passed, to hand back to ``leave``.
+        parked: the member's wait is over but the gang still makes progress: it is remembered.
+        absent: for the leader, the arrived members not inside, which it must bind itself.
     """
 
     open: bool
@@ -52,6 +70,8 @@ class Passage:
     arrived: tuple[str, ...]
     rank: int
     token: object = field(compare=False, repr=False)
+    parked: bool = False
+    absent: tuple[str, ...] = ()
 
 
 class BarrierBoard:
@@ -67,30 +87,54 @@ class BarrierBoard:
         with self._cond:
             return group in self._barriers
 
-    def join(self, group: str, uid: str, need: int, timeout: float) -> Passage:
-        """Wait until ``need`` members of ``group`` have joined, or the barrier's deadline passes."""
+    def inside(self, group: str) -> tuple[str, ...]:
+        """The members of ``group`` waiting inside its barrier now."""
         with self._cond:
             barrier = self._barriers.get(group)
+            return tuple(barrier.present) if barrier is not None else ()
+
+    def join(
+        self, group: str, uid: str, need: int, timeout: float, keep: Callable[[str], bool] | None = None
+    ) -> Passage:
+        """Wait until ``need`` members of ``group`` have arrived, or ``timeout`` seconds pass.
+
+        ``keep`` says whether a remembered member (arrived, not inside) still counts: one whose pod or
+        reservation is gone does not.
+        """
+        with self._cond:
+            now = self._clock()
+            for key in [k for k, b in self._barriers.items() if b.stale(now)]:
+                del self._barriers[key]
+            barrier = self._barriers.get(group)
             if barrier is None or barrier.state is State.FAILED:
-                barrier = _Barrier(need=max(1, need), deadline=self._clock() + timeout)
+                barrier = _Barrier(need=max(1, need), wait=timeout, last_progress=now)
                 self._barriers[group] = barrier
-            barrier.inside += 1
+            if keep is not None and barrier.state is State.WAITING:
+                barrier.arrived = [u for u in barrier.arrived if u in barrier.present or keep(u)]
+            barrier.present.append(uid)
             if uid not in barrier.arrived:
                 barrier.arrived.append(uid)
+                barrier.last_progress = now
             if barrier.state is State.WAITING and len(barrier.arrived) >= barrier.need:
                 barrier.state = State.OPEN
                 barrier.leader = uid
                 self._cond.notify_all()
+            parked, deadline = False, now + timeout
             while barrier.state is State.WAITING:
-                left = barrier.deadline - self._clock()
-                if left <= 0:
-                    barrier.state = State.FAILED
-                    self._cond.notify_all()
+                now = self._clock()
+                if now >= deadline:
+                    if barrier.idle(now):
+                        barrier.state = State.FAILED
+                        self._cond.notify_all()
+                    else:
+                        parked = True
                     break
-                self._cond.wait(min(left, 1.0))
+                self._cond.wait(min(deadline - now, 1.0))
             arrived = tuple(barrier.arrived)
+            leader = barrier.state is State.OPEN and barrier.leader == uid
+            absent = tuple(u for u in arrived if u not in barrier.present) if leader else ()
             return Passage(
-                barrier.state is State.OPEN, barrier.leader == uid, arrived, arrived.index(uid), barrier
+                barrier.state is State.OPEN, leader, arrived, arrived.index(uid), barrier, parked, absent
             )
 
     def publish_plan(self, passage: Passage, ok: bool) -> None:
@@ -113,7 +157,7 @@ class BarrierBoard:
             return barrier.plan_ok
 
     def leave(self, group: str, passage: Passage, *, bound: bool) -> bool:
-        """A member is done with its barrier, ``bound`` or not.
+        """A member is done with its barrier, ``bound`` or not (a parked member is not a failure).
 
         Returns:
             ``True`` for the last member out of an open barrier in which every member was bound: the
@@ -121,10 +165,10 @@ class BarrierBoard:
         """
         barrier = _of(passage)
         with self._cond:
-            barrier.inside -= 1
-            if not bound:
+            barrier.present.remove(passage.arrived[passage.rank])
+            if not bound and not passage.parked:
                 barrier.failures += 1
-            if barrier.inside > 0:
+            if barrier.present or barrier.state is State.WAITING:
                 return False
             if self._barriers.get(group) is barrier:
                 del self._barriers[group]

@@ -56,6 +56,9 @@ class GangBind:
     error: str
     outcome: str
     gpus: tuple[int, ...] = ()
+    whole: bool = True
+    """``False`` when this member was bound but a member the leader bound for the gang was not: the plan
+    stays on the PodGroup so that recovery completes or rolls back the gang."""
 
 
 FIRST_SEEN_KEPT = 4096
@@ -132,6 +135,7 @@ class GangBinder:
         self._teller = teller
         self._settings = settings
         self._sleep = sleep
+        self._clock = clock
         self.board = BarrierBoard(clock)
 
     def bind(self, pod: Pod, node: str) -> GangBind:
@@ -145,7 +149,9 @@ class GangBinder:
         log.debug(
             "gang %s: %s reached bind (needs %d, waits up to %.0fs)", key, pod.name, terms.need, terms.wait
         )
-        passage = self.board.join(key, pod.uid, terms.need, terms.wait)
+        # While members keep arriving the reservation must outlast a parked member's retry.
+        self._ledger.renew_group(key, self._clock() + 2 * terms.wait)
+        passage = self.board.join(key, pod.uid, terms.need, terms.wait, keep=self._still_reserved(key))
         log.debug(
             "gang %s: %s leaves the barrier (open=%s, leader=%s)", key, pod.name, passage.open, passage.leader
         )
@@ -154,13 +160,19 @@ class GangBinder:
             result = self._through(group, pod, node, terms.promise.gpus, passage, terms.wait)
             return result
         finally:
-            if self.board.leave(key, passage, bound=not result.error) and passage.open:
+            if self.board.leave(key, passage, bound=not result.error and result.whole) and passage.open:
                 self._clear_plan(group)
 
     def _through(
         self, group: PodGroup, pod: Pod, node: str, gpus: tuple[int, ...], passage: Passage, wait: float
     ) -> GangBind:
         key = group.key
+        if passage.parked:
+            return GangBind(
+                f"gang {key}: {len(passage.arrived)} of {group.min_member} members have reached bind; "
+                "the reservation is kept while more arrive, and this member will be bound with them",
+                "barrier_parked",
+            )
         if not passage.open:
             self._ledger.release_group(key)
             message = (
@@ -186,12 +198,43 @@ class GangBinder:
         except (BindRefusedError, KubeError) as exc:
             self._ledger.release(pod.uid)
             return GangBind(f"gang {key}: binding {pod.name} to {node} failed: {exc}", "refused")
+        absent_failed = self._bind_absent(key, passage.absent)
+        if absent_failed:
+            log.warning("gang %s: %s; recovery completes or rolls back the gang", key, absent_failed)
+            self._teller.tell(group, "Warning", "GangBindIncomplete", f"gang {key}: {absent_failed}")
+            return GangBind("", "bound", gpus, whole=False)
         if passage.leader:
             self._teller.bound(key)
             self._teller.tell(
                 group, "Normal", "GangBound", f"gang {key}: all members released to bind together"
             )
         return GangBind("", "bound", gpus)
+
+    def _still_reserved(self, key: str) -> Callable[[str], bool]:
+        def reserved(uid: str) -> bool:
+            promise = self._ledger.book.by_uid.get(uid)
+            return promise is not None and promise.group == key
+
+        return reserved
+
+    def _bind_absent(self, key: str, absent: Sequence[str]) -> str:
+        """Bind the members that arrived earlier and left parked; the reason of the first failure, or ``""``.
+
+        kube-scheduler may retry one of them meanwhile: both Bindings name the reserved node, and the
+        binder takes "already bound there" as success, so whichever comes second changes nothing.
+        """
+        for uid in absent:
+            promise = self._ledger.book.by_uid.get(uid)
+            if promise is None:
+                return f"member {uid} lost its reservation before the gang was bound"
+            namespace, name = promise.pod_key.split("/", 1)
+            log.debug("gang %s: binding %s (arrived earlier) to %s", key, name, promise.node)
+            try:
+                self._bind(namespace, name, uid, promise.node, gpu_annotations(promise.gpus))
+            except (BindRefusedError, KubeError) as exc:
+                self._ledger.release(uid)
+                return f"binding {name} (arrived earlier) to {promise.node} failed: {exc}"
+        return ""
 
     def _write_plan(self, group: PodGroup, arrived: Sequence[str]) -> bool:
         book = self._ledger.book

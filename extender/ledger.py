@@ -39,6 +39,11 @@ class PromiseLedger:
         if uid in self._book.by_uid:
             self.update(lambda book: (book.release(uid), None))
 
+    def renew_group(self, group: str, until: float) -> None:
+        """Make every promise to members of ``group`` last at least ``until``."""
+        if group in self._book.by_group:
+            self.update(lambda book: (book.renew_group(group, until), None))
+
     def release_group(self, group: str) -> None:
         """Drop every promise to members of ``group``."""
         if group in self._book.by_group:

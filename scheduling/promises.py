@@ -13,7 +13,7 @@ The book is an immutable value: every change returns a new book, so a reader nev
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
 from scheduling.model import Resources
@@ -93,6 +93,21 @@ class PromiseBook:
         if not uids:
             return self
         return PromiseBook.of({uid: p for uid, p in self.by_uid.items() if uid not in uids})
+
+    def renew_group(self, group: str, until: float) -> PromiseBook:
+        """Return a book in which the promises to members of ``group`` last at least ``until``.
+
+        >>> book = PromiseBook().add(Promise("u", "ns/p", "n1", (0,), 10.0, group="ns/g"))
+        >>> book.renew_group("ns/g", 30.0).by_uid["u"].expires_at, book.renew_group("ns/g", 5.0) is book
+        (30.0, True)
+        """
+        uids = self.by_group.get(group)
+        if not uids or all(self.by_uid[uid].expires_at >= until for uid in uids):
+            return self
+        updated = dict(self.by_uid)
+        for uid in uids:
+            updated[uid] = replace(updated[uid], expires_at=max(updated[uid].expires_at, until))
+        return PromiseBook.of(updated)
 
     def requested_on(self, node: str) -> Resources:
         """CPU, memory and GPUs promised on ``node``."""

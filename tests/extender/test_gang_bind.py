@@ -164,3 +164,48 @@ def test_the_first_seen_table_forgets_the_oldest_gangs_past_its_bound() -> None:
     teller.bound("ml/ghost-19999")
     observed = registry.get_sample_value("phalanx_gang_time_to_bound_seconds_count")
     assert observed == 1, "the oldest gang is forgotten, the newest is still timed"
+
+
+def test_a_member_whose_wait_ends_while_the_gang_still_grows_is_remembered_and_bound_with_it() -> None:
+    """Issue 15's soak: 63 of 64 members in the barrier, one wait over, all started again, 126 times."""
+    with Rig(bind_wait=10.0) as rig:
+        first = rig.start(GANG[0])
+        rig.waiting(1)
+        rig.clock.now = 8.0
+        second = rig.start(GANG[1])  # a new member: the gang makes progress
+        rig.waiting(2)
+        rig.clock.now = 10.5  # the first member's wait is over, 2.5 s after the last progress
+        parked = first.result(timeout=10)
+        assert parked.outcome == "barrier_parked", parked
+        assert "2 of 3 members have reached bind; the reservation is kept" in parked.error
+        assert rig.calls == []
+        assert rig.ledger.book.by_uid[GANG[0].uid].expires_at >= 8.0 + 20.0, "renewed as members arrive"
+        rig.clock.now = 12.0
+        last = rig.start(GANG[2])
+        results = [second.result(timeout=10), last.result(timeout=10)]
+        assert [(r.error, r.outcome) for r in results] == [("", "bound")] * 2
+        (write, _, written), *binds, clear = rig.calls
+        assert write == "set_plan" and written is not None
+        assert sorted(m.name for m in decode_plan(written)) == ["w0", "w1", "w2"]
+        assert sorted(binds) == [("bind", p.key, "n1") for p in GANG], "the leader bound the parked member"
+        assert clear == ("set_plan", "ml/g", None)
+        assert rig.cluster.pods[GANG[0].key].node_name == "n1"
+
+
+def test_a_remembered_member_that_lost_its_reservation_does_not_count() -> None:
+    with Rig(bind_wait=10.0) as rig:
+        first = rig.start(GANG[0])
+        rig.waiting(1)
+        rig.clock.now = 8.0
+        second = rig.start(GANG[1])
+        rig.waiting(2)
+        rig.clock.now = 10.5
+        assert first.result(timeout=10).outcome == "barrier_parked"
+        rig.ledger.release(GANG[0].uid)  # its pod was deleted, say
+        last = rig.start(GANG[2])
+        eventually(lambda: len(rig.gangs.board.inside("ml/g")) == 2)
+        rig.clock.now = 30.0  # no member arrives any more: the gang fails together, as before
+        results = [second.result(timeout=10), last.result(timeout=10)]
+        assert [r.outcome for r in results] == ["barrier_timeout"] * 2
+        assert rig.calls == []
+        assert "ml/g" not in rig.ledger.book.by_group
