@@ -21,7 +21,7 @@ from typing import Any
 import msgspec
 from immutables import Map
 
-from scheduling.model import Node, Pod, PodGroup, Resources
+from scheduling.model import Node, Pod, PodGroup, Resources, Taint
 from scheduling.promises import Promise, PromiseBook
 from scheduling.queue_gate import AdmittedBook, AdmittedGroup
 from scheduling.queue_view import view_of
@@ -50,6 +50,7 @@ class SavedNode:
     ready: bool = True
     topology: str | None = None
     topology_problem: str | None = None
+    taints: list[Taint] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -180,6 +181,7 @@ def _saved_cluster(snapshot: ClusterSnapshot) -> SavedCluster:
             n.ready,
             n.topology.document.to_json() if n.topology is not None else None,
             n.topology_problem,
+            list(n.taints),
         )
         for _, n in sorted(snapshot.nodes.items())
     ]
@@ -196,6 +198,7 @@ def _snapshot(saved: SavedCluster, topologies: TopologyCache) -> ClusterSnapshot
             n.ready,
             topologies.topology(from_json(n.topology)) if n.topology is not None else None,
             n.topology_problem,
+            taints=tuple(n.taints),
         )
         for n in saved.nodes
     ]
