@@ -24,7 +24,7 @@ from types import MappingProxyType
 from scheduling.model import Pod, Resources
 from scheduling.promises import PromiseBook
 from scheduling.queue_view import QueueView, pending_group
-from scheduling.queues import PendingGroup, QueueError, admit
+from scheduling.queues import AdmissionRule, PendingGroup, QueueError, admit
 from scheduling.resources import ZERO, plus
 from scheduling.snapshot import ClusterSnapshot
 
@@ -104,11 +104,15 @@ class GateAnswer:
     """The gate's answer: ``held`` is the sentence that holds the group, or ``None`` with ``admitted``.
 
     ``unknown_queue``: held because the view has no such queue, which a fresher view may have.
+    ``rule`` and ``ahead``: the queue rule that holds the group and, when groups ahead keep their room,
+    their keys (``scheduling.queues.Admission``), for a user asking why (``scheduling.explain``).
     """
 
     held: str | None
     admitted: tuple[str, AdmittedGroup] | None = None
     unknown_queue: bool = False
+    rule: AdmissionRule | None = None
+    ahead: tuple[str, ...] = ()
 
 
 def queue_gate(
@@ -151,7 +155,7 @@ def queue_gate(
     ahead = still_waiting(view.ahead_of(group.key, free, limit=ahead_checked), snapshot)
     answer = admit(group, state, ahead, free=free)
     if not answer.ok:
-        return GateAnswer(answer.reason)
+        return GateAnswer(answer.reason, rule=answer.rule, ahead=answer.ahead)
     uids = frozenset(m.uid for m in members if m.node_name is None)
     return GateAnswer(None, (group.key, AdmittedGroup(group.queue, group.requests, uids, now + admitted_ttl)))
 
