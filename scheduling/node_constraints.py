@@ -12,7 +12,8 @@ Kubernetes' rules:
 - of the required node-affinity terms, one must hold, and a term holds when all its requirements do
   (``In``, ``NotIn``, ``Exists``, ``DoesNotExist``, ``Gt``, ``Lt``; ``matchFields`` on the node's name);
   a term with no requirement holds for no node;
-- the node's CPU and memory, when it declares them, must cover what its live pods request plus the pod.
+- the node's CPU and memory, when it declares them, and its ``nvidia.com/gpu`` must cover what its live
+  pods request plus the pod.
 
 The checks run in kube-scheduler's order (TaintToleration, NodeAffinity, NodeResourcesFit) and the first
 that fails is the node's reason.
@@ -131,9 +132,11 @@ def placement_rejection(pod: Pod, node: Node) -> Rejection | None:
 
 
 def room_rejection(pod: Pod, node: Node, used: Resources) -> Rejection | None:
-    """Why ``node`` lacks CPU or memory for ``pod`` after ``used`` (its live pods), if it does.
+    """Why ``node`` lacks CPU, memory or GPUs for ``pod`` after ``used`` (its live pods), if it does.
 
-    GPUs are not counted here: phalanx's own fit (``scheduling.gpu_fit``) counts them by index.
+    kube-scheduler counts ``nvidia.com/gpu`` by number against allocatable ("Insufficient
+    nvidia.com/gpu") and then does not ask phalanx about the node; the reason is given in phalanx's own
+    words for the same fact (``reasons.too_few_free_gpus``, ``reasons.too_few_gpus``), with the free count.
     """
     left = node_left(node, used)
     for resource in (CPU, MEMORY):
@@ -141,6 +144,11 @@ def room_rejection(pod: Pod, node: Node, used: Resources) -> Rejection | None:
         if declared and need > amount(left, resource):
             label = "CPU" if resource == CPU else "memory"
             return reasons.insufficient(label, format_quantity(resource, need))
+    need, declared = pod.requests.gpus, node.allocatable.gpus
+    if need > declared:
+        return reasons.too_few_gpus(declared, need)
+    if need > declared - used.gpus:
+        return reasons.too_few_free_gpus(max(0, declared - used.gpus), need)
     return None
 
 

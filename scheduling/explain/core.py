@@ -93,7 +93,8 @@ def _finding(
     """The cause, in the filter's order: queue hold, gang gate (PodGroup, members), fit, capacity."""
     pod, group, name = asked.pod, subject.group, subject.name
     live = sum(1 for m in subject.members if not m.terminating)
-    if outcome.verdict is not None and outcome.verdict.verdict is Verdict.QUEUE_HOLD:
+    asked_phalanx = bool(asked.candidates)  # kube-scheduler asks phalanx only when some node passed
+    if asked_phalanx and outcome.verdict is not None and outcome.verdict.verdict is Verdict.QUEUE_HOLD:
         return held_by_queue(name, outcome)
     if subject.gang and group is None:
         return Finding(Cause.NO_PODGROUP, f"{name} waits for its PodGroup {pod.group_key} to be created")
@@ -106,7 +107,9 @@ def _finding(
         return fits_now(name, pod, outcome, asked, topologies)
     key = pod.group_key if subject.gang and pod.group_key else pod.key
     before, groups = context
-    return short_of_room(name, key, waiting, asked, before, groups, topologies=topologies, settings=settings)
+    return short_of_room(
+        name, key, waiting, asked, outcome, before, groups, topologies=topologies, settings=settings
+    )
 
 
 def explain(
@@ -161,7 +164,7 @@ def explain(
         key=target.key,
         cause=finding.cause,
         verdict=finding.verdict,
-        filter_message=outcome.verdict.message if outcome.verdict is not None else None,
+        filter_message=outcome.verdict.message if outcome.verdict is not None and asked.candidates else None,
         queue=queue_place(pod, queue_members, view, outcome.gate),
         gang=gang,
         nodes=groups,

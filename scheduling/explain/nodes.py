@@ -5,9 +5,10 @@ A pod reaches phalanx's ``filter`` only with the nodes kube-scheduler's in-tree 
 
 1. its health (``scheduling.node_health``: not Ready, cordoned), which both turn down;
 2. kube-scheduler's own filters: an untolerated taint, the node selector, required node affinity, too
-   little free CPU or memory;
+   little free CPU, memory or GPUs by count (when no node passes them, kube-scheduler does not ask
+   phalanx at all);
 3. phalanx's GPU fit (``scheduling.gpu_fit.filter_nodes``, the filter's own function) for the pod, or for
-   a gang its largest waiting member: too few GPUs in all, too few free, unreadable topology, reserved.
+   a gang its largest waiting member: free GPUs by index, unreadable topology, reserved.
 
 Nodes with the same sentence form one group, so a user reads "5 nodes with too few free GPUs (3 free,
 pod needs 4)" once, not five times: the same folding kube-scheduler applies to its event.
@@ -33,6 +34,9 @@ FITS = "fits"
 PLACEMENT_KINDS = frozenset({Reason.TAINT, Reason.NODE_SELECTOR, Reason.NODE_AFFINITY})
 """Reasons that waiting never changes: the pod's spec or the node's taints must."""
 
+ROOM_KINDS = frozenset({Reason.INSUFFICIENT, Reason.TOO_FEW_FREE_GPUS, Reason.TOO_FEW_GPUS})
+"""Reasons kube-scheduler's resource fit gives: room, which running pods finishing can change."""
+
 
 def turned_down_before_phalanx(pod: Pod, snapshot: ClusterSnapshot) -> Mapping[str, Rejection]:
     """The nodes that never reach phalanx's filter for ``pod``, each with its reason, by name."""
@@ -54,16 +58,27 @@ def candidates(snapshot: ClusterSnapshot, before: Mapping[str, Rejection]) -> tu
     return tuple(name for name in sorted(snapshot.nodes) if name not in before)
 
 
-def only_placement(snapshot: ClusterSnapshot, before: Mapping[str, Rejection]) -> tuple[str, ...]:
-    """The candidates plus the nodes turned down only by taint, selector or affinity, by name.
+def usable(snapshot: ClusterSnapshot, before: Mapping[str, Rejection]) -> tuple[str, ...]:
+    """The nodes the pod may go to once they have room: healthy, and no taint, selector or affinity against.
 
-    The pod would fit on one of these but not on a candidate exactly when those constraints are what
-    keeps it waiting.
+    The candidates and the nodes turned down for room alone (CPU, memory, GPU count), by name: waiting
+    can change room, never the rest.
+    """
+    return tuple(
+        name for name in sorted(snapshot.nodes) if name not in before or before[name].reason in ROOM_KINDS
+    )
+
+
+def unconstrained(pod: Pod, snapshot: ClusterSnapshot) -> tuple[str, ...]:
+    """The nodes kube-scheduler would send phalanx were the pod free of taints, selector and affinity.
+
+    Healthy nodes with room by count, by name.
     """
     return tuple(
         name
         for name in sorted(snapshot.nodes)
-        if name not in before or before[name].reason in PLACEMENT_KINDS
+        if node_rejection(snapshot.nodes[name]) is None
+        and room_rejection(pod, snapshot.nodes[name], snapshot.usage_of(name).requested) is None
     )
 
 

@@ -2,13 +2,17 @@
 
 The filter is run exactly as the extender runs it (``scheduling.session.filter_pod``) for the nodes
 kube-scheduler would send (``scheduling.explain.nodes``). Its outcome decides the cause, in the filter's
-own order: a queue rule holds the group; the gang lacks its PodGroup or members; it fits now; else the
-nodes' capacity keeps it waiting, and then the cause is the first that holds of:
+own order: a queue rule holds the group (when kube-scheduler asks phalanx at all, i.e. some node passed
+its own filters); the gang lacks its PodGroup or members; it fits now; else the nodes' room keeps it
+waiting, and then the cause is the first that holds of:
 
 - *excluded*: it would fit if taints, node selector or node affinity did not exclude nodes;
 - *too large*: a member needs more GPUs on one node than any node it may use has;
 - *fragmented*: the nodes it may use have enough free GPUs in all, but not where its pods need them;
 - *no capacity*: fewer GPUs (or CPU, memory) are free than it needs.
+
+"The nodes it may use" are the healthy ones no taint, selector or affinity excludes, whatever their room.
+A queue rule that would hold the group as well is said after the capacity cause.
 
 For the last two, ``scheduling.explain.room`` names the running groups whose finishing makes room, and
 the plan the gang planner would make then.
@@ -20,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from scheduling.explain.model import Cause, NodeGroup, PlacedPod, WhatIf
-from scheduling.explain.nodes import PLACEMENT_KINDS, only_placement
+from scheduling.explain.nodes import PLACEMENT_KINDS, unconstrained, usable
 from scheduling.explain.room import planned, room_once_finished
 from scheduling.gpu_choice import choose_gpus
 from scheduling.model import Pod
@@ -90,6 +94,7 @@ def short_of_room(
     key: str,
     waiting: Sequence[Pod],
     asked: FilterInput,
+    outcome: FilterOutcome,
     before: Mapping[str, Rejection],
     groups: Sequence[NodeGroup],
     *,
@@ -103,50 +108,61 @@ def short_of_room(
         key: the group's key (the pod's own for a pod alone).
         waiting: the members the filter plans together.
         asked: the filter's input (its candidates are kube-scheduler's).
+        outcome: the filter's answer; a queue rule it names is added to the verdict (kube-scheduler did
+            not ask phalanx when no node passed its own filters, but the rule would hold it next).
         before: the nodes turned down before phalanx, with their reasons.
         groups: every node grouped by reason, to name the exclusions.
         topologies: topology scoring cache.
         settings: the filter's settings.
     """
-    snapshot, promises, nodes = asked.snapshot, asked.promises, asked.candidates
-    wider = only_placement(snapshot, before)
-    if wider != nodes:
+    snapshot, promises, pod = asked.snapshot, asked.promises, asked.pod
+    also = ""
+    if outcome.gate is not None and outcome.gate.held is not None:
+        also = f"; its queue would hold it too: {outcome.gate.held}"
+    wider = unconstrained(pod, snapshot)
+    if wider != asked.candidates:
         kept_out = filter_pod(replace(asked, candidates=wider), topologies=topologies, settings=settings)
         if kept_out.feasible:
             said = "; ".join(g.text for g in groups if g.kind in {k.value for k in PLACEMENT_KINDS})
             line = (
                 f"{name} waits: the nodes with room for it are excluded by kube-scheduler's filters ({said})"
             )
-            return Finding(Cause.EXCLUDED, line)
+            return Finding(Cause.EXCLUDED, line + also)
+    nodes = usable(snapshot, before)
+    if not nodes:
+        line = f"{name} waits: no node is left for it (every node is turned down whatever room it has)"
+        return Finding(Cause.NO_CAPACITY, line + also)
     need = sum(p.requests.gpus for p in waiting)
     largest = max(p.requests.gpus for p in waiting)
-    biggest = max((snapshot.nodes[n].gpu_total for n in nodes), default=0)
+    biggest = max(snapshot.nodes[n].gpu_total for n in nodes)
     if largest > biggest:
         line = (
             f"{name} cannot run on the nodes it may use: a pod needs {largest} GPUs on one node "
             f"and the largest of {len(nodes)} such nodes has {biggest}"
         )
-        return Finding(Cause.TOO_LARGE, line)
+        return Finding(Cause.TOO_LARGE, line + also)
     rooms = Statement(snapshot, promises).rooms(nodes).values()
     free, most = sum(r.count for r in rooms), max((r.count for r in rooms), default=0)
     what_if = room_once_finished(
         key, waiting, nodes, snapshot, promises, topologies, free=free, locality_keys=settings.locality_keys
     )
+    where = f"{len(nodes)} node{'' if len(nodes) == 1 else 's'} it may use"
     if not need:
         cause, line = Cause.NO_CAPACITY, f"{name} waits for CPU or memory: no node it may use has room for it"
     elif free >= need:
         cause = Cause.FRAGMENTED
         line = (
             f"{name} waits for room in one place: it needs {_needs(waiting)}; {free} GPUs are free on the "
-            f"nodes it may use, but at most {most} on one node"
+            f"{where}, but at most {most} on one node"
         )
     else:
         cause = Cause.NO_CAPACITY
-        where = f"{len(nodes)} node{'' if len(nodes) == 1 else 's'} it may use"
         line = f"{name} waits for GPUs: it needs {_needs(waiting)}; {free} are free on the {where}"
     if what_if is None:
-        return Finding(cause, f"{line}; no running group finishing (up to 3) makes room for it")
+        return Finding(cause, f"{line}; no running group finishing (up to 3) makes room for it{also}")
     *others, last = what_if.finished
     finished = f"{', '.join(others)} and {last}" if others else last
     verb = "finishes" if len(what_if.finished) == 1 else "finish"
-    return Finding(cause, f"{line}; it fits once {finished} {verb} ({what_if.freed_gpus} GPUs)", what_if)
+    return Finding(
+        cause, f"{line}; it fits once {finished} {verb} ({what_if.freed_gpus} GPUs){also}", what_if
+    )

@@ -48,6 +48,16 @@ class Scenario:
 
 
 P = Target("pod", "ml", "p")
+# Another scheduler's pods (in no queue) hold 12 GPUs; gang ml/first of queue a (2 x 5 GPUs) fits the
+# 12 free GPUs in all but not the nodes (8 and 4 free), so it waits at the head of queue a.
+ELSEWHERE = tuple(
+    replace(running(name, node, gpus), scheduler_name="other")
+    for name, node, gpus in (("x1", "n1", 8), ("x2", "n2", 4))
+)
+FIRST = tuple(
+    a_pod(f"first-{i}").gpus(5).group("first").queue("a").created("2026-01-01T00:00:00Z").build()
+    for i in (0, 1)
+)
 GANG = Target("podgroup", "ml", "g")
 TAINTED = (replace(NODES[0], taints=(Taint("gpu", "reserved", "NoSchedule"),)), *NODES[1:])
 LABELLED = tuple(
@@ -71,7 +81,7 @@ SCENARIOS = {
         (running("b", "n2", 4), running("a", "n1", 4), running("c", "n3", 4), waiting("p", 8)),
         P,
         Cause.FRAGMENTED,
-        "pod ml/p waits for room in one place: it needs 8 GPUs on one node; 12 GPUs are free on the nodes "
+        "pod ml/p waits for room in one place: it needs 8 GPUs on one node; 12 GPUs are free on the 3 nodes "
         "it may use, but at most 4 on one node; it fits once ml/a finishes (4 GPUs)",
         ((3, "node(s) with too few free GPUs (4 free, pod needs 8)"),),
         WhatIf(("ml/a",), 4, (PlacedPod("p", "n1", ALL),)),
@@ -81,7 +91,7 @@ SCENARIOS = {
         GANG,
         Cause.FRAGMENTED,
         "gang ml/g waits for room in one place: it needs 12 GPUs for 2 pods (6 per pod); 14 GPUs are free "
-        "on the nodes it may use, but at most 6 on one node; it fits once ml/a finishes (4 GPUs)",
+        "on the 3 nodes it may use, but at most 6 on one node; it fits once ml/a finishes (4 GPUs)",
         (
             (2, "node(s) with too few free GPUs (4 free, pod needs 6)"),
             (1, "node(s) with room for one member now (6 GPUs)"),
@@ -119,18 +129,38 @@ SCENARIOS = {
         queues=QUEUES,
     ),
     "a group ahead in the fair order keeps its room": Scenario(
-        (
-            running("x1", "n1", 4, queue="c"),
-            running("x2", "n2", 4, queue="c"),
-            running("x3", "n3", 4, queue="c"),
-            waiting("first", 6, queue="a", created="2026-01-01T00:00:00Z"),
-            waiting("p", 8, queue="b", created="2026-01-01T00:01:00Z"),
-        ),
+        (*ELSEWHERE, *FIRST, waiting("p", 4, queue="a", created="2026-01-01T00:01:00Z")),
         P,
         Cause.HELD_FOR_AHEAD,
-        "pod ml/p is held by its queue: queue b: the 12 GPUs free are needed by 1 group(s) ahead of this "
-        "one (ml/first of queue a need 6); this job needs 8",
-        ((3, "node(s) with too few free GPUs (4 free, pod needs 8)"),),
+        "pod ml/p is held by its queue: queue a: the 12 GPUs free are needed by 1 group(s) ahead of this "
+        "one (ml/first of queue a need 10); this job needs 4",
+        (
+            (1, "node(s) with too few free GPUs (0 free, pod needs 4)"),
+            (2, "node(s) with room for the pod now"),
+        ),
+        groups=(a_gang("first", 2),),
+        queues=QUEUES,
+    ),
+    "no node passes kube-scheduler's own filters: capacity first, the queue rule after": Scenario(
+        (
+            *ELSEWHERE,
+            replace(running("x3", "n3", 2), scheduler_name="other"),
+            *FIRST,
+            waiting("p", 8, queue="a", created="2026-01-01T00:01:00Z"),
+        ),
+        P,
+        Cause.FRAGMENTED,
+        "pod ml/p waits for room in one place: it needs 8 GPUs on one node; 10 GPUs are free on the 3 nodes "
+        "it may use, but at most 6 on one node; it fits once ml/x3 finishes (2 GPUs); its queue would hold "
+        "it too: queue a: the 10 GPUs free are needed by 1 group(s) ahead of this one (ml/first of queue a "
+        "need 10); this job needs 8",
+        (
+            (1, "node(s) with too few free GPUs (0 free, pod needs 8)"),
+            (1, "node(s) with too few free GPUs (4 free, pod needs 8)"),
+            (1, "node(s) with too few free GPUs (6 free, pod needs 8)"),
+        ),
+        WhatIf(("ml/x3",), 2, (PlacedPod("p", "n3", ALL),)),
+        groups=(a_gang("first", 2),),
         queues=QUEUES,
     ),
     "an incomplete gang": Scenario(
@@ -251,17 +281,17 @@ def test_why_a_pod_or_gang_waits(scenario: Scenario) -> None:
 
 def test_the_place_in_the_fair_order_and_the_rule_that_holds_the_group() -> None:
     scenario = SCENARIOS["a group ahead in the fair order keeps its room"]
-    snapshot = snapshot_of(NODES, scenario.pods, queues=QUEUES)
+    snapshot = snapshot_of(NODES, scenario.pods, scenario.groups, QUEUES)
     place = explain(snapshot, P, now=100.0).queue
     assert place is not None
-    assert (place.queue, place.position, place.pending, place.in_queue) == ("b", 2, 2, 1)
+    assert (place.queue, place.position, place.pending, place.in_queue) == ("a", 2, 2, 2)
     assert (place.ahead, place.holders, place.rule) == (("ml/first",), ("ml/first",), "held_for_ahead")
-    assert place.sentence.startswith("queue b: the 12 GPUs free are needed by 1 group(s) ahead")
-    # b: quota 8 and demand 8, so it deserves 8; the 10 left go to c, the only queue wanting more
+    assert place.sentence.startswith("queue a: the 12 GPUs free are needed by 1 group(s) ahead")
+    # 12 GPUs to divide; a wants 14, capped by its limit 12: it deserves its quota 8, and the 4 left too
     assert [
         (s.resource, s.quota, s.limit, s.deserved, s.fair_share, s.allocated, s.requested)
         for s in place.shares
-    ] == [("nvidia.com/gpu", 8, None, 8, 8, 0, 8)]
+    ] == [("nvidia.com/gpu", 8, 12, 8, 12, 0, 4)]
     assert place.standing == "within deserved quota"
 
 

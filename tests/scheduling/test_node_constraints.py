@@ -133,3 +133,19 @@ def test_the_first_in_tree_filter_that_fails_is_the_nodes_reason(
     used = Resources(milli_cpu=2000) if node.allocatable.milli_cpu == 4000 else Resources()
     rejection = scheduler_rejection(pod, node, used)
     assert (None if rejection is None else (rejection.reason, rejection.message)) == expected
+
+
+@pytest.mark.parametrize(
+    ("need", "used", "expected"),
+    [
+        (4, 6, (Reason.TOO_FEW_FREE_GPUS, "node(s) with too few free GPUs (2 free, pod needs 4)")),
+        (16, 0, (Reason.TOO_FEW_GPUS, "node(s) with only 8 GPUs in total (pod needs 16 on one node)")),
+        (2, 6, None),
+    ],
+    ids=["too few free by count", "more than the node has", "fits by count"],
+)
+def test_gpus_are_counted_by_number_as_kube_scheduler_counts_them(
+    need: int, used: int, expected: tuple[Reason, str] | None
+) -> None:
+    rejection = scheduler_rejection(a_pod("p").gpus(need).build(), a_node("n1").build(), Resources(gpus=used))
+    assert (None if rejection is None else (rejection.reason, rejection.message)) == expected
