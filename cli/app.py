@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 import click
 
-from cli import gangs, nodes, queues, replay, snapshot
+from cli import gangs, nodes, queues, replay, snapshot, why
 from cli.options import context_option, kubeconfig_option, namespace_option, output_option
 from cli.settings import Flags
 
@@ -24,7 +24,7 @@ from cli.settings import Flags
 def app(
     ctx: click.Context, kubeconfig: str | None, context: str | None, namespace: str | None, output: str | None
 ) -> None:
-    """What the phalanx GPU scheduler sees and decides: queues, gangs, nodes, snapshots and replays.
+    """What the phalanx GPU scheduler sees and decides: queues, gangs, nodes, why a pod waits, snapshots.
 
     Every figure is computed by phalanx's own core from one read of the cluster, so it is what the
     extender and the placement manager compute. Flags may come before or after the subcommand.
@@ -37,6 +37,7 @@ app.add_command(gangs.command)
 app.add_command(nodes.command)
 app.add_command(snapshot.command)
 app.add_command(replay.command)
+app.add_command(why.command)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -33,7 +33,7 @@ def test_python_dash_m_cli_lists_every_subcommand() -> None:
     )
     assert done.returncode == 0, done.stderr
     listed = [line.split()[0] for line in done.stdout.split("Commands:")[1].splitlines() if line.strip()]
-    assert listed == ["gangs", "nodes", "queues", "replay", "snapshot"] == sorted(app.commands)
+    assert listed == ["gangs", "nodes", "queues", "replay", "snapshot", "why"] == sorted(app.commands)
 
 
 def test_a_missing_kubeconfig_is_one_line_and_exit_1(
