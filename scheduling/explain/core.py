@@ -7,8 +7,9 @@ never by a second copy of their rules; what the filter does not see (the nodes k
 filters exclude first) comes from ``scheduling.node_constraints``.
 
 Order: a pod that is not phalanx's, is being deleted, finished or bound is said so at once (a bound pod
-with its node and GPU indices). A waiting one gets its place in the fair order, its gang's members, every
-node grouped by reason, and the cause (``scheduling.explain.waiting``).
+with its node and GPU indices). A waiting one is explained on the snapshot without finished pods, as the
+extender's cache holds the cluster: its place in the fair order, its gang's members, every node grouped
+by reason, and the cause (``scheduling.explain.waiting``).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from scheduling.explain.target import Subject, Target, subject_of
 from scheduling.explain.waiting import Finding, fits_now, held_by_queue, short_of_room
 from scheduling.gang_filter import members_to_plan
 from scheduling.model import TERMINAL_PHASES, Pod
+from scheduling.offline_filter import live_snapshot
 from scheduling.promises import PromiseBook
 from scheduling.queue_gate import AdmittedBook
 from scheduling.queue_view import SCHEDULER_NAME, QueueView, view_of
@@ -141,6 +143,10 @@ def explain(
     settled = _settled(subject)
     if settled is not None or subject.pod is None:
         return settled or Explanation(target.kind, target.key, Cause.FINISHED, f"{subject.name} has no pod")
+    snapshot = live_snapshot(snapshot)  # the extender's cache keeps no finished pod: nor does its filter
+    subject = subject_of(snapshot, target, gangs=settings.gangs)
+    if subject.pod is None:
+        return Explanation(target.kind, target.key, Cause.FINISHED, f"{subject.name} has no live pod")
     pod, group, topologies = subject.pod, subject.group, topologies or TopologyCache()
     view = view if view is not None else view_of(snapshot, promises, None)
     before = turned_down_before_phalanx(pod, snapshot)

@@ -340,6 +340,19 @@ GANGS = {
             (0, 2, 0, 2, False),
         ),
     ),
+    "a finished member is no member: the extender's cache drops it": (
+        (
+            a_pod("w0").gpus(4).group("g").on("n1", range(4)).phase("Succeeded").build(),
+            *members("g", 2, 4)[1:],
+        ),
+        (a_gang("g", 2),),
+        GANG,
+        (
+            Cause.GANG_INCOMPLETE,
+            "gang ml/g waits for members: 1 of 2 pods exist (minMember 2)",
+            (2, 1, 0, 1, True),
+        ),
+    ),
     "a PodGroup without pods": (
         (),
         GANG_OF_3,
