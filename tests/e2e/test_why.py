@@ -342,6 +342,7 @@ def test_a_bound_pod_a_pod_of_another_scheduler_and_an_unknown_pod(testbed: Test
     assert other["cause"] == "not_phalanx"
     assert "its spec.schedulerName is default-scheduler" in other["verdict"]
     missing = why(testbed, f"{namespace}/ghost")
+    print(f"exit {missing.returncode}: {missing.stderr}")
     assert missing.returncode == 1
     assert f"pod {namespace}/ghost not found" in missing.stderr
     assert missing.stdout == ""
