@@ -2,20 +2,27 @@
 
 Pure functions over the dictionaries the API server (or kube-scheduler's extender request) sends. They
 validate what they read: a wrongly typed field raises ``ConvertError`` with the field's path, which the
-extender turns into HTTP 400 and the cache into a logged, skipped object.
+extender turns into HTTP 400 and the cache into a logged, skipped object. The field readers live in
+``kubeio.api_fields`` (``ConvertError`` and ``api_parts`` are re-exported here for the other converters),
+the fields of kube-scheduler's own node filters in ``kubeio.convert_constraints``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from datetime import datetime
-from types import MappingProxyType
 from typing import Any
 
+from kubeio.api_fields import ConvertError as ConvertError
+from kubeio.api_fields import api_parts as api_parts
+from kubeio.api_fields import int_field as _int
+from kubeio.api_fields import labels_field as _labels
+from kubeio.api_fields import list_field as _list
+from kubeio.api_fields import obj_field as _obj
+from kubeio.api_fields import str_field as _str
+from kubeio.convert_constraints import affinity_of, node_selector_of, taints_of, tolerations_of
 from scheduling.model import (
     DEFAULT_SCHEDULE_TIMEOUT_SECONDS,
-    EMPTY_LABELS,
     GANG_PLAN_ANNOTATION,
     GPU_RESOURCE,
     GPUS_ANNOTATION,
@@ -29,74 +36,6 @@ from scheduling.model import (
 )
 from scheduling.quantity import QuantityError, to_milli, to_units
 from scheduling.topology import NodeTopology, TopologyCache, TopologyError, from_json
-
-
-class ConvertError(ValueError):
-    """An API object is missing a field or has one of the wrong type."""
-
-
-def _obj(value: object, where: str, *, optional: bool = True) -> Mapping[str, Any]:
-    if value is None and optional:
-        return {}
-    if not isinstance(value, dict):
-        msg = f"{where} must be an object, got {type(value).__name__}"
-        raise ConvertError(msg)
-    return value
-
-
-@dataclass(frozen=True, slots=True)
-class ApiParts:
-    """The four parts of an API object every converter reads, each checked to be an object."""
-
-    metadata: Mapping[str, Any]
-    spec: Mapping[str, Any]
-    status: Mapping[str, Any]
-    annotations: Mapping[str, str]
-
-
-def api_parts(raw: object, kind: str) -> ApiParts:
-    """Split ``raw`` into metadata (required), spec, status and annotations (optional).
-
-    Raises:
-        ConvertError: ``raw`` or one of its parts is not an object.
-    """
-    obj = _obj(raw, kind, optional=False)
-    meta = _obj(obj.get("metadata"), "metadata", optional=False)
-    return ApiParts(
-        meta,
-        _obj(obj.get("spec"), "spec"),
-        _obj(obj.get("status"), "status"),
-        _labels(meta.get("annotations"), "metadata.annotations"),
-    )
-
-
-def _list(value: object, where: str) -> list[Any]:
-    if value is None:
-        return []
-    if not isinstance(value, list):
-        msg = f"{where} must be a list, got {type(value).__name__}"
-        raise ConvertError(msg)
-    return value
-
-
-def _str(value: object, where: str, *, required: bool = False) -> str:
-    if value is None and not required:
-        return ""
-    if not isinstance(value, str) or (required and not value):
-        msg = f"{where} must be a non-empty string" if required else f"{where} must be a string"
-        raise ConvertError(msg)
-    return value
-
-
-def _labels(value: object, where: str) -> Mapping[str, str]:
-    raw = _obj(value, where)
-    if not raw:
-        return EMPTY_LABELS
-    for key, item in raw.items():
-        if not isinstance(item, str):
-            msg = f"{where}[{key!r}] must be a string"
-            raise ConvertError(msg)
-    return MappingProxyType(dict(raw))
 
 
 def resources_of(value: object, where: str) -> Resources:
@@ -198,6 +137,9 @@ def pod_from_api(raw: object) -> Pod:
             isinstance(t, dict) and t.get("operator") == "Exists" and t.get("key") in (PIN_KEY, None, "")
             for t in _list(spec.get("tolerations"), "spec.tolerations")
         ),
+        node_selector=node_selector_of(spec),
+        tolerations=tolerations_of(spec),
+        affinity=affinity_of(spec),
     )
 
 
@@ -248,18 +190,8 @@ def node_from_api(raw: object, topologies: TopologyCache | None = None) -> Node:
         pin_taint=any(
             isinstance(t, dict) and t.get("key") == PIN_KEY for t in _list(spec.get("taints"), "spec.taints")
         ),
+        taints=taints_of(spec),
     )
-
-
-def _int(value: object, where: str, *, default: int = 0, minimum: int | None = None) -> int:
-    """An integer field (``None`` gives ``default``); bools and values below ``minimum`` are refused."""
-    if value is None:
-        return default
-    if not isinstance(value, int) or isinstance(value, bool) or (minimum is not None and value < minimum):
-        bound = "an integer" if minimum is None else f"an integer of at least {minimum}"
-        msg = f"{where} must be {bound}"
-        raise ConvertError(msg)
-    return value
 
 
 def _pins(value: object) -> frozenset[str]:

@@ -39,6 +39,10 @@ class UnavailableError(KubeError):
     """No usable answer: connection refused, timeout, or a 5xx from the API server."""
 
 
+class KubeconfigError(Exception):
+    """No credentials to reach the API server: the kubeconfig or the in-cluster configuration is unusable."""
+
+
 def error_for(status: int, reason: str, message: str) -> KubeError:
     """Return the most specific error type for an HTTP status."""
     if status == 404:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator, Mapping
-from typing import Any, cast
+from typing import Any, Protocol, cast
 from urllib.parse import urlencode
 
 import orjson
@@ -18,25 +18,55 @@ import urllib3
 from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 
-from kubeio.errors import KubeError, UnavailableError, error_for
+from kubeio.errors import KubeconfigError, KubeError, UnavailableError, error_for
 
 log = logging.getLogger(__name__)
 
 JsonObject = dict[str, Any]
 
 
-def load_api_client(kubeconfig: str | None, *, pool_size: int = 64) -> Any:
+class JsonRequester(Protocol):
+    """What readers and writers need of :class:`KubeHttp`: one JSON request (a fake in unit tests)."""
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Mapping[str, str] | None = None,
+        body: object = None,
+        content_type: str = "application/json",
+        timeout: float = 30.0,
+    ) -> JsonObject:
+        """Send one request and return the decoded JSON reply; raise ``KubeError`` on failure."""
+        ...
+
+
+def load_api_client(kubeconfig: str | None, *, pool_size: int = 64, context: str | None = None) -> Any:
     """Build a ``kubernetes`` ApiClient from a kubeconfig path, or in-cluster credentials if ``None``.
 
     Args:
-        kubeconfig: path to a kubeconfig file; ``None`` means the pod's service account.
+        kubeconfig: path to a kubeconfig file (several joined by ``:`` are merged, as kubectl does);
+            ``None`` means the pod's service account.
         pool_size: connections kept per host; binds of a large gang arrive at once.
+        context: the kubeconfig context to use; ``None`` means its ``current-context``.
+
+    Raises:
+        KubeconfigError: the kubeconfig is missing or unreadable, names no such context, or (without
+            one) the process does not run in a pod.
     """
     configuration = k8s_client.Configuration()
-    if kubeconfig:
-        k8s_config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)  # type: ignore[no-untyped-call]
-    else:
-        k8s_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+    try:
+        if kubeconfig:
+            k8s_config.load_kube_config(  # type: ignore[no-untyped-call]
+                config_file=kubeconfig, context=context, client_configuration=configuration
+            )
+        else:
+            k8s_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+    except (k8s_config.ConfigException, OSError, ValueError) as exc:
+        where = f"kubeconfig {kubeconfig}" if kubeconfig else "in-cluster configuration"
+        msg = f"cannot use {where}: {exc}"
+        raise KubeconfigError(msg) from exc
     configuration.connection_pool_maxsize = pool_size
     return k8s_client.ApiClient(configuration)
 

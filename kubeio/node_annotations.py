@@ -9,32 +9,13 @@ traffic on the busiest object kind in the cluster. Errors are the adapter's own 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Protocol
 from urllib.parse import quote
 
 from kubeio.errors import KubeError
-from kubeio.http import JsonObject
+from kubeio.http import JsonObject, JsonRequester
 
 MERGE_PATCH = "application/merge-patch+json"
 """Content type of a JSON merge patch (RFC 7386): objects merge key by key, ``null`` deletes a key."""
-
-
-class JsonRequester(Protocol):
-    """The part of :class:`kubeio.http.KubeHttp` this module needs (a fake in unit tests)."""
-
-    def request(
-        self,
-        method: str,
-        path: str,
-        *,
-        query: Mapping[str, str] | None = None,
-        body: object = None,
-        content_type: str = "application/json",
-        timeout: float = 30.0,
-    ) -> JsonObject:
-        """Send one request and return the decoded JSON reply; raise ``KubeError`` on failure."""
-        ...
 
 
 def node_path(node: str) -> str:

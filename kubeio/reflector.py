@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kubeio.errors import GoneError, KubeError, NotFoundError
-from kubeio.http import JsonObject, KubeHttp
+from kubeio.http import JsonObject, JsonRequester, KubeHttp
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +40,27 @@ class Collection:
     page_size: int = 500
     optional: bool = False
     optional_retry: float = 30.0
+
+
+def list_collection(http: JsonRequester, collection: Collection) -> tuple[list[JsonObject], str]:
+    """List every object of ``collection``, page by page; return the items and the list's resourceVersion.
+
+    Raises:
+        KubeError: a page could not be read (``NotFoundError`` when the collection does not exist).
+    """
+    items: list[JsonObject] = []
+    token = ""
+    base = {"fieldSelector": collection.field_selector} if collection.field_selector else {}
+    while True:
+        query = {**base, "limit": str(collection.page_size)}
+        if token:
+            query["continue"] = token
+        page = http.request("GET", collection.path, query=query, timeout=120.0)
+        items.extend(page.get("items") or [])
+        meta: Mapping[str, Any] = page.get("metadata") or {}
+        token = str(meta.get("continue") or "")
+        if not token:
+            return items, str(meta.get("resourceVersion", ""))
 
 
 class Reflector:
@@ -74,18 +95,7 @@ class Reflector:
 
     def list_all(self) -> tuple[list[JsonObject], str]:
         """List every object, page by page; return the items and the list's resourceVersion."""
-        items: list[JsonObject] = []
-        token = ""
-        while True:
-            query = {**self._query(), "limit": str(self._collection.page_size)}
-            if token:
-                query["continue"] = token
-            page = self._http.request("GET", self._collection.path, query=query, timeout=120.0)
-            items.extend(page.get("items") or [])
-            meta: Mapping[str, Any] = page.get("metadata") or {}
-            token = str(meta.get("continue") or "")
-            if not token:
-                return items, str(meta.get("resourceVersion", ""))
+        return list_collection(self._http, self._collection)
 
     def _watch(self, version: str) -> str:
         """Watch from ``version``; return the last version seen. Raises GoneError to force a relist."""

@@ -58,6 +58,23 @@ def _answer(
     return GangFilterDecision(feasible, MappingProxyType(rejected), promises, verdict)
 
 
+def members_to_plan(pod: Pod, live: Sequence[Pod], group: PodGroup, promises: PromiseBook) -> list[Pod]:
+    """The members a filter of ``pod`` plans together: the gang's unplaced, unreserved live members.
+
+    Only ``pod`` itself when the gang is whole already (running and reserved members reach
+    ``minMember``): an extra member is placed on its own.
+    """
+    key = pod.group_key or ""
+    running = [m for m in live if m.holds_resources]
+    reserved = promises.by_group.get(key, frozenset())
+    pending = [m for m in unplaced(live) if m.uid not in reserved or m.uid == pod.uid]
+    # By UID, never by value: kube-scheduler's copy of the pod may differ from the cache's in a field such
+    # as status.startTime, and a value comparison would then plan this member alone.
+    if len(running) + len(reserved) >= group.min_member or all(m.uid != pod.uid for m in pending):
+        return [pod]  # the gang is whole already: place this extra member on its own
+    return pending
+
+
 def decide_gang_member(
     pod: Pod,
     group: PodGroup | None,
@@ -86,13 +103,7 @@ def decide_gang_member(
     if len(live) < group.min_member:
         message = f"gang {key}: waiting for members: {len(live)} of {group.min_member} pods exist"
         return _answer(None, candidates, promises, message)
-    running = [m for m in live if m.holds_resources]
-    reserved = promises.by_group.get(key, frozenset())
-    pending = [m for m in unplaced(live) if m.uid not in reserved or m.uid == pod.uid]
-    # By UID, never by value: kube-scheduler's copy of the pod may differ from the cache's in a field such
-    # as status.startTime, and a value comparison would then plan this member alone.
-    if len(running) + len(reserved) >= group.min_member or all(m.uid != pod.uid for m in pending):
-        pending = [pod]  # the gang is whole already: place this extra member on its own
+    pending = members_to_plan(pod, live, group, promises)
     plan = plan_gang(key, pending, candidates, snapshot, promises, cache, locality_keys=locality_keys)
     if not isinstance(plan, GangPlan):
         return _answer(None, candidates, promises, plan.message)

@@ -42,6 +42,72 @@ EMPTY_LABELS: Mapping[str, str] = MappingProxyType({})
 
 
 @dataclass(frozen=True, slots=True)
+class Taint:
+    """A node's taint (``spec.taints[]``): pods that do not tolerate it keep off the node.
+
+    Attributes:
+        key: the taint's key.
+        value: its value ("" when it has none).
+        effect: ``NoSchedule``, ``PreferNoSchedule`` or ``NoExecute``.
+    """
+
+    key: str
+    value: str = ""
+    effect: str = "NoSchedule"
+
+    def __str__(self) -> str:
+        """``key=value:effect`` (``key:effect`` without a value), as ``kubectl describe node`` shows it.
+
+        >>> str(Taint("gpu", "reserved")), str(Taint("dedicated", effect="NoExecute"))
+        ('gpu=reserved:NoSchedule', 'dedicated:NoExecute')
+        """
+        value = f"={self.value}" if self.value else ""
+        return f"{self.key}{value}:{self.effect}"
+
+
+@dataclass(frozen=True, slots=True)
+class Toleration:
+    """One of a pod's ``spec.tolerations[]``.
+
+    Attributes:
+        key: the taint key it tolerates; "" (with ``Exists``) tolerates every key.
+        operator: ``Equal`` (the value must match) or ``Exists`` (any value).
+        value: the value for ``Equal``.
+        effect: the effect it tolerates; "" tolerates every effect.
+    """
+
+    key: str = ""
+    operator: str = "Equal"
+    value: str = ""
+    effect: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSelectorRequirement:
+    """One requirement of a required node-affinity term (``matchExpressions`` or ``matchFields``).
+
+    Attributes:
+        key: the node label (``metadata.name`` for a ``matchFields`` requirement).
+        operator: ``In``, ``NotIn``, ``Exists``, ``DoesNotExist``, ``Gt`` or ``Lt``.
+        values: the values the operator compares with.
+        on_name: a ``matchFields`` requirement, on the node's name (the only field it may name), rather
+            than on its labels.
+    """
+
+    key: str
+    operator: str
+    values: tuple[str, ...] = ()
+    on_name: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSelectorTerm:
+    """A term of ``requiredDuringSchedulingIgnoredDuringExecution``: every requirement must hold."""
+
+    requirements: tuple[NodeSelectorRequirement, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class Resources:
     """An amount of schedulable resources, in integer units.
 
@@ -78,6 +144,9 @@ class Pod:
         pinned: the nodes its ``phalanx.io/hostname`` tolerations name (``Equal``); empty: not pinned.
         tolerates_pool: it tolerates every pin taint (``phalanx.io/hostname``, ``Exists``): the elastic
             pool is open to it.
+        node_selector: ``spec.nodeSelector``: labels a node must carry.
+        tolerations: ``spec.tolerations``.
+        affinity: the terms of its required node affinity (any one must hold); empty: none.
     """
 
     uid: str
@@ -96,6 +165,9 @@ class Pod:
     started_at: float | None = None
     pinned: frozenset[str] = frozenset()
     tolerates_pool: bool = False
+    node_selector: Mapping[str, str] = field(default_factory=lambda: EMPTY_LABELS, compare=False)
+    tolerations: tuple[Toleration, ...] = ()
+    affinity: tuple[NodeSelectorTerm, ...] = ()
 
     @property
     def key(self) -> str:
@@ -128,6 +200,7 @@ class Node:
         topology_problem: why the annotation could not be used, when it is present but unreadable;
             phalanx then places no GPU pod there, since its GPU indices cannot be trusted.
         pin_taint: the node carries the ``phalanx.io/hostname`` taint of the elastic pool.
+        taints: ``spec.taints``, the pin taint among them.
     """
 
     name: str
@@ -138,6 +211,7 @@ class Node:
     topology: NodeTopology | None = None
     topology_problem: str | None = None
     pin_taint: bool = False
+    taints: tuple[Taint, ...] = ()
 
     @property
     def gpu_total(self) -> int:

@@ -6,8 +6,9 @@ reads:
 
 - the free room now (``ClusterSnapshot.free_total`` after promises), not the view's;
 - groups admitted since the view was built (``AdmittedBook``): kube-scheduler binds a pod about 100 ms
-  after filter admits it, and until the view counts it, it counts against its queue here, or two
-  groups admitted a moment apart could together pass a limit;
+  after filter admits it, and until the view counts it, it counts against its queue here (and, when it
+  is non-preemptible, against the quota non-preemptible work must stay within), or two groups admitted
+  a moment apart could together pass a limit or the quota;
 - of the groups ahead in the fair order, only those still waiting now (the view may list some placed
   since), that hold no reservation yet (a reserved gang's room is already out of the free room), and
   that kube-scheduler tried within ``TRIED_FRESH`` seconds (``TriedBook``).
@@ -36,7 +37,7 @@ from immutables import Map
 from scheduling.model import Pod, Resources
 from scheduling.promises import PromiseBook
 from scheduling.queue_view import QueueView, pending_group
-from scheduling.queues import PendingGroup, QueueError, admit
+from scheduling.queues import AdmissionRule, PendingGroup, QueueError, admit
 from scheduling.resources import ZERO, plus
 from scheduling.snapshot import ClusterSnapshot
 
@@ -60,12 +61,15 @@ class AdmittedGroup:
         requests: what its waiting members request.
         uids: its waiting members; once the view counts them all, the entry has done its job.
         expires_at: when it stops counting in any case (seconds, the caller's clock).
+        preemptible: whether it may be preempted; a non-preemptible one also counts against the quota
+            non-preemptible work must stay within.
     """
 
     queue: str
     requests: Resources
     uids: frozenset[str]
     expires_at: float
+    preemptible: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,11 +107,11 @@ class AdmittedBook:
             return self
         return AdmittedBook(MappingProxyType({k: e for k, e in self.by_group.items() if k != key}))
 
-    def held_in(self, queue: str, *, besides: str) -> Resources:
-        """What entries of ``queue`` other than group ``besides`` hold."""
+    def held_in(self, queue: str, *, besides: str, non_preemptible: bool = False) -> Resources:
+        """What entries of ``queue`` other than ``besides`` hold (only non-preemptible ones, if asked)."""
         held = ZERO
         for key, entry in self.by_group.items():  # a sum: the order does not matter
-            if key != besides and entry.queue == queue:
+            if key != besides and entry.queue == queue and not (non_preemptible and entry.preemptible):
                 held = plus(held, entry.requests)
         return held
 
@@ -151,11 +155,15 @@ class GateAnswer:
     """The gate's answer: ``held`` is the sentence that holds the group, or ``None`` with ``admitted``.
 
     ``unknown_queue``: held because the view has no such queue, which a fresher view may have.
+    ``rule`` and ``ahead``: the queue rule that holds the group and, when groups ahead keep their room,
+    their keys (``scheduling.queues.Admission``), for a user asking why (``scheduling.explain``).
     """
 
     held: str | None
     admitted: tuple[str, AdmittedGroup] | None = None
     unknown_queue: bool = False
+    rule: AdmissionRule | None = None
+    ahead: tuple[str, ...] = ()
 
 
 def queue_gate(
@@ -198,8 +206,14 @@ def queue_gate(
     state = view.states.get(group.queue)
     if state is None:
         return GateAnswer(None)
-    extra = admitted.live(now, view.counted).held_in(group.queue, besides=group.key)
-    state = replace(state, allocated=plus(state.allocated, extra))
+    live = admitted.live(now, view.counted)
+    extra = live.held_in(group.queue, besides=group.key)
+    pinned = live.held_in(group.queue, besides=group.key, non_preemptible=True)
+    state = replace(
+        state,
+        allocated=plus(state.allocated, extra),
+        allocated_non_preemptible=plus(state.allocated_non_preemptible, pinned),
+    )
 
     def competing(other: PendingGroup) -> bool:
         if other.key in promises.by_group:
@@ -209,9 +223,10 @@ def queue_gate(
     ahead = still_waiting(view.ahead_of(group.key, free, limit=ahead_checked, keep=competing), snapshot)
     answer = admit(group, state, ahead, free=free)
     if not answer.ok:
-        return GateAnswer(answer.reason)
+        return GateAnswer(answer.reason, rule=answer.rule, ahead=answer.ahead)
     uids = frozenset(m.uid for m in members if m.node_name is None)
-    return GateAnswer(None, (group.key, AdmittedGroup(group.queue, group.requests, uids, now + admitted_ttl)))
+    entry = AdmittedGroup(group.queue, group.requests, uids, now + admitted_ttl, group.preemptible)
+    return GateAnswer(None, (group.key, entry))
 
 
 def still_waiting(ahead: Sequence[PendingGroup], snapshot: ClusterSnapshot) -> tuple[PendingGroup, ...]:

@@ -34,6 +34,10 @@ class Reason(enum.Enum):
     RESERVED = "reserved"
     GANG_WAITING = "gang_waiting"
     QUEUE_HOLD = "queue_hold"
+    TAINT = "taint"
+    NODE_SELECTOR = "node_selector"
+    NODE_AFFINITY = "node_affinity"
+    INSUFFICIENT = "insufficient"
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +118,39 @@ def reserved(what: str) -> Rejection:
         Code.UNRESOLVABLE,
         Reason.RESERVED,
         f"node(s) whose free {what} are reserved for pods being placed (a gang or a bind in progress)",
+    )
+
+
+def untolerated_taint(taint: str) -> Rejection:
+    """The node has a ``NoSchedule`` or ``NoExecute`` taint the pod does not tolerate.
+
+    kube-scheduler's TaintToleration filter turns such a node down before phalanx is asked.
+    """
+    return Rejection(Code.UNRESOLVABLE, Reason.TAINT, f"node(s) with taint {taint} the pod does not tolerate")
+
+
+def node_selector_mismatch(selector: str) -> Rejection:
+    """The node lacks a label of the pod's ``nodeSelector`` (kube-scheduler's NodeAffinity filter)."""
+    return Rejection(
+        Code.UNRESOLVABLE, Reason.NODE_SELECTOR, f"node(s) not matching the pod's node selector {selector}"
+    )
+
+
+def node_affinity_mismatch(terms: str) -> Rejection:
+    """The node matches none of the terms of the pod's required node affinity."""
+    return Rejection(
+        Code.UNRESOLVABLE,
+        Reason.NODE_AFFINITY,
+        f"node(s) not matching the pod's required node affinity ({terms})",
+    )
+
+
+def insufficient(what: str, requested: str) -> Rejection:
+    """The node's free CPU or memory is less than the pod requests (kube-scheduler's NodeResourcesFit)."""
+    return Rejection(
+        Code.UNSCHEDULABLE,
+        Reason.INSUFFICIENT,
+        f"node(s) with too little free {what} (pod requests {requested})",
     )
 
 

@@ -10,6 +10,11 @@ the extender gave, so a replay can be checked against it.
 JSON through msgspec: the core's records are frozen dataclasses and encode as they are, except a
 node's prepared topology, which is saved as its document and prepared again on load (with the default
 bandwidth model, as the extender prepares it).
+
+A cluster snapshot (``phalanx snapshot save``, ``scheduling.snapshot_file``) is the same format without
+the decision: the same version number and the same records for the cluster, told apart by its
+``"kind": "snapshot"`` (a decision file has no ``kind``: it came first). :func:`saved_kind` reads which.
+A node's ``pin_taint`` and ``taints`` were added to format 1 with defaults, so older files read as before.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from typing import Any
 import msgspec
 from immutables import Map
 
-from scheduling.model import Node, Pod, PodGroup, Resources
+from scheduling.model import Node, Pod, PodGroup, Resources, Taint
 from scheduling.promises import Promise, PromiseBook
 from scheduling.queue_gate import AdmittedBook, AdmittedGroup, TriedBook
 from scheduling.queue_view import view_of
@@ -33,6 +38,12 @@ from scheduling.topology import TopologyCache, TopologyError, from_json
 
 FORMAT = 1
 """The file format's version; a file of another version is refused with a reason."""
+
+DECISION = "decision"
+"""The kind of a file holding one filter decision (``save_filter``)."""
+
+SNAPSHOT = "snapshot"
+"""The kind of a file holding a cluster alone (``scheduling.snapshot_file``)."""
 
 
 class ReplayError(ValueError):
@@ -50,6 +61,8 @@ class SavedNode:
     ready: bool = True
     topology: str | None = None
     topology_problem: str | None = None
+    pin_taint: bool = False
+    taints: list[Taint] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -105,14 +118,14 @@ def save_filter(asked: FilterInput, outcome: FilterOutcome, settings: SessionSet
     view_cluster, view_promises, view_queues = None, [], []
     if view is not None and view.source is not None:
         source, promises = view.source
-        view_cluster = None if source is asked.snapshot else _saved_cluster(source)
+        view_cluster = None if source is asked.snapshot else saved_cluster(source)
         view_promises = _promises(promises)
         view_queues = sorted(view.tree.queues.values(), key=lambda q: q.name)
     saved = SavedFilter(
         format=FORMAT,
         pod=asked.pod,
         candidates=list(asked.candidates),
-        cluster=_saved_cluster(asked.snapshot),
+        cluster=saved_cluster(asked.snapshot),
         promises=_promises(asked.promises),
         admitted=dict(sorted(asked.admitted.by_group.items())),
         now=asked.now,
@@ -123,7 +136,7 @@ def save_filter(asked: FilterInput, outcome: FilterOutcome, settings: SessionSet
         view_queues=view_queues,
         tried=dict(sorted(asked.tried.at.items())) if asked.tried is not None else None,
     )
-    return msgspec.json.encode(saved, enc_hook=_encode)
+    return msgspec.json.encode(saved, enc_hook=encode_hook)
 
 
 def load_filter(data: bytes, topologies: TopologyCache) -> tuple[FilterInput, SessionSettings, SavedAnswer]:
@@ -132,24 +145,18 @@ def load_filter(data: bytes, topologies: TopologyCache) -> tuple[FilterInput, Se
     Raises:
         ReplayError: the data is not a saved decision of this format.
     """
-    try:
-        head = msgspec.json.decode(data)
-    except msgspec.DecodeError as exc:
-        msg = f"not a saved phalanx decision: {exc}"
-        raise ReplayError(msg) from exc
-    if not isinstance(head, dict) or head.get("format") != FORMAT:
-        got = head.get("format") if isinstance(head, dict) else type(head).__name__
-        msg = f"saved decision has format {got!r}; this phalanx reads format {FORMAT}"
+    if saved_kind(data) != DECISION:
+        msg = "the file is a cluster snapshot, not a saved decision"
         raise ReplayError(msg)
     try:
         saved = msgspec.json.decode(data, type=SavedFilter)
     except (msgspec.ValidationError, TopologyError) as exc:
         msg = f"saved decision is malformed: {exc}"
         raise ReplayError(msg) from exc
-    snapshot = _snapshot(saved.cluster, topologies)
+    snapshot = restore_cluster(saved.cluster, topologies)
     view = None
     if saved.view_queues:
-        source = snapshot if saved.view_cluster is None else _snapshot(saved.view_cluster, topologies)
+        source = snapshot if saved.view_cluster is None else restore_cluster(saved.view_cluster, topologies)
         view = view_of(
             source, PromiseBook.of(_by_uid(saved.view_promises)), QueueTree.build(saved.view_queues)
         )
@@ -173,7 +180,32 @@ def replay_filter(data: bytes, topologies: TopologyCache) -> tuple[SavedAnswer, 
     return answer_of(outcome), then
 
 
-def _saved_cluster(snapshot: ClusterSnapshot) -> SavedCluster:
+def saved_kind(data: bytes) -> str:
+    """Which kind of phalanx file ``data`` is: :data:`DECISION` or :data:`SNAPSHOT`.
+
+    A decision file carries no ``kind`` (it came first); a snapshot says ``"kind": "snapshot"``.
+
+    Raises:
+        ReplayError: ``data`` is not JSON, not a phalanx file, or of another format version.
+    """
+    try:
+        head = msgspec.json.decode(data)
+    except msgspec.DecodeError as exc:
+        msg = f"not a saved phalanx decision or snapshot: {exc}"
+        raise ReplayError(msg) from exc
+    if not isinstance(head, dict) or head.get("format") != FORMAT:
+        got = head.get("format") if isinstance(head, dict) else type(head).__name__
+        msg = f"saved file has format {got!r}; this phalanx reads format {FORMAT}"
+        raise ReplayError(msg)
+    kind = head.get("kind", DECISION)
+    if kind not in (DECISION, SNAPSHOT):
+        msg = f"saved file is of kind {kind!r}; this phalanx reads {DECISION!r} and {SNAPSHOT!r}"
+        raise ReplayError(msg)
+    return str(kind)
+
+
+def saved_cluster(snapshot: ClusterSnapshot) -> SavedCluster:
+    """The part of ``snapshot`` a file keeps: every node (topology as its document), pod, PodGroup, Queue."""
     nodes = [
         SavedNode(
             n.name,
@@ -183,13 +215,20 @@ def _saved_cluster(snapshot: ClusterSnapshot) -> SavedCluster:
             n.ready,
             n.topology.document.to_json() if n.topology is not None else None,
             n.topology_problem,
+            n.pin_taint,
+            list(n.taints),
         )
         for _, n in sorted(snapshot.nodes.items())
     ]
     return SavedCluster(nodes, snapshot.all_pods(), snapshot.podgroups(), snapshot.queue_list())
 
 
-def _snapshot(saved: SavedCluster, topologies: TopologyCache) -> ClusterSnapshot:
+def restore_cluster(saved: SavedCluster, topologies: TopologyCache) -> ClusterSnapshot:
+    """The snapshot ``saved`` was made from, topologies prepared again through ``topologies``.
+
+    Raises:
+        TopologyError: a node's saved topology document is unreadable.
+    """
     nodes = [
         Node(
             n.name,
@@ -199,6 +238,8 @@ def _snapshot(saved: SavedCluster, topologies: TopologyCache) -> ClusterSnapshot
             n.ready,
             topologies.topology(from_json(n.topology)) if n.topology is not None else None,
             n.topology_problem,
+            n.pin_taint,
+            tuple(n.taints),
         )
         for n in saved.nodes
     ]
@@ -213,7 +254,8 @@ def _by_uid(promises: list[Promise]) -> dict[str, Promise]:
     return {p.pod_uid: p for p in promises}
 
 
-def _encode(value: Any) -> Any:
+def encode_hook(value: Any) -> Any:
+    """The hook for what msgspec cannot encode itself: read-only and persistent maps, as dicts."""
     if isinstance(value, (MappingProxyType, Map)):
         return dict(value)
     msg = f"cannot save a {type(value).__name__}"

@@ -38,7 +38,7 @@ from scheduling.model import Pod, PodGroup
 from scheduling.node_health import split_candidates
 from scheduling.node_ranking import ScoreMemo, rank_nodes
 from scheduling.promises import Promise, PromiseBook
-from scheduling.queue_gate import AdmittedBook, AdmittedGroup, RoomMemo, TriedBook, queue_gate
+from scheduling.queue_gate import AdmittedBook, AdmittedGroup, GateAnswer, RoomMemo, TriedBook, queue_gate
 from scheduling.queue_view import QueueView
 from scheduling.reasons import GroupVerdict, Rejection, Verdict
 from scheduling.snapshot import ClusterSnapshot
@@ -103,6 +103,8 @@ class FilterOutcome:
         unknown_queue: held because the queue view does not know the pod's queue; a driver whose view
             lags the snapshot rebuilds it and asks again (kube-scheduler does not watch Queues, so a
             stale "does not exist" would park the pod until its next retry).
+        gate: the queue gate's whole answer when it ran (the rule that held the group, the groups
+            ahead), for ``scheduling.explain``.
     """
 
     feasible: tuple[str, ...]
@@ -113,6 +115,7 @@ class FilterOutcome:
     lapsed: tuple[Promise, ...] = ()
     plan: GangPlan | None = None
     unknown_queue: bool = False
+    gate: GateAnswer | None = None
 
     @property
     def decision(self) -> FilterDecision:
@@ -152,7 +155,7 @@ def _filter_healthy(
     pod, now, snapshot = request.pod, request.now, request.snapshot
     gang = settings.gangs and pod.group_key is not None
     promises, lapsed = request.promises.expire(now) if gang else (request.promises, ())
-    admitted = None
+    admitted, gate = None, None
     if not (gang and pod.uid in promises.by_uid):
         free = (room or RoomMemo()).free(snapshot, promises)
         gate = queue_gate(
@@ -163,14 +166,14 @@ def _filter_healthy(
             rejection = verdict.rejection()
             rejected = MappingProxyType({n: rejection for n in dict.fromkeys(request.candidates)})
             return FilterOutcome(
-                (), rejected, promises, verdict, lapsed=lapsed, unknown_queue=gate.unknown_queue
+                (), rejected, promises, verdict, lapsed=lapsed, unknown_queue=gate.unknown_queue, gate=gate
             )
         admitted = gate.admitted
     if not gang:
         fit = filter_nodes(pod, request.candidates, snapshot, promises)
         # A pod no node can take holds nothing, so it must not count against its queue (issue 15).
         kept = admitted if fit.feasible else None
-        return FilterOutcome(fit.feasible, fit.rejected, promises, admitted=kept)
+        return FilterOutcome(fit.feasible, fit.rejected, promises, admitted=kept, gate=gate)
     key = pod.group_key or ""
     members = snapshot.members(key)
     if all(m.uid != pod.uid for m in members):
@@ -195,6 +198,7 @@ def _filter_healthy(
         admitted if decided.feasible else None,
         lapsed,
         decided.planned,
+        gate=gate,
     )
 
 

@@ -46,11 +46,13 @@ class Admission:
         ok: the group may be placed now (placement may still find no node).
         reason: one sentence naming the queue and the rule; says "admitted" when ``ok``.
         rule: the rule that holds the group, or ``None`` when ``ok``.
+        ahead: for ``HELD_FOR_AHEAD``, the keys of the groups ahead whose room it would take, in order.
     """
 
     ok: bool
     reason: str
     rule: AdmissionRule | None = None
+    ahead: tuple[str, ...] = ()
 
 
 def _over_limit(group: PendingGroup, state: QueueState) -> Admission | None:
@@ -108,7 +110,7 @@ def _held_for_ahead(group: PendingGroup, ahead: Sequence[PendingGroup], free: Re
                 f"{format_amount(resource, amount(needed_ahead, resource))}); "
                 f"this job needs {format_amount(resource, need)}"
             )
-            return Admission(False, reason, AdmissionRule.HELD_FOR_AHEAD)
+            return Admission(False, reason, AdmissionRule.HELD_FOR_AHEAD, tuple(g.key for g in holders))
     return None
 
 

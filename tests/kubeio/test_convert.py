@@ -9,7 +9,14 @@ import pytest
 import yaml
 
 from kubeio.convert import ConvertError, node_from_api, pod_from_api, pod_requests, podgroup_from_api
-from scheduling.model import DEFAULT_SCHEDULE_TIMEOUT_SECONDS, Resources
+from scheduling.model import (
+    DEFAULT_SCHEDULE_TIMEOUT_SECONDS,
+    NodeSelectorRequirement,
+    NodeSelectorTerm,
+    Resources,
+    Taint,
+    Toleration,
+)
 from tests.conftest import SHARED
 
 FIX = SHARED / "fixtures" / "extender"
@@ -119,3 +126,107 @@ def test_a_pods_pins_are_the_nodes_its_hostname_tolerations_name() -> None:
     }
     assert pod_from_api(pod).pinned == frozenset({"n7", "n2"})
     assert pod_from_api({"metadata": pod["metadata"], "spec": {}}).pinned == frozenset()
+
+
+def test_a_pods_node_selector_tolerations_and_required_node_affinity() -> None:
+    pod = pod_from_api(
+        {
+            "metadata": {"name": "p", "namespace": "ml", "uid": "u"},
+            "spec": {
+                "nodeSelector": {"gpu-type": "h100"},
+                "tolerations": [
+                    {"key": "gpu", "operator": "Exists", "effect": "NoSchedule"},
+                    {"key": "dedicated", "value": "ml"},
+                ],
+                "affinity": {
+                    "nodeAffinity": {
+                        "requiredDuringSchedulingIgnoredDuringExecution": {
+                            "nodeSelectorTerms": [
+                                {
+                                    "matchExpressions": [
+                                        {"key": "zone", "operator": "In", "values": ["a", "b"]}
+                                    ]
+                                },
+                                {
+                                    "matchFields": [
+                                        {"key": "metadata.name", "operator": "In", "values": ["n1"]}
+                                    ]
+                                },
+                            ]
+                        },
+                        "preferredDuringSchedulingIgnoredDuringExecution": [
+                            {
+                                "weight": 1,
+                                "preference": {"matchExpressions": [{"key": "x", "operator": "Exists"}]},
+                            }
+                        ],
+                    }
+                },
+            },
+        }
+    )
+    assert dict(pod.node_selector) == {"gpu-type": "h100"}
+    assert pod.tolerations == (
+        Toleration("gpu", "Exists", "", "NoSchedule"),
+        Toleration("dedicated", "Equal", "ml", ""),
+    )
+    assert pod.affinity == (
+        NodeSelectorTerm((NodeSelectorRequirement("zone", "In", ("a", "b")),)),
+        NodeSelectorTerm((NodeSelectorRequirement("metadata.name", "In", ("n1",), on_name=True),)),
+    )
+
+
+def test_a_pod_without_constraints_has_none() -> None:
+    pod = pod_from_api({"metadata": {"name": "p", "namespace": "ml", "uid": "u"}, "spec": {}})
+    assert (dict(pod.node_selector), pod.tolerations, pod.affinity) == ({}, (), ())
+
+
+def test_a_nodes_taints() -> None:
+    node = node_from_api(
+        {
+            "metadata": {"name": "n1"},
+            "spec": {
+                "taints": [
+                    {"key": "gpu", "value": "reserved", "effect": "NoSchedule"},
+                    {"key": "phalanx.io/hostname", "value": "n1", "effect": "NoSchedule"},
+                ]
+            },
+        }
+    )
+    assert node.taints == (
+        Taint("gpu", "reserved", "NoSchedule"),
+        Taint("phalanx.io/hostname", "n1", "NoSchedule"),
+    )
+    assert node.pin_taint
+
+
+@pytest.mark.parametrize(
+    ("spec", "field"),
+    [
+        ({"nodeSelector": {"gpu": 1}}, r"spec\.nodeSelector\['gpu'\] must be a string"),
+        ({"tolerations": [{"key": 1}]}, r"spec\.tolerations\[0\]\.key must be a string"),
+        (
+            {
+                "affinity": {
+                    "nodeAffinity": {
+                        "requiredDuringSchedulingIgnoredDuringExecution": {
+                            "nodeSelectorTerms": [
+                                {"matchExpressions": [{"key": "z", "operator": "In", "values": "a"}]}
+                            ]
+                        }
+                    }
+                }
+            },
+            r"nodeSelectorTerms\[0\]\.matchExpressions\[0\]\.values must be a list",
+        ),
+    ],
+    ids=["selector value not a string", "toleration key not a string", "affinity values not a list"],
+)
+def test_malformed_constraints_are_refused_with_the_field(spec: dict[str, Any], field: str) -> None:
+    with pytest.raises(ConvertError, match=field):
+        pod_from_api({"metadata": {"name": "p", "namespace": "ml", "uid": "u"}, "spec": spec})
+
+
+def test_a_taint_without_an_effect_is_refused_with_the_field() -> None:
+    with pytest.raises(ConvertError, match=r"spec\.taints\[0\]\.effect must be a non-empty string"):
+        node_from_api({"metadata": {"name": "n1"}, "spec": {"taints": [{"key": "gpu"}]}})

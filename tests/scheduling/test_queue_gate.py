@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 import pytest
 
@@ -71,6 +72,51 @@ def test_groups_admitted_since_the_view_count_until_the_view_does(
         at=at,
     )
     assert answer == held
+
+
+KEEP = "phalanx.io/preemptible"
+NP_FIRST = a_pod("first").gpus(8).queue("a").label(KEEP, "false").build()
+NP_SECOND = a_pod("second").gpus(4).queue("a").label(KEEP, "false").build()
+OVER_QUOTA = (
+    "queue a: non-preemptible jobs run only within the queue's quota "
+    "(GPU quota 8, 8 held by non-preemptible jobs, this job needs 4)"
+)
+
+
+@pytest.mark.parametrize(
+    ("preemptible", "held"),
+    [(False, OVER_QUOTA), (True, None)],
+    ids=["a non-preemptible one counts against the quota", "a preemptible one does not"],
+)
+def test_a_group_admitted_a_moment_ago_counts_against_the_non_preemptible_quota(
+    preemptible: bool, held: str | None
+) -> None:
+    """Two non-preemptible groups admitted within the view's lag must not together pass the quota."""
+    first = NP_FIRST if not preemptible else a_pod("first").gpus(8).queue("a").build()
+    admitted = AdmittedBook().with_group(
+        "ml/first", AdmittedGroup("a", gpus(8), frozenset({first.uid}), ADMITTED_TTL, preemptible)
+    )
+    bound = replace(first, node_name="n1", gpu_indices=tuple(range(8)), phase="Running")
+    queues = [gpu_queue("a", quota=8)]
+    assert (
+        gate(NP_SECOND, [bound, NP_SECOND], then=[first, NP_SECOND], queues=queues, admitted=admitted, at=1.0)
+        == held
+    )
+
+
+def test_a_let_through_non_preemptible_group_is_recorded_as_such() -> None:
+    snapshot = snapshot_of(NODES, [NP_SECOND], queues=[gpu_queue("a", quota=8)])
+    view = view_of(snapshot, PromiseBook(), None)
+    answer = queue_gate(
+        NP_SECOND,
+        snapshot,
+        PromiseBook(),
+        view,
+        AdmittedBook(),
+        now=0.0,
+        free=snapshot.free_total(PromiseBook()),
+    )
+    assert answer.admitted is not None and answer.admitted[1].preemptible is False
 
 
 def test_a_group_does_not_count_against_itself() -> None:

@@ -135,6 +135,17 @@ def test_admit(case: Case) -> None:
     assert result.reason == case.reason
 
 
+def test_a_group_held_for_the_groups_ahead_names_every_one_needing_the_resource() -> None:
+    ahead = (
+        group("a0", "team-a", 1),
+        group("cpu-only", "team-a", 0),
+        *(group(f"a{i}", "team-a", 1) for i in (1, 2, 3)),
+    )
+    states = states_for([gpu_queue("team-a", 8), gpu_queue("team-b", 8)], 64, {}, {})
+    result = admit(group("b", "team-b", 2), states["team-b"], ahead, free=gpus(5))
+    assert result.ahead == ("ml/a0", "ml/a1", "ml/a2", "ml/a3")
+
+
 def test_cpu_limits_read_in_cores() -> None:
     states = states_for([Queue("team-a", cpu=ResourceQuota(0, 1, 4000))], 64, {}, {})
     job = PendingGroup("ml/a", "team-a", Resources(milli_cpu=4500))

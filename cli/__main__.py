@@ -1,0 +1,5 @@
+"""``python -m cli``: the same program as the ``phalanx`` and ``kubectl-phalanx`` console scripts."""
+
+from cli.app import main
+
+raise SystemExit(main())
