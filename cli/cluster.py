@@ -19,7 +19,6 @@ from kubeio.cluster_read import ClusterRead, read_cluster
 from kubeio.errors import KubeconfigError, KubeError
 from kubeio.http import KubeHttp, load_api_client
 from scheduling.replay import ReplayError
-from scheduling.topology import TopologyCache
 
 T = TypeVar("T")
 
@@ -47,13 +46,13 @@ def connect(settings: CliSettings) -> KubeHttp:
     return KubeHttp(client, user_agent=USER_AGENT)
 
 
-def read(http: KubeHttp, topologies: TopologyCache | None = None) -> ClusterRead:
+def read(http: KubeHttp) -> ClusterRead:
     """Read the whole cluster once; every object skipped and every warning goes to stderr.
 
     Raises:
         click.ClickException: a list failed.
     """
-    found = api_call(lambda: read_cluster(http, topologies=topologies))
+    found = api_call(lambda: read_cluster(http))
     for problem in found.problems():
         click.echo(f"warning: {problem}", err=True)
     return found

@@ -14,10 +14,11 @@ from typing import Any
 
 import click
 
-from cli.cluster import api_call, connect, read, wall_clock
+from cli.cluster import connect, read, wall_clock
 from cli.options import cluster_options
 from cli.render import Report, render
 from cli.settings import CliSettings
+from kubeio.errors import KubeError
 from kubeio.event_read import EventInfo, list_events
 from scheduling.gang_report import GangReport, gang_report
 from scheduling.snapshot import ClusterSnapshot
@@ -137,9 +138,11 @@ def command(settings: CliSettings) -> None:
     found = read(http)
     ns = settings.namespace
 
-    def events() -> list[EventInfo]:
-        own = list_events(http, namespace=ns, field_selector=GANG_EVENTS)
-        return own + list_events(http, namespace=ns, field_selector=MEMBER_EVENTS)
-
-    report = gangs_report(found.snapshot, wall_clock(), api_call(events), ns)
+    try:
+        events = list_events(http, namespace=ns, field_selector=GANG_EVENTS)
+        events += list_events(http, namespace=ns, field_selector=MEMBER_EVENTS)
+    except KubeError as exc:  # e.g. no RBAC for events: the state is still worth showing
+        click.echo(f"warning: events cannot be listed, so no reasons are shown: {exc}", err=True)
+        events = []
+    report = gangs_report(found.snapshot, wall_clock(), events, ns)
     click.echo(render(report, settings.output), nl=False)

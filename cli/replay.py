@@ -35,6 +35,7 @@ def _decision(replay: PodReplay) -> dict[str, Any]:
             {"source": r.source, "message": r.message, "nodes": list(r.nodes)} for r in replay.reasons
         ],
         "verdict": replay.verdict,
+        "summary": replay.summary,
     }
 
 
@@ -67,6 +68,8 @@ def _rows(item: dict[str, Any]) -> list[list[str]]:
         rows.append(["", f"{len(nodes)}: {','.join(nodes)}", f"{reason['source']}: {reason['message']}"])
     if item["verdict"] is not None:
         rows.append(["", "", f"verdict: {item['verdict']}"])
+    if item["summary"] is not None:
+        rows.append(["", "", f"kube-scheduler would say: {item['summary']}"])
     return rows
 
 

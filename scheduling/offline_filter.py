@@ -67,6 +67,8 @@ class PodReplay:
         reasons: every other node grouped by reason, kube-scheduler's first, then by message.
         verdict: phalanx's sentence about the pod's group (held by its queue, gang waiting or
             reserved), ``None`` for a pod on its own that its queue let through.
+        summary: when no node passes, the sentence kube-scheduler's ``FailedScheduling`` event opens
+            with (:func:`unschedulable_message`); ``None`` when some node passes.
     """
 
     pod: str
@@ -75,6 +77,7 @@ class PodReplay:
     feasible: tuple[str, ...]
     reasons: tuple[ReasonGroup, ...]
     verdict: str | None
+    summary: str | None = None
 
 
 def waiting_pods(snapshot: ClusterSnapshot) -> list[Pod]:
@@ -150,6 +153,20 @@ ReasonGroup(source='phalanx', message='full', nodes=('a', 'b')))
     return tuple(ReasonGroup(source, m, tuple(sorted(n))) for m, n in sorted(by_message.items()))
 
 
+def unschedulable_message(node_count: int, reasons: Iterable[ReasonGroup]) -> str:
+    """kube-scheduler's sentence for a pod no node passes: each reason with its node count, sorted as text.
+
+    It is how kube-scheduler's ``FitError`` words the histogram (``sort.Strings`` over "count reason"),
+    extenders' messages counted like its own; its event goes on with what preemption found.
+
+    >>> unschedulable_message(3, [ReasonGroup(PHALANX, "gang ml/g: ...", ("n3",)),
+    ...                          ReasonGroup(KUBE_SCHEDULER, "Insufficient nvidia.com/gpu", ("n1", "n2"))])
+    '0/3 nodes are available: 1 gang ml/g: ..., 2 Insufficient nvidia.com/gpu.'
+    """
+    counted = sorted(f"{len(r.nodes)} {r.message}" for r in reasons)
+    return f"0/{node_count} nodes are available: {', '.join(counted)}."
+
+
 def replay_pending(
     snapshot: ClusterSnapshot,
     *,
@@ -192,7 +209,8 @@ def replay_pending(
             own = group_reasons(PHALANX, {n: (r.message,) for n, r in outcome.rejected.items()})
             verdict = outcome.verdict.message if outcome.verdict is not None else None
         reasons = group_reasons(KUBE_SCHEDULER, kube) + own
-        replays.append(PodReplay(key, pod.group_key, bool(candidates), feasible, reasons, verdict))
+        summary = None if feasible else unschedulable_message(len(live.nodes), reasons)
+        replays.append(PodReplay(key, pod.group_key, bool(candidates), feasible, reasons, verdict, summary))
     return tuple(replays)
 
 

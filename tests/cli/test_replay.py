@@ -24,6 +24,7 @@ from tests.scheduling.topology.shared_files import document
 
 CACHE = TopologyCache()
 GANG = "gang ml/big: needs 16 GPUs for 2 pods (8 per pod); 8 free on 1 node, at most 8 on one node"
+SAYS = f"0/3 nodes are available: 1 {GANG}, 2 Insufficient nvidia.com/gpu."
 
 
 def bridged(name: str) -> Node:
@@ -75,6 +76,7 @@ def test_a_snapshot_replays_every_waiting_pod_sorted(
         "           2: n1,n2   kube-scheduler: Insufficient nvidia.com/gpu",
         f"           1: n3      phalanx: {GANG}",
         f"                      verdict: {GANG}",
+        f"                      kube-scheduler would say: {SAYS}",
     ]
 
 

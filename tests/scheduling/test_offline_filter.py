@@ -64,6 +64,7 @@ def test_a_waiting_gang_gets_the_sentence_kube_scheduler_would_show() -> None:
         (PHALANX, message, ("n3",)),
     ]
     assert big1.verdict == message, "each pod is asked on its own: no reservation carries over"
+    assert big0.summary == f"0/3 nodes are available: 1 {message}, 2 Insufficient nvidia.com/gpu."
 
 
 def test_offering_every_node_counts_the_free_gpus_of_all_of_them() -> None:
@@ -80,7 +81,7 @@ def test_a_pod_that_fits_passes_on_every_node_with_room() -> None:
     [fits] = replay(cluster(a_pod("four").gpus(4).queue("c").build()), "ml/four")
     assert fits.feasible == ("n2", "n3")
     assert [(r.source, r.nodes) for r in fits.reasons] == [(KUBE_SCHEDULER, ("n1",))]
-    assert fits.verdict is None
+    assert fits.verdict is None and fits.summary is None
 
 
 def test_when_kube_schedulers_filters_pass_no_node_phalanx_is_not_asked() -> None:
@@ -90,6 +91,7 @@ def test_when_kube_schedulers_filters_pass_no_node_phalanx_is_not_asked() -> Non
     [six] = replay(snapshot, "ml/six")
     assert not six.asked_phalanx and six.verdict is None and six.feasible == ()
     assert [(r.source, r.nodes) for r in six.reasons] == [(KUBE_SCHEDULER, ("n1", "n2", "n3"))]
+    assert six.summary == "0/3 nodes are available: 3 Insufficient nvidia.com/gpu."
 
 
 def test_a_queue_over_its_limit_holds_the_pod_with_the_queues_sentence() -> None:
