@@ -25,8 +25,8 @@ from scheduling.gang_filter import members_to_plan
 from scheduling.model import TERMINAL_PHASES, Pod
 from scheduling.offline_filter import live_snapshot
 from scheduling.promises import PromiseBook
-from scheduling.queue_gate import AdmittedBook
-from scheduling.queue_view import SCHEDULER_NAME, QueueView, view_of
+from scheduling.queue_gate import AHEAD_CHECKED, AdmittedBook, TriedBook
+from scheduling.queue_view import SCHEDULER_NAME, QueueView, group_key, view_of
 from scheduling.reasons import Rejection, Verdict
 from scheduling.session import FilterInput, FilterOutcome, SessionSettings, filter_pod
 from scheduling.snapshot import ClusterSnapshot
@@ -114,6 +114,24 @@ def _finding(
     )
 
 
+def kube_scheduler_tries(snapshot: ClusterSnapshot, view: QueueView, key: str, now: float) -> TriedBook:
+    """The groups ahead of ``key`` that kube-scheduler would send phalanx, as tried at ``now``.
+
+    The extender counts a group ahead only while kube-scheduler tries it (``scheduling.queue_gate``); a
+    group no node passes kube-scheduler's own filters for (a 16-GPU pod on 8-GPU nodes) is never sent,
+    so it holds no room. A driver outside the extender cannot see the tries; this is what they would be
+    with kube-scheduler keeping up with its queue.
+    """
+    tried = TriedBook()
+    for ahead in view.ahead_of(key, limit=AHEAD_CHECKED):
+        namespace, _, name = ahead.key.partition("/")
+        members = snapshot.members(ahead.key) or [p for p in [snapshot.pod(namespace, name)] if p is not None]
+        waiting = [m for m in members if m.node_name is None and not m.terminating]
+        if any(candidates(snapshot, turned_down_before_phalanx(m, snapshot)) for m in waiting):
+            tried = tried.with_try(ahead.key, now)
+    return tried
+
+
 def explain(
     snapshot: ClusterSnapshot,
     target: Target,
@@ -150,7 +168,10 @@ def explain(
     pod, group, topologies = subject.pod, subject.group, topologies or TopologyCache()
     view = view if view is not None else view_of(snapshot, promises, None)
     before = turned_down_before_phalanx(pod, snapshot)
-    asked = FilterInput(pod, candidates(snapshot, before), snapshot, promises, view, AdmittedBook(), now)
+    tried = kube_scheduler_tries(snapshot, view, group_key(pod), now)
+    asked = FilterInput(
+        pod, candidates(snapshot, before), snapshot, promises, view, AdmittedBook(), now, tried
+    )
     outcome = filter_pod(asked, topologies=topologies, settings=settings)
     live = [m for m in subject.members if not m.terminating]
     waiting = members_to_plan(pod, live, group, promises) if subject.gang and group is not None else [pod]

@@ -492,3 +492,20 @@ def test_targets_read_as_kubectl_names_them(text: str, namespace: str, expected:
 def test_unreadable_targets_are_refused(text: str) -> None:
     with pytest.raises(ExplainError, match="cannot read"):
         Target.parse(text)
+
+
+def test_a_group_kube_scheduler_never_sends_to_phalanx_holds_no_room() -> None:
+    """The demo's case: a 16-GPU pod fits no 8-GPU node, so kube-scheduler never asks phalanx about it.
+
+    The extender counts a group ahead only while kube-scheduler tries it: the gang behind waits for a
+    node with room for its members, not for the 16-GPU pod (the answer before this rule was "held for
+    groups ahead", which the extender's own events contradicted).
+    """
+    busy = tuple(running(f"job-{i}", f"n{i + 1}", 5) for i in range(3))  # 17 free: 3, 3, 3 and 8
+    huge = waiting("huge", 16, created="2026-01-01T00:00:00Z")
+    gang = tuple(
+        a_pod(f"llm-{i}").gpus(8).group("llm").created("2026-01-02T00:00:00Z").build() for i in range(2)
+    )
+    snapshot = snapshot_of((*NODES, a_node("n4").build()), (*busy, huge, *gang), (a_gang("llm", 2),))
+    said = explain(snapshot, Target("podgroup", "ml", "llm"), now=100.0)
+    assert said.cause is Cause.FRAGMENTED, said.verdict
