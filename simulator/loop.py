@@ -1,0 +1,275 @@
+"""The discrete-step simulation loop: jobs arrive, a policy allocates GPUs, the speed model trains them.
+
+One step of the Pollux-compatible mode is the artifact's ``Cluster.step`` (``simulator/simulator.py``
+on ``petuum/adaptdl`` branch ``osdi21-artifact``), in this order:
+
+1. every job with GPUs trains for the step's seconds; a job whose allocation changed at the last
+   decision first spends up to ``restart_penalty_seconds`` of them restarting (no progress);
+2. the clock moves one step;
+3. the jobs that have arrived by now (``time <= now``) and have not completed are shown to the policy,
+   which returns every job's allocation (one node index per GPU); a job whose allocation differs from
+   its previous one restarts (the penalty again), a job left out loses its GPUs.
+
+So a job is first scheduled at the first step boundary at or after its arrival, and its JCT counts
+from its arrival to the second its last epoch ended. Time is the loop's own counter, never the wall
+clock, and the seed reaches the policy as data, so the same input gives the same output.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Protocol, TypeVar
+
+import numpy as np
+
+from simulator.speed import Placement, Progress, SpeedModel
+from simulator.workloads import PolluxJob
+
+Allocation = tuple[int, ...]
+"""The node index of each GPU a job holds, in the order the policy gave them: (3, 3, 3, 3, 5, 5)."""
+
+S = TypeVar("S")
+
+
+class SimulationError(RuntimeError):
+    """The run cannot go on: a policy broke the cluster's capacity, or the horizon passed."""
+
+
+@dataclass(frozen=True, slots=True)
+class Mode:
+    """The simulated cluster and the loop's clock."""
+
+    name: str
+    nodes: int
+    gpus_per_node: int
+    step_seconds: int
+    restart_penalty_seconds: int
+
+
+POLLUX = Mode("pollux", nodes=16, gpus_per_node=4, step_seconds=60, restart_penalty_seconds=30)
+"""The artifact's defaults: 16 nodes of 4 T4 GPUs, a decision every 60 s, 30 s lost per allocation change."""
+
+MODES: Mapping[str, Mode] = {POLLUX.name: POLLUX}
+
+
+@dataclass(frozen=True, slots=True)
+class JobView:
+    """What a policy sees of one active job."""
+
+    name: str
+    submitted: int
+    gpus: int
+    allocation: Allocation
+    attained_gpu_seconds: int
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterView:
+    """What a policy sees at one decision: the time, each node's GPUs, the active jobs in workload order.
+
+    ``seed`` is derived from the run's seed and the step, for a policy that wants randomness
+    (``numpy.random.default_rng(view.seed)``).
+    """
+
+    now: int
+    nodes: tuple[int, ...]
+    jobs: tuple[JobView, ...]
+    seed: int
+
+
+class Policy(Protocol[S]):
+    """A scheduling policy: its own state as a value, and one decision per step.
+
+    ``decide`` returns the next state and the allocation of every job that should hold GPUs; a job it
+    leaves out holds none. Returning a job's current allocation unchanged keeps it running without a
+    restart.
+    """
+
+    @property
+    def name(self) -> str:
+        """The name the policy is registered and reported under."""
+        ...
+
+    def initial(self) -> S:
+        """The state before the first decision."""
+        ...
+
+    def decide(self, state: S, view: ClusterView) -> tuple[S, Mapping[str, Allocation]]:
+        """Allocate GPUs for the step that starts at ``view.now``."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class JobResult:
+    """One job's outcome; ``jct`` is ``completed - submitted`` in seconds."""
+
+    name: str
+    application: str
+    submitted: int
+    completed: int
+    restarts: int
+
+    @property
+    def jct(self) -> int:
+        """Job completion time: from arrival to the end of its last epoch."""
+        return self.completed - self.submitted
+
+
+@dataclass(frozen=True, slots=True)
+class RunResult:
+    """The outcome of one run, jobs in workload order."""
+
+    mode: str
+    policy: str
+    seed: int
+    jobs: tuple[JobResult, ...]
+    steps: int
+
+    @property
+    def average_jct(self) -> float:
+        """Mean JCT, the figure the Pollux paper compares."""
+        return float(np.mean([job.jct for job in self.jobs]))
+
+    def percentile_jct(self, percent: float) -> float:
+        """JCT percentile with numpy's default linear interpolation between order statistics."""
+        return float(np.percentile([job.jct for job in self.jobs], percent))
+
+
+@dataclass(frozen=True, slots=True)
+class _Job:
+    spec: PolluxJob
+    progress: Progress = field(default_factory=Progress)
+    allocation: Allocation = ()
+    penalty_left: int = 0
+    attained_gpu_seconds: int = 0
+    completed: int | None = None
+    restarts: int = -1
+
+
+def run(
+    jobs: Sequence[PolluxJob],
+    policy: Policy[Any],
+    speed: SpeedModel,
+    mode: Mode = POLLUX,
+    *,
+    seed: int = 0,
+    start: int = 0,
+    horizon_seconds: int = 60 * 86_400,
+) -> RunResult:
+    """Simulate ``jobs`` under ``policy`` until every job completed.
+
+    Args:
+        jobs: the workload, in its file order (ties are shown to the policy in this order).
+        policy: decides allocations each step.
+        speed: trains jobs on their placements.
+        mode: cluster shape, step length and restart penalty.
+        seed: passed to the policy through ``ClusterView.seed``.
+        start: the clock's first reading (arrival times are on the same clock).
+        horizon_seconds: simulated time after which the run fails instead of looping forever (a job
+            that needs more GPUs than the cluster has never starts under a gang policy).
+
+    Raises:
+        SimulationError: a policy over-committed a node or named an unknown job, or the horizon passed.
+        SpeedError: a job's application or batch has no speed data.
+    """
+    for spec in jobs:
+        speed.check(spec)
+    names = [spec.name for spec in jobs]
+    if len(set(names)) != len(names):
+        msg = "job names repeat"
+        raise SimulationError(msg)
+    capacity = tuple([mode.gpus_per_node] * mode.nodes)
+    state = policy.initial()
+    table = [_Job(spec) for spec in jobs]
+    now, steps = start, 0
+    while any(job.completed is None for job in table):
+        if now - start > horizon_seconds:
+            waiting = [job.spec.name for job in table if job.completed is None]
+            msg = f"horizon of {horizon_seconds} s passed with {len(waiting)} jobs left: {waiting[:5]}"
+            raise SimulationError(msg)
+        table = [_train(job, speed, now, mode.step_seconds) for job in table]
+        now += mode.step_seconds
+        steps += 1
+        active = [job for job in table if job.completed is None and job.spec.time <= now]
+        if not active:
+            continue
+        view = ClusterView(
+            now=now,
+            nodes=capacity,
+            jobs=tuple(
+                JobView(j.spec.name, j.spec.time, j.spec.num_replicas, j.allocation, j.attained_gpu_seconds)
+                for j in active
+            ),
+            seed=seed * 1_000_003 + steps,
+        )
+        state, decided = policy.decide(state, view)
+        _check(decided, {j.spec.name for j in active}, capacity, policy.name, now)
+        table = [_reallocate(job, decided.get(job.spec.name, ()), mode) for job in table]
+    return RunResult(
+        mode=mode.name,
+        policy=policy.name,
+        seed=seed,
+        jobs=tuple(
+            JobResult(job.spec.name, job.spec.application, job.spec.time, job.completed, max(job.restarts, 0))
+            for job in table
+            if job.completed is not None
+        ),
+        steps=steps,
+    )
+
+
+def placement_of(allocation: Allocation) -> Placement:
+    """GPUs per node in allocation order: consecutive equal node indices form one node's share."""
+    counts: list[int] = []
+    for i, node in enumerate(allocation):
+        if i > 0 and node == allocation[i - 1]:
+            counts[-1] += 1
+        else:
+            counts.append(1)
+    return tuple(counts)
+
+
+def _train(job: _Job, speed: SpeedModel, now: int, seconds: int) -> _Job:
+    if job.completed is not None or not job.allocation:
+        return job
+    gpus = len(job.allocation)
+    pause = min(job.penalty_left, seconds)
+    left = seconds - pause
+    progress, finished = job.progress, None
+    if left > 0:
+        step = speed.advance(job.spec, job.progress, placement_of(job.allocation), left)
+        progress, finished = step.progress, step.finished_after
+    used = left if finished is None else finished
+    return replace(
+        job,
+        progress=progress,
+        penalty_left=job.penalty_left - pause,
+        attained_gpu_seconds=job.attained_gpu_seconds + (pause + used) * gpus,
+        completed=None if finished is None else now + pause + finished,
+    )
+
+
+def _reallocate(job: _Job, allocation: Allocation, mode: Mode) -> _Job:
+    if job.completed is not None or allocation == job.allocation:
+        return job
+    if not allocation:
+        return replace(job, allocation=())
+    return replace(
+        job, allocation=allocation, penalty_left=mode.restart_penalty_seconds, restarts=job.restarts + 1
+    )
+
+
+def _check(
+    decided: Mapping[str, Allocation], active: set[str], capacity: tuple[int, ...], policy: str, now: int
+) -> None:
+    unknown = sorted(set(decided) - active)
+    if unknown:
+        msg = f"t={now}: policy {policy} allocated to jobs that are not active: {unknown[:5]}"
+        raise SimulationError(msg)
+    used = Counter(node for allocation in decided.values() for node in allocation)
+    for node, count in sorted(used.items()):
+        if not 0 <= node < len(capacity) or count > capacity[node]:
+            msg = f"t={now}: policy {policy} put {count} GPUs on node {node}"
+            raise SimulationError(msg)

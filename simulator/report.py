@@ -1,0 +1,82 @@
+"""A run's figures next to the published ones, as a wire type (msgspec) and as text.
+
+The published figures are the Pollux artifact's average JCTs per policy, relative job load and workload
+(``shared/traces/pollux_workloads/published_avg_jct_osdi21_simulator.csv``, derived from the artifact's
+``results-jobload/*/summary.json``).
+"""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Mapping
+from pathlib import Path
+
+import msgspec
+
+from simulator.loop import Mode, RunResult
+
+PUBLISHED_FILE = "published_avg_jct_osdi21_simulator.csv"
+
+
+class Report(msgspec.Struct, frozen=True, kw_only=True):
+    """What ``python -m simulator run --json`` writes."""
+
+    workload: str
+    policy: str
+    mode: str
+    seed: int
+    jobs: int
+    steps: int
+    avg_jct_s: float
+    p50_jct_s: float
+    p99_jct_s: float
+    published_avg_jct_s: float | None
+    ratio_to_published: float | None
+    jct_s: dict[str, int]
+
+
+def read_published(path: Path) -> Mapping[tuple[str, float, str], float]:
+    """Published average JCTs keyed by (policy, relative job load, workload name)."""
+    with path.open(newline="") as stream:
+        return {
+            (row["policy"], float(row["relative_job_load"]), row["workload"]): float(row["avg_jct_s"])
+            for row in csv.DictReader(stream)
+        }
+
+
+def build(workload: str, result: RunResult, published: float | None) -> Report:
+    """The report of one run; the ratio is ours over the published figure."""
+    average = result.average_jct
+    return Report(
+        workload=workload,
+        policy=result.policy,
+        mode=result.mode,
+        seed=result.seed,
+        jobs=len(result.jobs),
+        steps=result.steps,
+        avg_jct_s=average,
+        p50_jct_s=result.percentile_jct(50),
+        p99_jct_s=result.percentile_jct(99),
+        published_avg_jct_s=published,
+        ratio_to_published=None if published is None else average / published,
+        jct_s={job.name: job.jct for job in result.jobs},
+    )
+
+
+def text(report: Report, mode: Mode, load: float) -> str:
+    """Three lines for a terminal."""
+    lines = [
+        f"{report.workload}: policy {report.policy}, mode {report.mode} ({mode.nodes} nodes x "
+        f"{mode.gpus_per_node} GPUs, {mode.step_seconds} s steps, {mode.restart_penalty_seconds} s per "
+        f"allocation change), seed {report.seed}",
+        f"  {report.jobs} jobs   avg JCT {report.avg_jct_s:,.1f} s   p50 {report.p50_jct_s:,.1f} s   "
+        f"p99 {report.p99_jct_s:,.1f} s",
+    ]
+    if report.published_avg_jct_s is None or report.ratio_to_published is None:
+        lines.append(f"  no published figure for {report.policy} at load {load:.1f} on {report.workload}")
+    else:
+        lines.append(
+            f"  published (Pollux OSDI'21 artifact, {report.policy}, load {load:.1f}): avg JCT "
+            f"{report.published_avg_jct_s:,.1f} s   ratio {report.ratio_to_published:.3f}"
+        )
+    return "\n".join(lines)
