@@ -10,6 +10,11 @@ own cache shows capacity freed (a pod left a node) or a Queue's spec changed, it
 pods (an annotation bump, which kube-scheduler treats as a pod update and requeues on). Bounded: at most
 ``batch`` groups per round, at most one round per ``interval``.
 
+A group held by the queue rule "groups ahead keep their room" may pass once the fair order changes (it
+was held against a view built before it existed, or the group ahead started); kube-scheduler sees no
+event for that, so after each rebuild of the queue view the pods so held whose groups ahead moved are
+touched (``scheduling.queue_gate.no_longer_ahead`` decides).
+
 A gang's members are turned down while the gang waits for members; when the last one arrives and the
 whole gang is reserved, the members turned down before must come back at once, or the first of them
 waits at the bind barrier until it times out (issue 11: every new MPIJob lost ~25 s). Those are
@@ -49,6 +54,7 @@ class Nudger:
         self._lock = threading.Lock()
         self._parked: OrderedDict[str, tuple[str, str]] = OrderedDict()
         self._urgent: OrderedDict[str, tuple[str, str]] = OrderedDict()
+        self._held_for_ahead: OrderedDict[str, tuple[str, str, str, tuple[str, ...]]] = OrderedDict()
         self._freed = False
         self._signal = threading.Event()
         self._round = 0
@@ -60,6 +66,24 @@ class Nudger:
             self._parked.move_to_end(pod.uid)
             while len(self._parked) > 10_000:
                 self._parked.popitem(last=False)
+
+    def held_for_ahead(self, pod: Pod, group: str, ahead: tuple[str, ...]) -> None:
+        """The queue gate held ``pod`` (of ``group``) for the room of the groups ``ahead``."""
+        with self._lock:
+            self._held_for_ahead[pod.uid] = (pod.namespace, pod.name, group, ahead)
+            self._held_for_ahead.move_to_end(pod.uid)
+            while len(self._held_for_ahead) > 10_000:
+                self._held_for_ahead.popitem(last=False)
+
+    def view_rebuilt(self, moved: Callable[[str, tuple[str, ...]], bool]) -> None:
+        """A new queue view: touch at once the pods held for groups ``moved`` says are no longer ahead."""
+        with self._lock:
+            woken = [uid for uid, (_, _, group, ahead) in self._held_for_ahead.items() if moved(group, ahead)]
+            for uid in woken:
+                namespace, name, _, _ = self._held_for_ahead.pop(uid)
+                self._urgent[uid] = (namespace, name)
+        if woken:
+            self._signal.set()
 
     def reserved(self, uids: Iterable[str]) -> None:
         """A gang was just reserved: touch its members that were turned down while it waited, now."""
@@ -85,6 +109,7 @@ class Nudger:
             with self._lock:
                 self._parked.pop(pod.uid, None)
                 self._urgent.pop(pod.uid, None)
+                self._held_for_ahead.pop(pod.uid, None)
 
     def _wake(self) -> None:
         with self._lock:

@@ -33,6 +33,7 @@ from scheduling.preempt_session import Victims, narrow_victims
 from scheduling.promises import Promise, PromiseBook
 from scheduling.queue_gate import AdmittedBook, RoomMemo
 from scheduling.queue_view import QueueView, group_key
+from scheduling.queues import AdmissionRule
 from scheduling.session import (
     FilterInput,
     FilterOutcome,
@@ -164,6 +165,9 @@ class Extender:
         if self.nudger is not None:
             if not outcome.feasible:
                 self.nudger.turned_down(pod)
+            gate = outcome.gate
+            if gate is not None and gate.rule is AdmissionRule.HELD_FOR_AHEAD:
+                self.nudger.held_for_ahead(pod, group_key(pod), gate.ahead)
             if outcome.plan is not None:  # members turned down while the gang waited come back now
                 self.nudger.reserved(p.pod.uid for p in outcome.plan.placements if p.pod.uid != pod.uid)
 

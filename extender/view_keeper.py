@@ -34,16 +34,19 @@ class ViewKeeper:
         promises: Callable[[], PromiseBook],
         *,
         on_release: Callable[[], None] = lambda: None,
+        on_rebuild: Callable[[QueueView], None] = lambda view: None,
     ) -> None:
         """Keep the view of ``snapshot()`` after ``promises()``.
 
         ``on_release`` is called after a rebuild in which some queue holds less than before: a group
         that a queue rule held may now be admitted, but kube-scheduler does not watch Queues, so the
         nudger must wake it (a pod leaving wakes it too, but possibly before this view counted that).
+        ``on_rebuild`` gets every new view (the nudger wakes groups held for groups no longer ahead).
         """
         self._snapshot = snapshot
         self._promises = promises
         self._on_release = on_release
+        self._on_rebuild = on_rebuild
         self._view: QueueView | None = None
         self._lock = threading.Lock()
         self._admitted = AdmittedBook()
@@ -92,6 +95,7 @@ class ViewKeeper:
             self._admitted = self._admitted.live(float("-inf"), view.counted)
         if before is not None and released(before, view):
             self._on_release()
+        self._on_rebuild(view)
         return view
 
     def run(self, stop: threading.Event, interval: float) -> None:

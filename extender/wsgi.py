@@ -14,6 +14,7 @@ import logging
 import os
 import threading
 import time
+from functools import partial
 
 from flask import Flask
 from prometheus_client import CollectorRegistry, start_http_server
@@ -34,6 +35,7 @@ from kubeio.config import configure_logging
 from kubeio.events import EventRecorder
 from kubeio.http import KubeHttp, load_api_client
 from kubeio.podgroups import PodGroupWriter
+from scheduling.queue_gate import no_longer_ahead
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +52,12 @@ def create() -> Flask:
     events = EventRecorder(http, clock=time.time)
     ledger = PromiseLedger()
     nudger = Nudger(binder, clock=time.monotonic)
-    views = ViewKeeper(cache.snapshot, lambda: ledger.book, on_release=nudger.queues_changed)
+    views = ViewKeeper(
+        cache.snapshot,
+        lambda: ledger.book,
+        on_release=nudger.queues_changed,
+        on_rebuild=lambda view: nudger.view_rebuilt(partial(no_longer_ahead, view)),
+    )
     gang_metrics = GangMetrics.create(registry)
     gang_metrics.reservations.set_function(lambda: len(ledger.book.by_group))  # the truth at each scrape
     teller = GangTeller(events, gang_metrics, time.monotonic)

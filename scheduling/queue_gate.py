@@ -229,6 +229,22 @@ def queue_gate(
     return GateAnswer(None, (group.key, entry))
 
 
+def no_longer_ahead(view: QueueView, key: str, ahead: Sequence[str]) -> bool:
+    """Whether a group the ahead rule held for ``ahead`` may now pass, by ``view``'s fair order.
+
+    True when one of those groups is no longer pending, or no longer before ``key``: the group was held
+    against an older order (a new group queues behind every group the view has until the next build
+    gives it its place) or the group ahead started. kube-scheduler does not know the fair order, so
+    without a nudge such a group waits for the next cluster event or its five-minute flush.
+    """
+    mine = view.positions.get(key, len(view.pending))
+    for other in ahead:
+        theirs = view.positions.get(other)
+        if theirs is None or theirs > mine:
+            return True
+    return False
+
+
 def still_waiting(ahead: Sequence[PendingGroup], snapshot: ClusterSnapshot) -> tuple[PendingGroup, ...]:
     """The groups of ``ahead`` that still wait in ``snapshot`` (the view may list some placed since)."""
     waiting = []

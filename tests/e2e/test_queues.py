@@ -137,3 +137,50 @@ def test_a_queue_below_its_quota_takes_a_gang_back_from_a_queue_over_its_fair_sh
     time.sleep(8)
     running = {g: n for g, n in bound_gangs(testbed, namespace).items() if n}
     assert running == {g: n for g, n in counts.items() if n}
+
+
+def test_a_pod_held_against_a_view_that_did_not_know_it_yet_is_retried_once_it_does(
+    testbed: Testbed, namespace: str, queues: None
+) -> None:
+    """Found by the demo: a 2-GPU pod waited minutes next to free GPUs in a quiet cluster.
+
+    Gang c (2 x 6 GPUs, queue c) is tried on the one free node but cannot be placed (fragmentation).
+    A pod of queue b, below its quota, is created next: its first filter comes before the queue view
+    gives it its place, so it queues behind gang c, whose room it would take, and is held. Once the view
+    shows it first in the fair order, nothing in the cluster changes for kube-scheduler: phalanx itself
+    must wake it.
+    """
+    for i, node in enumerate(("gpu-node-1", "gpu-node-2")):
+        filler = gpu_pod(f"filler-{i}", 5, node_selector={"kubernetes.io/hostname": node})
+        filler["metadata"]["labels"] = {"phalanx.io/queue": "a"}
+        create_pod(testbed.http, namespace, filler)
+    wait_for(
+        "the fillers bound", lambda: len([p for p in list_pods(testbed.http, namespace) if live(p)]) == 2
+    )
+    gang(testbed, namespace, "c0", "c", gpus=6)
+
+    def c0_tried() -> bool:
+        return any(
+            e["reason"] == "FailedScheduling" and "needs 12 GPUs for 2 pods" in e["message"]
+            for e in events_for(testbed.http, namespace, "c0-0") + events_for(testbed.http, namespace, "c0-1")
+        )
+
+    wait_for("gang c0 tried and turned down for fragmentation", c0_tried, timeout=30)
+    time.sleep(2)  # the queue view now lists c0
+    pod = gpu_pod("b-small", 4)
+    pod["metadata"]["labels"] = {"phalanx.io/queue": "b"}
+    create_pod(testbed.http, namespace, pod)
+    start = time.monotonic()
+    wait_for(
+        "b-small bound",
+        lambda: any(
+            p["metadata"]["name"] == "b-small" and live(p) for p in list_pods(testbed.http, namespace)
+        ),
+        timeout=20,
+    )
+    held = [
+        e["message"]
+        for e in events_for(testbed.http, namespace, "b-small")
+        if e["reason"] == "FailedScheduling"
+    ]
+    print(f"b-small bound {time.monotonic() - start:.1f}s after creation; held first: {held[:1]}")

@@ -74,3 +74,20 @@ def test_a_reserved_gang_whose_members_were_never_turned_down_touches_nothing() 
     nudger = Nudger(toucher, clock=lambda: 0.0)
     nudger.turned_down(a_pod("stranger").gpus(4).build())
     assert run(nudger, toucher, lambda: nudger.reserved(["uid-ml-w0"]), wait=0.3) == []
+
+
+def test_a_new_view_wakes_pods_held_for_groups_no_longer_ahead_of_them() -> None:
+    """The demo's stuck pod: held against a view built before it existed, then first in the fair order."""
+    toucher = Toucher()
+    nudger = Nudger(toucher, clock=lambda: 0.0)
+    moved, still = a_pod("moved").gpus(2).build(), a_pod("still").gpus(2).build()
+    nudger.held_for_ahead(moved, "ml/moved", ("ml/llm",))
+    nudger.held_for_ahead(still, "ml/still", ("ml/big",))
+    ahead_now = {"ml/moved": (), "ml/still": ("ml/big",)}
+
+    def rebuilt() -> None:
+        nudger.view_rebuilt(lambda group, ahead: not set(ahead) <= set(ahead_now[group]))
+
+    assert run(nudger, toucher, rebuilt) == [("ml", "moved")]
+    toucher.done.clear()
+    assert run(nudger, toucher, rebuilt, wait=0.3) == [("ml", "moved")], "woken once, then forgotten"

@@ -13,6 +13,7 @@ from scheduling.queue_gate import (
     AdmittedBook,
     AdmittedGroup,
     TriedBook,
+    no_longer_ahead,
     queue_gate,
     still_waiting,
 )
@@ -246,3 +247,19 @@ def test_the_book_forgets_groups_past_freshness_and_keeps_the_rest() -> None:
     pruned = book.pruned(20.0, TRIED_FRESH)
     assert dict(pruned.at) == {"ml/new": 20.0}
     assert pruned.pruned(20.0, TRIED_FRESH) is pruned
+
+
+def test_a_group_held_for_groups_ahead_may_pass_once_they_are_not_ahead_any_more() -> None:
+    queues = [gpu_queue("a", quota=16)]
+    late_unknown = view_of(snapshot_of(NODES, [BIG], queues=queues), PromiseBook(), None)
+    both = view_of(snapshot_of(NODES, [BIG, LATE], queues=queues), PromiseBook(), None)
+    big_started = view_of(snapshot_of(NODES, [BIG_PLACED, LATE], queues=queues), PromiseBook(), None)
+    late_first = view_of(
+        snapshot_of(NODES, [replace(BIG, created="2026-01-03T00:00:00Z"), LATE], queues=queues),
+        PromiseBook(),
+        None,
+    )
+    assert not no_longer_ahead(late_unknown, LATE.key, (BIG.key,)), "a new group queues behind"
+    assert not no_longer_ahead(both, LATE.key, (BIG.key,))
+    assert no_longer_ahead(big_started, LATE.key, (BIG.key,))
+    assert no_longer_ahead(late_first, LATE.key, (BIG.key,))
