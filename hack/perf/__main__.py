@@ -278,7 +278,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--schedulers", default="baseline,phalanx", help="throughput through these (baseline, phalanx)"
     )
     parser.add_argument("--state-dir", type=Path, default=None, help="cluster state (default: a temp dir)")
+    parser.add_argument(
+        "--compare",
+        nargs=2,
+        type=Path,
+        metavar=("OLD.json", "NEW.json"),
+        help="print two runs' JSON side by side with issue 13's goals, and exit (starts nothing)",
+    )
     args = parser.parse_args(argv)
+    if args.compare:
+        from perf.compare import NotABenchFile, render_comparison
+
+        try:
+            print(render_comparison(*args.compare))
+        except NotABenchFile as exc:
+            parser.error(str(exc))
+        return 0
     plan = QUICK if args.quick else FULL
     sizes = tuple(int(s) for s in args.sizes.split(",") if s.strip()) or plan.sizes
     sections = {s.strip() for s in args.sections.split(",") if s.strip()}
@@ -339,9 +354,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             progress(f"logs of every component kept in {state}")
         elif args.state_dir is None:
             shutil.rmtree(state, ignore_errors=True)
+    from perf.goals import render_goals
     from perf.report import render
 
     print(render(results))
+    print(f"\n{render_goals(results)}")
     _print_live_profiles(results)
     _print_profile(results.get("profile"))
     return 1 if failed else 0
