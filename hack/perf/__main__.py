@@ -354,6 +354,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             progress(f"logs of every component kept in {state}")
         elif args.state_dir is None:
             shutil.rmtree(state, ignore_errors=True)
+    _write_plot(results, json_path.with_suffix(".png"), progress)
     from perf.goals import render_goals
     from perf.report import render
 
@@ -362,6 +363,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     _print_live_profiles(results)
     _print_profile(results.get("profile"))
     return 1 if failed else 0
+
+
+def _write_plot(results: dict[str, Any], path: Path, progress: Progress) -> None:
+    """The scaling plot beside the JSON; a plot that fails loses no figure, so it only says why."""
+    try:
+        from perf.plot import write_plot
+
+        if write_plot(results, path) is not None:
+            progress(f"plot written to {path}")
+    except Exception as exc:  # the JSON is written already; the plot is a view of it
+        progress(f"no plot: {type(exc).__name__}: {exc}")
 
 
 def _print_live_profiles(results: dict[str, Any]) -> None:
