@@ -287,11 +287,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     if args.compare:
-        from perf.compare import NotABenchFile, render_comparison
+        from perf.compare import NotABenchFileError, render_comparison
 
         try:
             print(render_comparison(*args.compare))
-        except NotABenchFile as exc:
+        except NotABenchFileError as exc:
             parser.error(str(exc))
         return 0
     plan = QUICK if args.quick else FULL

@@ -19,7 +19,7 @@ from perf.goals import issue13
 from perf.report import num, table
 
 
-class NotABenchFile(Exception):
+class NotABenchFileError(Exception):
     """The file cannot be read, is not JSON, or is JSON that ``hack/bench --json`` did not write."""
 
 
@@ -27,21 +27,21 @@ def load(path: Path) -> dict[str, Any]:
     """The run in ``path``, checked to be a harness JSON (an object with ``versions`` and ``sizes``).
 
     Raises:
-        NotABenchFile: with a sentence naming the file and what is wrong with it.
+        NotABenchFileError: with a sentence naming the file and what is wrong with it.
     """
     try:
         data = orjson.loads(path.read_bytes())
     except OSError as exc:
         msg = f"{path}: cannot read it: {exc.strerror or exc}"
-        raise NotABenchFile(msg) from exc
+        raise NotABenchFileError(msg) from exc
     except orjson.JSONDecodeError as exc:
         msg = f"{path}: not JSON ({exc}); expected the JSON that hack/bench --json writes"
-        raise NotABenchFile(msg) from exc
+        raise NotABenchFileError(msg) from exc
     if not isinstance(data, dict) or not (
         isinstance(data.get("versions"), dict) and isinstance(data.get("sizes"), list)
     ):
         msg = f"{path}: not a hack/bench result (no 'versions' object and 'sizes' list at the top level)"
-        raise NotABenchFile(msg)
+        raise NotABenchFileError(msg)
     return data
 
 
@@ -106,16 +106,14 @@ def render_comparison(old_path: Path, new_path: Path) -> str:
     """The comparison as printed by ``--compare``.
 
     Raises:
-        NotABenchFile: either file is not a harness JSON.
+        NotABenchFileError: either file is not a harness JSON.
     """
     old, new = load(old_path), load(new_path)
     lines = ["phalanx benchmark: two runs side by side", _describe("old", old_path, old)]
     lines += [_describe("new", new_path, new), ""]
     lines += table(["figure", "old", "new", "new / old"], figure_rows(old, new), text_first=True)
     lines += ["", "Goals (issue 13)"]
-    lines += table(
-        ["goal", "old", "verdict", "new", "verdict"], goal_rows(old, new), text_first=True
-    )
+    lines += table(["goal", "old", "verdict", "new", "verdict"], goal_rows(old, new), text_first=True)
     notes = _notes(old, new)
     if notes:
         lines += ["", "Notes"] + [f"  - {n}" for n in notes]

@@ -47,7 +47,7 @@ class Goal:
 
     @property
     def verdict(self) -> str:
-        """"met", "MISSED" (capitals, so a miss stands out in a column) or "n/a"."""
+        """The verdict: "met", "MISSED" (capitals, so a miss stands out in a column) or "n/a"."""
         return "n/a" if self.ok is None else ("met" if self.ok else "MISSED")
 
 
@@ -150,6 +150,9 @@ def issue13(results: dict[str, Any]) -> list[Goal]:
 def render_goals(results: dict[str, Any]) -> str:
     """Issue 13's goals for one run, as printed after the report (which keeps issue 6's)."""
     rows = [[g.label, g.measured, g.verdict] for g in issue13(results)]
-    return "\n".join(["Goals (issue 13: relative to the baseline measured in the same run)", *table(
-        ["goal", "measured", "verdict"], rows, text_first=True
-    )])
+    return "\n".join(
+        [
+            "Goals (issue 13: relative to the baseline measured in the same run)",
+            *table(["goal", "measured", "verdict"], rows, text_first=True),
+        ]
+    )

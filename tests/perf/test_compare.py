@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 import perf.__main__ as bench
-from perf.compare import NotABenchFile, figure_rows, goal_rows, load, render_comparison
+import pytest
+from perf.compare import NotABenchFileError, figure_rows, goal_rows, load, render_comparison
 
 MINIMAL = '{"mode": "quick", "versions": {}, "sizes": []}'
 """The least a file must hold to be a run: a harness that failed before measuring anything writes this."""
@@ -119,7 +118,7 @@ def test_a_file_that_is_not_a_bench_json_is_refused_by_name(
     path = tmp_path / "run.json"
     if content is not None:
         path.write_text(content)
-    with pytest.raises(NotABenchFile, match=message) as caught:
+    with pytest.raises(NotABenchFileError, match=message) as caught:
         load(path)
     assert str(caught.value).startswith(f"{path}: ")
 
