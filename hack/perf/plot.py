@@ -42,10 +42,16 @@ def _panel(ax: Axes, sizes: list[dict[str, Any]], metric: Metric, ratio: Ratio, 
             xs, ys = zip(*points, strict=True)
             ax.plot(xs, ys, marker=marker, color=colour, label=label)
     for size in sizes:
-        r, y = ratio(size), metric(size, "phalanx")
+        r, y, base = ratio(size), metric(size, "phalanx"), metric(size, "baseline")
         if r is not None and y is not None:
+            below = base is not None and y < base  # written on the side away from the baseline's line
             ax.annotate(
-                f"{r:.2f}x", (size["nodes"], y), textcoords="offset points", xytext=(0, 8), ha="center"
+                f"{r:.2f}x",
+                (size["nodes"], y),
+                textcoords="offset points",
+                xytext=(0, -10 if below else 8),
+                ha="center",
+                va="top" if below else "bottom",
             )
     nodes = [s["nodes"] for s in sizes]
     ax.set_xscale("log")

@@ -149,3 +149,14 @@ def test_the_command_exits_with_a_usage_error_on_a_bad_file(
         bench.main(["--compare", str(bad), str(new_path)])
     assert exited.value.code == 2
     assert f"error: {bad}: not a hack/bench result" in capsys.readouterr().err
+
+
+def test_a_real_run_stopped_half_way_compares_with_what_it_measured(new_path: Path) -> None:
+    # Written by a real `--quick --sections throughput` run, stopped by SIGTERM during 1,000 nodes:
+    # the 100-node size is whole, the 1,000-node one has only its registration.
+    interrupted = new_path.with_name("interrupted-quick.json")
+    rows = _rows(interrupted, new_path)
+    assert rows["100 nodes, phalanx, backlog pods/s"] == ["68.2", "150.0", "2.20x"]
+    assert rows["100 nodes, pods/s phalanx / baseline"] == ["0.39x", "0.94x", "2.41x"]
+    assert rows["1,000 nodes, phalanx, backlog pods/s"] == ["-", "450.0", "-"]
+    assert {g[2] for g in goal_rows(load(interrupted), load(new_path))} == {"n/a"}
