@@ -278,7 +278,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--schedulers", default="baseline,phalanx", help="throughput through these (baseline, phalanx)"
     )
     parser.add_argument("--state-dir", type=Path, default=None, help="cluster state (default: a temp dir)")
+    parser.add_argument(
+        "--compare",
+        nargs=2,
+        type=Path,
+        metavar=("OLD.json", "NEW.json"),
+        help="print two runs' JSON side by side with issue 13's goals, and exit (starts nothing)",
+    )
     args = parser.parse_args(argv)
+    if args.compare:
+        from perf.compare import NotABenchFileError, render_comparison
+
+        try:
+            print(render_comparison(*args.compare))
+        except NotABenchFileError as exc:
+            parser.error(str(exc))
+        return 0
     plan = QUICK if args.quick else FULL
     sizes = tuple(int(s) for s in args.sizes.split(",") if s.strip()) or plan.sizes
     sections = {s.strip() for s in args.sections.split(",") if s.strip()}
@@ -339,12 +354,26 @@ def main(argv: Sequence[str] | None = None) -> int:
             progress(f"logs of every component kept in {state}")
         elif args.state_dir is None:
             shutil.rmtree(state, ignore_errors=True)
+    _write_plot(results, json_path.with_suffix(".png"), progress)
+    from perf.goals import render_goals
     from perf.report import render
 
     print(render(results))
+    print(f"\n{render_goals(results)}")
     _print_live_profiles(results)
     _print_profile(results.get("profile"))
     return 1 if failed else 0
+
+
+def _write_plot(results: dict[str, Any], path: Path, progress: Progress) -> None:
+    """The scaling plot beside the JSON; a plot that fails loses no figure, so it only says why."""
+    try:
+        from perf.plot import write_plot
+
+        if write_plot(results, path) is not None:
+            progress(f"plot written to {path}")
+    except Exception as exc:  # the JSON is written already; the plot is a view of it
+        progress(f"no plot: {type(exc).__name__}: {exc}")
 
 
 def _print_live_profiles(results: dict[str, Any]) -> None:

@@ -13,13 +13,14 @@ from typing import Any
 GIB_KIB = 2**20
 
 
-def _num(value: Any, fmt: str = "{:.2f}") -> str:
+def num(value: Any, fmt: str = "{:.2f}") -> str:
+    """``value`` formatted, or "-" when the run has no such figure (missing, or NaN written as null)."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "-"
     return fmt.format(value)
 
 
-def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], *, text_first: bool = False) -> list[str]:
+def table(headers: Sequence[str], rows: Sequence[Sequence[str]], *, text_first: bool = False) -> list[str]:
     """Aligned columns: numbers to the right; the first column to the left when it holds prose."""
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
 
@@ -36,32 +37,64 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], *, text_first:
 def _pair(summary: dict[str, Any] | None) -> str:
     if not summary:
         return "-"
-    return f"{_num(summary.get('p50'))} / {_num(summary.get('p99'))}"
+    return f"{num(summary.get('p50'))} / {num(summary.get('p99'))}"
+
+
+def _positive(value: Any) -> float | None:
+    """A figure usable as a numerator or denominator: a positive number (NaN is written as null)."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+        return None
+    return float(value)
+
+
+def pods_per_second(size: dict[str, Any], which: str) -> float | None:
+    """Backlog pods/s of ``which`` (``"baseline"`` or ``"phalanx"``) at one size, if measured."""
+    return _positive((size.get(which) or {}).get("pods_per_second"))
+
+
+def paced_p50(size: dict[str, Any], which: str) -> float | None:
+    """Paced creation -> bound p50 in ms of ``which`` at one size, if measured."""
+    return _positive(((size.get(which) or {}).get("latency_ms") or {}).get("p50"))
+
+
+def _ratio(numerator: float | None, denominator: float | None) -> float | None:
+    return None if numerator is None or denominator is None else numerator / denominator
+
+
+def pods_ratio(size: dict[str, Any]) -> float | None:
+    """Phalanx / baseline backlog pods/s at one size: the same-run ratio, comparable across machines.
+
+    Both schedulers ran on the same machine minutes apart, so the ratio cancels most of what the two
+    shared cores do to the absolute figures; it is what issue 13's throughput goals are stated in.
+    """
+    return _ratio(pods_per_second(size, "phalanx"), pods_per_second(size, "baseline"))
+
+
+def p50_ratio(size: dict[str, Any]) -> float | None:
+    """Phalanx / baseline paced creation -> bound p50 at one size (lower is better)."""
+    return _ratio(paced_p50(size, "phalanx"), paced_p50(size, "baseline"))
 
 
 def throughput_rows(results: dict[str, Any]) -> list[list[str]]:
     """One row per (nodes, scheduler); the phalanx row carries the ratio to the baseline."""
     rows = []
     for size in results.get("sizes", []):
-        base = size.get("baseline") or {}
         for which in ("baseline", "phalanx"):
             r = size.get(which)
             if not r:
                 continue
-            ratio = "-"
-            if which == "phalanx" and base.get("pods_per_second") and r.get("pods_per_second"):
-                ratio = f"{r['pods_per_second'] / base['pods_per_second']:.2f}x"
+            ratio = num(pods_ratio(size), "{:.2f}x") if which == "phalanx" else "-"
             latency = r.get("latency_ms") or {}
             rows.append(
                 [
                     str(size["nodes"]),
                     which,
                     f"{r.get('burst_bound', 0)}/{r.get('burst_pods', 0)}",
-                    _num(r.get("pods_per_second"), "{:.1f}"),
+                    num(r.get("pods_per_second"), "{:.1f}"),
                     ratio,
-                    f"{latency.get('n', 0)}@{_num(r.get('paced_rate_achieved'), '{:g}')}/s",
-                    _num(latency.get("p50"), "{:.0f}"),
-                    _num(latency.get("p99"), "{:.0f}"),
+                    f"{latency.get('n', 0)}@{num(r.get('paced_rate_achieved'), '{:g}')}/s",
+                    num(latency.get("p50"), "{:.0f}"),
+                    num(latency.get("p99"), "{:.0f}"),
                 ]
             )
     return rows
@@ -92,7 +125,7 @@ def goals(results: dict[str, Any]) -> list[tuple[str, str, str]]:
     out.append(
         (
             "phalanx >= 150 pods/s at 5,000 nodes",
-            _num(phx5, "{:.0f} pods/s"),
+            num(phx5, "{:.0f} pods/s"),
             verdict(None if phx5 is None else phx5 >= 150),
         )
     )
@@ -103,7 +136,7 @@ def goals(results: dict[str, Any]) -> list[tuple[str, str, str]]:
         out.append(
             (
                 f"filter p99 <= {limit:g} ms at {nodes:,} candidates",
-                _num(worst, "{:.2f} ms"),
+                num(worst, "{:.2f} ms"),
                 verdict(None if worst is None else worst <= limit),
             )
         )
@@ -114,7 +147,7 @@ def goals(results: dict[str, Any]) -> list[tuple[str, str, str]]:
         out.append(
             (
                 f"256-pod gang bound <= 5 s after last member ({g['nodes']:,} nodes)",
-                _num(took, "{:.2f} s"),
+                num(took, "{:.2f} s"),
                 verdict(took is not None and took <= 5.0),
             )
         )
@@ -190,7 +223,7 @@ def render(results: dict[str, Any]) -> str:
         "   backlog: pods created first, then the scheduler started; pods/s between first and last bind",
         "   latency: pods created one by one at a fixed rate; POST sent -> watch sees spec.nodeName, ms",
     ]
-    lines += _table(
+    lines += table(
         ["nodes", "scheduler", "bound", "pods/s", "ratio", "paced", "p50 ms", "p99 ms"],
         throughput_rows(results),
     )
@@ -218,7 +251,7 @@ def render(results: dict[str, Any]) -> str:
                     f"{rss / 1024:.0f}",
                 ]
             )
-    lines += _table(
+    lines += table(
         [
             "candidates",
             "calls",
@@ -236,13 +269,13 @@ def render(results: dict[str, Any]) -> str:
             f"{g['nodes']:,}",
             str(g["size"]),
             f"{g['bound']}/{g['size']}",
-            _num(g["create_seconds"]),
-            _num(g["last_created_to_all_bound_seconds"]),
+            num(g["create_seconds"]),
+            num(g["last_created_to_all_bound_seconds"]),
         ]
         for s in results.get("sizes", [])
         for g in s.get("gangs", [])
     ]
-    lines += _table(["nodes", "gang", "bound", "create s", "last created -> all bound s"], gang_rows)
+    lines += table(["nodes", "gang", "bound", "create s", "last created -> all bound s"], gang_rows)
     lines += ["", "4. Fair-share recompute (scheduling.queues, in-process, one call each), seconds"]
     fair = results.get("fair_share") or {}
     if not fair.get("available"):
@@ -259,13 +292,13 @@ def render(results: dict[str, Any]) -> str:
                     f"{row['queues']:,}",
                     f"{row['groups']:,}",
                     *(
-                        _num(steps.get(s), "{:.3f}")
+                        num(steps.get(s), "{:.3f}")
                         for s in ("tree", "fair_shares", "queue_states", "order_pending")
                     ),
-                    note or _num(row.get("recompute_seconds"), "{:.3f}"),
+                    note or num(row.get("recompute_seconds"), "{:.3f}"),
                 ]
             )
-        lines += _table(
+        lines += table(
             ["queues", "pending groups", "tree", "fair_shares", "queue_states", "order_pending", "total"],
             fair_rows,
         )
@@ -281,7 +314,7 @@ def render(results: dict[str, Any]) -> str:
         ]
         for r in results.get("elastic") or []
     ]
-    lines += _table(["jobs", "nodes", "seconds", "resizes", "moves", "moves to target"], elastic_rows)
+    lines += table(["jobs", "nodes", "seconds", "resizes", "moves", "moves to target"], elastic_rows)
     lines += ["", "5. Resident memory of the extender"]
     memory = results.get("memory") or {}
     mem_rows = []
@@ -317,11 +350,11 @@ def render(results: dict[str, Any]) -> str:
                 f"{probe['peak_rss_kib'] / 1024:.0f}",
             ]
         )
-    lines += _table(["what", "nodes", "pods", "RSS MiB", "peak MiB"], mem_rows, text_first=True)
+    lines += table(["what", "nodes", "pods", "RSS MiB", "peak MiB"], mem_rows, text_first=True)
     if memory.get("api_estimate"):
         lines.append(f"  {memory['api_estimate']}")
     lines += ["", "Goals (issue 6)"]
-    lines += _table(["goal", "measured", "verdict"], [list(g) for g in goals(results)], text_first=True)
+    lines += table(["goal", "measured", "verdict"], [list(g) for g in goals(results)], text_first=True)
     notes: list[str] = list(results.get("notes", [])) + disturbed(results)
     if notes:
         lines += ["", "Notes"] + [f"  - {n}" for n in notes]

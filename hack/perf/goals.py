@@ -1,0 +1,158 @@
+"""Issue 13's goals, checked against one run's JSON: what ``--compare`` and the printed report mark.
+
+Issue 13 restated issue 6's goals relative to the baseline kube-scheduler measured in the same run,
+because absolute figures on two shared cores move with whatever else the machine does, while a same-run
+ratio mostly does not. Like every goal of the harness they are reported, never asserted.
+
+Each goal reads figures the report already derives (``perf.report``); a run without the figure (a
+``--quick`` run has no 5,000-node size, a ``--sections`` subset skips others) gets "n/a", not a verdict.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from perf.report import GIB_KIB, num, p50_ratio, paced_p50, pods_per_second, pods_ratio, table
+
+MIN_PODS_RATIO = 0.8
+"""Throughput with the extender at least this share of the baseline's (1,000 and 5,000 nodes)."""
+
+MAX_P50_RATIO = 2.0
+"""Paced creation -> bound p50 with the extender at most this multiple of the baseline's (5,000 nodes)."""
+
+CALL_P99_MS = {1000: 2.0, 5000: 5.0}
+"""Worst filter or prioritize p99 over HTTP, in ms, per candidate count."""
+
+GANG_NODES, GANG_SIZE, MAX_GANG_RATIO = 5000, 256, 1.3
+"""A gang of 256 at 5,000 nodes bound within 1.3x the baseline's time for 256 single pods."""
+
+ENVELOPE = (5000, 150_000)
+"""(nodes, pods) at which the real extender worker's RSS must stay under 1 GiB."""
+
+
+@dataclass(frozen=True, slots=True)
+class Goal:
+    """One goal as one run met it.
+
+    Attributes:
+        label: the goal, worded the same for every run so two runs' goals line up.
+        measured: the figure(s) it was judged on, or why there is none.
+        ok: True met, False missed, None not judged (the run lacks the figure).
+    """
+
+    label: str
+    measured: str
+    ok: bool | None
+
+    @property
+    def verdict(self) -> str:
+        """The verdict: "met", "MISSED" (capitals, so a miss stands out in a column) or "n/a"."""
+        return "n/a" if self.ok is None else ("met" if self.ok else "MISSED")
+
+
+def _size(results: dict[str, Any], nodes: int) -> dict[str, Any]:
+    for size in results.get("sizes") or []:
+        if isinstance(size, dict) and size.get("nodes") == nodes:
+            return size
+    return {}
+
+
+def _throughput(results: dict[str, Any], nodes: int) -> Goal:
+    size = _size(results, nodes)
+    label = f"throughput with extender >= {MIN_PODS_RATIO:g}x baseline, {nodes:,} nodes"
+    ratio = pods_ratio(size)
+    if ratio is None:
+        return Goal(label, "not measured", None)
+    measured = (
+        f"{ratio:.2f}x ({num(pods_per_second(size, 'phalanx'), '{:.0f}')} vs "
+        f"{num(pods_per_second(size, 'baseline'), '{:.0f}')} pods/s)"
+    )
+    return Goal(label, measured, ratio >= MIN_PODS_RATIO)
+
+
+def _latency(results: dict[str, Any], nodes: int) -> Goal:
+    size = _size(results, nodes)
+    label = f"paced p50 with extender <= {MAX_P50_RATIO:g}x baseline, {nodes:,} nodes"
+    ratio = p50_ratio(size)
+    if ratio is None:
+        return Goal(label, "not measured", None)
+    measured = (
+        f"{ratio:.2f}x ({num(paced_p50(size, 'phalanx'), '{:.0f}')} vs "
+        f"{num(paced_p50(size, 'baseline'), '{:.0f}')} ms)"
+    )
+    return Goal(label, measured, ratio <= MAX_P50_RATIO)
+
+
+def _calls(results: dict[str, Any], nodes: int, limit: float) -> Goal:
+    """The worst p99 of filter and prioritize over both pod shapes, timed while the backlog was bound."""
+    label = f"filter and prioritize p99 over HTTP <= {limit:g} ms, {nodes:,} candidates"
+    calls = _size(results, nodes).get("calls") or {}
+    worst: dict[str, float] = {}
+    for verb in ("filter", "prioritize"):
+        p99s = [
+            s["p99"]
+            for s in (calls.get(verb) or {}).values()
+            if isinstance(s, dict) and isinstance(s.get("p99"), int | float)
+        ]
+        if p99s:
+            worst[verb] = max(p99s)
+    if len(worst) < 2:
+        return Goal(label, "not measured", None)
+    measured = f"filter {worst['filter']:.2f}, prioritize {worst['prioritize']:.2f} ms"
+    return Goal(label, measured, max(worst.values()) <= limit)
+
+
+def _gang(results: dict[str, Any]) -> Goal:
+    """The gang's time against the baseline's for as many single pods, when the run has both.
+
+    The harness times gangs (``last_created_to_all_bound_seconds``) but not yet 256 single pods created
+    the same way through the baseline scheduler, so today this goal shows the gang's time and "n/a".
+    """
+    label = f"{GANG_SIZE}-pod gang <= {MAX_GANG_RATIO:g}x baseline's single pods, {GANG_NODES:,} nodes"
+    size = _size(results, GANG_NODES)
+    rows = [g for g in size.get("gangs") or [] if isinstance(g, dict) and g.get("size") == GANG_SIZE]
+    took = rows[-1].get("last_created_to_all_bound_seconds") if rows else None
+    if not rows:
+        return Goal(label, "not measured", None)
+    if not isinstance(took, int | float):
+        return Goal(label, f"{rows[-1].get('bound', '?')}/{GANG_SIZE} members bound", False)
+    return Goal(label, f"gang {took:.2f} s; baseline for single pods not measured", None)
+
+
+def _rss(results: dict[str, Any]) -> Goal:
+    """The real gunicorn worker's RSS once the API held the envelope's pods (``memory.envelope``)."""
+    nodes, pods = ENVELOPE
+    label = f"extender RSS < 1 GiB, {nodes:,} nodes / {pods:,} pods"
+    envelope = (results.get("memory") or {}).get("envelope") or {}
+    rss = envelope.get("rss_kib")
+    if not isinstance(rss, int | float) or not rss:
+        return Goal(label, "not measured", None)
+    measured = f"{rss / 1024:.0f} MiB"
+    if envelope.get("nodes", 0) < nodes or envelope.get("pods", 0) < pods:
+        at = f"{envelope.get('nodes', 0):,} nodes / {envelope.get('pods', 0):,} pods"
+        return Goal(label, f"{measured} at {at} only", None)
+    return Goal(label, measured, rss < GIB_KIB)
+
+
+def issue13(results: dict[str, Any]) -> list[Goal]:
+    """Every goal of issue 13, in the issue's order, judged on one run (n/a where it has no figure)."""
+    return [
+        _throughput(results, 1000),
+        _throughput(results, 5000),
+        _latency(results, 5000),
+        *(_calls(results, nodes, limit) for nodes, limit in CALL_P99_MS.items()),
+        _gang(results),
+        _rss(results),
+    ]
+
+
+def render_goals(results: dict[str, Any]) -> str:
+    """Issue 13's goals for one run, as printed after the report (which keeps issue 6's)."""
+    rows = [[g.label, g.measured, g.verdict] for g in issue13(results)]
+    return "\n".join(
+        [
+            "Goals (issue 13: relative to the baseline measured in the same run)",
+            *table(["goal", "measured", "verdict"], rows, text_first=True),
+        ]
+    )
