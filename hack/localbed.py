@@ -418,6 +418,7 @@ class Testbed:
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
+        self.cluster.record_process(f"testbed-{name}", self._procs[name].pid)
 
     def _wait_http(
         self, url: str, name: str, *, timeout: float, context: ssl.SSLContext | None = None

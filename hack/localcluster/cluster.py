@@ -22,7 +22,7 @@ from localcluster.config import DEFAULT_EXTENDER_URL
 from localcluster.errors import ClusterError, log_to_stderr
 from localcluster.locations import REPO_ROOT, bin_dir, default_cluster_dir
 from localcluster.pki import read_tokens
-from localcluster.processes import Started, alive, flock, http_get, pick_port, stop_process
+from localcluster.processes import Started, alive, flock, http_get, pick_port, proc_stat, stop_process
 from localcluster.startup import start_all, start_scheduler
 
 COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler")
@@ -323,8 +323,21 @@ class LocalCluster:
         if info is not None:
             self._stop_pid(name, info["pid"], info["start_time"])
 
+    def record_process(self, name: str, pid: int) -> None:
+        """Record a process started beside the cluster (the test bed's extender, kubelet, ...) for ``down``.
+
+        ``hack/demo --keep`` leaves them running with the control plane; without a pid file ``down``
+        would stop the control plane and orphan them, retrying a dead API server for ever.
+        """
+        stat = proc_stat(pid)
+        if stat is None:
+            return
+        record = {"pid": pid, "start_time": stat[1], "port": 0}
+        self._path("pids", f"{name}.pid").write_text(json.dumps(record) + "\n")
+
     def _stop_all(self) -> None:
-        for name in reversed(COMPONENTS):
+        extras = sorted(p.stem for p in self._path("pids").glob("*.pid") if p.stem not in COMPONENTS)
+        for name in [*extras, *reversed(COMPONENTS)]:  # what talks to the API server goes first
             self._stop_component(name)
 
     def down(self, purge: bool = False) -> None:
