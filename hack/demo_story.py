@@ -278,6 +278,7 @@ def elastic(story: Story) -> None:
             http.request(
                 "DELETE", f"/api/v1/namespaces/{NAMESPACE}/pods/wide-{i}", body={"gracePeriodSeconds": 0}
             )
+        http.request("DELETE", f"/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{NAMESPACE}/podgroups/wide")
         story.say("the gang finishes")
         story.wait("bert growing back to 6", lambda: len(_workers(story)) == 6 or None)
         story.fact(f"bert is back at 6 workers ({_placement(story)})")
