@@ -25,8 +25,9 @@ one snapshot, walking the pending groups in the fair order ``order_pending`` giv
    that would take them is released, so a big gang is not starved by a stream of small ones.
 6. **Priority preemption**: a pod on its own that could start by preempting lower-priority pods of its
    own queue (``scheduling.preempt_session.narrow_victims`` decides which, on one node) is released, or
-   gating it would disable kube-scheduler's preemption. Gangs are not: the extender turns a gang down as
-   unresolvable (no per-pod preemption can make room for a whole gang); reclaim is their way.
+   gating it would disable kube-scheduler's preemption. It counts against its queue and the in-flight
+   budget but takes no free room (it takes its victims'). Gangs are not: the extender turns a gang down
+   as unresolvable (no per-pod preemption can make room for a whole gang); reclaim is their way.
 
 The per-node check knows what the core models (GPU indices, CPU, memory, pins); node selectors,
 affinities and taints are kube-scheduler's, so a released group can still wait there, and counts as in
@@ -46,7 +47,7 @@ from scheduling.promises import PromiseBook
 from scheduling.queue_view import SCHEDULER_NAME, QueueView, group_key
 from scheduling.queues import QUEUE_LABEL, PendingGroup, QueueError, QueueState, QueueTree, admit
 from scheduling.reclaim_fit import group_pods
-from scheduling.resources import ZERO, format_quantity, plus, total
+from scheduling.resources import ZERO, format_quantity, plus, total, within
 from scheduling.snapshot import ClusterSnapshot
 from scheduling.statement import Statement
 from scheduling.topology import TopologyCache
@@ -119,7 +120,7 @@ class _Pass:
     view: QueueView
     work: Statement
     nodes: tuple[str, ...]
-    running: tuple[Pod, ...]
+    running: Mapping[str, tuple[Pod, ...]]  # by queue: the pods preemption may consider
     topologies: TopologyCache
     now: float
     settings: GateSettings
@@ -136,6 +137,7 @@ class _Walk:
     extra: dict[str, Resources]
     extra_np: dict[str, Resources]
     kept_for: tuple[str, int, float] | None = None  # (group, GPUs, seconds waited) of the starving one
+    no_node: list[Resources] = field(default_factory=list)  # requests of single pods no node could take
 
     def take(self, state: QueueState, need: Resources, pods: int, *, preemptible: bool, room: bool) -> None:
         if room:
@@ -176,13 +178,18 @@ def release(
         if pod.gated and pod.node_name is None:
             gated.setdefault(group_key(pod), []).append(pod)
     flight = in_flight(live, book, promises, now=now, ttl=settings.release_ttl)
-    running = tuple(p for p in live if p.holds_resources and p.scheduler_name == SCHEDULER_NAME)
+    running: dict[str, list[Pod]] = {}
+    for pod in live:
+        if pod.holds_resources and pod.scheduler_name == SCHEDULER_NAME:
+            queue = _queue_of(pod, view.tree)
+            if queue is not None:
+                running.setdefault(queue, []).append(pod)
     ctx = _Pass(
         snapshot,
         view,
         Statement(snapshot, promises),
         tuple(sorted(snapshot.nodes)),
-        running,
+        {queue: tuple(pods) for queue, pods in running.items()},
         topologies,
         now,
         settings,
@@ -271,6 +278,7 @@ def _decide(group: PendingGroup, gated: Sequence[Pod], walk: _Walk, ctx: _Pass) 
     if not answer.ok:
         return Kept(key, answer.reason)
     keys = _keys(gated)
+    single = podgroup is None and len(waiting) == 1 and not waiting[0].pinned
     kept_gpus = walk.kept_for[1] if walk.kept_for else 0
     if walk.unbound_pods and (
         walk.unbound_gpus + kept_gpus + need.gpus > settings.max_unbound_gpus
@@ -290,12 +298,16 @@ def _decide(group: PendingGroup, gated: Sequence[Pod], walk: _Walk, ctx: _Pass) 
         if walk.kept_for is not None:
             starving, _, waited = walk.kept_for
             why += f"; {starving} (waiting {waited:.0f}s) keeps the {kept_gpus} it needs"
+    elif single and any(within(failed, need) for failed in walk.no_node):
+        why = _no_node(key, need)  # room only shrinks during a pass: a pod no larger found none
     else:
         plan = plan_gang(key, waiting, ctx.nodes, snapshot, work.promises, ctx.topologies, statement=work)
         if isinstance(plan, GangPlan):
             walk.take(state, need, len(waiting), preemptible=group.preemptible, room=True)
             return Released(key, keys, f"queue {group.queue}: admitted; fits now on {_listed(plan.nodes)}")
         why = f"waits for room on one node: {plan.message}" if podgroup else _no_node(key, need)
+        if single:
+            walk.no_node.append(need)
     if podgroup is None and len(waiting) == 1:
         preempt = _preemption(waiting[0], ctx)
         if preempt is not None:
@@ -351,8 +363,8 @@ def _preemption(pod: Pod, ctx: _Pass) -> tuple[str, int] | None:
     except QueueError:
         return None
     proposed: dict[str, tuple[tuple[str, ...], int]] = {}
-    for other in ctx.running:
-        if other.priority >= pod.priority or other.node_name is None or _queue_of(other, tree) != queue:
+    for other in ctx.running.get(queue, ()):
+        if other.priority >= pod.priority or other.node_name is None:
             continue
         uids, _ = proposed.get(other.node_name, ((), 0))
         proposed[other.node_name] = ((*uids, other.uid), 0)

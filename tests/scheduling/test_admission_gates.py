@@ -142,6 +142,13 @@ def test_the_queue_rules_hold_a_group_with_their_sentence(
     assert kept(decide(TWO_NODES, pods, queues=queues)) == held
 
 
+def test_a_group_released_and_not_yet_bound_counts_against_its_queue() -> None:
+    pods = [a_pod("out").gpus(4).queue("a").created(T0).build(), gpu_pod("p", 4, queue="a")]
+    book = ReleasedBook().with_released(["ml/out"], NOW - 5)
+    decision = decide(TWO_NODES, pods, queues=[gpu_queue("a", limit=6)], book=book)
+    assert kept(decision) == {"ml/p": "queue a: over its GPU limit (limit 6, allocated 4, this job needs 4)"}
+
+
 # -- room, fragmentation, work conservation, starvation --------------------------------------------
 
 
