@@ -7,7 +7,7 @@ are what kube-scheduler's queue holds (the pass keeps that short). The release t
 book the placement manager keeps between passes; a group the book does not know (released by a leader
 that has since stopped, or created ungated while the webhook was down) is adopted as released now, so
 a new leader counts it too. A group counts for ``ttl`` seconds at most: one kube-scheduler cannot place,
-for a reason the core does not model (a node selector, say), must not hold the budget for ever; it
+for a reason the core does not model (inter-pod affinity, say), must not hold the budget for ever; it
 stays in the book, not counting, until it is bound or gone, so it is not adopted again.
 """
 

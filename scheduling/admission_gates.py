@@ -29,8 +29,10 @@ one snapshot, walking the pending groups in the fair order ``order_pending`` giv
    budget but takes no free room (it takes its victims'). Gangs are not: the extender turns a gang down
    as unresolvable (no per-pod preemption can make room for a whole gang); reclaim is their way.
 
-The per-node check knows what the core models (GPU indices, CPU, memory, pins); node selectors,
-affinities and taints are kube-scheduler's, so a released group can still wait there, and counts as in
+The per-node check knows what the core models: GPU indices, CPU, memory, pins, and kube-scheduler's
+taint, node-selector and required-affinity filters (``scheduling.node_constraints``; a gang is offered
+the nodes at least one of its members may use). What it does not model (inter-pod affinity, topology
+spread, volumes) can still keep a released group waiting in kube-scheduler; it then counts as in
 flight for ``release_ttl`` seconds at most.
 """
 
@@ -42,6 +44,7 @@ from dataclasses import dataclass, field, replace
 from scheduling.admission_flight import ReleasedBook, in_flight, seconds
 from scheduling.gang_planner import GangPlan, plan_gang
 from scheduling.model import TERMINAL_PHASES, Pod, Resources
+from scheduling.node_constraints import placement_rejection
 from scheduling.preempt_session import narrow_victims
 from scheduling.promises import PromiseBook
 from scheduling.queue_view import SCHEDULER_NAME, QueueView, group_key
@@ -65,7 +68,7 @@ class GateSettings:
         max_unbound_gpus: GPUs released but not yet bound, at most: kube-scheduler's queue stays short.
         max_unbound_pods: pods released but not yet bound, at most (CPU-only pods count here).
         release_ttl: seconds a released group counts as in flight if it is not bound by then (it waits in
-            kube-scheduler for what the core does not model, such as a node selector).
+            kube-scheduler for what the core does not model, such as inter-pod affinity).
         starve_after: seconds a skipped group waits before it keeps its GPUs from those behind it.
         unknown_group_grace: seconds a gang member waits for its PodGroup before it is released anyway
             (an operator creates both; the cache may see the pod first).
@@ -137,7 +140,7 @@ class _Walk:
     extra: dict[str, Resources]
     extra_np: dict[str, Resources]
     kept_for: tuple[str, int, float] | None = None  # (group, GPUs, seconds waited) of the starving one
-    no_node: list[Resources] = field(default_factory=list)  # requests of single pods no node could take
+    no_node: list[tuple[object, Resources]] = field(default_factory=list)  # single pods no node took
 
     def take(self, state: QueueState, need: Resources, pods: int, *, preemptible: bool, room: bool) -> None:
         if room:
@@ -279,6 +282,7 @@ def _decide(group: PendingGroup, gated: Sequence[Pod], walk: _Walk, ctx: _Pass) 
         return Kept(key, answer.reason)
     keys = _keys(gated)
     single = podgroup is None and len(waiting) == 1 and not waiting[0].pinned
+    where = _constraints(waiting[0])
     kept_gpus = walk.kept_for[1] if walk.kept_for else 0
     if walk.unbound_pods and (
         walk.unbound_gpus + kept_gpus + need.gpus > settings.max_unbound_gpus
@@ -298,16 +302,19 @@ def _decide(group: PendingGroup, gated: Sequence[Pod], walk: _Walk, ctx: _Pass) 
         if walk.kept_for is not None:
             starving, _, waited = walk.kept_for
             why += f"; {starving} (waiting {waited:.0f}s) keeps the {kept_gpus} it needs"
-    elif single and any(within(failed, need) for failed in walk.no_node):
-        why = _no_node(key, need)  # room only shrinks during a pass: a pod no larger found none
+    elif single and any(c == where and within(failed, need) for c, failed in walk.no_node):
+        # Room only shrinks during a pass: a pod no larger, allowed the same nodes, found none.
+        why = _no_node(key, need)
     else:
-        plan = plan_gang(key, waiting, ctx.nodes, snapshot, work.promises, ctx.topologies, statement=work)
+        plan = plan_gang(
+            key, waiting, _allowed(waiting, ctx), snapshot, work.promises, ctx.topologies, statement=work
+        )
         if isinstance(plan, GangPlan):
             walk.take(state, need, len(waiting), preemptible=group.preemptible, room=True)
             return Released(key, keys, f"queue {group.queue}: admitted; fits now on {_listed(plan.nodes)}")
         why = f"waits for room on one node: {plan.message}" if podgroup else _no_node(key, need)
         if single:
-            walk.no_node.append(need)
+            walk.no_node.append((where, need))
     if podgroup is None and len(waiting) == 1:
         preempt = _preemption(waiting[0], ctx)
         if preempt is not None:
@@ -329,6 +336,17 @@ def _skipped(
         walk.kept_for = (key, need.gpus, waited)
         why += f"; it has waited {waited:.0f}s, so no group behind it takes its GPUs"
     return Kept(key, why)
+
+
+def _allowed(pods: Sequence[Pod], ctx: _Pass) -> list[str]:
+    """The nodes kube-scheduler's filters (taints, selector, affinity) leave to at least one of ``pods``."""
+    nodes = ctx.snapshot.nodes
+    return [n for n in ctx.nodes if any(placement_rejection(p, nodes[n]) is None for p in pods)]
+
+
+def _constraints(pod: Pod) -> object:
+    """What decides the nodes kube-scheduler's filters leave to ``pod``: equal for equal sets of nodes."""
+    return (tuple(sorted(pod.node_selector.items())), pod.affinity, pod.tolerations)
 
 
 def _no_node(key: str, need: Resources) -> str:

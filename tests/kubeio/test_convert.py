@@ -230,6 +230,8 @@ def test_malformed_constraints_are_refused_with_the_field(spec: dict[str, Any], 
 def test_a_taint_without_an_effect_is_refused_with_the_field() -> None:
     with pytest.raises(ConvertError, match=r"spec\.taints\[0\]\.effect must be a non-empty string"):
         node_from_api({"metadata": {"name": "n1"}, "spec": {"taints": [{"key": "gpu"}]}})
+
+
 def gated_pod(gates: object) -> dict[str, Any]:
     return {
         "metadata": {"name": "w-0", "namespace": "ml", "uid": "u-1"},

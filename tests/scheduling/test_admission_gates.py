@@ -166,6 +166,24 @@ def test_room_in_total_but_on_no_node_keeps_the_group_and_others_still_go() -> N
     assert released(decision) == ["ml/small"]
 
 
+def test_only_the_nodes_its_node_selector_allows_count_for_a_pod() -> None:
+    nodes = [a_node("n1").labels(pool="a").build(), a_node("n2").labels(pool="b").build()]
+    pods = [running("r1", "n1", range(8)), replace(gpu_pod("p", 4), node_selector={"pool": "a"})]
+    assert kept(decide(nodes, pods)) == {
+        "ml/p": "waits for room on one node: no node has room for ml/p now (4 GPUs)"
+    }
+
+
+def test_a_pod_no_node_took_says_nothing_of_a_larger_one_allowed_other_nodes() -> None:
+    nodes = [a_node("n1").labels(pool="a").build(), a_node("n2").labels(pool="b").build()]
+    pods = [
+        running("r1", "n1", range(8)),
+        replace(gpu_pod("picky", 4, created=at(0)), node_selector={"pool": "a"}),
+        gpu_pod("any", 8, created=at(1)),
+    ]
+    assert released(decide(nodes, pods)) == ["ml/any"]
+
+
 def test_a_gang_split_over_nodes_is_planned_on_the_nodes_real_room() -> None:
     # 8 free GPUs, but 3 on one node and 5 on the other: two members of 4 do not fit.
     pods = [running("r1", "n1", range(5)), running("r2", "n2", range(3)), *gang_members("g", 2, 4)]
