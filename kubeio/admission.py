@@ -1,21 +1,23 @@
 """Admission reviews of pods (``admission.k8s.io/v1``): read what is created, answer with a JSON patch.
 
-The placement manager's pin webhook is a mutating webhook on pod CREATE. The API server sends an
+The placement manager's webhook is a mutating webhook on pod CREATE. The API server sends an
 ``AdmissionReview`` whose ``request.object`` is the pod as it will be stored: no UID yet, and its
-namespace may be only in ``request.namespace``. The answer always allows the pod (a webhook that pins
-must never be the reason a pod cannot be created); it may carry a JSON patch adding one toleration.
+namespace may be only in ``request.namespace``. The answer always allows the pod (a webhook that pins or
+gates must never be the reason a pod cannot be created); it may carry a JSON patch: one toleration (the
+pin), the admission gate (``kubeio.gates``), or both.
 """
 
 from __future__ import annotations
 
 import base64
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import msgspec
 import orjson
 
-from kubeio.convert import ConvertError, pod_from_api
+from kubeio.convert import ConvertError, pod_from_api, scheduling_gates
 from scheduling.model import Pod
 
 REVIEW_VERSION = "admission.k8s.io/v1"
@@ -53,11 +55,16 @@ class PodAdmission:
         uid: the review's UID, which the answer must repeat.
         pod: the pod (its UID is the review's, since the pod has none yet).
         has_tolerations: whether ``spec.tolerations`` exists (decides the patch's path).
+        operation: ``request.operation`` (``CREATE`` for what the webhook is registered for).
+        gates: the names of ``spec.schedulingGates``, in order (``None``: the field is absent, which
+            decides the patch's path).
     """
 
     uid: str
     pod: Pod
     has_tolerations: bool
+    operation: str = "CREATE"
+    gates: tuple[str, ...] | None = None
 
 
 def read_review(body: bytes) -> PodAdmission:
@@ -83,25 +90,35 @@ def read_review(body: bytes) -> PodAdmission:
     meta["uid"] = meta.get("uid") or request.uid
     meta["namespace"] = meta.get("namespace") or request.namespace
     raw["metadata"] = meta
+    spec = raw.get("spec")
     try:
         pod = pod_from_api(raw)
+        has_gates = isinstance(spec, dict) and isinstance(spec.get("schedulingGates"), list)
+        gates = scheduling_gates(spec) if has_gates and isinstance(spec, dict) else None
     except ConvertError as exc:
         msg = f"review {request.uid}: {exc}"
         raise ReviewError(msg) from None
-    spec = raw.get("spec")
     has_tolerations = isinstance(spec, dict) and isinstance(spec.get("tolerations"), list)
-    return PodAdmission(request.uid, pod, has_tolerations)
+    return PodAdmission(request.uid, pod, has_tolerations, request.operation, gates)
 
 
-def allow(uid: str, *, add_toleration: dict[str, Any] | None = None, has_tolerations: bool = True) -> bytes:
-    """The answer: allowed, with a JSON patch adding ``add_toleration`` if one is given."""
+def allow(
+    uid: str,
+    *,
+    add_toleration: dict[str, Any] | None = None,
+    has_tolerations: bool = True,
+    patch: Sequence[Mapping[str, Any]] = (),
+) -> bytes:
+    """The answer: allowed, with a JSON patch of ``patch`` and of adding ``add_toleration`` if given."""
     response: dict[str, Any] = {"uid": uid, "allowed": True}
+    ops = list(patch)
     if add_toleration is not None:
-        patch = (
-            [{"op": "add", "path": "/spec/tolerations/-", "value": add_toleration}]
+        ops.append(
+            {"op": "add", "path": "/spec/tolerations/-", "value": add_toleration}
             if has_tolerations
-            else [{"op": "add", "path": "/spec/tolerations", "value": [add_toleration]}]
+            else {"op": "add", "path": "/spec/tolerations", "value": [add_toleration]}
         )
+    if ops:
         response["patchType"] = "JSONPatch"
-        response["patch"] = base64.b64encode(orjson.dumps(patch)).decode()
+        response["patch"] = base64.b64encode(orjson.dumps(ops)).decode()
     return orjson.dumps({"apiVersion": REVIEW_VERSION, "kind": "AdmissionReview", "response": response})

@@ -22,6 +22,7 @@ from kubeio.api_fields import obj_field as _obj
 from kubeio.api_fields import str_field as _str
 from kubeio.convert_constraints import affinity_of, node_selector_of, taints_of, tolerations_of
 from scheduling.model import (
+    ADMISSION_GATE,
     DEFAULT_SCHEDULE_TIMEOUT_SECONDS,
     GANG_PLAN_ANNOTATION,
     GPU_RESOURCE,
@@ -140,7 +141,21 @@ def pod_from_api(raw: object) -> Pod:
         node_selector=node_selector_of(spec),
         tolerations=tolerations_of(spec),
         affinity=affinity_of(spec),
+        gated=ADMISSION_GATE in scheduling_gates(spec),
     )
+
+
+def scheduling_gates(spec: Mapping[str, Any]) -> tuple[str, ...]:
+    """The names of ``spec.schedulingGates``, in order (a pod's gates are removed by index).
+
+    Raises:
+        ConvertError: the list or one of its entries has the wrong shape.
+    """
+    names = []
+    for i, gate in enumerate(_list(spec.get("schedulingGates"), "spec.schedulingGates")):
+        where = f"spec.schedulingGates[{i}]"
+        names.append(_str(_obj(gate, where, optional=False).get("name"), f"{where}.name", required=True))
+    return tuple(names)
 
 
 def _epoch(text: object) -> float | None:

@@ -32,6 +32,11 @@ one of them: the placement manager pins an elastic job's worker to its planned n
 GANG_PLAN_ANNOTATION = "phalanx.io/gang-plan"
 """PodGroup annotation holding the bind plan while a gang is being bound (crash recovery)."""
 
+ADMISSION_GATE = "phalanx.io/admission"
+"""Scheduling gate (``spec.schedulingGates``) the placement manager's webhook adds to every pod of
+scheduler ``phalanx`` at creation: kube-scheduler ignores the pod until the leader removes it, group by
+group, in the queues' fair order (``scheduling.admission_gates``)."""
+
 DEFAULT_SCHEDULE_TIMEOUT_SECONDS = 60
 """scheduler-plugins' default for ``spec.scheduleTimeoutSeconds``."""
 
@@ -147,6 +152,8 @@ class Pod:
         node_selector: ``spec.nodeSelector``: labels a node must carry.
         tolerations: ``spec.tolerations``.
         affinity: the terms of its required node affinity (any one must hold); empty: none.
+        gated: it carries the scheduling gate ``phalanx.io/admission``: kube-scheduler does not try it
+            until the placement manager releases its group.
     """
 
     uid: str
@@ -168,6 +175,7 @@ class Pod:
     node_selector: Mapping[str, str] = field(default_factory=lambda: EMPTY_LABELS, compare=False)
     tolerations: tuple[Toleration, ...] = ()
     affinity: tuple[NodeSelectorTerm, ...] = ()
+    gated: bool = False
 
     @property
     def key(self) -> str:

@@ -103,6 +103,15 @@ class PodBuilder:
         self._pod = replace(self._pod, group=name)
         return self
 
+    def gated(self) -> PodBuilder:
+        """Created through the webhook: it carries the admission gate until its group is released."""
+        self._pod = replace(self._pod, gated=True)
+        return self
+
+    def started(self, at: float) -> PodBuilder:
+        self._pod = replace(self._pod, started_at=at)
+        return self
+
     def terminating(self) -> PodBuilder:
         self._pod = replace(self._pod, terminating=True)
         return self

@@ -230,3 +230,41 @@ def test_malformed_constraints_are_refused_with_the_field(spec: dict[str, Any], 
 def test_a_taint_without_an_effect_is_refused_with_the_field() -> None:
     with pytest.raises(ConvertError, match=r"spec\.taints\[0\]\.effect must be a non-empty string"):
         node_from_api({"metadata": {"name": "n1"}, "spec": {"taints": [{"key": "gpu"}]}})
+
+
+def gated_pod(gates: object) -> dict[str, Any]:
+    return {
+        "metadata": {"name": "w-0", "namespace": "ml", "uid": "u-1"},
+        "spec": {"schedulerName": "phalanx", "containers": [], "schedulingGates": gates},
+    }
+
+
+@pytest.mark.parametrize(
+    ("gates", "gated"),
+    [
+        pytest.param([{"name": "phalanx.io/admission"}], True, id="ours"),
+        pytest.param(
+            [{"name": "example.com/quota"}, {"name": "phalanx.io/admission"}], True, id="ours-second"
+        ),
+        pytest.param([{"name": "example.com/quota"}], False, id="only-another"),
+        pytest.param([], False, id="emptied"),
+        pytest.param(None, False, id="absent"),
+    ],
+)
+def test_a_pod_is_gated_while_it_carries_the_admission_gate(gates: object, gated: bool) -> None:
+    assert pod_from_api(gated_pod(gates)).gated is gated
+
+
+@pytest.mark.parametrize(
+    ("gates", "where"),
+    [
+        pytest.param(
+            {"name": "phalanx.io/admission"}, "spec.schedulingGates must be a list", id="not-a-list"
+        ),
+        pytest.param(["phalanx.io/admission"], r"spec.schedulingGates\[0\] must be an object", id="a-string"),
+        pytest.param([{"name": 3}], r"spec.schedulingGates\[0\].name", id="a-number"),
+    ],
+)
+def test_malformed_scheduling_gates_are_refused_with_the_field(gates: object, where: str) -> None:
+    with pytest.raises(ConvertError, match=where):
+        pod_from_api(gated_pod(gates))
