@@ -22,7 +22,6 @@ from kubeio.api_fields import obj_field as _obj
 from kubeio.api_fields import str_field as _str
 from kubeio.convert_constraints import affinity_of, node_selector_of, taints_of, tolerations_of
 from scheduling.model import (
-    ADMISSION_GATE,
     DEFAULT_SCHEDULE_TIMEOUT_SECONDS,
     GANG_PLAN_ANNOTATION,
     GPU_RESOURCE,
@@ -141,7 +140,7 @@ def pod_from_api(raw: object) -> Pod:
         node_selector=node_selector_of(spec),
         tolerations=tolerations_of(spec),
         affinity=affinity_of(spec),
-        gated=ADMISSION_GATE in scheduling_gates(spec),
+        gates=scheduling_gates(spec),
     )
 
 

@@ -20,7 +20,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from kubeio.admission import PodAdmission
-from scheduling.model import ADMISSION_GATE
+from kubeio.errors import KubeError, NotFoundError
+from kubeio.http import KubeHttp
+from kubeio.pins import JSON_PATCH
+from scheduling.model import ADMISSION_GATE, Pod
 from scheduling.queue_view import SCHEDULER_NAME
 
 JsonPatch = list[dict[str, Any]]
@@ -71,3 +74,35 @@ def ungate_patch(uid: str, gates: Sequence[str]) -> JsonPatch | None:
         {"op": "test", "path": path, "value": {"name": ADMISSION_GATE}},
         {"op": "remove", "path": path},
     ]
+
+
+class GateWriter:
+    """Removes the admission gate from pods, through the API server (one guarded JSON patch each)."""
+
+    def __init__(self, http: KubeHttp, *, timeout: float = 10.0) -> None:
+        self._http = http
+        self._timeout = timeout
+
+    def ungate(self, pod: Pod) -> bool:
+        """Remove the admission gate from ``pod`` as the cache saw it; ``False`` if it was not removed.
+
+        ``False`` means the pod is gone, or changed since the cache saw it (422 from a failed ``test``:
+        another gate removed, the gate already gone, the pod re-created): the next pass decides again on
+        fresher facts. A pod without the gate is nothing to do (``True``).
+
+        Raises:
+            KubeError: the API server failed otherwise (unreachable, forbidden); the next pass retries.
+        """
+        patch = ungate_patch(pod.uid, pod.gates)
+        if patch is None:
+            return True
+        path = f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}"
+        try:
+            self._http.request("PATCH", path, body=patch, content_type=JSON_PATCH, timeout=self._timeout)
+        except NotFoundError:
+            return False
+        except KubeError as exc:
+            if exc.status == 422:
+                return False
+            raise
+        return True

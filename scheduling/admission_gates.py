@@ -42,13 +42,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from scheduling.admission_flight import ReleasedBook, in_flight, seconds
+from scheduling.admission_outcome import DEFAULT_GATE_SETTINGS, GateSettings, Kept, Released, ReleaseDecision
+from scheduling.admission_preemption import preemption_room, queue_of
 from scheduling.gang_planner import GangPlan, plan_gang
 from scheduling.model import TERMINAL_PHASES, Pod, Resources
 from scheduling.node_constraints import placement_rejection
-from scheduling.preempt_session import narrow_victims
 from scheduling.promises import PromiseBook
 from scheduling.queue_view import SCHEDULER_NAME, QueueView, group_key
-from scheduling.queues import QUEUE_LABEL, PendingGroup, QueueError, QueueState, QueueTree, admit
+from scheduling.queues import QUEUE_LABEL, PendingGroup, QueueError, QueueState, admit
 from scheduling.reclaim_fit import group_pods
 from scheduling.resources import ZERO, format_quantity, plus, total, within
 from scheduling.snapshot import ClusterSnapshot
@@ -58,61 +59,6 @@ from scheduling.topology import TopologyCache
 __all__ = ["GateSettings", "Kept", "ReleaseDecision", "Released", "ReleasedBook", "release"]
 
 _LISTED = 3
-
-
-@dataclass(frozen=True, slots=True)
-class GateSettings:
-    """How much ``release`` lets into kube-scheduler's queue at once.
-
-    Attributes:
-        max_unbound_gpus: GPUs released but not yet bound, at most: kube-scheduler's queue stays short.
-        max_unbound_pods: pods released but not yet bound, at most (CPU-only pods count here).
-        release_ttl: seconds a released group counts as in flight if it is not bound by then (it waits in
-            kube-scheduler for what the core does not model, such as inter-pod affinity).
-        starve_after: seconds a skipped group waits before it keeps its GPUs from those behind it.
-        unknown_group_grace: seconds a gang member waits for its PodGroup before it is released anyway
-            (an operator creates both; the cache may see the pod first).
-    """
-
-    max_unbound_gpus: int = 128
-    max_unbound_pods: int = 256
-    release_ttl: float = 60.0
-    starve_after: float = 300.0
-    unknown_group_grace: float = 10.0
-
-
-@dataclass(frozen=True, slots=True)
-class Released:
-    """A group to ungate now: the keys of its gated pods, sorted, and why it goes."""
-
-    group: str
-    pods: tuple[str, ...]
-    reason: str
-
-
-@dataclass(frozen=True, slots=True)
-class Kept:
-    """A group that stays gated, with the sentence why (for its pods' events and ``phalanx why``)."""
-
-    group: str
-    reason: str
-
-
-@dataclass(frozen=True, slots=True)
-class ReleaseDecision:
-    """The outcome of one pass.
-
-    Attributes:
-        released: groups to ungate, in the order decided (unknown ones first, then the fair order).
-        kept: groups that stay gated, in the same order; groups the view does not list yet come last,
-            by key.
-        in_flight: the book to keep for the next pass: groups released and not bound yet, with when
-            (this pass's at ``now``; the caller drops one whose patch failed, ``ReleasedBook.without``).
-    """
-
-    released: tuple[Released, ...]
-    kept: tuple[Kept, ...]
-    in_flight: ReleasedBook = field(default_factory=ReleasedBook)
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,7 +108,7 @@ def release(
     topologies: TopologyCache,
     *,
     now: float,
-    settings: GateSettings = GateSettings(),
+    settings: GateSettings = DEFAULT_GATE_SETTINGS,
 ) -> ReleaseDecision:
     """Decide which gated groups to release now (see the module docstring for the rules, in order).
 
@@ -184,7 +130,7 @@ def release(
     running: dict[str, list[Pod]] = {}
     for pod in live:
         if pod.holds_resources and pod.scheduler_name == SCHEDULER_NAME:
-            queue = _queue_of(pod, view.tree)
+            queue = queue_of(pod, view.tree)
             if queue is not None:
                 running.setdefault(queue, []).append(pod)
     ctx = _Pass(
@@ -316,7 +262,7 @@ def _decide(group: PendingGroup, gated: Sequence[Pod], walk: _Walk, ctx: _Pass) 
         if single:
             walk.no_node.append((where, need))
     if podgroup is None and len(waiting) == 1:
-        preempt = _preemption(waiting[0], ctx)
+        preempt = preemption_room(waiting[0], ctx.snapshot, ctx.work, ctx.view.tree, ctx.running, now=ctx.now)
         if preempt is not None:
             walk.take(state, need, 1, preemptible=group.preemptible, room=False)
             node, count = preempt
@@ -371,39 +317,3 @@ def _with_extra(
         allocated_non_preemptible=plus(state.allocated_non_preemptible, extra_np.get(state.name, ZERO)),
         parent=parent,
     )
-
-
-def _preemption(pod: Pod, ctx: _Pass) -> tuple[str, int] | None:
-    """A node where ``pod`` fits once the victims ``narrow_victims`` allows there are gone, and how many."""
-    snapshot, work, tree = ctx.snapshot, ctx.work, ctx.view.tree
-    try:
-        queue = tree.workload_queue(pod.labels.get(QUEUE_LABEL))
-    except QueueError:
-        return None
-    proposed: dict[str, tuple[tuple[str, ...], int]] = {}
-    for other in ctx.running.get(queue, ()):
-        if other.priority >= pod.priority or other.node_name is None:
-            continue
-        uids, _ = proposed.get(other.node_name, ((), 0))
-        proposed[other.node_name] = ((*uids, other.uid), 0)
-    if not proposed:
-        return None
-    kept, _ = narrow_victims(pod, proposed, snapshot, tree, now=ctx.now)
-    for node in sorted(kept):
-        mark = work.checkpoint()
-        victims = [v for uid in kept[node][0] if (v := snapshot.pod_by_uid(uid)) is not None]
-        for victim in victims:
-            work.evict(victim, f"preempted for {pod.key}")
-        room = work.room(node)
-        fits = room is not None and room.fits(pod)
-        work.rollback(mark)
-        if fits:
-            return node, len(victims)
-    return None
-
-
-def _queue_of(pod: Pod, tree: QueueTree) -> str | None:
-    try:
-        return tree.workload_queue(pod.labels.get(QUEUE_LABEL))
-    except QueueError:
-        return None

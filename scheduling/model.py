@@ -152,8 +152,7 @@ class Pod:
         node_selector: ``spec.nodeSelector``: labels a node must carry.
         tolerations: ``spec.tolerations``.
         affinity: the terms of its required node affinity (any one must hold); empty: none.
-        gated: it carries the scheduling gate ``phalanx.io/admission``: kube-scheduler does not try it
-            until the placement manager releases its group.
+        gates: the names of ``spec.schedulingGates``, in order (a gate is removed by its index).
     """
 
     uid: str
@@ -175,12 +174,17 @@ class Pod:
     node_selector: Mapping[str, str] = field(default_factory=lambda: EMPTY_LABELS, compare=False)
     tolerations: tuple[Toleration, ...] = ()
     affinity: tuple[NodeSelectorTerm, ...] = ()
-    gated: bool = False
+    gates: tuple[str, ...] = ()
 
     @property
     def key(self) -> str:
         """``namespace/name``, the name users and events know the pod by."""
         return f"{self.namespace}/{self.name}"
+
+    @property
+    def gated(self) -> bool:
+        """It carries the gate ``phalanx.io/admission``: kube-scheduler does not try it until released."""
+        return ADMISSION_GATE in self.gates
 
     @property
     def group_key(self) -> str | None:

@@ -15,7 +15,7 @@ from extender.ledger import PromiseLedger
 from kubeio.binding import BindRefusedError, BindStatus
 from kubeio.errors import KubeError
 from kubeio.events import ObjectRef
-from scheduling.model import Node, Pod, PodGroup, Resources
+from scheduling.model import ADMISSION_GATE, Node, Pod, PodGroup, Resources
 from scheduling.promises import Promise
 from scheduling.queues import QUEUE_LABEL, Queue
 from scheduling.snapshot import ClusterSnapshot
@@ -105,7 +105,7 @@ class PodBuilder:
 
     def gated(self) -> PodBuilder:
         """Created through the webhook: it carries the admission gate until its group is released."""
-        self._pod = replace(self._pod, gated=True)
+        self._pod = replace(self._pod, gates=(*self._pod.gates, ADMISSION_GATE))
         return self
 
     def started(self, at: float) -> PodBuilder:

@@ -1,0 +1,69 @@
+"""What one admission pass decides: its limits, the groups it releases and those it keeps gated.
+
+``scheduling.admission_gates.release`` returns a ``ReleaseDecision``; the placement manager ungates the
+released groups in that order and records each kept group's sentence on its pods' events.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from scheduling.admission_flight import ReleasedBook
+
+
+@dataclass(frozen=True, slots=True)
+class GateSettings:
+    """How much ``release`` lets into kube-scheduler's queue at once.
+
+    Attributes:
+        max_unbound_gpus: GPUs released but not yet bound, at most: kube-scheduler's queue stays short.
+        max_unbound_pods: pods released but not yet bound, at most (CPU-only pods count here).
+        release_ttl: seconds a released group counts as in flight if it is not bound by then (it waits in
+            kube-scheduler for what the core does not model, such as inter-pod affinity).
+        starve_after: seconds a skipped group waits before it keeps its GPUs from those behind it.
+        unknown_group_grace: seconds a gang member waits for its PodGroup before it is released anyway
+            (an operator creates both; the cache may see the pod first).
+    """
+
+    max_unbound_gpus: int = 128
+    max_unbound_pods: int = 256
+    release_ttl: float = 60.0
+    starve_after: float = 300.0
+    unknown_group_grace: float = 10.0
+
+
+DEFAULT_GATE_SETTINGS = GateSettings()
+
+
+@dataclass(frozen=True, slots=True)
+class Released:
+    """A group to ungate now: the keys of its gated pods, sorted, and why it goes."""
+
+    group: str
+    pods: tuple[str, ...]
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Kept:
+    """A group that stays gated, with the sentence why (for its pods' events and ``phalanx why``)."""
+
+    group: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class ReleaseDecision:
+    """The outcome of one pass.
+
+    Attributes:
+        released: groups to ungate, in the order decided (unknown ones first, then the fair order).
+        kept: groups that stay gated, in the same order; groups the view does not list yet come last,
+            by key.
+        in_flight: the book to keep for the next pass: groups released and not bound yet, with when
+            (this pass's at ``now``; the caller drops one whose patch failed, ``ReleasedBook.without``).
+    """
+
+    released: tuple[Released, ...]
+    kept: tuple[Kept, ...]
+    in_flight: ReleasedBook = field(default_factory=ReleasedBook)
