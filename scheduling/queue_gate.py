@@ -246,19 +246,28 @@ def no_longer_ahead(view: QueueView, key: str, ahead: Sequence[str]) -> bool:
 
 
 def still_waiting(ahead: Sequence[PendingGroup], snapshot: ClusterSnapshot) -> tuple[PendingGroup, ...]:
-    """The groups of ``ahead`` that still wait in ``snapshot`` (the view may list some placed since)."""
+    """The groups of ``ahead`` that still wait for kube-scheduler in ``snapshot``.
+
+    A group placed since the view was built no longer waits. Nor does a group whose unplaced pods all
+    carry the admission gate: kube-scheduler cannot try it until the placement manager releases it, and
+    the release pass keeps the room of a group it holds back itself (``scheduling.admission_gates``).
+    """
     waiting = []
     for group in ahead:
         members = snapshot.members(group.key)
         if members:
-            if any(m.node_name is None and not m.terminating for m in members):
+            if any(_waits(m) for m in members):
                 waiting.append(group)
             continue
         namespace, _, name = group.key.partition("/")
         pod = snapshot.pod(namespace, name)
-        if pod is not None and pod.node_name is None and not pod.terminating:
+        if pod is not None and _waits(pod):
             waiting.append(group)
     return tuple(waiting)
+
+
+def _waits(pod: Pod) -> bool:
+    return pod.node_name is None and not pod.terminating and not pod.gated
 
 
 @dataclass

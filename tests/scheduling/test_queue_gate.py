@@ -178,6 +178,8 @@ GANG_DYING = [
 ]
 ALONE_BOUND = a_pod("solo").on("n2", [0]).build()
 ALONE_WAITING = a_pod("wait").build()
+ALONE_GATED = a_pod("gated").gated().build()
+GANG_GATED = [a_pod(f"g{i}").group("closed").gated().build() for i in range(2)]
 AHEAD = [
     group("done", "a", 2),
     group("half", "a", 2),
@@ -185,12 +187,14 @@ AHEAD = [
     group("solo", "a", 1),
     group("wait", "a", 1),
     group("gone", "a", 1),
+    group("gated", "a", 1),
+    group("closed", "a", 2),
 ]
 
 
-def test_still_waiting_keeps_groups_with_a_member_or_pod_left_to_place() -> None:
+def test_still_waiting_keeps_groups_with_a_member_or_pod_left_to_place_and_not_gated() -> None:
     snapshot: ClusterSnapshot = snapshot_of(
-        NODES, [*GANG_DONE, *GANG_HALF, *GANG_DYING, ALONE_BOUND, ALONE_WAITING]
+        NODES, [*GANG_DONE, *GANG_HALF, *GANG_DYING, ALONE_BOUND, ALONE_WAITING, ALONE_GATED, *GANG_GATED]
     )
     assert [g.key for g in still_waiting(AHEAD, snapshot)] == ["ml/half", "ml/wait"]
 
