@@ -13,7 +13,6 @@ the simulated nodes and kubelet it starts, and with ``hack/`` on ``sys.path`` on
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import errno
 import os
@@ -28,7 +27,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO
 
-import yaml
+from bed_webhooks import GATE_MANIFEST, PIN_MANIFEST, register
 from localcluster import MPI_OPERATOR, LocalCluster, build_module, render_scheduler_config
 from localcluster.pki import ensure_serving_cert
 
@@ -41,10 +40,6 @@ REPO = Path(__file__).resolve().parents[1]
 PLACEMENT_LEASE = "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/phalanx-placement"
 """The placement manager's Lease on the test bed."""
 
-PIN_WEBHOOK = "phalanx-pin-webhook-testbed"
-"""Name of the test bed's MutatingWebhookConfiguration: ``manifests/pin-webhook.yaml``'s under another name,
-so that applying the manifests (a test does, as a dry run) does not meet it."""
-
 
 def elect_leader(config: str) -> str:
     """A rendered scheduler config (leader election off) with election on and a short Lease.
@@ -56,16 +51,6 @@ def elect_leader(config: str) -> str:
         msg = "the rendered scheduler config has no 'leaderElect: false' to turn on"
         raise ValueError(msg)
     return config.replace("leaderElect: false", on, 1)
-
-
-def pin_webhook_configuration(client_config: dict[str, object]) -> dict[str, object]:
-    """``manifests/pin-webhook.yaml``'s MutatingWebhookConfiguration, calling ``client_config``."""
-    documents = yaml.safe_load_all((REPO / "manifests" / "pin-webhook.yaml").read_text())
-    config = next(d for d in documents if d and d.get("kind") == "MutatingWebhookConfiguration")
-    config["metadata"] = {"name": PIN_WEBHOOK}
-    for webhook in config["webhooks"]:
-        webhook["clientConfig"] = client_config
-    return dict(config)
 
 
 MPI_OPERATOR_NAMESPACE = "mpi-operator"
@@ -105,6 +90,7 @@ class Testbed:
         placement_grace: float = 60.0,
         mpi_operator: bool = False,
         pin_webhook: bool = True,
+        admission_gates: bool = False,
         scheduler_pairs: int = 1,
         log: Callable[[str], None] = lambda line: print(line, file=sys.stderr, flush=True),
     ) -> None:
@@ -116,6 +102,7 @@ class Testbed:
         self.placement_grace = placement_grace
         self.mpi_operator = mpi_operator
         self.pin_webhook = pin_webhook
+        self.admission_gates = admission_gates
         self.webhook_port = free_port()
         self.placement_metrics_ports: dict[str, int] = {}
         """Replica name -> the port of its ``/metrics`` (``--metrics-port``), kept across restarts."""
@@ -237,6 +224,7 @@ class Testbed:
         argv += ["--metrics-port", str(self.placement_metrics_ports.setdefault(name, free_port()))]
         argv += ["--lease-namespace", "kube-system", "--lease-duration-seconds", "3"]
         argv += ["--renew-deadline-seconds", "2", "--lease-retry-seconds", "0.5"]
+        argv += ["--admission-gates", "true" if self.admission_gates else "false"]
         if serve:
             key, crt = ensure_serving_cert(
                 self.cluster.ca_file.parent, "pin-webhook", "/CN=phalanx-pin-webhook", ("IP:127.0.0.1",)
@@ -250,6 +238,7 @@ class Testbed:
                 f"https://127.0.0.1:{self.webhook_port}/healthz", name, timeout=60, context=context
             )
             self.set_pin_webhook(enabled=True)
+            self.set_admission_gate(enabled=self.admission_gates)
 
     def placement_leader(self) -> str:
         """The identity holding the placement manager's Lease now (empty when none does)."""
@@ -260,26 +249,28 @@ class Testbed:
         return str((lease.get("spec") or {}).get("holderIdentity") or "")
 
     def set_pin_webhook(self, *, enabled: bool) -> None:
-        """Register the pin webhook with the API server, or take it away (the pass alone pins then).
-
-        The configuration is ``manifests/pin-webhook.yaml``'s, calling the loopback port instead of the
-        Service.
-        """
-        path = f"/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/{PIN_WEBHOOK}"
-        if not enabled:
-            with contextlib.suppress(NotFoundError):
-                self.http.request("DELETE", path)
-            return
-        ca = base64.b64encode(self.cluster.ca_file.read_bytes()).decode()
-        url = f"https://127.0.0.1:{self.webhook_port}/mutate-pods"
-        config = pin_webhook_configuration({"url": url, "caBundle": ca})
-        self.http.request(
-            "PATCH",
-            path,
-            query={"fieldManager": "phalanx-testbed", "force": "true"},
-            body=config,
-            content_type="application/apply-patch+yaml",
+        """Register the pin webhook with the API server, or take it away (the pass alone pins then)."""
+        register(
+            self.http, PIN_MANIFEST, base_url=self._webhook_url, ca_file=self.cluster.ca_file, enabled=enabled
         )
+
+    def set_admission_gate(self, *, enabled: bool) -> None:
+        """Register the admission gate webhook, or take it away (pods are then created ungated).
+
+        The placement manager gates only when started with ``admission_gates``; registered without it,
+        its webhook lets pods through.
+        """
+        register(
+            self.http,
+            GATE_MANIFEST,
+            base_url=self._webhook_url,
+            ca_file=self.cluster.ca_file,
+            enabled=enabled,
+        )
+
+    @property
+    def _webhook_url(self) -> str:
+        return f"https://127.0.0.1:{self.webhook_port}"
 
     def pid(self, name: str) -> int:
         """The pid of the process ``name`` this test bed started (0 if it is not running)."""

@@ -25,6 +25,7 @@ from kubeio.cluster_cache import ClusterCache
 from kubeio.config import configure_logging
 from kubeio.errors import KubeError
 from kubeio.events import EventRecorder
+from kubeio.gates import GateWriter
 from kubeio.http import KubeHttp, load_api_client
 from kubeio.lease import LeaseClient
 from kubeio.mpijobs import MpiJobWriter
@@ -32,12 +33,15 @@ from kubeio.pins import PinWriter
 from kubeio.podgroups import PodGroupWriter
 from kubeio.queues import QueueWriter
 from placement.elastic import ElasticReconciler
+from placement.gate_loop import run_gate_loop
+from placement.gates import GatePass, GateReleaser
 from placement.leadership import Leadership
 from placement.metrics import PlacementMetrics
 from placement.queues import QueueReconciler
 from placement.reconciler import Reconciler
 from placement.settings import PlacementSettings
-from placement.webhook import PinAdmitter, serve_webhook
+from placement.webhook import GATE_PATH, MUTATE_PATH, GateAdmitter, PinAdmitter, serve_webhook
+from scheduling.admission_gates import GateSettings
 from scheduling.elastic import ElasticSettings
 
 log = logging.getLogger("placement")
@@ -97,6 +101,8 @@ def run(settings: PlacementSettings, stop: threading.Event) -> int:
         log.warning("caches not synced after 120s; reconciling with what is there")
     leadership = _leadership(settings, http, metrics)
     elector = leadership.start(stop) if leadership is not None else None
+    if settings.admission_gates:
+        _start_release_loop(settings, cache, http, events, metrics, leadership, stop)
     while not stop.is_set():
         if leadership is not None and not leadership.leading.is_set():  # a warm standby: caches only
             if leadership.lost.is_set():
@@ -138,6 +144,51 @@ def run(settings: PlacementSettings, stop: threading.Event) -> int:
     return 1 if leadership is not None and leadership.lost.is_set() else 0
 
 
+def _start_release_loop(
+    settings: PlacementSettings,
+    cache: ClusterCache,
+    http: KubeHttp,
+    events: EventRecorder,
+    metrics: PlacementMetrics,
+    leadership: Leadership | None,
+    stop: threading.Event,
+) -> None:
+    """Release gated groups on their own thread, woken by every pod change (``placement.gate_loop``)."""
+    releaser = GateReleaser(
+        cache,
+        GateWriter(http),
+        events,
+        clock=time.time,  # wall clock: release times meet creationTimestamps
+        topologies=cache.topologies,
+        settings=GateSettings(
+            max_unbound_gpus=settings.gate_max_unbound_gpus,
+            max_unbound_pods=settings.gate_max_unbound_pods,
+            release_ttl=settings.gate_release_ttl_seconds,
+            starve_after=settings.gate_starve_after_seconds,
+        ),
+    )
+    wake = threading.Event()
+    cache.add_listener(lambda _old, _new: wake.set())
+
+    def on_pass(outcome: GatePass, seconds: float) -> None:
+        metrics.admission_pass_seconds.observe(seconds)
+        metrics.admission_groups.labels("released").inc(len(outcome.released))
+        metrics.admission_groups.labels("refused").inc(len(outcome.refused))
+        metrics.admission_kept.set(outcome.kept)
+        metrics.admission_in_flight_gpus.set(outcome.in_flight_gpus)
+        if outcome.released:
+            log.debug("admission: released %s", ", ".join(outcome.released))
+
+    leading = (lambda: True) if leadership is None else leadership.leading.is_set
+    threading.Thread(
+        target=run_gate_loop,
+        args=(releaser, wake, stop),
+        kwargs={"leading": leading, "clock": time.monotonic, "on_pass": on_pass},
+        name="release-pass",
+        daemon=True,
+    ).start()
+
+
 def _leadership(settings: PlacementSettings, http: KubeHttp, metrics: PlacementMetrics) -> Leadership | None:
     """The Lease this replica must hold to act, or ``None`` when leader election is off."""
     if not settings.leader_elect:
@@ -174,8 +225,15 @@ def _serve_webhook(
         effect=settings.pin_taint_effect,
         on_pin=metrics.elastic_actions.labels("pin_at_creation").inc,
     )
+    gates = GateAdmitter(
+        enabled=settings.admission_gates, on_gate=metrics.admission_groups.labels("gated_at_creation").inc
+    )
     return serve_webhook(
-        admitter, host=settings.webhook_bind_address, port=settings.webhook_port, cert_file=cert, key_file=key
+        {MUTATE_PATH: admitter.admit, GATE_PATH: gates.admit},
+        host=settings.webhook_bind_address,
+        port=settings.webhook_port,
+        cert_file=cert,
+        key_file=key,
     )
 
 

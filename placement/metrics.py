@@ -153,6 +153,15 @@ class PlacementMetrics:
     """``phalanx_placement_leader``: 1 while this replica holds the Lease and acts, else 0."""
     cluster: ClusterFigures
     """GPUs per node, fragmentation and waiting gangs, read from the cache at scrape time."""
+    admission_groups: Counter
+    """``phalanx_admission_groups``: groups the release pass ungated (``released``) or whose ungate patch
+    was refused (``refused``: the pod changed; decided again next pass)."""
+    admission_kept: Gauge
+    """``phalanx_admission_groups_gated``: groups kept gated after the last release pass."""
+    admission_in_flight_gpus: Gauge
+    """``phalanx_admission_in_flight_gpus``: GPUs released and not bound yet after the last pass."""
+    admission_pass_seconds: Histogram
+    """``phalanx_admission_pass_seconds``: duration of one release pass."""
 
     @staticmethod
     def create(registry: CollectorRegistry) -> PlacementMetrics:
@@ -193,4 +202,23 @@ class PlacementMetrics:
                 registry=registry,
             ),
             cluster=cluster,
+            admission_groups=Counter(
+                "phalanx_admission_groups",
+                "Groups the release pass ungated (released) or whose patch was refused (refused).",
+                ["outcome"],
+                registry=registry,
+            ),
+            admission_kept=Gauge(
+                "phalanx_admission_groups_gated",
+                "Groups kept gated after the last release pass.",
+                registry=registry,
+            ),
+            admission_in_flight_gpus=Gauge(
+                "phalanx_admission_in_flight_gpus",
+                "GPUs released from the admission gate and not bound yet.",
+                registry=registry,
+            ),
+            admission_pass_seconds=Histogram(
+                "phalanx_admission_pass_seconds", "Duration of one release pass.", registry=registry
+            ),
         )

@@ -74,6 +74,26 @@ class PlacementSettings:
     lease_retry_seconds: float = 2.0
     """Time between two reads of the Lease (``--lease-retry-seconds``)."""
 
+    admission_gates: bool = True
+    """Gate pods of scheduler ``phalanx`` at creation and release them group by group in the fair order
+    (``--admission-gates``, ``PHALANX_ADMISSION_GATES``; docs/design/admission-gates.md). Off: the gate
+    webhook lets pods through ungated and nothing is released (a pod gated before stays gated until a
+    replica with gates on releases it)."""
+
+    gate_max_unbound_gpus: int = 128
+    """GPUs released and not yet bound, at most (``PHALANX_GATE_MAX_UNBOUND_GPUS``)."""
+
+    gate_max_unbound_pods: int = 256
+    """Pods released and not yet bound, at most (``PHALANX_GATE_MAX_UNBOUND_PODS``)."""
+
+    gate_release_ttl_seconds: float = 60.0
+    """A released group not bound after this long stops counting as in flight
+    (``PHALANX_GATE_RELEASE_TTL_SECONDS``)."""
+
+    gate_starve_after_seconds: float = 300.0
+    """A group kept gated this long keeps its GPUs from groups behind it
+    (``PHALANX_GATE_STARVE_AFTER_SECONDS``)."""
+
     remove_pin_taints: bool = False
     """Take every pin taint off every node and exit (``--remove-pin-taints``), e.g. before uninstalling."""
 
@@ -143,6 +163,29 @@ class PlacementSettings:
         parser.add_argument(
             "--lease-retry-seconds", type=positive_number, default=defaults.lease_retry_seconds
         )
+        parser.add_argument(
+            "--admission-gates",
+            type=_flag,
+            default=environ.get("PHALANX_ADMISSION_GATES", str(defaults.admission_gates)),
+        )
+        for flag, env, default in (
+            ("--gate-max-unbound-gpus", "PHALANX_GATE_MAX_UNBOUND_GPUS", defaults.gate_max_unbound_gpus),
+            ("--gate-max-unbound-pods", "PHALANX_GATE_MAX_UNBOUND_PODS", defaults.gate_max_unbound_pods),
+        ):
+            parser.add_argument(flag, type=int, default=environ.get(env, default))
+        for flag, env, seconds in (
+            (
+                "--gate-release-ttl-seconds",
+                "PHALANX_GATE_RELEASE_TTL_SECONDS",
+                defaults.gate_release_ttl_seconds,
+            ),
+            (
+                "--gate-starve-after-seconds",
+                "PHALANX_GATE_STARVE_AFTER_SECONDS",
+                defaults.gate_starve_after_seconds,
+            ),
+        ):
+            parser.add_argument(flag, type=positive_number, default=environ.get(env, seconds))
         parser.add_argument("--remove-pin-taints", action="store_true")
         args = parser.parse_args(argv)
         if args.leader_elect and not 0 < args.renew_deadline_seconds < args.lease_duration_seconds:
@@ -168,6 +211,15 @@ class PlacementSettings:
             lease_duration_seconds=int(args.lease_duration_seconds),
             renew_deadline_seconds=float(args.renew_deadline_seconds),
             lease_retry_seconds=float(args.lease_retry_seconds),
+            admission_gates=bool(args.admission_gates),
+            gate_max_unbound_gpus=_at_least_one(
+                int(args.gate_max_unbound_gpus), "--gate-max-unbound-gpus", parser
+            ),
+            gate_max_unbound_pods=_at_least_one(
+                int(args.gate_max_unbound_pods), "--gate-max-unbound-pods", parser
+            ),
+            gate_release_ttl_seconds=positive_number(args.gate_release_ttl_seconds),
+            gate_starve_after_seconds=positive_number(args.gate_starve_after_seconds),
             remove_pin_taints=bool(args.remove_pin_taints),
             log_level=environ.get(LOG_LEVEL_ENV, defaults.log_level),
         )
@@ -182,3 +234,9 @@ def _flag(text: str) -> bool:
         return False
     msg = f"expected true or false, got {text!r}"
     raise argparse.ArgumentTypeError(msg)
+
+
+def _at_least_one(value: int, flag: str, parser: argparse.ArgumentParser) -> int:
+    if value < 1:
+        parser.error(f"{flag} must be at least 1")
+    return value

@@ -11,6 +11,11 @@ the API server at that moment, so the two never disagree and nothing is remember
 It always allows the pod: with no plan, no room in it, a job that is not elastic, or any failure, the
 pod is created unpinned and the pass pins it (the webhook configuration also says ``failurePolicy:
 Ignore``). ``docs/elastic-mpijobs.md`` has the measured difference (creation to bound).
+
+The same server answers the gate webhook on ``GATE_PATH`` (``GateAdmitter``): every pod of scheduler
+``phalanx`` is created with the admission gate, released later by the leader's release pass
+(``placement.gates``). Two webhook configurations, two paths: the pin one selects workers by label, the
+gate one sees every pod, and a worker passes both.
 """
 
 from __future__ import annotations
@@ -19,13 +24,14 @@ import logging
 import socket
 import ssl
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Protocol
 
 from kubeio.admission import PodAdmission, ReviewError, allow, read_review
 from kubeio.convert import ConvertError
 from kubeio.errors import KubeError
+from kubeio.gates import gate_ops
 from kubeio.mpijobs import JOB_NAME_LABEL, ROLE_LABEL, MpiJob, mpijob_ref, parse_plan, workers_of
 from kubeio.pins import pin_toleration
 from kubeio.ports import EventSink
@@ -35,6 +41,7 @@ from scheduling.model import Pod
 log = logging.getLogger(__name__)
 
 MUTATE_PATH = "/mutate-pods"
+GATE_PATH = "/gate-pods"
 MAX_BODY = 3 * 1024 * 1024
 """Largest review read (the API server's own request limit for an object is 3 MiB)."""
 
@@ -116,10 +123,38 @@ class PinAdmitter:
         return node
 
 
+class GateAdmitter:
+    """Answers the gate webhook: adds the admission gate to a pod of scheduler ``phalanx`` being created.
+
+    With gates off (``--admission-gates=false``) it lets every pod through ungated: nothing would release
+    them.
+    """
+
+    def __init__(self, *, enabled: bool, on_gate: Callable[[], None] = lambda: None) -> None:
+        self._enabled = enabled
+        self._on_gate = on_gate
+
+    def admit(self, body: bytes) -> tuple[int, bytes]:
+        """HTTP status and body answering ``body``; 400 with the reason for a body that is no review."""
+        try:
+            review = read_review(body)
+        except ReviewError as exc:
+            log.warning("gate webhook: %s", exc)
+            return 400, str(exc).encode()
+        ops = gate_ops(review) if self._enabled else []
+        if ops:
+            self._on_gate()
+        return 200, allow(review.uid, patch=ops)
+
+
+Admit = Callable[[bytes], tuple[int, bytes]]
+"""One webhook's answer to a review body: HTTP status and body."""
+
+
 def serve_webhook(
-    admitter: PinAdmitter, *, host: str, port: int, cert_file: str, key_file: str
+    routes: Mapping[str, Admit], *, host: str, port: int, cert_file: str, key_file: str
 ) -> ThreadingHTTPServer:
-    """Start serving ``admitter`` over HTTPS on a daemon thread; ``shutdown()`` the result to stop.
+    """Start serving ``routes`` (path to answer) over HTTPS on a daemon thread; ``shutdown()`` to stop.
 
     Raises:
         OSError: the port is taken or the certificate cannot be read.
@@ -142,12 +177,13 @@ def serve_webhook(
 
         def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
-            if self.path.split("?")[0] != MUTATE_PATH:
+            admit = routes.get(self.path.split("?")[0])
+            if admit is None:
                 self._reply(404, b"not found")
             elif not 0 < length <= MAX_BODY:
                 self._reply(413 if length else 400, b"a review of at most 3 MiB is expected")
             else:
-                self._reply(*admitter.admit(self.rfile.read(length)))
+                self._reply(*admit(self.rfile.read(length)))
 
         def do_GET(self) -> None:
             self._reply(200 if self.path == "/healthz" else 404, b"ok" if self.path == "/healthz" else b"")
@@ -165,5 +201,5 @@ def serve_webhook(
 
     server = Server((host, port), Handler)
     threading.Thread(target=server.serve_forever, name="pin-webhook", daemon=True).start()
-    log.info("pin webhook serving https://%s:%d%s", host, port, MUTATE_PATH)
+    log.info("webhooks serving https://%s:%d %s", host, port, " ".join(sorted(routes)))
     return server

@@ -135,7 +135,9 @@ def test_the_server_answers_over_tls_verified_against_the_ca(tmp_path: Path) -> 
     admitter = PinAdmitter(
         FakeJobReader({"ml/mnist": job({"n1": 4})}, RUNNING), FakeEvents(), effect="NoExecute"
     )
-    server = serve_webhook(admitter, host="127.0.0.1", port=0, cert_file=str(crt), key_file=str(key))
+    server = serve_webhook(
+        {MUTATE_PATH: admitter.admit}, host="127.0.0.1", port=0, cert_file=str(crt), key_file=str(key)
+    )
     try:
         port = server.server_address[1]
         context = ssl.create_default_context(cafile=str(tmp_path / "ca.crt"))

@@ -1,0 +1,65 @@
+"""The test bed's webhook configurations: the manifests' own, renamed, calling a loopback port.
+
+The placement manager serves two mutating webhooks on one HTTPS port: the pin webhook
+(``manifests/pin-webhook.yaml``, path ``/mutate-pods``) and the admission gate
+(``manifests/admission-gate-webhook.yaml``, path ``/gate-pods``). The test bed registers the manifests'
+configurations as they are, except for the name (``-testbed``, so that applying the manifests, which a
+test does as a dry run, does not meet them) and the client configuration (a URL on loopback with the
+cluster's CA instead of the in-cluster Service).
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from kubeio.errors import NotFoundError
+from kubeio.http import KubeHttp
+
+REPO = Path(__file__).resolve().parents[1]
+CONFIGS = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations"
+
+PIN_MANIFEST = "pin-webhook.yaml"
+GATE_MANIFEST = "admission-gate-webhook.yaml"
+
+
+def testbed_name(manifest: str) -> str:
+    """The test bed's name of the configuration in ``manifests/<manifest>``."""
+    return f"{_configuration(manifest)['metadata']['name']}-testbed"
+
+
+def webhook_configuration(manifest: str, base_url: str, ca_bundle: str) -> dict[str, Any]:
+    """``manifests/<manifest>``'s configuration, each webhook calling ``base_url`` + its own path."""
+    config = _configuration(manifest)
+    config["metadata"] = {"name": testbed_name(manifest)}
+    for webhook in config["webhooks"]:
+        path = webhook["clientConfig"]["service"]["path"]
+        webhook["clientConfig"] = {"url": f"{base_url}{path}", "caBundle": ca_bundle}
+    return config
+
+
+def register(http: KubeHttp, manifest: str, *, base_url: str, ca_file: Path, enabled: bool) -> None:
+    """Register (server-side apply) or delete the test bed's configuration of ``manifest``."""
+    path = f"{CONFIGS}/{testbed_name(manifest)}"
+    if not enabled:
+        with contextlib.suppress(NotFoundError):
+            http.request("DELETE", path)
+        return
+    ca = base64.b64encode(ca_file.read_bytes()).decode()
+    http.request(
+        "PATCH",
+        path,
+        query={"fieldManager": "phalanx-testbed", "force": "true"},
+        body=webhook_configuration(manifest, base_url, ca),
+        content_type="application/apply-patch+yaml",
+    )
+
+
+def _configuration(manifest: str) -> dict[str, Any]:
+    documents = yaml.safe_load_all((REPO / "manifests" / manifest).read_text())
+    config = next(d for d in documents if d and d.get("kind") == "MutatingWebhookConfiguration")
+    return dict(config)

@@ -1,0 +1,175 @@
+"""The release pass: ungate the groups the core releases, tell the others why they wait.
+
+Pods of scheduler ``phalanx`` are created gated (the gate webhook, ``placement.webhook``); this pass,
+run by the leader only, decides from one snapshot which groups may enter kube-scheduler's queue now
+(``scheduling.admission_gates.release``) and removes their gate with a guarded patch per pod
+(``kubeio.gates.GateWriter``). A patch refused because the pod changed leaves the group gated in the
+book's eyes, so the next pass, on fresher facts, decides again; a half-released gang is finished by the
+next pass (the released part counts as in flight). Nothing here is needed after a restart: a new leader
+adopts every ungated, unbound group as released now (``scheduling.admission_flight``).
+
+Every release is an event on the group (``AdmissionReleased``) and every group kept gated gets its
+sentence as an event (``AdmissionWaiting``), again only when the sentence's rule changes or a minute has
+passed, so a long wait does not flood the API server.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from kubeio.errors import KubeError
+from kubeio.events import ObjectRef
+from kubeio.ports import ClusterSource, EventSink
+from kubeio.render import pod_ref, podgroup_ref
+from scheduling.admission_gates import GateSettings, ReleasedBook, release
+from scheduling.model import Pod
+from scheduling.promises import PromiseBook
+from scheduling.queue_view import view_of
+from scheduling.queues import QueueTree
+from scheduling.snapshot import ClusterSnapshot
+from scheduling.topology import TopologyCache
+
+log = logging.getLogger(__name__)
+
+WAITING_EVENT_EVERY = 60.0
+"""Seconds between two ``AdmissionWaiting`` events of one group while its sentence's rule stays the same."""
+
+WAITING_EVENT_AFTER = 5.0
+"""A group kept gated gets its first ``AdmissionWaiting`` event once it has waited this long: most groups
+are released within a pass or two (a gang's members still being created, say) and need no sentence."""
+
+
+class Ungater(Protocol):
+    """Removes the admission gate from one pod (``kubeio.gates.GateWriter``)."""
+
+    def ungate(self, pod: Pod) -> bool:
+        """``True`` once the gate is gone; ``False`` if the pod is gone or changed (decide again)."""
+
+
+@dataclass(frozen=True, slots=True)
+class GatePass:
+    """What one pass did: groups released (their pods ungated), groups kept gated, patches refused."""
+
+    released: tuple[str, ...] = ()
+    kept: int = 0
+    refused: tuple[str, ...] = ()
+    in_flight_gpus: int = 0
+
+
+class GateReleaser:
+    """Runs release passes and remembers, between them, when each group was released."""
+
+    def __init__(
+        self,
+        source: ClusterSource,
+        ungater: Ungater,
+        events: EventSink,
+        *,
+        clock: Callable[[], float],
+        topologies: TopologyCache,
+        settings: GateSettings,
+    ) -> None:
+        self._source = source
+        self._ungater = ungater
+        self._events = events
+        self._clock = clock  # wall clock: release times meet creationTimestamps
+        self._topologies = topologies
+        self._settings = settings
+        self._book = ReleasedBook()
+        self._tree: QueueTree | None = None
+        self._told: dict[str, tuple[str, float]] = {}  # group -> (rule of its last sentence, when)
+        self._kept_since: dict[str, float] = {}
+
+    def reconcile_once(self) -> GatePass:
+        """One pass: decide, ungate in the decided order, record the events."""
+        snapshot = self._source.snapshot()
+        now = self._clock()
+        view = view_of(snapshot, PromiseBook(), self._tree)
+        self._tree = view.tree
+        decision = release(
+            snapshot, PromiseBook(), view, self._book, self._topologies, now=now, settings=self._settings
+        )
+        book = decision.in_flight
+        released: list[str] = []
+        refused: list[str] = []
+        for group in decision.released:
+            if self._ungate(snapshot, group.pods):
+                released.append(group.group)
+                self._record(
+                    snapshot, group.group, group.pods, "AdmissionReleased", f"released: {group.reason}"
+                )
+            else:
+                refused.append(group.group)
+                book = book.without(group.group)
+        self._book = book
+        waiting = {k.group for k in decision.kept}
+        for kept in decision.kept:
+            if now - self._kept_since.get(kept.group, now) >= WAITING_EVENT_AFTER:
+                self._tell(snapshot, kept.group, kept.reason, now)
+        self._told = {g: told for g, told in self._told.items() if g in waiting}
+        self._kept_since = {g: self._kept_since.get(g, now) for g in waiting}
+        gpus = _in_flight_gpus(snapshot, book)
+        return GatePass(tuple(released), len(decision.kept), tuple(refused), gpus)
+
+    def _ungate(self, snapshot: ClusterSnapshot, keys: Sequence[str]) -> bool:
+        """Ungate every pod of ``keys``; ``False`` as soon as one is refused (the rest wait a pass)."""
+        for key in keys:
+            namespace, _, name = key.partition("/")
+            pod = snapshot.pod(namespace, name)
+            if pod is None:
+                continue
+            try:
+                if not self._ungater.ungate(pod):
+                    log.info("admission: %s changed since the pass read it; decided again next pass", key)
+                    return False
+            except KubeError as exc:
+                log.warning("admission: %s not ungated: %s", key, exc)
+                return False
+        return True
+
+    def _tell(self, snapshot: ClusterSnapshot, group: str, reason: str, now: float) -> None:
+        """Record ``reason`` for a kept group when its rule changed or a minute has passed."""
+        rule = reason.split(":", 1)[0]
+        told = self._told.get(group)
+        if told is not None and told[0] == rule and now - told[1] < WAITING_EVENT_EVERY:
+            return
+        self._told[group] = (rule, now)
+        pods = tuple(p.key for p in _pods_of(snapshot, group))
+        self._record(snapshot, group, pods, "AdmissionWaiting", f"kept gated: {reason}")
+
+    def _record(
+        self, snapshot: ClusterSnapshot, group: str, pods: Sequence[str], reason: str, text: str
+    ) -> None:
+        for ref in _refs(snapshot, group, pods):
+            self._events.record(ref, "Normal", reason, text)
+
+
+def _pods_of(snapshot: ClusterSnapshot, group: str) -> list[Pod]:
+    members = snapshot.members(group)
+    if members:
+        return list(members)
+    namespace, _, name = group.partition("/")
+    pod = snapshot.pod(namespace, name)
+    return [pod] if pod is not None else []
+
+
+def _refs(snapshot: ClusterSnapshot, group: str, pods: Sequence[str]) -> list[ObjectRef]:
+    """Where a group's admission events go: its PodGroup for a gang, else the pod itself."""
+    podgroup = snapshot.podgroup(group)
+    if podgroup is not None:
+        return [podgroup_ref(podgroup)]
+    refs = []
+    for key in pods[:1]:
+        namespace, _, name = key.partition("/")
+        pod = snapshot.pod(namespace, name)
+        if pod is not None:
+            refs.append(pod_ref(pod))
+    return refs
+
+
+def _in_flight_gpus(snapshot: ClusterSnapshot, book: ReleasedBook) -> int:
+    """GPUs of the pods released and not bound yet (for the metric)."""
+    return sum(p.requests.gpus for g in book.at for p in _pods_of(snapshot, g) if p.node_name is None)

@@ -1,0 +1,173 @@
+"""Admission gates on the real control plane: pods are created gated and released whole, in fair order.
+
+Issue 15 (the soak's collapse): kube-scheduler retries every pod the extender turned down, so with
+thousands pending a reserved gang's members arrive minutes apart. With the gate webhook
+(``manifests/admission-gate-webhook.yaml``) a pod of scheduler ``phalanx`` is created with the gate
+``phalanx.io/admission`` and kube-scheduler does not see it until the placement manager's leader
+releases its group. This module runs its own test bed with gates on (the session's runs without, so the
+extender's own gates are tested on pods that reach it ungated, as they do while the webhook is down).
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from localbed import Testbed
+from workload import (
+    QUEUES,
+    create_pod,
+    create_podgroup,
+    create_queue,
+    ensure_namespace,
+    events_for,
+    get_pod,
+    gpu_pod,
+    list_pods,
+    member,
+    podgroup,
+    queue,
+    wait_for,
+)
+
+from scheduling.model import ADMISSION_GATE
+from testbed.nodes import fleet
+
+GATE = {"name": ADMISSION_GATE}
+
+
+@pytest.fixture(scope="module")
+def gated_bed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Testbed]:
+    """A test bed whose placement manager gates pods of scheduler phalanx; two 8-GPU nodes."""
+    bed = Testbed(Path(tmp_path_factory.mktemp("gates")), admission_gates=True)
+    try:
+        bed.start()
+        bed.add_nodes(fleet(2, gpus=8))
+        yield bed
+    finally:
+        bed.stop()
+
+
+@pytest.fixture
+def ns(gated_bed: Testbed, request: pytest.FixtureRequest) -> Iterator[str]:
+    name = f"gates-{request.node.name.split('_')[1]}-{int(time.time() * 1000) % 100000}"
+    ensure_namespace(gated_bed.http, name)
+    yield name
+    for pod in list_pods(gated_bed.http, name):
+        gated_bed.http.request(
+            "DELETE",
+            f"/api/v1/namespaces/{name}/pods/{pod['metadata']['name']}",
+            body={"gracePeriodSeconds": 0},
+        )
+    wait_for("pods deleted", lambda: not list_pods(gated_bed.http, name), timeout=30)
+
+
+def _node(bed: Testbed, namespace: str, name: str) -> str | None:
+    return get_pod(bed.http, namespace, name)["spec"].get("nodeName")
+
+
+def _gates(pod: dict[str, Any]) -> list[dict[str, str]]:
+    return list(pod["spec"].get("schedulingGates") or [])
+
+
+def _reasons(bed: Testbed, namespace: str, name: str, reason: str) -> list[str]:
+    return [str(e["message"]) for e in events_for(bed.http, namespace, name) if e.get("reason") == reason]
+
+
+def test_a_pod_is_created_gated_then_released_and_bound(gated_bed: Testbed, ns: str) -> None:
+    created = create_pod(gated_bed.http, ns, gpu_pod("solo", 2))
+    assert _gates(created) == [GATE], "the webhook gates a pod of scheduler phalanx as it is created"
+    other = create_pod(gated_bed.http, ns, gpu_pod("plain", 0, scheduler="default-scheduler"))
+    assert _gates(other) == [], "a pod of another scheduler is not gated"
+    node = wait_for("the pod bound", lambda: _node(gated_bed, ns, "solo"), timeout=30)
+    assert _gates(get_pod(gated_bed.http, ns, "solo")) == []
+    released = wait_for("its release event", lambda: _reasons(gated_bed, ns, "solo", "AdmissionReleased"))
+    assert released[0].startswith("released: queue default: admitted; fits now on"), released
+    assert node in released[0]
+
+
+def test_a_gang_stays_gated_until_whole_then_is_released_at_once(gated_bed: Testbed, ns: str) -> None:
+    http = gated_bed.http
+    create_podgroup(http, ns, podgroup("trio", 3))
+    for i in range(2):
+        create_pod(http, ns, member(f"trio-{i}", "trio", 4))
+    time.sleep(3)  # several release passes: two of three members exist
+    pods = list_pods(http, ns)
+    assert [_gates(p) for p in pods] == [[GATE], [GATE]], "an incomplete gang stays gated"
+    create_pod(http, ns, member("trio-2", "trio", 4))
+    nodes = wait_for(
+        "all three bound",
+        lambda: (n := [p["spec"].get("nodeName") for p in list_pods(http, ns)]) and all(n) and n,
+        timeout=30,
+    )
+    assert len(nodes) == 3
+    released = _reasons(gated_bed, ns, "trio", "AdmissionReleased")
+    assert len(released) == 1, f"one release of the whole gang, on its PodGroup: {released}"
+
+
+def test_a_pod_over_its_queue_limit_stays_gated_with_the_reason(gated_bed: Testbed, ns: str) -> None:
+    http = gated_bed.http
+    create_queue(http, queue(f"lim-{ns}", quota=2, weight=1, limit=4))
+    try:
+        pod = gpu_pod("big", 8)
+        pod["metadata"]["labels"] = {"phalanx.io/queue": f"lim-{ns}"}
+        create_pod(http, ns, pod)
+        waiting = wait_for(
+            "the waiting event", lambda: _reasons(gated_bed, ns, "big", "AdmissionWaiting"), timeout=30
+        )
+        assert (
+            waiting[0]
+            == f"kept gated: queue lim-{ns}: over its GPU limit (limit 4, allocated 0, this job needs 8)"
+        )
+        assert _gates(get_pod(http, ns, "big")) == [GATE]
+        assert not [e for e in events_for(http, ns, "big") if e.get("reason") == "FailedScheduling"], (
+            "kube-scheduler never tried it"
+        )
+    finally:
+        http.request("DELETE", f"{QUEUES}/lim-{ns}")
+
+
+def test_with_the_webhook_down_pods_are_created_ungated_and_still_scheduled(
+    gated_bed: Testbed, ns: str
+) -> None:
+    gated_bed.set_admission_gate(enabled=False)
+    try:
+        created = create_pod(gated_bed.http, ns, gpu_pod("direct", 1))
+        assert _gates(created) == []
+        wait_for("the ungated pod bound", lambda: _node(gated_bed, ns, "direct"), timeout=30)
+    finally:
+        gated_bed.set_admission_gate(enabled=True)
+
+
+def test_a_new_leader_releases_what_its_predecessor_kept_gated(gated_bed: Testbed, ns: str) -> None:
+    http = gated_bed.http
+    name = f"ho-{ns}"
+    create_queue(http, queue(name, quota=2, weight=1, limit=2))
+    try:
+        create_podgroup(http, ns, podgroup("pair", 2))
+        for i in range(2):
+            pod = member(f"pair-{i}", "pair", 2)
+            pod["metadata"]["labels"]["phalanx.io/queue"] = name
+            create_pod(http, ns, pod)
+        wait_for("the waiting event", lambda: _reasons(gated_bed, ns, "pair", "AdmissionWaiting"), timeout=30)
+        gated_bed.start_placement("placement-b", webhook=False)
+        gated_bed.kill_placement(signal.SIGKILL)
+        body = queue(name, quota=2, weight=1, limit=8)
+        current = http.request("GET", f"{QUEUES}/{name}")
+        body["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
+        http.request("PUT", f"{QUEUES}/{name}", body=body)
+        wait_for(
+            "both members bound by the new leader",
+            lambda: all(p["spec"].get("nodeName") for p in list_pods(http, ns)),
+            timeout=40,
+        )
+        assert len(_reasons(gated_bed, ns, "pair", "AdmissionReleased")) == 1
+    finally:
+        gated_bed.kill_placement(signal.SIGTERM, name="placement-b")
+        if not gated_bed.is_running("placement"):
+            gated_bed.start_placement()
+        http.request("DELETE", f"{QUEUES}/{name}")
