@@ -10,7 +10,10 @@ pods bound so far, gangs partially bound past their timeout, GPU indices held tw
 promises and reservations outstanding, and the RSS and open file descriptors of the extender's worker
 and of the placement manager. The goal (not a test): over 30 minutes, memory growth under 5% after the
 first 5 minutes, 0 partial gangs past timeout, 0 double GPUs, 0 promises left once the work drains.
-Run: ``hack/soak --minutes 30 [--rate 1000] [--nodes 64] [--seed 1]``.
+With admission gates (the default, as the manifests ship): pods are created gated and released by
+the placement manager; each report also says how many pods wait gated and the median seconds from
+creation to scheduled of the pods scheduled in the last minute. ``--no-gates`` runs the extender alone.
+Run: ``hack/soak --minutes 30 [--rate 1000] [--nodes 64] [--seed 1] [--no-gates]``.
 """
 
 from __future__ import annotations
@@ -20,11 +23,13 @@ import contextlib
 import os
 import random
 import re
+import statistics
 import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 
 sys.path.insert(1, str(Path(__file__).resolve().parents[1]))  # the checkout: testbed/ is not installed
@@ -148,8 +153,31 @@ def _partial_past_timeout(pods: list[JsonObject], load: Load) -> list[str]:
     )
 
 
+def _scheduled_p50(pods: list[JsonObject], now: float) -> str:
+    """Median seconds from creation to ``PodScheduled`` of pods scheduled in the last minute (1 s steps)."""
+    waits = []
+    for pod in pods:
+        for cond in (pod.get("status") or {}).get("conditions") or []:
+            if cond.get("type") == "PodScheduled" and cond.get("status") == "True":
+                at = _epoch(cond.get("lastTransitionTime"))
+                created = _epoch(pod["metadata"].get("creationTimestamp"))
+                if at is not None and created is not None and now - at <= 60:
+                    waits.append(at - created)
+    return f"{statistics.median(waits):.0f}s" if waits else "n/a"
+
+
+def _epoch(text: object) -> float | None:
+    if not isinstance(text, str):
+        return None
+    with contextlib.suppress(ValueError):
+        return datetime.fromisoformat(text).timestamp()
+    return None
+
+
 def _report(bed: Testbed, minute: float, load: Load, pods: list[JsonObject], baseline: list[float]) -> str:
     bound = sum(1 for p in pods if p["spec"].get("nodeName"))
+    gated = sum(1 for p in pods if p["spec"].get("schedulingGates"))
+    scheduled = _scheduled_p50(pods, time.time())
     extender_master = bed.pid("extender")
     worker = (_children(extender_master) or [extender_master])[0]
     ext_rss, ext_fds = _rss_and_fds(worker)
@@ -169,6 +197,7 @@ def _report(bed: Testbed, minute: float, load: Load, pods: list[JsonObject], bas
     rate = load.created / max(minute, 1e-9)
     return (
         f"[{minute:5.1f} min] created {load.created} ({rate:.0f}/min), live {len(pods)}, bound now {bound}, "
+        f"gated {gated}, created->scheduled p50 {scheduled}, "
         f"deleted early {load.deleted_early}; partial gangs past timeout {partial}; "
         f"double GPUs {len(double_booked(pods))}; promises {promises:g}, reservations {reservations:g}; "
         f"extender {ext_rss:.0f} MiB {ext_fds} fds, placement {pl_rss:.0f} MiB {pl_fds} fds{growth}"
@@ -181,12 +210,20 @@ def main() -> int:
     parser.add_argument("--rate", type=float, default=1000.0, help="pods a minute, about")
     parser.add_argument("--nodes", type=int, default=64)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--gates", action=argparse.BooleanOptionalAction, default=True, help="admission gates (default on)"
+    )
     args = parser.parse_args()
     rng = random.Random(args.seed)
     load, baseline = Load(), list[float]()
     pool = ThreadPoolExecutor(8, thread_name_prefix="soak")
     with tempfile.TemporaryDirectory(prefix="phalanx-soak-") as state:
-        bed = Testbed(Path(state), extender_env={"PHALANX_LOG_LEVEL": "WARNING"}, pin_webhook=False)
+        bed = Testbed(
+            Path(state),
+            extender_env={"PHALANX_LOG_LEVEL": "WARNING"},
+            pin_webhook=args.gates,  # the webhook server also serves the gate
+            admission_gates=args.gates,
+        )
         try:
             bed.start()
             bed.add_nodes(fleet(args.nodes, gpus=8, racks_per_zone=4))
