@@ -22,7 +22,7 @@ import pytest
 
 from kubeio.errors import UnavailableError
 from kubeio.mpijobs import MpiJob, render_plan
-from placement.webhook import MUTATE_PATH, PinAdmitter, serve_webhook
+from placement.webhook import MUTATE_PATH, GateAdmitter, PinAdmitter, serve_webhook
 from scheduling.elastic.pinning import choose_pins
 from scheduling.model import Pod, Resources
 from tests.builders import FakeEvents
@@ -53,7 +53,7 @@ def job(plan: dict[str, int] | None, *, elastic: bool = True) -> MpiJob:
     )
 
 
-def answer(admitter: PinAdmitter, body: bytes) -> tuple[int, list[Any] | None]:
+def answer(admitter: PinAdmitter | GateAdmitter, body: bytes) -> tuple[int, list[Any] | None]:
     status, reply = admitter.admit(body)
     if status != 200:
         return status, None
