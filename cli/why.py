@@ -43,6 +43,7 @@ def explanation_item(said: Explanation) -> dict[str, Any]:
         "cause": said.cause.value,
         "verdict": said.verdict,
         "filterMessage": said.filter_message,
+        "admission": said.admission,
         "queue": None
         if queue is None
         else {

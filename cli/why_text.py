@@ -87,6 +87,8 @@ def explanation_text(doc: Mapping[str, Any]) -> str:
     what = "gang" if target["kind"] == "podgroup" else "pod"
     lines = [f"{what} {target['namespace']}/{target['name']}: {CAUSES.get(doc['cause'], doc['cause'])}"]
     lines.append(f"{INDENT}{doc['verdict']}")
+    if doc.get("admission"):
+        lines.append(f"{INDENT}admission gate: {doc['admission']}")
     if doc["filterMessage"] and doc["filterMessage"] not in doc["verdict"]:
         lines.append(f"{INDENT}phalanx's filter says: {doc['filterMessage']}")
     if doc["queue"] is not None:

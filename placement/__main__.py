@@ -23,7 +23,6 @@ from prometheus_client import CollectorRegistry, start_http_server
 
 from kubeio.cluster_cache import ClusterCache
 from kubeio.config import configure_logging
-from kubeio.errors import KubeError
 from kubeio.events import EventRecorder
 from kubeio.gates import GateWriter
 from kubeio.http import KubeHttp, load_api_client
@@ -40,6 +39,7 @@ from placement.metrics import PlacementMetrics
 from placement.queues import QueueReconciler
 from placement.reconciler import Reconciler
 from placement.settings import PlacementSettings
+from placement.uninstall import remove_admission_gates, remove_pin_taints
 from placement.webhook import GATE_PATH, MUTATE_PATH, GateAdmitter, PinAdmitter, serve_webhook
 from scheduling.admission_gates import GateSettings
 from scheduling.elastic import ElasticSettings
@@ -237,32 +237,18 @@ def _serve_webhook(
     )
 
 
-def remove_pin_taints(settings: PlacementSettings) -> int:
-    """Take the elastic pool's pin taint off every node; the count goes to the log."""
-    http = KubeHttp(load_api_client(settings.kubeconfig), user_agent="phalanx-placement")
-    pins = PinWriter(http, effect=settings.pin_taint_effect)
-    removed, failed = [], []
-    for node in http.request("GET", "/api/v1/nodes").get("items") or []:
-        name = node["metadata"]["name"]
-        for attempt in range(3):  # a node changed meanwhile: read it again and retry
-            try:
-                if pins.taint_node(name, present=False):
-                    removed.append(name)
-                break
-            except KubeError as exc:
-                if attempt == 2:
-                    log.warning("node %s: pin taint not removed: %s", name, exc)
-                    failed.append(name)
-    log.info("removed the pin taint from %d node(s): %s", len(removed), ", ".join(removed) or "none had it")
-    return 1 if failed else 0
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse settings, install signal handlers, run (or only remove the pin taints)."""
     settings = PlacementSettings.parse(argv, os.environ)
     configure_logging(settings.log_level)
-    if settings.remove_pin_taints:
-        return remove_pin_taints(settings)
+    if settings.remove_pin_taints or settings.remove_admission_gates:
+        http = KubeHttp(load_api_client(settings.kubeconfig), user_agent="phalanx-placement")
+        failed = 0
+        if settings.remove_admission_gates:
+            failed |= remove_admission_gates(http)
+        if settings.remove_pin_taints:
+            failed |= remove_pin_taints(http, settings.pin_taint_effect)
+        return failed
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())

@@ -97,6 +97,10 @@ class PlacementSettings:
     remove_pin_taints: bool = False
     """Take every pin taint off every node and exit (``--remove-pin-taints``), e.g. before uninstalling."""
 
+    remove_admission_gates: bool = False
+    """Take the admission gate off every pod that carries it and exit (``--remove-admission-gates``),
+    e.g. before uninstalling: nothing else would release a gated pod."""
+
     log_level: str = "INFO"
     """Python logging level name (``PHALANX_LOG_LEVEL``), given to ``logging.basicConfig`` as it is."""
 
@@ -187,6 +191,7 @@ class PlacementSettings:
         ):
             parser.add_argument(flag, type=positive_number, default=environ.get(env, seconds))
         parser.add_argument("--remove-pin-taints", action="store_true")
+        parser.add_argument("--remove-admission-gates", action="store_true")
         args = parser.parse_args(argv)
         if args.leader_elect and not 0 < args.renew_deadline_seconds < args.lease_duration_seconds:
             parser.error("--renew-deadline-seconds must be above 0 and below --lease-duration-seconds")
@@ -221,6 +226,7 @@ class PlacementSettings:
             gate_release_ttl_seconds=positive_number(args.gate_release_ttl_seconds),
             gate_starve_after_seconds=positive_number(args.gate_starve_after_seconds),
             remove_pin_taints=bool(args.remove_pin_taints),
+            remove_admission_gates=bool(args.remove_admission_gates),
             log_level=environ.get(LOG_LEVEL_ENV, defaults.log_level),
         )
 

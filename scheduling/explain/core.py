@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from scheduling.admission_flight import ReleasedBook
+from scheduling.admission_gates import release
 from scheduling.explain.model import Cause, Explanation, GangCount, NodeGroup, PlacedPod
 from scheduling.explain.nodes import candidates, group_nodes, turned_down_before_phalanx
 from scheduling.explain.queue_place import queue_place
@@ -197,4 +199,24 @@ def explain(
         nodes=groups,
         bound=tuple(_placed(m) for m in subject.members if m.holds_resources),
         what_if=finding.what_if,
+        admission=_admission(snapshot, promises, view, topologies, group_key(pod), now)
+        if any(m.gated for m in waiting)
+        else None,
     )
+
+
+def _admission(
+    snapshot: ClusterSnapshot,
+    promises: PromiseBook,
+    view: QueueView,
+    topologies: TopologyCache,
+    key: str,
+    now: float,
+) -> str:
+    """What the release pass decides now for the gated group ``key``, as one sentence."""
+    decision = release(snapshot, promises, view, ReleasedBook(), topologies, now=now)
+    for released in decision.released:
+        if released.group == key:
+            return f"released by the next pass: {released.reason}"
+    reason = next((k.reason for k in decision.kept if k.group == key), "not in the queue view yet")
+    return f"kept gated by the placement manager: {reason}"

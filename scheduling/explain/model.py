@@ -173,6 +173,8 @@ class Explanation:
         nodes: every node, grouped by why it is turned down (or ``fits``), the largest group first.
         bound: where it (or its gang's bound members) runs, by pod name.
         what_if: the plan it gets now (``fits_now``) or once the named running groups finish.
+        admission: for a group still carrying the admission gate, what the placement manager's release
+            pass decides for it now (``scheduling.admission_gates``): kube-scheduler has not tried it.
     """
 
     kind: str
@@ -185,3 +187,4 @@ class Explanation:
     nodes: tuple[NodeGroup, ...] = ()
     bound: tuple[PlacedPod, ...] = ()
     what_if: WhatIf | None = None
+    admission: str | None = None

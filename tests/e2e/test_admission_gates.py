@@ -11,6 +11,8 @@ extender's own gates are tested on pods that reach it ungated, as they do while 
 from __future__ import annotations
 
 import signal
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -36,6 +38,7 @@ from workload import (
 
 from scheduling.model import ADMISSION_GATE
 from testbed.nodes import fleet
+from tests.conftest import REPO
 
 GATE = {"name": ADMISSION_GATE}
 
@@ -67,7 +70,8 @@ def ns(gated_bed: Testbed, request: pytest.FixtureRequest) -> Iterator[str]:
 
 
 def _node(bed: Testbed, namespace: str, name: str) -> str | None:
-    return get_pod(bed.http, namespace, name)["spec"].get("nodeName")
+    node = get_pod(bed.http, namespace, name)["spec"].get("nodeName")
+    return None if node is None else str(node)
 
 
 def _gates(pod: dict[str, Any]) -> list[dict[str, str]]:
@@ -99,12 +103,12 @@ def test_a_gang_stays_gated_until_whole_then_is_released_at_once(gated_bed: Test
     pods = list_pods(http, ns)
     assert [_gates(p) for p in pods] == [[GATE], [GATE]], "an incomplete gang stays gated"
     create_pod(http, ns, member("trio-2", "trio", 4))
-    nodes = wait_for(
-        "all three bound",
-        lambda: (n := [p["spec"].get("nodeName") for p in list_pods(http, ns)]) and all(n) and n,
-        timeout=30,
-    )
-    assert len(nodes) == 3
+
+    def nodes() -> list[str] | None:
+        names = [str(p["spec"].get("nodeName") or "") for p in list_pods(http, ns)]
+        return names if len(names) == 3 and all(names) else None
+
+    assert len(wait_for("all three bound", nodes, timeout=30)) == 3
     released = _reasons(gated_bed, ns, "trio", "AdmissionReleased")
     assert len(released) == 1, f"one release of the whole gang, on its PodGroup: {released}"
 
@@ -170,4 +174,53 @@ def test_a_new_leader_releases_what_its_predecessor_kept_gated(gated_bed: Testbe
         gated_bed.kill_placement(signal.SIGTERM, name="placement-b")
         if not gated_bed.is_running("placement"):
             gated_bed.start_placement()
+        http.request("DELETE", f"{QUEUES}/{name}")
+
+
+def test_the_pass_removes_only_its_own_gate(gated_bed: Testbed, ns: str) -> None:
+    http = gated_bed.http
+    pod = gpu_pod("shared", 1)
+    pod["spec"]["schedulingGates"] = [{"name": "example.com/quota"}]
+    assert _gates(create_pod(http, ns, pod)) == [{"name": "example.com/quota"}, GATE]
+    wait_for("its release event", lambda: _reasons(gated_bed, ns, "shared", "AdmissionReleased"), timeout=30)
+    assert _gates(get_pod(http, ns, "shared")) == [{"name": "example.com/quota"}], "the other gate stays"
+    assert _node(gated_bed, ns, "shared") is None
+    http.request(
+        "PATCH",
+        f"/api/v1/namespaces/{ns}/pods/shared",
+        body=[{"op": "remove", "path": "/spec/schedulingGates/0"}],
+        content_type="application/json-patch+json",
+    )
+    wait_for(
+        "bound once its owner removed the other gate", lambda: _node(gated_bed, ns, "shared"), timeout=30
+    )
+
+
+def test_uninstalling_takes_the_gate_off_every_gated_pod(gated_bed: Testbed, ns: str) -> None:
+    http = gated_bed.http
+    name = f"un-{ns}"
+    create_queue(http, queue(name, quota=1, weight=1, limit=1))
+    try:
+        pod = gpu_pod("stuck", 2)
+        pod["metadata"]["labels"] = {"phalanx.io/queue": name}
+        assert _gates(create_pod(http, ns, pod)) == [GATE]
+        command = [sys.executable, "-m", "placement", "--kubeconfig", str(gated_bed.kubeconfig)]
+        done = subprocess.run(
+            [*command, "--remove-admission-gates"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+            cwd=REPO,
+        )
+        assert done.returncode == 0, done.stderr
+        assert "removed the admission gate from 1 pod(s)" in done.stderr
+        assert _gates(get_pod(http, ns, "stuck")) == []
+        turned_down = wait_for(
+            "the extender's own turn-down",
+            lambda: _reasons(gated_bed, ns, "stuck", "FailedScheduling"),
+            timeout=30,
+        )
+        assert f"queue {name}: over its GPU limit" in turned_down[0], turned_down
+    finally:
         http.request("DELETE", f"{QUEUES}/{name}")

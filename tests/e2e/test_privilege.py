@@ -24,7 +24,14 @@ from tests.conftest import REPO
 
 NAMESPACE = "phalanx-system"
 RBAC_KINDS = {"ServiceAccount", "Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding"}
-MANIFESTS = ("rbac.yaml", "placement.yaml", "node-agent.yaml", "scheduler.yaml", "pin-webhook.yaml")
+MANIFESTS = (
+    "rbac.yaml",
+    "placement.yaml",
+    "node-agent.yaml",
+    "scheduler.yaml",
+    "pin-webhook.yaml",
+    "admission-gate-webhook.yaml",
+)
 
 SCHEDULER = "phalanx-scheduler"  # kube-scheduler and the extender sidecar: one pod, one account
 PLACEMENT = "phalanx-placement"

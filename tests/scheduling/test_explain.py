@@ -509,3 +509,18 @@ def test_a_group_kube_scheduler_never_sends_to_phalanx_holds_no_room() -> None:
     snapshot = snapshot_of((*NODES, a_node("n4").build()), (*busy, huge, *gang), (a_gang("llm", 2),))
     said = explain(snapshot, Target("podgroup", "ml", "llm"), now=100.0)
     assert said.cause is Cause.FRAGMENTED, said.verdict
+
+
+def test_a_gated_pod_says_what_the_release_pass_decides_for_it() -> None:
+    over = replace(waiting("p", 8, queue="a"), gates=("phalanx.io/admission",))
+    held = [running(f"r{i}", "n1", 2, queue="a", first=2 * i) for i in range(3)]  # queue a holds 6 of 12
+    snapshot = snapshot_of(NODES, [*held, over], queues=QUEUES)
+    said = explain(snapshot, P, now=0.0)
+    assert said.admission == (
+        "kept gated by the placement manager: queue a: over its GPU limit (limit 12, allocated 6, this job needs 8)"
+    )
+    fits = replace(waiting("p", 4, queue="a"), gates=("phalanx.io/admission",))
+    said = explain(snapshot_of(NODES, [*held, fits], queues=QUEUES), P, now=0.0)
+    assert said.admission == "released by the next pass: queue a: admitted; fits now on 1 node(s) (n2)"
+    ungated = explain(snapshot_of(NODES, [*held, waiting("p", 4, queue="a")], queues=QUEUES), P, now=0.0)
+    assert ungated.admission is None
