@@ -6,7 +6,8 @@ nodes, three queues) and drives, for ``--minutes``, about ``--rate`` pods a minu
 GPUs and gangs of 2-64 one-GPU members, in three queues, running a random 5-40 s each
 (``phalanx.io/sim-duration-seconds``), some deleted at random before they end; finished pods and their
 PodGroups are deleted as a job controller with a TTL would. Every minute and at the end it prints the
-pods bound so far, gangs partially bound past their timeout, GPU indices held twice, the extender's
+pods bound now and the GPUs they hold, gangs bound in part (some members on a node, others waiting for
+one) for longer than their timeout, GPU indices held twice, the extender's
 promises and reservations outstanding, and the RSS and open file descriptors of the extender's worker
 and of the placement manager. The goal (not a test): over 30 minutes, memory growth under 5% after the
 first 5 minutes, 0 partial gangs past timeout, 0 double GPUs, 0 promises left once the work drains.
@@ -67,6 +68,7 @@ class Load:
     created: int = 0
     deleted_early: int = 0
     gangs: dict[str, tuple[int, float]] = field(default_factory=dict)  # name -> (size, created at)
+    partial_since: dict[str, float] = field(default_factory=dict)  # gang -> bound in part since
     seq: int = 0
 
 
@@ -138,19 +140,42 @@ def _tidy(
         load.gangs.pop(group, None)
 
 
-def _partial_past_timeout(pods: list[JsonObject], load: Load) -> list[str]:
-    """Gangs with some but not all members bound for longer than their timeout (should be none)."""
+def _track_partial(pods: list[JsonObject], load: Load) -> None:
+    """Note since when each gang has been bound in part: some members on a node, others waiting for one.
+
+    A member that finished or that the driver deleted is neither: a gang the driver cut short is the
+    placement manager's to evict (stale gangs), not a scheduling failure. Called every second.
+    """
     bound: dict[str, int] = {}
+    waiting: dict[str, int] = {}
     for pod in pods:
         group = (pod["metadata"].get("labels") or {}).get("scheduling.x-k8s.io/pod-group")
-        if group and pod["spec"].get("nodeName") and not pod["metadata"].get("deletionTimestamp"):
-            bound[group] = bound.get(group, 0) + 1
+        if not group or pod["metadata"].get("deletionTimestamp"):
+            continue
+        counts = bound if pod["spec"].get("nodeName") else waiting
+        counts[group] = counts.get(group, 0) + 1
     now = time.monotonic()
-    return sorted(
-        f"{g} ({bound[g]}/{size})"
-        for g, (size, since) in load.gangs.items()
-        if 0 < bound.get(g, 0) < size and now - since > GANG_TIMEOUT * 2
-    )
+    partial = {g for g in bound if waiting.get(g)}
+    load.partial_since = {g: load.partial_since.get(g, now) for g in sorted(partial)}
+
+
+def _partial_past_timeout(load: Load) -> list[str]:
+    """Gangs bound in part for longer than their timeout (should be none)."""
+    now = time.monotonic()
+    return sorted(g for g, since in load.partial_since.items() if now - since > GANG_TIMEOUT)
+
+
+def _gpus_bound(pods: list[JsonObject]) -> int:
+    """GPUs requested by the pods on a node that have not finished (what the cluster runs now)."""
+    total = 0
+    for pod in pods:
+        phase = (pod.get("status") or {}).get("phase")
+        if pod["spec"].get("nodeName") and phase not in ("Succeeded", "Failed"):
+            for container in pod["spec"].get("containers") or []:
+                total += int(
+                    ((container.get("resources") or {}).get("requests") or {}).get("nvidia.com/gpu", 0)
+                )
+    return total
 
 
 def _scheduled_p50(pods: list[JsonObject], now: float) -> str:
@@ -193,12 +218,14 @@ def _report(bed: Testbed, minute: float, load: Load, pods: list[JsonObject], bas
         if baseline and baseline[0] and baseline[1]
         else ""
     )
-    partial = len(_partial_past_timeout(pods, load))
+    partial = _partial_past_timeout(load)
     rate = load.created / max(minute, 1e-9)
     return (
-        f"[{minute:5.1f} min] created {load.created} ({rate:.0f}/min), live {len(pods)}, bound now {bound}, "
+        f"[{minute:5.1f} min] created {load.created} ({rate:.0f}/min), live {len(pods)}, bound now {bound} "
+        f"holding {_gpus_bound(pods)} GPUs, "
         f"gated {gated}, created->scheduled p50 {scheduled}, "
-        f"deleted early {load.deleted_early}; partial gangs past timeout {partial}; "
+        f"deleted early {load.deleted_early}; partial gangs past timeout {len(partial)}"
+        f"{' (' + ', '.join(partial[:3]) + ')' if partial else ''}; "
         f"double GPUs {len(double_booked(pods))}; promises {promises:g}, reservations {reservations:g}; "
         f"extender {ext_rss:.0f} MiB {ext_fds} fds, placement {pl_rss:.0f} MiB {pl_fds} fds{growth}"
     )
@@ -242,6 +269,7 @@ def main() -> int:
                 try:
                     pods = list_pods(bed.http, NAMESPACE)
                     _tidy(bed, pods, load, rng, pool)
+                    _track_partial(pods, load)
                 except KubeError as exc:
                     print(f"tidy failed: {exc}", flush=True)
                     pods = []
