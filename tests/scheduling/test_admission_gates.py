@@ -105,6 +105,33 @@ def test_a_gang_is_released_whole_with_every_gated_member() -> None:
     assert decision.released[0].reason == "queue default: admitted; fits now on 2 node(s) (n1, n2)"
 
 
+ELASTIC_RUNNING = [
+    a_pod(f"e-{i}").gpus(2).group("e").on("n1", range(2 * i, 2 * i + 2)).created(T0).build() for i in range(2)
+]
+
+
+@pytest.mark.parametrize(
+    ("n2_busy", "outcome"),
+    [
+        (False, "released: queue default: admitted; fits now on 1 node(s) (n2)"),
+        (
+            True,
+            "kept: waits for room on one node: gang ml/e: e-2 is pinned to n2, which has no room for it now",
+        ),
+    ],
+    ids=["its node has room", "its node is full"],
+)
+def test_a_grown_elastic_gang_releases_its_new_worker_only_onto_its_pinned_node(
+    n2_busy: bool, outcome: str
+) -> None:
+    grown = a_pod("e-2").gpus(2).group("e").pinned("n2").created(T0).gated().build()
+    busy = [running("other", "n2", range(8))] if n2_busy else []
+    decision = decide(TWO_NODES, [*ELASTIC_RUNNING, grown, *busy], groups=[a_gang("e", 2)])
+    said = [f"released: {r.reason}" for r in decision.released] + [f"kept: {k.reason}" for k in decision.kept]
+    assert said == [outcome]
+    assert [r.pods for r in decision.released] == ([] if n2_busy else [("ml/e-2",)])
+
+
 def test_a_gang_with_fewer_pods_than_min_member_stays_gated() -> None:
     decision = decide(TWO_NODES, gang_members("g", 3, 2), groups=[a_gang("g", 4)])
     assert released(decision) == []
