@@ -40,7 +40,7 @@ from kubeio.render import pod_ref
 from placement.pool import Pinner, keep_taints, open_pool
 from scheduling.elastic import ElasticJob, ElasticSettings, JobError, Layout, plan_elastic
 from scheduling.elastic.pinning import choose_pins, stale_pins
-from scheduling.elastic.planner import elastic_room
+from scheduling.elastic.pool import elastic_pool, queue_deficits
 from scheduling.model import Pod
 from scheduling.plan import Plan
 from scheduling.queue_view import QueueView
@@ -131,8 +131,8 @@ class ElasticReconciler:
         plan, layout = plan_elastic(
             jobs,
             snapshot,
-            pool_gpus=_pool(snapshot, view, jobs),
-            deficits=_deficits(view),
+            pool_gpus=elastic_pool(snapshot, view, jobs),
+            deficits=queue_deficits(view),
             now=self._clock(),
             last_moved=_last_moved(declared.values(), self._last_moved),
             settings=self._settings,
@@ -260,19 +260,3 @@ def _queue_of(job: MpiJob, view: QueueView | None) -> str:
     if view is None:
         return job.queue or "default"
     return view.tree.workload_queue(job.queue)
-
-
-def _pool(snapshot: ClusterSnapshot, view: QueueView | None, jobs: Sequence[ElasticJob]) -> int:
-    """The GPUs elastic jobs may hold: the room the layout divides, less what other waiting groups need."""
-    elastic = {job.key for job in jobs}
-    waiting = sum(g.requests.gpus for g in (view.pending if view else ()) if g.key not in elastic)
-    return max(0, sum(elastic_room(snapshot, jobs).values()) - waiting)
-
-
-def _deficits(view: QueueView | None) -> dict[str, int]:
-    if view is None:
-        return {}
-    return {
-        name: view.shares[name].fair_share.gpus - state.allocated.gpus
-        for name, state in sorted(view.states.items())
-    }

@@ -19,8 +19,9 @@ from kubeio.render import pod_ref, queue_status
 from scheduling.model import TERMINAL_PHASES, Pod
 from scheduling.promises import PromiseBook
 from scheduling.queue_view import QueueView, view_of
-from scheduling.queues import Eviction, PendingGroup, QueueTree, ReclaimOutcome, plan_reclaims
-from scheduling.reclaim_fit import fits_after_evicting, group_pods
+from scheduling.queues import Eviction, QueueTree, ReclaimOutcome
+from scheduling.reclaim_fit import group_pods
+from scheduling.reclaim_pass import reclaim_plans
 from scheduling.topology import TopologyCache
 
 log = logging.getLogger(__name__)
@@ -79,20 +80,8 @@ class QueueReconciler:
         self._terminating &= {p.uid for p in snapshot.pods.values() if p.phase not in TERMINAL_PHASES}
         if self._terminating:
             return QueuePass(statuses)
-        allocated = {leaf: view.states[leaf].allocated for leaf in view.tree.leaves()}
-
-        def fits(group: PendingGroup, victims: frozenset[str]) -> bool:
-            return fits_after_evicting(group.key, victims, snapshot, self._topologies)
-
-        plans = plan_reclaims(
-            view.pending,
-            tree=view.tree,
-            shares=view.shares,
-            allocated=allocated,
-            running=tuple(g for g in view.running if g.key not in self._shrinking()),
-            free=view.free,
-            now=self._clock(),
-            fits=fits,
+        plans = reclaim_plans(
+            snapshot, view, self._topologies, now=self._clock(), shrinking=self._shrinking()
         )
         evicted: list[str] = []
         messages: list[str] = []

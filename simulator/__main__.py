@@ -1,23 +1,54 @@
-"""``python -m simulator run``: replay one workload under one policy and compare with the published JCT."""
+"""``python -m simulator run|philly``: replay a workload under several policies, one table, JSON, plots."""
 
 from __future__ import annotations
 
+import datetime as dt
 import sys
+from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 import click
 import msgspec
 
-from simulator import report
-from simulator.loop import MODES, run
+from scheduling.queues import Queue
+from simulator import philly, report, table
+from simulator.compare import UnknownPolicyError, policy_names, run_all
+from simulator.loop import MODES, Mode, Policy
+from simulator.metrics import Figures, figures
 from simulator.policies import POLICIES
-from simulator.speed import PolluxSpeed
-from simulator.workloads import read_pollux_workload
+from simulator.policies.phalanx import Phalanx
+from simulator.results import RunResult
+from simulator.speed import PolluxSpeed, SpeedModel
+from simulator.workloads import read_philly_jobs, read_pollux_workload
+
+SHARED_TRACES = Path(__file__).resolve().parents[2] / "shared" / "traces"
+
+_POLICY_HELP = f"Comma-separated policies, or 'all' ({', '.join(POLICIES)})."
+
+
+class Comparison(msgspec.Struct, frozen=True, kw_only=True):
+    """What ``--json`` writes for several policies: every row, and every run's per-job JCTs."""
+
+    workload: str
+    mode: str
+    seed: int
+    published_avg_jct_s: dict[str, float]
+    rows: list[Figures]
+    jct_s: dict[str, dict[str, int]]
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
 def main() -> None:
     """Trace simulator for GPU scheduling policies."""
+
+
+def _names(spec: str) -> list[str]:
+    try:
+        return policy_names(spec, POLICIES)
+    except UnknownPolicyError as exc:
+        raise click.BadParameter(str(exc), param_hint="--policy") from None
 
 
 @main.command("run")
@@ -27,7 +58,7 @@ def main() -> None:
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     help="Pollux workload CSV (name,time,application,num_replicas,batch_size).",
 )
-@click.option("--policy", type=click.Choice(sorted(POLICIES)), default="tiresias", show_default=True)
+@click.option("--policy", default="tiresias", show_default=True, help=_POLICY_HELP)
 @click.option("--mode", type=click.Choice(sorted(MODES)), default="pollux", show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed handed to the policy.")
 @click.option(
@@ -37,6 +68,7 @@ def main() -> None:
 )
 @click.option("--load", type=float, default=1.0, show_default=True, help="Relative job load to compare at.")
 @click.option("--json", "json_path", help="Also write the report as JSON to this file ('-' for stdout only).")
+@click.option("--plots", type=click.Path(file_okay=False, path_type=Path), help="Write PNG plots into DIR.")
 def run_command(
     workload: Path,
     policy: str,
@@ -45,18 +77,142 @@ def run_command(
     published: Path | None,
     load: float,
     json_path: str | None,
+    plots: Path | None,
 ) -> None:
-    """Simulate WORKLOAD under POLICY and print avg/p50/p99 JCT beside the published average."""
+    """Simulate WORKLOAD under each POLICY; print a table with the published averages beside it."""
+    names = _names(policy)
     chosen = MODES[mode]
-    result = run(read_pollux_workload(workload), POLICIES[policy](), PolluxSpeed.load(), chosen, seed=seed)
-    table = published or workload.parent / report.PUBLISHED_FILE
-    figure = report.read_published(table).get((policy, load, workload.stem)) if table.is_file() else None
-    built = report.build(workload.stem, result, figure)
-    encoded = msgspec.json.format(msgspec.json.encode(built), indent=2) + b"\n"
+    jobs = read_pollux_workload(workload)
+    results = run_all(jobs, [(n, POLICIES[n]) for n in names], PolluxSpeed.load(), chosen, seed=seed)
+    path = published or workload.parent / report.PUBLISHED_FILE
+    table_of = report.read_published(path) if path.is_file() else {}
+    theirs = {p: v for (p, lo, w), v in sorted(table_of.items()) if lo == load and w == workload.stem}
+    if len(results) == 1:  # one policy: the stage-1 report, unchanged
+        built = report.build(workload.stem, results[0], theirs.get(names[0]))
+        encoded = msgspec.json.format(msgspec.json.encode(built), indent=2) + b"\n"
+        if json_path == "-":
+            sys.stdout.buffer.write(encoded)
+            return
+        click.echo(report.text(built, chosen, load))
+        _finish(workload.stem, chosen, seed, results, (), theirs, json_path=None, plots=plots, load=load)
+        if json_path:
+            Path(json_path).write_bytes(encoded)
+        return
+    _finish(workload.stem, chosen, seed, results, (), theirs, json_path=json_path, plots=plots, load=load)
+
+
+@main.command("philly")
+@click.option(
+    "--trace",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=SHARED_TRACES / "philly" / "philly_jobs_pollux.csv",
+    show_default=True,
+    help="Philly job log (timestamp,duration,num_gpus,gpu_time,cluster).",
+)
+@click.option(
+    "--quotas",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=SHARED_TRACES / "philly" / "philly_vc_nodes_helios.csv",
+    show_default=True,
+    help="Nodes per virtual cluster (vc,node num).",
+)
+@click.option("--start", default="2017-10-09 00:00:00", show_default=True, help="Window start.")
+@click.option("--hours", type=float, default=12.0, show_default=True, help="Window length.")
+@click.option(
+    "--drain-hours", type=float, default=12.0, show_default=True, help="Simulated after the window."
+)
+@click.option("--scale", type=float, default=0.1, show_default=True, help="Nodes per VC times this.")
+@click.option("--gpus-per-node", type=int, default=8, show_default=True)
+@click.option(
+    "--penalty", type=float, default=0.2, show_default=True, help="Slowdown per extra node spanned."
+)
+@click.option(
+    "--policy", default="phalanx,phalanx-no-reclaim,phalanx-no-topology,fifo,tiresias", show_default=True
+)
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--json", "json_path", help="Write the comparison as JSON to this file ('-' for stdout only).")
+@click.option("--plots", type=click.Path(file_okay=False, path_type=Path), help="Write PNG plots into DIR.")
+def philly_command(
+    trace: Path,
+    quotas: Path,
+    start: str,
+    hours: float,
+    drain_hours: float,
+    scale: float,
+    gpus_per_node: int,
+    penalty: float,
+    policy: str,
+    seed: int,
+    json_path: str | None,
+    plots: Path | None,
+) -> None:
+    """Replay a window of the Philly log with each virtual cluster a queue (rigid jobs)."""
+    names = _names(policy)
+    jobs = philly.window(read_philly_jobs(trace), dt.datetime.fromisoformat(start), hours)
+    if not jobs:
+        msg = f"no job submitted in the {hours} h from {start}"
+        raise click.UsageError(msg)
+    made = philly.setup(jobs, philly.read_vc_nodes(quotas), gpus_per_node=gpus_per_node, scale=scale)
+    mode = Mode("philly", made.nodes, gpus_per_node, step_seconds=60, restart_penalty_seconds=30)
+    click.echo(
+        f"Philly {start} + {hours:g} h: {len(jobs)} jobs, {len(made.queues)} queues, {made.nodes} nodes x "
+        f"{gpus_per_node} GPUs (VC nodes x {scale:g}), rigid jobs, {penalty:.0%} slower per extra node"
+    )
+    speed: SpeedModel = philly.RigidSpeed(gpus_per_node, penalty)
+    factories = [(n, _with_queues(n, made.queues)) for n in names]
+    until = int((hours + drain_hours) * 3600)
+    results = run_all(jobs, factories, speed, mode, seed=seed, until=until)
+    _finish(f"philly-{start[:10]}", mode, seed, results, made.queues, {}, json_path=json_path, plots=plots)
+
+
+def _with_queues(name: str, queues: tuple[Queue, ...]) -> Callable[[], Policy[Any]]:
+    """Phalanx policies get the queues and rigid jobs (Philly jobs do not scale); baselines ignore queues."""
+    factory = POLICIES[name]
+    if (isinstance(factory, partial) and factory.func is Phalanx) or factory is Phalanx:
+        keywords = factory.keywords if isinstance(factory, partial) else {}
+        return partial(Phalanx, **{**keywords, "elastic": False, "queues": queues})
+    return factory
+
+
+def _finish(
+    workload: str,
+    mode: Mode,
+    seed: int,
+    results: Sequence[RunResult],
+    queues: Sequence[Queue],
+    published: dict[str, float],
+    *,
+    json_path: str | None,
+    plots: Path | None,
+    load: float = 1.0,
+) -> None:
+    rows = [figures(result, queues) for result in results]
+    comparison = Comparison(
+        workload=workload,
+        mode=mode.name,
+        seed=seed,
+        published_avg_jct_s=published,
+        rows=rows,
+        jct_s={r.policy: {job.name: job.jct for job in r.jobs} for r in results},
+    )
+    encoded = msgspec.json.format(msgspec.json.encode(comparison), indent=2) + b"\n"
     if json_path == "-":
         sys.stdout.buffer.write(encoded)
         return
-    click.echo(report.text(built, chosen, load))
+    click.echo(
+        f"{workload}: {mode.nodes} nodes x {mode.gpus_per_node} GPUs, {mode.step_seconds} s steps, "
+        f"{mode.restart_penalty_seconds} s per allocation change, seed {seed}"
+    )
+    click.echo(table.render(rows))
+    if published:
+        click.echo(table.published_line(published, load))
+    for line in table.goals(rows):
+        click.echo(line)
+    if plots is not None:
+        from simulator.plots import write_plots  # matplotlib only when plots are asked for
+
+        for path in write_plots(results, plots, workload, queues):
+            click.echo(f"plot: {path}")
     if json_path:
         Path(json_path).write_bytes(encoded)
 

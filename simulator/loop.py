@@ -18,12 +18,11 @@ clock, and the seed reaches the policy as data, so the same input gives the same
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, TypeVar
 
-import numpy as np
-
+from simulator.results import JobResult, RunResult, StepRecord
 from simulator.speed import Placement, Progress, SpeedModel
 from simulator.workloads import PolluxJob
 
@@ -63,6 +62,7 @@ class JobView:
     gpus: int
     allocation: Allocation
     attained_gpu_seconds: int
+    queue: str = "default"
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,41 +100,9 @@ class Policy(Protocol[S]):
         """Allocate GPUs for the step that starts at ``view.now``."""
         ...
 
-
-@dataclass(frozen=True, slots=True)
-class JobResult:
-    """One job's outcome; ``jct`` is ``completed - submitted`` in seconds."""
-
-    name: str
-    application: str
-    submitted: int
-    completed: int
-    restarts: int
-
-    @property
-    def jct(self) -> int:
-        """Job completion time: from arrival to the end of its last epoch."""
-        return self.completed - self.submitted
-
-
-@dataclass(frozen=True, slots=True)
-class RunResult:
-    """The outcome of one run, jobs in workload order."""
-
-    mode: str
-    policy: str
-    seed: int
-    jobs: tuple[JobResult, ...]
-    steps: int
-
-    @property
-    def average_jct(self) -> float:
-        """Mean JCT, the figure the Pollux paper compares."""
-        return float(np.mean([job.jct for job in self.jobs]))
-
-    def percentile_jct(self, percent: float) -> float:
-        """JCT percentile with numpy's default linear interpolation between order statistics."""
-        return float(np.percentile([job.jct for job in self.jobs], percent))
+    def minimum_gpus(self, job: PolluxJob) -> int:
+        """The fewest GPUs the policy runs ``job`` with: fewer is a partial gang, which the loop counts."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,6 +114,12 @@ class _Job:
     attained_gpu_seconds: int = 0
     completed: int | None = None
     restarts: int = -1
+    started: int | None = None
+    resizes: int = 0
+    moves: int = 0
+    preemptions: int = 0
+    partial: int = 0
+    compact: bool | None = None
 
 
 def run(
@@ -157,8 +131,11 @@ def run(
     seed: int = 0,
     start: int = 0,
     horizon_seconds: int = 60 * 86_400,
+    until: int | None = None,
+    timeline: bool = False,
+    on_step: Callable[[int, int], None] | None = None,
 ) -> RunResult:
-    """Simulate ``jobs`` under ``policy`` until every job completed.
+    """Simulate ``jobs`` under ``policy`` until every job completed (or the clock reaches ``until``).
 
     Args:
         jobs: the workload, in its file order (ties are shown to the policy in this order).
@@ -169,6 +146,10 @@ def run(
         start: the clock's first reading (arrival times are on the same clock).
         horizon_seconds: simulated time after which the run fails instead of looping forever (a job
             that needs more GPUs than the cluster has never starts under a gang policy).
+        until: stop at this time and report the jobs not completed by then as unfinished (a trace
+            window); ``None``: run until every job completed.
+        timeline: keep a ``StepRecord`` per decision (for plots and allocation figures).
+        on_step: called after each step with the completed and total job counts (a progress bar).
 
     Raises:
         SimulationError: a policy over-committed a node or named an unknown job, or the horizon passed.
@@ -183,8 +164,9 @@ def run(
     capacity = tuple([mode.gpus_per_node] * mode.nodes)
     state = policy.initial()
     table = [_Job(spec) for spec in jobs]
+    records: list[StepRecord] = []
     now, steps = start, 0
-    while any(job.completed is None for job in table):
+    while any(job.completed is None for job in table) and (until is None or now < until):
         if now - start > horizon_seconds:
             waiting = [job.spec.name for job in table if job.completed is None]
             msg = f"horizon of {horizon_seconds} s passed with {len(waiting)} jobs left: {waiting[:5]}"
@@ -192,6 +174,8 @@ def run(
         table = [_train(job, speed, now, mode.step_seconds) for job in table]
         now += mode.step_seconds
         steps += 1
+        if on_step is not None:
+            on_step(sum(job.completed is not None for job in table), len(table))
         active = [job for job in table if job.completed is None and job.spec.time <= now]
         if not active:
             continue
@@ -199,24 +183,73 @@ def run(
             now=now,
             nodes=capacity,
             jobs=tuple(
-                JobView(j.spec.name, j.spec.time, j.spec.num_replicas, j.allocation, j.attained_gpu_seconds)
+                JobView(
+                    j.spec.name,
+                    j.spec.time,
+                    j.spec.num_replicas,
+                    j.allocation,
+                    j.attained_gpu_seconds,
+                    j.spec.queue,
+                )
                 for j in active
             ),
             seed=seed * 1_000_003 + steps,
         )
         state, decided = policy.decide(state, view)
         _check(decided, {j.spec.name for j in active}, capacity, policy.name, now)
-        table = [_reallocate(job, decided.get(job.spec.name, ()), mode) for job in table]
+        table = [
+            _reallocate(job, decided.get(job.spec.name, ()), mode, now, policy.minimum_gpus(job.spec))
+            for job in table
+        ]
+        if timeline:
+            records.append(
+                _record(now, [job for job in table if job.completed is None and job.spec.time <= now])
+            )
     return RunResult(
         mode=mode.name,
         policy=policy.name,
         seed=seed,
-        jobs=tuple(
-            JobResult(job.spec.name, job.spec.application, job.spec.time, job.completed, max(job.restarts, 0))
-            for job in table
-            if job.completed is not None
-        ),
+        jobs=tuple(_result(job) for job in table if job.completed is not None),
         steps=steps,
+        capacity=sum(capacity),
+        timeline=tuple(records),
+        unfinished=tuple(sorted(job.spec.name for job in table if job.completed is None)),
+    )
+
+
+def _result(job: _Job) -> JobResult:
+    spec = job.spec
+    return JobResult(
+        spec.name,
+        spec.application,
+        spec.time,
+        job.completed if job.completed is not None else -1,
+        max(job.restarts, 0),
+        queue=spec.queue,
+        gpus=spec.num_replicas,
+        started=job.started if job.started is not None else spec.time,
+        resizes=job.resizes,
+        moves=job.moves,
+        preemptions=job.preemptions,
+        partial=job.partial,
+        compact=job.compact,
+    )
+
+
+def _record(now: int, active: Sequence[_Job]) -> StepRecord:
+    held: dict[str, int] = {}
+    demand: dict[str, int] = {}
+    for job in active:
+        queue = job.spec.queue
+        demand[queue] = demand.get(queue, 0) + job.spec.num_replicas
+        if job.allocation:
+            held[queue] = held.get(queue, 0) + len(job.allocation)
+    return StepRecord(
+        now,
+        sum(held.values()),
+        sum(1 for job in active if not job.allocation),
+        dict(sorted(held.items())),
+        dict(sorted(demand.items())),
     )
 
 
@@ -251,13 +284,30 @@ def _train(job: _Job, speed: SpeedModel, now: int, seconds: int) -> _Job:
     )
 
 
-def _reallocate(job: _Job, allocation: Allocation, mode: Mode) -> _Job:
-    if job.completed is not None or allocation == job.allocation:
+def _reallocate(job: _Job, allocation: Allocation, mode: Mode, now: int, minimum: int) -> _Job:
+    if job.completed is not None:
         return job
+    partial = job.partial + (0 < len(allocation) < minimum)
+    compact = job.compact
+    if allocation and job.spec.num_replicas > 1:
+        fewest = -(-len(allocation) // mode.gpus_per_node)
+        compact = (compact is not False) and len(set(allocation)) <= fewest
+    if allocation == job.allocation:
+        return replace(job, partial=partial, compact=compact)
     if not allocation:
-        return replace(job, allocation=())
+        return replace(job, allocation=(), preemptions=job.preemptions + 1, partial=partial)
+    resized = bool(job.allocation) and len(allocation) != len(job.allocation)
+    moved = bool(job.allocation) and not resized
     return replace(
-        job, allocation=allocation, penalty_left=mode.restart_penalty_seconds, restarts=job.restarts + 1
+        job,
+        allocation=allocation,
+        penalty_left=mode.restart_penalty_seconds,
+        restarts=job.restarts + 1,
+        started=now if job.started is None else job.started,
+        resizes=job.resizes + resized,
+        moves=job.moves + moved,
+        partial=partial,
+        compact=compact,
     )
 
 

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import msgspec
 
-from simulator.loop import Mode, RunResult
+from simulator.loop import Mode
+from simulator.results import RunResult
 
 PUBLISHED_FILE = "published_avg_jct_osdi21_simulator.csv"
 

@@ -37,6 +37,9 @@ class PolluxJob:
 
     Non-adaptive policies (Tiresias) run the job with exactly ``num_replicas`` GPUs and a fixed total
     ``batch_size``; the application names the measured profile its speed comes from.
+
+    ``queue`` is the team it belongs to (Pollux workloads have one; a Philly job's virtual cluster), and
+    ``duration`` the run time a rigid trace records at ``num_replicas`` GPUs (0 for a profiled job).
     """
 
     name: str
@@ -44,6 +47,8 @@ class PolluxJob:
     application: str
     num_replicas: int
     batch_size: int
+    queue: str = "default"
+    duration: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,15 +1,26 @@
-"""Scheduling policies the loop can run, registered by name in one visible list."""
+"""Scheduling policies the loop can run, registered by name in one visible list.
+
+``phalanx`` decides through the product's core (``scheduling``); each ``phalanx-no-*`` is phalanx with
+one rule switched off, so that the table shows what that rule moved. ``fifo`` and ``tiresias`` are the
+baselines.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from functools import partial
 from typing import Any
 
 from simulator.loop import Policy
 from simulator.policies.fifo import Fifo
+from simulator.policies.phalanx import Phalanx
 from simulator.policies.tiresias import Tiresias
 
 POLICIES: Mapping[str, Callable[[], Policy[Any]]] = {
+    "phalanx": Phalanx,
+    "phalanx-no-elastic": partial(Phalanx, name="phalanx-no-elastic", elastic=False),
+    "phalanx-no-topology": partial(Phalanx, name="phalanx-no-topology", topology=False),
+    "phalanx-no-reclaim": partial(Phalanx, name="phalanx-no-reclaim", reclaim=False),
     "fifo": Fifo,
     "tiresias": Tiresias,
 }

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from simulator.loop import Allocation, ClusterView
+from simulator.workloads import PolluxJob
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,6 +25,10 @@ class Fifo:
     def initial(self) -> None:
         """Nothing to remember."""
         return None
+
+    def minimum_gpus(self, job: PolluxJob) -> int:
+        """A strict gang: every GPU it asked for."""
+        return job.num_replicas
 
     def decide(self, state: None, view: ClusterView) -> tuple[None, Mapping[str, Allocation]]:
         """Keep running jobs where they are; start waiting ones in order until one does not fit."""

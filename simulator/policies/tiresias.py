@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from immutables import Map
 
 from simulator.loop import Allocation, ClusterView
+from simulator.workloads import PolluxJob
 
 QUEUE_THRESHOLD_GPU_SECONDS = 16 * 3600
 """Attained service that moves a job from queue 0 to queue 1 (the artifact's ``_queue_threshold``)."""
@@ -53,6 +54,10 @@ class Tiresias:
     def initial(self) -> TiresiasState:
         """No job seen yet."""
         return TiresiasState()
+
+    def minimum_gpus(self, job: PolluxJob) -> int:
+        """A strict gang: every GPU it asked for."""
+        return job.num_replicas
 
     def decide(
         self, state: TiresiasState, view: ClusterView

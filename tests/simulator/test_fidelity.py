@@ -14,9 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from simulator.loop import POLLUX, RunResult, run
+from simulator.loop import POLLUX, run
 from simulator.policies.tiresias import Tiresias
 from simulator.report import PUBLISHED_FILE, read_published
+from simulator.results import RunResult
 from simulator.speed import PolluxSpeed
 from simulator.workloads import read_pollux_workload
 

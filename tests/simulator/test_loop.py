@@ -18,13 +18,13 @@ from simulator.loop import (
     Allocation,
     ClusterView,
     Mode,
-    RunResult,
     SimulationError,
     placement_of,
     run,
 )
 from simulator.policies.fifo import Fifo
 from simulator.policies.tiresias import Tiresias, _most_free_first
+from simulator.results import RunResult
 from simulator.speed import Advance, Placement, Progress
 from simulator.workloads import PolluxJob
 

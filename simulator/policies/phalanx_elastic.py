@@ -1,0 +1,142 @@
+"""The placement manager's elastic round on the simulated cluster: the core plans, this applies.
+
+``scheduling.elastic.plan_elastic`` decides sizes (the pool from ``scheduling.elastic.pool``: free GPUs
+plus what elastic workers hold, less what waiting gangs need, so a waiting gang shrinks elastic jobs
+first), the layout on the fewest nodes, and the guarded moves. Applying it does what the MPI Operator
+and the product's webhook do:
+
+- a **shrink** removes the highest replica indices (the operator's rule);
+- a **move** re-creates the worker on its target node with the GPUs the plan chose;
+- a **growth** creates workers, pinned where the layout has room for them
+  (``scheduling.elastic.pinning.choose_pins``) and bound there by the bind verb
+  (``scheduling.session.choose_for_bind``, which picks the GPU indices). A worker that finds no room is
+  dropped: the next round sizes the job again.
+
+Only running elastic jobs take part: a waiting one starts as a gang of its minimum through the
+admission round, like any group.
+
+With ``topology`` off (the ablation) the layout is not followed: no moves, and grown workers go to the
+first node, in name order, with a free GPU.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from scheduling.elastic import ElasticJob, ElasticSettings, plan_elastic
+from scheduling.elastic.pinning import choose_pins
+from scheduling.elastic.pool import elastic_pool, queue_deficits
+from scheduling.gpu_choice import NoGpusError
+from scheduling.model import Pod, Resources
+from scheduling.promises import PromiseBook
+from scheduling.queue_view import view_of
+from scheduling.queues import QUEUE_LABEL
+from scheduling.session import SessionSettings, choose_for_bind
+from scheduling.snapshot import ClusterSnapshot
+from simulator.cluster import NAMESPACE, Worker, created_at, job_of
+
+if TYPE_CHECKING:
+    from simulator.policies.phalanx import _World
+
+NO_MOVES = ElasticSettings(moves_per_job=0, moves_per_round=0)
+
+
+def elastic_round(world: _World, now: int, last_moved: Mapping[str, float], *, topology: bool) -> list[str]:
+    """Resize and move the running elastic jobs of ``world`` in place; return the jobs moved."""
+    running = sorted(name for name in world.workers if world.shapes[name].elastic)
+    if not running:
+        return []
+    snapshot = world.snapshot()
+    view = view_of(snapshot, PromiseBook(), None)
+    jobs = []
+    for name in running:
+        shape, spec = world.shapes[name], world.jobs[name]
+        members = snapshot.members(f"{NAMESPACE}/{name}")
+        queue = members[0].labels.get(QUEUE_LABEL) if members else None
+        jobs.append(
+            ElasticJob(
+                key=f"{NAMESPACE}/{name}",
+                queue=view.tree.workload_queue(queue),
+                min_workers=shape.min_workers,
+                max_workers=shape.max_workers,
+                worker=Resources(gpus=1),
+                workers=tuple(sorted(members, key=lambda p: job_of(p.key)[1])),
+                created=created_at(spec.submitted),
+            )
+        )
+    plan, layout = plan_elastic(
+        jobs,
+        snapshot,
+        pool_gpus=elastic_pool(snapshot, view, jobs),
+        deficits=queue_deficits(view),
+        now=float(now),
+        last_moved={f"{NAMESPACE}/{k}": v for k, v in last_moved.items()},
+        settings=ElasticSettings() if topology else NO_MOVES,
+        topologies=world.policy.topologies,
+    )
+    for resize in plan.resizes:
+        name = resize.job.partition("/")[2]
+        kept = world.workers[name][: resize.after]
+        world.workers[name] = kept + tuple(Worker(1) for _ in range(resize.after - len(kept)))
+    moved = []
+    for move in plan.migrations:
+        name, index = job_of(move.pod)
+        workers = list(world.workers[name])
+        if index < len(workers):
+            workers[index] = Worker(1, move.target, move.gpus, now)
+            world.workers[name] = tuple(workers)
+            moved.append(name)
+    _grow(world, now, layout.targets if topology else None)
+    return sorted(set(moved))
+
+
+def _grow(world: _World, now: int, targets: Mapping[str, Mapping[str, int]] | None) -> None:
+    """Bind every waiting worker of a running job where it goes, or drop it when nothing has room."""
+    if not any(w.node is None for workers in world.workers.values() for w in workers):
+        return
+    snapshot = world.snapshot()
+    book = PromiseBook()
+    for name in sorted(world.workers):
+        workers = list(world.workers[name])
+        if all(w.node is not None for w in workers):
+            continue
+        members = sorted(snapshot.members(f"{NAMESPACE}/{name}"), key=lambda p: job_of(p.key)[1])
+        pins = (
+            dict(choose_pins(targets.get(f"{NAMESPACE}/{name}", {}), members)) if targets is not None else {}
+        )
+        for pod in members:
+            node = pins.get(pod) if targets is not None else _first_free(snapshot, book)
+            if pod.node_name is not None or node is None:
+                continue
+            placed = _bind(pod, node, snapshot, book, now, world)
+            if placed is not None:
+                book, worker = placed
+                workers[job_of(pod.key)[1]] = worker
+        world.workers[name] = tuple(w for w in workers if w.node is not None)
+
+
+def _bind(
+    pod: Pod, node: str, snapshot: ClusterSnapshot, book: PromiseBook, now: int, world: _World
+) -> tuple[PromiseBook, Worker] | None:
+    try:
+        book, promise, _ = choose_for_bind(
+            pod,
+            node,
+            snapshot,
+            book,
+            now=float(now),
+            settings=SessionSettings(),
+            topologies=world.policy.topologies,
+        )
+    except NoGpusError:
+        return None
+    return book, Worker(pod.requests.gpus, node, promise.gpus, now)
+
+
+def _first_free(snapshot: ClusterSnapshot, book: PromiseBook) -> str | None:
+    for name in sorted(snapshot.nodes):
+        free = snapshot.free_on(name, book)
+        if free is not None and free.count > 0:
+            return name
+    return None
