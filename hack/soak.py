@@ -24,6 +24,7 @@ import contextlib
 import os
 import random
 import re
+import signal
 import statistics
 import sys
 import tempfile
@@ -241,6 +242,10 @@ def main() -> int:
         "--gates", action=argparse.BooleanOptionalAction, default=True, help="admission gates (default on)"
     )
     args = parser.parse_args()
+    # SIGTERM and SIGINT end the run through the ``finally`` below, which stops every process of the
+    # test bed (a plain SIGTERM would leave the control plane running).
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    signal.signal(signal.SIGINT, lambda *_: sys.exit(130))
     rng = random.Random(args.seed)
     load, baseline = Load(), list[float]()
     pool = ThreadPoolExecutor(8, thread_name_prefix="soak")

@@ -26,7 +26,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from scheduling.model import Node, Pod, PodGroup, Resources
+from scheduling.model import ADMISSION_GATE, Node, Pod, PodGroup, Resources
 from scheduling.queues import QUEUE_LABEL
 
 NAMESPACE = "sim"
@@ -123,7 +123,7 @@ def worker_pod(job: str, index: int, worker: Worker, *, queue: str, submitted: i
         created=created_at(submitted),
         group=job,
         started_at=float(worker.started) if bound else None,
-        gated=not bound,
+        gates=() if bound else (ADMISSION_GATE,),
     )
 
 

@@ -190,7 +190,7 @@ class _World:
         )
         if not decision.released:
             return False
-        ungated = [replace(p, gated=False) if p.gated else p for p in snapshot.all_pods()]
+        ungated = [replace(p, gates=()) if p.gated else p for p in snapshot.all_pods()]
         snapshot = self.snapshot(ungated)
         ctx = CycleContext(
             snapshot,

@@ -517,7 +517,8 @@ def test_a_gated_pod_says_what_the_release_pass_decides_for_it() -> None:
     snapshot = snapshot_of(NODES, [*held, over], queues=QUEUES)
     said = explain(snapshot, P, now=0.0)
     assert said.admission == (
-        "kept gated by the placement manager: queue a: over its GPU limit (limit 12, allocated 6, this job needs 8)"
+        "kept gated by the placement manager: "
+        "queue a: over its GPU limit (limit 12, allocated 6, this job needs 8)"
     )
     fits = replace(waiting("p", 4, queue="a"), gates=("phalanx.io/admission",))
     said = explain(snapshot_of(NODES, [*held, fits], queues=QUEUES), P, now=0.0)

@@ -116,6 +116,9 @@ class Greedy:
     def decide(self, state: None, view: ClusterView) -> tuple[None, Mapping[str, Allocation]]:
         return None, {j.name: (0,) * view.nodes[0] for j in view.jobs}
 
+    def minimum_gpus(self, job: PolluxJob) -> int:
+        return job.num_replicas
+
 
 def test_over_committing_policy_stops_the_run() -> None:
     with pytest.raises(SimulationError, match="t=60: policy greedy put 12 GPUs on node 0"):

@@ -40,7 +40,7 @@ def test_extender_reserves_the_gang_where_the_simulator_places_it() -> None:
     waiting = job_pods("g", [Worker(4), Worker(2)], queue="default", submitted=100)
     pods = [
         *job_pods("r", running["r"], queue="default", submitted=0),
-        *(replace(p, gated=False) for p in waiting),
+        *(replace(p, gates=()) for p in waiting),
     ]
     cluster = FakeCluster().add(*nodes, *pods, job_group("r", 1), job_group("g", 2))
     extender = Extender(
