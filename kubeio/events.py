@@ -58,6 +58,7 @@ class EventRecorder:
         self._repeat_after = repeat_after
         self._queue: queue.Queue[_Event] = queue.Queue(max_queue)
         self._last: dict[tuple[str, str, str], float] = {}
+        self._trimmed = clock()
         self._lock = threading.Lock()
 
     def record(self, ref: ObjectRef, type_: str, reason: str, message: str) -> None:
@@ -68,12 +69,22 @@ class EventRecorder:
             if now - self._last.get(key, float("-inf")) < self._repeat_after:
                 return
             self._last[key] = now
-            if len(self._last) > 50_000:
+            if now - self._trimmed >= self._repeat_after:  # forget what can no longer repeat
                 self._last = {k: t for k, t in self._last.items() if now - t < self._repeat_after}
+                self._trimmed = now
         try:
             self._queue.put_nowait(_Event(ref, type_, reason, message))
         except queue.Full:
             log.warning("event queue full; dropping %s %s: %s", reason, ref.name, message)
+
+    @property
+    def remembered(self) -> int:
+        """How many recent events are kept to suppress repeats: those of the last ``repeat_after`` seconds.
+
+        Trimmed once per ``repeat_after``, so it follows the event rate, not the number of objects ever
+        seen (a soak at 1,000 pods a minute records an event per pod).
+        """
+        return len(self._last)
 
     def run(self, stop: threading.Event) -> None:
         """Write queued events until ``stop`` is set."""

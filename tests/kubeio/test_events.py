@@ -1,0 +1,42 @@
+"""The event recorder: a repeat within a minute is suppressed, and what it remembers for that stays small."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kubeio.events import EventRecorder, ObjectRef
+
+
+@dataclass
+class Clock:
+    now: float = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def pod(i: int) -> ObjectRef:
+    return ObjectRef("Pod", "v1", "ml", f"p{i}", f"uid-{i}")
+
+
+def test_a_repeat_within_a_minute_is_suppressed_and_a_later_one_is_not() -> None:
+    clock = Clock()
+    recorder = EventRecorder(None, clock=clock)  # type: ignore[arg-type]  # nothing is written here
+    recorder.record(pod(0), "Normal", "AdmissionReleased", "released")
+    recorder.record(pod(0), "Normal", "AdmissionReleased", "released")
+    recorder.record(pod(0), "Normal", "AdmissionReleased", "released again")
+    assert recorder._queue.qsize() == 2
+    clock.now += 60
+    recorder.record(pod(0), "Normal", "AdmissionReleased", "released")
+    assert recorder._queue.qsize() == 3
+
+
+def test_it_remembers_only_the_last_minute_of_events_however_many_objects_it_saw() -> None:
+    clock = Clock()
+    recorder = EventRecorder(None, clock=clock, max_queue=1_000_000)  # type: ignore[arg-type]
+    for minute in range(30):
+        for i in range(1_000):
+            recorder.record(pod(minute * 1_000 + i), "Normal", "AdmissionReleased", f"released {i}")
+            clock.now += 0.06
+    assert recorder._queue.qsize() == 30_000, "every distinct event is recorded"
+    assert recorder.remembered <= 2_000, "about a minute's worth, not all 30,000"
