@@ -31,6 +31,7 @@ def create_app(
     app.config["PHALANX_MAX_BODY_BYTES"] = settings.max_body_bytes
     metrics = ExtenderMetrics.create(registry)
     metrics.open_promises.set_function(lambda: len(service.promises.by_uid))  # the truth at each scrape
+    metrics.decisions_kept.set_function(lambda: len(service.decisions))
     app.extensions["phalanx"] = {
         "service": service,
         "metrics": metrics,

@@ -64,6 +64,8 @@ class ExtenderMetrics:
     """``phalanx_extender_binds_total{outcome}``: bound, already_bound, refused, ..."""
     open_promises: Gauge
     """``phalanx_extender_open_promises``: GPUs chosen at bind not yet visible in the cache."""
+    decisions_kept: Gauge
+    """``phalanx_extender_decisions_kept``: turn-downs kept for ``/debug/decision`` (each pins a snapshot)."""
 
     @staticmethod
     def create(registry: CollectorRegistry) -> ExtenderMetrics:
@@ -97,6 +99,11 @@ class ExtenderMetrics:
             open_promises=Gauge(
                 "phalanx_extender_open_promises",
                 "Pods whose GPUs were chosen at bind but whose binding the cache has not shown yet.",
+                registry=registry,
+            ),
+            decisions_kept=Gauge(
+                "phalanx_extender_decisions_kept",
+                "Filter turn-downs kept for /debug/decision; each pins the snapshot it read.",
                 registry=registry,
             ),
         )

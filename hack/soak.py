@@ -211,6 +211,7 @@ def _report(bed: Testbed, minute: float, load: Load, pods: list[JsonObject], bas
     page = scrape(f"{bed.extender_url}/metrics")
     promises = metric_value(page, "phalanx_extender_open_promises") or 0.0
     reservations = metric_value(page, "phalanx_gang_reservations") or 0.0
+    decisions = metric_value(page, "phalanx_extender_decisions_kept") or 0.0
     if minute >= 5 and not baseline:
         baseline += [ext_rss, pl_rss]
     growth = (
@@ -227,7 +228,8 @@ def _report(bed: Testbed, minute: float, load: Load, pods: list[JsonObject], bas
         f"gated {gated}, created->scheduled p50 {scheduled}, "
         f"deleted early {load.deleted_early}; partial gangs past timeout {len(partial)}"
         f"{' (' + ', '.join(partial[:3]) + ')' if partial else ''}; "
-        f"double GPUs {len(double_booked(pods))}; promises {promises:g}, reservations {reservations:g}; "
+        f"double GPUs {len(double_booked(pods))}; promises {promises:g}, reservations {reservations:g}, "
+        f"decisions kept {decisions:g}; "
         f"extender {ext_rss:.0f} MiB {ext_fds} fds, placement {pl_rss:.0f} MiB {pl_fds} fds{growth}"
     )
 

@@ -34,3 +34,19 @@ def test_open_promises_fall_to_zero_when_the_cache_shows_the_pod_bound_without_a
     assert pod is not None
     service.pod_changed(pod, replace(pod, node_name=request["Node"]))  # the cache sees it bound
     assert _gauge(client.get("/metrics").text, "phalanx_extender_open_promises") == 0
+
+
+def test_decisions_kept_counts_the_turn_downs_kept_for_debug() -> None:
+    cluster = fixture_cluster(SHARED)
+    app, _, _, _ = make_app(cluster)
+    client = app.test_client()
+    assert _gauge(client.get("/metrics").text, "phalanx_extender_decisions_kept") == 0
+    request = orjson.loads(
+        (SHARED / "fixtures" / "extender" / "nodecache-false" / "filter.request.json").read_bytes()
+    )
+    for container in request["Pod"]["spec"]["containers"]:
+        for kind in ("requests", "limits"):
+            container["resources"][kind]["nvidia.com/gpu"] = "16"  # more than any 8-GPU node has
+    reply = client.post("/filter", data=orjson.dumps(request), content_type="application/json")
+    assert reply.status_code == 200 and not orjson.loads(reply.data).get("Nodes", {}).get("items"), reply.data
+    assert _gauge(client.get("/metrics").text, "phalanx_extender_decisions_kept") == 1
