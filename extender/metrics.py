@@ -5,6 +5,7 @@ One gunicorn worker process (see README), so the plain, non-multiprocess registr
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
@@ -66,6 +67,10 @@ class ExtenderMetrics:
     """``phalanx_extender_open_promises``: GPUs chosen at bind not yet visible in the cache."""
     decisions_kept: Gauge
     """``phalanx_extender_decisions_kept``: turn-downs kept for ``/debug/decision`` (each pins a snapshot)."""
+    python_blocks: Gauge
+    """``phalanx_extender_python_allocated_blocks``: ``sys.getallocatedblocks()``, the objects the worker's
+    Python heap holds: a leak grows it, while RSS also grows when a backlog peak leaves the allocator's
+    arenas fragmented."""
 
     @staticmethod
     def create(registry: CollectorRegistry) -> ExtenderMetrics:
@@ -106,4 +111,15 @@ class ExtenderMetrics:
                 "Filter turn-downs kept for /debug/decision; each pins the snapshot it read.",
                 registry=registry,
             ),
+            python_blocks=_blocks(registry),
         )
+
+
+def _blocks(registry: CollectorRegistry) -> Gauge:
+    gauge = Gauge(
+        "phalanx_extender_python_allocated_blocks",
+        "Memory blocks the Python heap holds now (sys.getallocatedblocks); grows with a leak.",
+        registry=registry,
+    )
+    gauge.set_function(sys.getallocatedblocks)  # O(1), read at each scrape
+    return gauge

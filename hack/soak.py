@@ -212,6 +212,7 @@ def _report(bed: Testbed, minute: float, load: Load, pods: list[JsonObject], bas
     promises = metric_value(page, "phalanx_extender_open_promises") or 0.0
     reservations = metric_value(page, "phalanx_gang_reservations") or 0.0
     decisions = metric_value(page, "phalanx_extender_decisions_kept") or 0.0
+    blocks = (metric_value(page, "phalanx_extender_python_allocated_blocks") or 0.0) / 1e6
     if minute >= 5 and not baseline:
         baseline += [ext_rss, pl_rss]
     growth = (
@@ -230,7 +231,8 @@ def _report(bed: Testbed, minute: float, load: Load, pods: list[JsonObject], bas
         f"{' (' + ', '.join(partial[:3]) + ')' if partial else ''}; "
         f"double GPUs {len(double_booked(pods))}; promises {promises:g}, reservations {reservations:g}, "
         f"decisions kept {decisions:g}; "
-        f"extender {ext_rss:.0f} MiB {ext_fds} fds, placement {pl_rss:.0f} MiB {pl_fds} fds{growth}"
+        f"extender {ext_rss:.0f} MiB {ext_fds} fds {blocks:.2f}M Python blocks, "
+        f"placement {pl_rss:.0f} MiB {pl_fds} fds{growth}"
     )
 
 
