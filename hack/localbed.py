@@ -404,7 +404,8 @@ class Testbed:
         self._procs[name] = subprocess.Popen(
             argv,
             cwd=REPO,
-            env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
+            # MALLOC_ARENA_MAX as the image sets it (Dockerfile): the processes run as in production
+            env={**os.environ, "PYTHONUNBUFFERED": "1", "MALLOC_ARENA_MAX": "2", **(env or {})},
             stdout=log_file,
             stderr=subprocess.STDOUT,
             start_new_session=True,
