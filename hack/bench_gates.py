@@ -30,9 +30,9 @@ from workload import (
     PodTimeline,
     create_pod,
     create_podgroup,
+    delete_pods,
     ensure_namespace,
     gpu_pod,
-    list_pods,
     member,
     podgroup,
     wait_for,
@@ -42,16 +42,6 @@ from testbed.nodes import fleet
 
 MODES = ("gated", "ungated")
 GANG = 4
-
-
-def _delete_all(bed: Testbed, namespace: str) -> None:
-    for pod in list_pods(bed.http, namespace):
-        bed.http.request(
-            "DELETE",
-            f"/api/v1/namespaces/{namespace}/pods/{pod['metadata']['name']}",
-            body={"gracePeriodSeconds": 0},
-        )
-    wait_for("pods deleted", lambda: not list_pods(bed.http, namespace), timeout=60)
 
 
 def _bound(timeline: PodTimeline, name: str) -> Callable[[], bool]:
@@ -65,7 +55,7 @@ def singles(bed: Testbed, namespace: str, prefix: str, count: int) -> list[float
         for name in names:
             create_pod(bed.http, namespace, gpu_pod(name, 1))
             wait_for(f"{name} bound", _bound(timeline, name), timeout=60, interval=0.01)
-    _delete_all(bed, namespace)
+    delete_pods(bed.http, namespace)
     return [timeline.bound_at[n] - timeline.created_at[n] for n in names]
 
 
@@ -79,7 +69,7 @@ def gang(bed: Testbed, namespace: str, name: str) -> float:
         wait_for(
             f"{name} bound", lambda: all(n in timeline.bound_at for n in names), timeout=60, interval=0.01
         )
-    _delete_all(bed, namespace)
+    delete_pods(bed.http, namespace)
     bed.http.request("DELETE", f"/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{namespace}/podgroups/{name}")
     return max(timeline.bound_at[n] for n in names) - max(timeline.created_at[n] for n in names)
 

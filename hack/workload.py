@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from kubeio.errors import ConflictError
+from kubeio.errors import ConflictError, NotFoundError
 from kubeio.http import JsonObject, KubeHttp
 
 T = TypeVar("T")
@@ -63,6 +63,18 @@ def create_pod(http: KubeHttp, namespace: str, pod: JsonObject) -> JsonObject:
 def list_pods(http: KubeHttp, namespace: str | None = None) -> list[JsonObject]:
     path = f"/api/v1/namespaces/{namespace}/pods" if namespace else "/api/v1/pods"
     return list(http.request("GET", path).get("items") or [])
+
+
+def delete_pods(http: KubeHttp, namespace: str, *, timeout: float = 60.0) -> None:
+    """Delete every pod of ``namespace`` at once (no grace period) and wait until they are gone."""
+    for pod in list_pods(http, namespace):
+        with contextlib.suppress(NotFoundError):
+            http.request(
+                "DELETE",
+                f"/api/v1/namespaces/{namespace}/pods/{pod['metadata']['name']}",
+                body={"gracePeriodSeconds": 0},
+            )
+    wait_for("pods deleted", lambda: not list_pods(http, namespace), timeout=timeout)
 
 
 def get_pod(http: KubeHttp, namespace: str, name: str) -> JsonObject:

@@ -16,6 +16,8 @@ mpl.use("Agg")
 
 import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
 
 from scheduling.model import Resources
 from scheduling.queues import Queue, QueueTree, fair_shares
@@ -46,12 +48,7 @@ def _jct_cdf(results: Sequence[RunResult], path: Path, title: str) -> Path:
     ax.set_xlabel("job completion time (hours, log scale)")
     ax.set_ylabel("share of jobs")
     ax.set_title(f"{title}: JCT CDF")
-    ax.grid(alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(fig, ax, path)
 
 
 def _allocation(results: Sequence[RunResult], path: Path, title: str) -> Path:
@@ -65,12 +62,7 @@ def _allocation(results: Sequence[RunResult], path: Path, title: str) -> Path:
     ax.set_xlabel("simulated time (hours)")
     ax.set_ylabel("GPUs allocated")
     ax.set_title(f"{title}: GPUs allocated over time")
-    ax.grid(alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(fig, ax, path)
 
 
 def _queues(result: RunResult, path: Path, queues: Sequence[Queue]) -> Path:
@@ -95,6 +87,16 @@ def _queues(result: RunResult, path: Path, queues: Sequence[Queue]) -> Path:
     ax.set_title(f"{result.policy}: GPUs per queue against its fair share")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def _save(fig: Figure, ax: Axes, path: Path) -> Path:
+    """Grid, legend, tight layout, write the PNG, and free the figure (many runs draw many)."""
+    ax.grid(alpha=0.3)
+    ax.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

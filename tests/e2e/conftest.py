@@ -24,6 +24,7 @@ from workload import (
     create_pod,
     create_podgroup,
     create_queue,
+    delete_pods,
     ensure_namespace,
     list_pods,
     live,
@@ -67,14 +68,7 @@ def namespace(testbed: Testbed) -> Iterator[str]:
     name = f"e2e-{next(_names)}"
     ensure_namespace(testbed.http, name)
     yield name
-    for pod in list_pods(testbed.http, name):
-        with contextlib.suppress(NotFoundError):
-            testbed.http.request(
-                "DELETE",
-                f"/api/v1/namespaces/{name}/pods/{pod['metadata']['name']}",
-                body={"gracePeriodSeconds": 0},
-            )
-    wait_for("pods deleted", lambda: not list_pods(testbed.http, name), timeout=30)
+    delete_pods(testbed.http, name, timeout=30)
 
 
 @pytest.fixture(scope="session")

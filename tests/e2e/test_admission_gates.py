@@ -25,6 +25,7 @@ from workload import (
     create_pod,
     create_podgroup,
     create_queue,
+    delete_pods,
     ensure_namespace,
     events_for,
     get_pod,
@@ -60,13 +61,7 @@ def ns(gated_bed: Testbed, request: pytest.FixtureRequest) -> Iterator[str]:
     name = f"gates-{request.node.name.split('_')[1]}-{int(time.time() * 1000) % 100000}"
     ensure_namespace(gated_bed.http, name)
     yield name
-    for pod in list_pods(gated_bed.http, name):
-        gated_bed.http.request(
-            "DELETE",
-            f"/api/v1/namespaces/{name}/pods/{pod['metadata']['name']}",
-            body={"gracePeriodSeconds": 0},
-        )
-    wait_for("pods deleted", lambda: not list_pods(gated_bed.http, name), timeout=30)
+    delete_pods(gated_bed.http, name, timeout=30)
 
 
 def _node(bed: Testbed, namespace: str, name: str) -> str | None:
