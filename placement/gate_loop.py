@@ -3,9 +3,11 @@
 The pass is driven by the cache's pod events rather than the reconcile interval, because every gated
 pod waits for it: a pod created on an idle cluster should reach kube-scheduler within a fraction of a
 second, not a pass interval later. A burst of changes (a gang of 64 created, a node's pods finishing)
-is folded into one pass by a short debounce, and passes are at least ``min_gap`` apart so a busy
-cluster does not keep the pass running without pause. The backstop pass covers what no pod event
-announces: a PodGroup or a Queue created, a node added, a release's in-flight time running out.
+is folded into one pass by a short debounce, and the pause after a pass grows with what the pass cost
+(``busy_share``: the pass takes at most that share of the time), so a busy cluster, whose passes are
+long, does not keep one running without pause, while on an idle one (a pass of milliseconds) a pod
+waits for little more than the debounce. The backstop pass covers what no pod event announces: a
+PodGroup or a Queue created, a node added, a release's in-flight time running out.
 """
 
 from __future__ import annotations
@@ -22,11 +24,19 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True, slots=True)
 class LoopTiming:
-    """Seconds: debounce after a change, least gap between passes, longest wait without a change."""
+    """Debounce after a change and longest wait without one (seconds); the share of time passes may take."""
 
     debounce: float = 0.05
-    min_gap: float = 0.5
     backstop: float = 2.0
+    busy_share: float = 0.15
+
+    def pause(self, last_pass: float) -> float:
+        """The least time from the end of a pass of ``last_pass`` seconds to the start of the next.
+
+        >>> LoopTiming().pause(0.005), round(LoopTiming().pause(0.09), 2)
+        (0.05, 0.51)
+        """
+        return max(self.debounce, last_pass * (1 - self.busy_share) / self.busy_share)
 
 
 def run_gate_loop(
@@ -50,7 +60,7 @@ def run_gate_loop(
         on_pass: called with each pass's outcome and its duration (metrics, logs).
         timing: the waits above.
     """
-    last = float("-inf")
+    last, cost = float("-inf"), 0.0
     while not stop.is_set():
         wake.wait(timing.backstop)
         if stop.is_set():
@@ -58,7 +68,7 @@ def run_gate_loop(
         if not leading():
             wake.clear()
             continue
-        stop.wait(max(timing.debounce, timing.min_gap - (clock() - last)))
+        stop.wait(max(timing.debounce, timing.pause(cost) - (clock() - last)))
         wake.clear()
         started = clock()
         try:
@@ -67,5 +77,6 @@ def run_gate_loop(
             log.exception("release pass failed")
             outcome = None
         last = clock()
+        cost = last - started
         if outcome is not None:
-            on_pass(outcome, last - started)
+            on_pass(outcome, cost)

@@ -163,7 +163,7 @@ def test_the_loop_runs_a_pass_per_wake_survives_a_failed_pass_and_never_while_st
         leading=lead,
         clock=lambda: 0.0,
         on_pass=lambda outcome, _s: seen.extend(outcome.released),
-        timing=LoopTiming(debounce=0.0, min_gap=0.0, backstop=0.01),
+        timing=LoopTiming(debounce=0.0, backstop=0.01),
     )
     assert releaser.passes == 3, "no pass while standing by; the failed pass did not end the loop"
     assert seen == ["p2", "p3"]
