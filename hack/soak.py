@@ -200,6 +200,20 @@ def _epoch(text: object) -> float | None:
     return None
 
 
+def _release_passes(bed: Testbed) -> str:
+    """The placement manager's release passes so far and their mean duration ("" without gates)."""
+    port = bed.placement_metrics_ports.get("placement")
+    if not port or not bed.admission_gates:
+        return ""
+    try:
+        page = scrape(f"http://127.0.0.1:{port}/metrics")
+    except OSError:
+        return ""
+    count = metric_value(page, "phalanx_admission_pass_seconds_count") or 0.0
+    total = metric_value(page, "phalanx_admission_pass_seconds_sum") or 0.0
+    return f", {count:.0f} release passes of {1000 * total / count:.0f} ms on average" if count else ""
+
+
 def _report(bed: Testbed, minute: float, load: Load, pods: list[JsonObject], baseline: list[float]) -> str:
     bound = sum(1 for p in pods if p["spec"].get("nodeName"))
     gated = sum(1 for p in pods if p["spec"].get("schedulingGates"))
@@ -213,6 +227,7 @@ def _report(bed: Testbed, minute: float, load: Load, pods: list[JsonObject], bas
     reservations = metric_value(page, "phalanx_gang_reservations") or 0.0
     decisions = metric_value(page, "phalanx_extender_decisions_kept") or 0.0
     blocks = (metric_value(page, "phalanx_extender_python_allocated_blocks") or 0.0) / 1e6
+    passes = _release_passes(bed)
     if minute >= 5 and not baseline:
         baseline += [ext_rss, pl_rss]
     growth = (
@@ -232,7 +247,7 @@ def _report(bed: Testbed, minute: float, load: Load, pods: list[JsonObject], bas
         f"double GPUs {len(double_booked(pods))}; promises {promises:g}, reservations {reservations:g}, "
         f"decisions kept {decisions:g}; "
         f"extender {ext_rss:.0f} MiB {ext_fds} fds {blocks:.2f}M Python blocks, "
-        f"placement {pl_rss:.0f} MiB {pl_fds} fds{growth}"
+        f"placement {pl_rss:.0f} MiB {pl_fds} fds{passes}{growth}"
     )
 
 
