@@ -41,7 +41,7 @@ from perf.common import Progress
 from perf.throughput import backlog, fitting
 from perf.watch import BindWatch
 
-WINDOW_SECONDS = 20.0
+WINDOW_SECONDS = 15.0
 """How long the budget window lasts (it ends earlier if the backlog is all bound)."""
 
 WARMUP_SECONDS = 2.0
@@ -254,14 +254,16 @@ def measure_budget(
     *,
     rate_hint: float | None = None,
     seconds: float = WINDOW_SECONDS,
+    minimum: int = 1000,
 ) -> dict[str, Any]:
     """One backlog through ``which`` scheduler with the budget window sampled; the pods are deleted after.
 
-    ``rate_hint`` (pods/s measured earlier at this size) sizes the backlog to outlast the window.
+    The backlog has ``minimum`` pods, more if ``rate_hint`` (pods/s measured earlier at this size) says
+    they would be bound before the window closes.
     """
-    count = fitting(3000, nodes)
-    if rate_hint:
-        count = min(count, int(rate_hint * (WARMUP_SECONDS + seconds + 15)))
+    count = fitting(minimum, nodes)
+    if rate_hint:  # enough to outlast the window at the rate measured before, at most 3,000
+        count = max(count, min(fitting(3000, nodes), int(rate_hint * (WARMUP_SECONDS + seconds + 5))))
     namespace = bb.namespace(f"perf-{which}-{nodes}-budget")
     probe = BudgetProbe(bb, which, nodes, out_dir, progress, seconds)
     figures = backlog(bb, which, nodes, namespace, count, progress, probe=probe.start)
