@@ -200,7 +200,7 @@ def _cluster_sections(
                     wait_for_idle_cpu(progress, what=f"the {which} budget")
                     hint = pods_per_second(size, which)
                     size["budget"][which] = measure_budget(
-                        bb, which, nodes, out_dir, progress, rate_hint=hint
+                        bb, which, nodes, out_dir, progress, rate_hint=hint, minimum=work.burst_pods
                     )
             if "gangs" in sections:
                 size["gangs"] = measure_gangs(bb, nodes, plan.gang_sizes, progress)
