@@ -217,7 +217,7 @@ class BudgetProbe:
             _, err = spy.communicate(timeout=self.seconds + 60)
             if spy_path.exists():
                 samples_ms = 1000.0 / PY_SPY_RATE
-                result["extender_profile"] = python_split(spy_path.read_text(), samples_ms * per_pod)
+                result["extender_profile"] = python_split(spy_path.read_text(), samples_ms / pods)
                 result["extender_profile"]["file"] = str(spy_path)
             else:
                 result["extender_profile"] = {"error": f"py-spy failed: {err.strip()[-300:]}"}
