@@ -65,13 +65,6 @@ class ExtenderSettings:
     ``leaseDuration`` (15 s by default): a new leader's extender starts acting only after the old one
     stopped."""
 
-    gil_switch_seconds: float = 0.001
-    """How long one thread may hold the GIL while others wait for it (``PHALANX_GIL_SWITCH_SECONDS``,
-    ``sys.setswitchinterval``; Python's default is 0.005). kube-scheduler waits for every filter and
-    prioritize reply, and the request thread that serves it competes with the watch threads, the queue
-    view's rebuild and concurrent binds: each time it needs the GIL back it could wait a whole interval
-    (issue 13's per-pod budget)."""
-
     log_level: str = "INFO"
     """Python logging level name (``PHALANX_LOG_LEVEL``), given to ``logging.basicConfig`` as it is."""
 
@@ -139,7 +132,6 @@ class ExtenderSettings:
             duty_window_seconds=env_float(
                 environ, "PHALANX_DUTY_WINDOW_SECONDS", defaults.duty_window_seconds
             ),
-            gil_switch_seconds=env_float(environ, "PHALANX_GIL_SWITCH_SECONDS", defaults.gil_switch_seconds),
             log_level=environ.get(LOG_LEVEL_ENV, defaults.log_level),
             tls_cert_file=cert,
             tls_key_file=key,

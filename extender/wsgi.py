@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import logging
 import os
-import sys
 import threading
 import time
 from functools import partial
@@ -45,7 +44,6 @@ def create() -> Flask:
     """Build the extender from the environment, start its caches and loops, recover gangs."""
     settings = ExtenderSettings.from_env(os.environ)
     configure_logging(settings.log_level)
-    sys.setswitchinterval(settings.gil_switch_seconds)  # request threads wait less for the GIL
     http = KubeHttp(load_api_client(settings.kubeconfig, pool_size=max(16, settings.threads)))
     registry = CollectorRegistry()
     stop = threading.Event()
