@@ -7,7 +7,7 @@ from collections.abc import Callable
 from flask import Flask, request
 from prometheus_client import CollectorRegistry
 
-from extender import routes
+from extender import routes, wire
 from extender.duty import Duty
 from extender.metrics import ExtenderMetrics
 from extender.service import Extender
@@ -37,6 +37,7 @@ def create_app(
         "metrics": metrics,
         "registry": registry,
         "ready": ready,
+        "pods": wire.PodMemo(),  # filter and prioritize of one cycle send the same pod
     }
     if duty is not None:
 

@@ -75,7 +75,7 @@ def filter_() -> Response:
 
     def handle(body: dict[str, Any]) -> Any:
         service, metrics = _parts()
-        args = wire.parse_extender_args(body)
+        args = wire.parse_extender_args(body, current_app.extensions["phalanx"]["pods"])
         decision = service.filter(args.pod, args.node_names)
         metrics.node_verdicts.labels("feasible").inc(len(decision.feasible))
         for reason, count in Counter(r.reason.value for r in decision.rejected.values()).items():
@@ -91,7 +91,7 @@ def prioritize() -> Response:
 
     def handle(body: dict[str, Any]) -> Any:
         service, _ = _parts()
-        args = wire.parse_extender_args(body)
+        args = wire.parse_extender_args(body, current_app.extensions["phalanx"]["pods"])
         return wire.host_priority_list(service.prioritize(args.pod, args.node_names))
 
     return _serve("prioritize", handle)

@@ -139,12 +139,13 @@ def pending_group(pod: Pod, members: Iterable[Pod], tree: QueueTree) -> PendingG
     """
     queue = tree.workload_queue(pod.labels.get(QUEUE_LABEL))
     waiting = [m for m in members if m.node_name is None and not m.terminating] or [pod]
+    one = waiting[0] if len(waiting) == 1 else None  # a pod on its own: its own figures, no sums
     return PendingGroup(
         key=group_key(pod),
         queue=queue,
-        requests=total(m.requests for m in waiting),
+        requests=one.requests if one else total(m.requests for m in waiting),
         priority=pod.priority,
-        created=min(m.created for m in waiting),
+        created=one.created if one else min(m.created for m in waiting),
         preemptible=is_preemptible(pod.priority, pod.labels.get(PREEMPTIBLE_LABEL)),
     )
 
@@ -169,31 +170,39 @@ def build_queue_view(
     """Build the view from every node and live pod (see the module docstring for the rules)."""
     tree, problems = tree_of(queues, previous)
     capacity = total(n.allocatable for n in nodes if n.ready and not n.unschedulable)
-    allocated: dict[str, Resources] = {}
-    non_preemptible: dict[str, Resources] = {}
+    # Sums kept as [milli_cpu, memory, gpus] while walking every pod (a Resources per pod added would
+    # be one object per pod); the same totals, in the same order of queues, as Resources afterwards.
+    held: dict[str, list[int]] = {}
+    held_np: dict[str, list[int]] = {}
     running: dict[str, list[Pod]] = {}
     waiting: dict[str, list[Pod]] = {}
     misplaced: dict[str, str] = {}
     counted: set[str] = set()
+    promised = promises.by_uid
+    workload_queue = tree.workload_queue
     for pod in pods:
         if pod.scheduler_name != SCHEDULER_NAME:
             if pod.holds_resources:
                 capacity = minus(capacity, pod.requests)
             continue
+        labels = pod.labels
         try:
-            queue = tree.workload_queue(pod.labels.get(QUEUE_LABEL))
+            queue = workload_queue(labels.get(QUEUE_LABEL))
         except QueueError as exc:
             misplaced[pod.key] = str(exc)
             continue
-        if pod.holds_resources or pod.uid in promises.by_uid:
+        holds = pod.holds_resources
+        if holds or pod.uid in promised:
             counted.add(pod.uid)
-            allocated[queue] = plus(allocated.get(queue, ZERO), pod.requests)
-            if not is_preemptible(pod.priority, pod.labels.get(PREEMPTIBLE_LABEL)):
-                non_preemptible[queue] = plus(non_preemptible.get(queue, ZERO), pod.requests)
-        if pod.holds_resources:
+            _add(held, queue, pod.requests)
+            if not is_preemptible(pod.priority, labels.get(PREEMPTIBLE_LABEL)):
+                _add(held_np, queue, pod.requests)
+        if holds:
             running.setdefault(group_key(pod), []).append(pod)
-        elif pod.node_name is None and not pod.terminating and pod.uid not in promises.by_uid:
+        elif pod.node_name is None and not pod.terminating and pod.uid not in promised:
             waiting.setdefault(group_key(pod), []).append(pod)
+    allocated = {queue: Resources(*sums) for queue, sums in held.items()}
+    non_preemptible = {queue: Resources(*sums) for queue, sums in held_np.items()}
     pending = [pending_group(members[0], members, tree) for _, members in sorted(waiting.items())]
     demand = dict(allocated)
     for group in pending:
@@ -217,7 +226,26 @@ def build_queue_view(
     )
 
 
+def _add(sums: dict[str, list[int]], queue: str, requests: Resources) -> None:
+    into = sums.get(queue)
+    if into is None:
+        into = sums[queue] = [0, 0, 0]
+    into[0] += requests.milli_cpu
+    into[1] += requests.memory
+    into[2] += requests.gpus
+
+
 def _running(key: str, members: Sequence[Pod], tree: QueueTree) -> RunningGang:
+    if len(members) == 1:  # a pod on its own (most running groups): the same figures without the folds
+        (pod,) = members
+        return RunningGang(
+            key=key,
+            queue=tree.workload_queue(pod.labels.get(QUEUE_LABEL)),
+            requests=pod.requests,
+            preemptible=is_preemptible(pod.priority, pod.labels.get(PREEMPTIBLE_LABEL)),
+            priority=pod.priority,
+            started_at=pod.started_at or 0.0,
+        )
     first = min(members, key=lambda p: p.name)
     return RunningGang(
         key=key,

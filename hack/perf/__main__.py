@@ -30,6 +30,7 @@ from typing import Any
 import orjson
 
 from perf.common import Progress, versions, wait_for_idle_cpu, wait_for_quiet_machine
+from perf.report import pods_per_second
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,10 +112,20 @@ FULL = Plan(
     elastic_cases=((100, 1000), (1000, 5000)),
 )
 
-SECTIONS = ("throughput", "gangs", "envelope", "liveprofile", "fairshare", "memory", "profile", "elastic")
-"""Every section; the first four need the cluster (``throughput`` includes the per-call latency)."""
+SECTIONS = (
+    "throughput",
+    "gangs",
+    "envelope",
+    "liveprofile",
+    "budget",
+    "fairshare",
+    "memory",
+    "profile",
+    "elastic",
+)
+"""Every section; the first five need the cluster (``throughput`` includes the per-call latency)."""
 
-CLUSTER_SECTIONS = frozenset({"throughput", "gangs", "envelope", "liveprofile"})
+CLUSTER_SECTIONS = frozenset({"throughput", "gangs", "envelope", "liveprofile", "budget"})
 
 
 def _terminate(signum: int, frame: FrameType | None) -> None:
@@ -133,6 +144,7 @@ def _cluster_sections(
     out_dir: Path,
 ) -> None:
     from perf.bed import BenchBed  # the cluster code imports the test bed; offline runs do not need it
+    from perf.budget import measure_budget
     from perf.envelope import fill_and_measure
     from perf.extender_calls import measure_calls
     from perf.gangs import measure_gangs
@@ -182,6 +194,14 @@ def _cluster_sections(
 
             if "throughput" in sections and "phalanx" in schedulers:
                 size["phalanx"] = measure(bb, "phalanx", nodes, work, progress, while_bound=while_bound)
+            if "budget" in sections:
+                size["budget"] = {}
+                for which in schedulers:
+                    wait_for_idle_cpu(progress, what=f"the {which} budget")
+                    hint = pods_per_second(size, which)
+                    size["budget"][which] = measure_budget(
+                        bb, which, nodes, out_dir, progress, rate_hint=hint, minimum=work.burst_pods
+                    )
             if "gangs" in sections:
                 size["gangs"] = measure_gangs(bb, nodes, plan.gang_sizes, progress)
             rss = bb.extender_rss_kib()
@@ -361,6 +381,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(render(results))
     print(f"\n{render_goals(results)}")
     _print_live_profiles(results)
+    from perf.budget_report import render_budget
+
+    for line in render_budget(results):
+        print(line)
     _print_profile(results.get("profile"))
     return 1 if failed else 0
 

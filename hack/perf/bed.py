@@ -135,6 +135,7 @@ class BenchBed:
         self.node_names: list[str] = []
         self._documents = topology_documents()
         self._baseline: subprocess.Popen[bytes] | None = None
+        self._baseline_port = 0
         self._baseline_log: IO[bytes] | None = None
         self._phalanx_paused = False
 
@@ -233,7 +234,7 @@ class BenchBed:
         """Start the extender-free kube-scheduler (profile ``baseline``) from the cached binary."""
         if self._baseline is not None:
             return
-        port = free_port()
+        port = self._baseline_port = free_port()
         log_path = self.state_dir / "baseline-scheduler.log"
         self._baseline_log = open(log_path, "ab")  # noqa: SIM115 - closed in stop_baseline()
         kubeconfig = str(self.bed.cluster.scheduler_kubeconfig)
@@ -302,6 +303,37 @@ class BenchBed:
         """The gunicorn master and worker pids of the extender (for a profiler to attach to)."""
         proc = self.bed._procs.get("extender")  # the test bed has no public accessor
         return [] if proc is None else [proc.pid, *children(proc.pid)]
+
+    def scheduler_port(self, which: str) -> int | None:
+        """The secure port of the ``baseline`` or the ``phalanx`` kube-scheduler, while it runs."""
+        if which == "baseline":
+            return self._baseline_port if self._baseline is not None else None
+        return self.bed.cluster.ports.get("kube-scheduler")
+
+    @property
+    def admin_token(self) -> str:
+        """A ``system:masters`` bearer token (kube-scheduler's ``/metrics`` and ``/debug/pprof`` take it)."""
+        return self.bed.cluster.admin_token
+
+    def processes(self) -> dict[str, list[int]]:
+        """Every process of the benchmark cluster by role, for sampling their CPU time.
+
+        Roles: ``kube-scheduler`` (the test bed's, profile ``phalanx``), ``baseline kube-scheduler``,
+        ``extender`` (gunicorn master and worker), ``kube-apiserver``, ``etcd``, ``simulated kubelet``,
+        ``placement manager``, and ``harness`` (this process: pod creation and the bind watch).
+        """
+        found: dict[str, list[int]] = {"harness": [os.getpid()]}
+        for status in self.bed.cluster.status().processes:
+            if status.running and status.pid and status.name in ("kube-apiserver", "etcd", "kube-scheduler"):
+                found[status.name] = [status.pid]
+        if self._baseline is not None:
+            found["baseline kube-scheduler"] = [self._baseline.pid]
+        found["extender"] = self.extender_pids()
+        for name, role in (("sim-kubelet", "simulated kubelet"), ("placement", "placement manager")):
+            proc = self.bed._procs.get(name)  # the test bed has no public accessor
+            if proc is not None:
+                found[role] = [proc.pid, *children(proc.pid)]
+        return found
 
     # -- pods ----------------------------------------------------------------------------------------
 

@@ -15,6 +15,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from perf.budget_report import budget_figures
 from perf.report import p50_ratio, paced_p50, pods_per_second, pods_ratio
 
 
@@ -55,8 +56,9 @@ def _dicts(value: Any) -> list[dict[str, Any]]:
     return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
 
 
-SCHEDULING, CALLS, GANGS, FAIR, ELASTIC, MEMORY, PROFILE = (
+SCHEDULING, BUDGET, CALLS, GANGS, FAIR, ELASTIC, MEMORY, PROFILE = (
     "1. scheduling through kube-scheduler",
+    "1b. per-pod budget, ms per bound pod",
     "2. extender per call over HTTP, ms",
     "3. gang time-to-bound, last created -> all bound, s",
     "4. fair-share recompute, s",
@@ -90,6 +92,9 @@ def _calls(calls: dict[str, Any], at: str) -> Iterator[tuple[str, str, float | N
 
 def _sizes(sizes: list[dict[str, Any]]) -> Iterator[tuple[str, str, float | None, str]]:
     yield from _scheduling(sizes)
+    for size in sizes:
+        for label, value in budget_figures(size):
+            yield BUDGET, f"{_count(size.get('nodes'))} nodes, {label}", value, "{:.2f}"
     for size in sizes:
         calls = size.get("calls")
         if isinstance(calls, dict):
@@ -137,7 +142,7 @@ def figures(results: dict[str, Any]) -> list[Figure]:
     return in_report_order(found.values())
 
 
-SECTIONS = (SCHEDULING, CALLS, GANGS, FAIR, ELASTIC, MEMORY, PROFILE)
+SECTIONS = (SCHEDULING, BUDGET, CALLS, GANGS, FAIR, ELASTIC, MEMORY, PROFILE)
 """The sections, in the order of the printed report."""
 
 

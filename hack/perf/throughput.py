@@ -86,6 +86,69 @@ def _create_all(
     return time.monotonic() - started
 
 
+BacklogProbe = Callable[[BindWatch, int], Callable[[], dict[str, Any]]]
+"""Started with the pod watch and the backlog size right after the scheduler starts; returns a function
+that collects the probe's figures once every pod is bound (``perf.budget`` samples the machine so)."""
+
+
+def backlog(
+    bb: BenchBed,
+    which: str,
+    nodes: int,
+    namespace: str,
+    count: int,
+    progress: Progress,
+    *,
+    probe: BacklogProbe | None = None,
+) -> dict[str, Any]:
+    """Create ``count`` pods while ``which`` scheduler is not scheduling, start it, time the binds.
+
+    The pods stay bound (the caller deletes ``namespace``'s pods). With ``probe``, its figures are
+    returned under ``"probe"``.
+    """
+    result: dict[str, Any] = {}
+    scheduler = BASELINE_PROFILE if which == "baseline" else "phalanx"
+    if which == "baseline":
+        bb.stop_baseline()
+    else:
+        bb.pause_phalanx()
+    pods = _pods(scheduler, "b", count)
+    progress(f"{which} @ {nodes} nodes: creating a backlog of {len(pods)} pods")
+    create_seconds = _create_all(bb, namespace, pods, progress)
+    result["burst_created_per_second"] = round(len(pods) / create_seconds, 1)
+    result["settle_seconds_before_start"] = round(wait_for_idle_cpu(progress, what="the backlog"), 1)
+    collect: Callable[[], dict[str, Any]] | None = None
+    with BindWatch(bb.http, namespace) as watch:
+        progress(f"{which} @ {nodes} nodes: starting the scheduler on the backlog")
+        started = time.monotonic()
+        if which == "baseline":
+            bb.start_baseline()
+        else:
+            bb.resume_phalanx()
+        if probe is not None:
+            collect = probe(watch, len(pods))
+        names = {n for n, _ in pods}
+        complete = watch.wait_bound(names, timeout=max(300.0, len(pods) / 2))
+        times = sorted(watch.bound_at[n] for n in names if n in watch.bound_at)
+    if collect is not None:
+        result["probe"] = collect()
+    if e2e_runs():
+        result["disturbed"] = "an end-to-end test run was running at the end of the backlog phase"
+    result["burst_pods"] = len(pods)
+    result["burst_bound"] = len(times)
+    result["burst_complete"] = complete
+    result["watch_errors"] = watch.errors
+    if len(times) >= 2:
+        window = times[-1] - times[0]
+        result["pods_per_second"] = round((len(times) - 1) / window, 1) if window > 0 else float("nan")
+        result["start_to_all_bound_seconds"] = round(times[-1] - started, 2)
+    progress(
+        f"{which} @ {nodes} nodes: {len(times)}/{len(pods)} bound, "
+        f"{result.get('pods_per_second', float('nan'))} pods/s"
+    )
+    return result
+
+
 def measure(
     bb: BenchBed,
     which: str,
@@ -107,43 +170,11 @@ def measure(
             latency and RSS are measured then, on a cluster with real occupancy); its result is returned
             under ``"while_bound"``.
     """
-    scheduler = BASELINE_PROFILE if which == "baseline" else "phalanx"
     result: dict[str, Any] = {"scheduler": which, "nodes": nodes}
+    scheduler = BASELINE_PROFILE if which == "baseline" else "phalanx"
     burst_ns = bb.namespace(f"perf-{which}-{nodes}-burst")
     paced_ns = bb.namespace(f"perf-{which}-{nodes}-paced")
-    if which == "baseline":
-        bb.stop_baseline()
-    else:
-        bb.pause_phalanx()
-    pods = _pods(scheduler, "b", workload.burst_pods)
-    progress(f"{which} @ {nodes} nodes: creating a backlog of {len(pods)} pods")
-    create_seconds = _create_all(bb, burst_ns, pods, progress)
-    result["burst_created_per_second"] = round(len(pods) / create_seconds, 1)
-    result["settle_seconds_before_start"] = round(wait_for_idle_cpu(progress, what="the backlog"), 1)
-    with BindWatch(bb.http, burst_ns) as watch:
-        progress(f"{which} @ {nodes} nodes: starting the scheduler on the backlog")
-        started = time.monotonic()
-        if which == "baseline":
-            bb.start_baseline()
-        else:
-            bb.resume_phalanx()
-        names = {n for n, _ in pods}
-        complete = watch.wait_bound(names, timeout=max(300.0, len(pods) / 2))
-        times = sorted(watch.bound_at[n] for n in names if n in watch.bound_at)
-    if e2e_runs():
-        result["disturbed"] = "an end-to-end test run was running at the end of the backlog phase"
-    result["burst_pods"] = len(pods)
-    result["burst_bound"] = len(times)
-    result["burst_complete"] = complete
-    result["watch_errors"] = watch.errors
-    if len(times) >= 2:
-        window = times[-1] - times[0]
-        result["pods_per_second"] = round((len(times) - 1) / window, 1) if window > 0 else float("nan")
-        result["start_to_all_bound_seconds"] = round(times[-1] - started, 2)
-    progress(
-        f"{which} @ {nodes} nodes: {len(times)}/{len(pods)} bound, "
-        f"{result.get('pods_per_second', float('nan'))} pods/s"
-    )
+    result.update(backlog(bb, which, nodes, burst_ns, workload.burst_pods, progress))
     if while_bound is not None:
         result["while_bound"] = while_bound()
     progress(f"{which} @ {nodes} nodes: deleting the backlog")

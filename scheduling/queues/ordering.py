@@ -180,6 +180,11 @@ def order_pending(
         lines.setdefault(group.queue, []).append(group)
     for line in lines.values():
         line.sort(key=within_queue_key, reverse=True)  # the head is popped from the end
+    if len(lines) == 1:
+        # One queue waits: every turn takes its head, whatever the keys say; a backlog in one queue (a
+        # cluster without Queue objects has only the default one) is ordered without computing any.
+        (line,) = lines.values()
+        return tuple(reversed(line))
     extra: dict[str, Resources] = {}
     changes: dict[str, int] = {}
     paths = {queue: tuple(a.name for a in states[queue].path()) for queue in lines}

@@ -1,0 +1,88 @@
+"""The per-pod budget as a table (``perf.budget`` measures it): baseline and phalanx side by side."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from perf.report import num, table
+
+WHICH = ("baseline", "phalanx")
+
+
+def _rows(budgets: dict[str, dict[str, Any]]) -> Iterator[tuple[str, dict[str, float | None]]]:
+    def one(get: Any) -> dict[str, float | None]:
+        out: dict[str, float | None] = {}
+        for which in WHICH:
+            try:
+                value = get(budgets.get(which) or {})
+            except (KeyError, TypeError, AttributeError):
+                value = None
+            out[which] = value if isinstance(value, int | float) and not isinstance(value, bool) else None
+        return out
+
+    def keys(*path: str) -> list[str]:
+        seen: dict[str, None] = {}
+        for which in WHICH:
+            node: Any = budgets.get(which) or {}
+            for step in path:
+                node = node.get(step) if isinstance(node, dict) else None
+            if isinstance(node, dict):
+                seen.update(dict.fromkeys(node))
+        return list(seen)
+
+    yield "pods bound in the window", one(lambda b: b["pods"])
+    yield "pods/s while profiled", one(lambda b: b["profiled_pods_per_second"])
+    yield "wall ms per pod in the window", one(lambda b: b["wall_ms_per_pod"])
+    yield "machine CPU ms per pod (all cores)", one(lambda b: b["machine_busy_ms_per_pod"])
+    yield "machine idle share", one(lambda b: b["machine_idle_share"])
+    for role in keys("cpu_ms_per_pod"):
+        yield f"CPU: {role}", one(lambda b, r=role: b["cpu_ms_per_pod"][r])
+    for part in keys("kube_scheduler_wall_ms_per_pod"):
+        yield f"kube-scheduler wall: {part}", one(lambda b, p=part: b["kube_scheduler_wall_ms_per_pod"][p])
+    for verb in keys("extender_routes"):
+        yield (
+            f"extender route {verb}: ms per call",
+            one(lambda b, v=verb: b["extender_routes"][v]["ms_per_call"]),
+        )
+        yield (
+            f"extender route {verb}: ms per pod",
+            one(lambda b, v=verb: b["extender_routes"][v]["ms_per_pod"]),
+        )
+    for part in keys("kube_scheduler_profile", "parts_ms_per_pod"):
+        yield (
+            f"kube-scheduler CPU: {part}",
+            one(lambda b, p=part: b["kube_scheduler_profile"]["parts_ms_per_pod"][p]),
+        )
+    yield "extender CPU holding the GIL", one(lambda b: b["extender_profile"]["gil_ms_per_pod"])
+    for part in keys("extender_profile", "parts_ms_per_pod"):
+        yield f"extender GIL: {part}", one(lambda b, p=part: b["extender_profile"]["parts_ms_per_pod"][p])
+
+
+def render_budget(results: dict[str, Any]) -> list[str]:
+    """One table per node count that has a budget; empty when the run has none."""
+    lines: list[str] = []
+    for size in results.get("sizes") or []:
+        budgets = size.get("budget") if isinstance(size, dict) else None
+        if not isinstance(budgets, dict) or not budgets:
+            continue
+        lines.append(f"\nPer-pod budget at {size.get('nodes', 0):,} nodes (ms per bound pod unless named)")
+        for which in WHICH:
+            error = (budgets.get(which) or {}).get("error")
+            if error:
+                lines.append(f"  {which}: {error}")
+        rows = [[label, *(num(v.get(w)) for w in WHICH)] for label, v in _rows(budgets)]
+        lines += table(["", *WHICH], rows, text_first=True)
+    return lines
+
+
+def budget_figures(size: dict[str, Any]) -> Iterator[tuple[str, float]]:
+    """(label, value) of every budget figure at one size, for ``--compare``."""
+    budgets = size.get("budget")
+    if not isinstance(budgets, dict):
+        return
+    for label, values in _rows(budgets):
+        for which in WHICH:
+            value = values.get(which)
+            if value is not None:
+                yield f"{which}, {label}", value

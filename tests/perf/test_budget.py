@@ -1,0 +1,127 @@
+"""The per-pod budget's analysis on small fixtures: pprof traces, py-spy stacks, Prometheus histograms."""
+
+from __future__ import annotations
+
+import pytest
+from perf.budget_report import budget_figures, render_budget
+from perf.budget_split import go_split, go_traces, histogram_deltas, metric_sums, python_split
+
+SEP = "-----------+-------------------------------------------------------"
+
+TRACES = f"""File: kube-scheduler
+Type: cpu
+Duration: 20s, Total samples = 1s ( 5%)
+{SEP}
+      30ms   encoding/json.(*encodeState).string
+             encoding/json.Marshal
+             k8s.io/kubernetes/pkg/scheduler.(*HTTPExtender).send
+             k8s.io/kubernetes/pkg/scheduler.(*HTTPExtender).Filter
+{SEP}
+    pprof:  some label
+      20ms   encoding/json.(*decodeState).object
+             encoding/json.(*Decoder).Decode
+             k8s.io/kubernetes/pkg/scheduler.(*HTTPExtender).send
+{SEP}
+      40ms   k8s.io/kubernetes/pkg/scheduler/framework/plugins/noderesources.(*Fit).Filter
+             k8s.io/kubernetes/pkg/scheduler/framework/runtime.(*frameworkImpl).RunFilterPlugins
+{SEP}
+      10ms   runtime.futex
+{SEP}
+"""
+
+
+def test_go_traces_reads_values_and_stacks_after_labels() -> None:
+    traces = go_traces(TRACES)
+    assert [round(s, 3) for s, _ in traces] == [0.03, 0.02, 0.04, 0.01]
+    assert traces[1][1][0] == "encoding/json.(*decodeState).object"
+
+
+def test_go_split_scales_shares_to_the_process_cpu() -> None:
+    split = go_split(TRACES, cpu_ms_per_pod=10.0)
+    parts = split["parts_ms_per_pod"]
+    assert parts == {
+        "in-tree filter plugins": 4.0,
+        "extender client: JSON encode": 3.0,
+        "extender client: JSON decode": 2.0,
+        "other (runtime, syscalls, timers)": 1.0,
+    }
+    assert split["profile_cpu_seconds"] == pytest.approx(0.1)
+
+
+RAW = "\n".join(
+    [
+        "thread (1): ThreadPoolExecutor-0_3;handle (gunicorn/workers/gthread.py:280);"
+        "filter_ (extender/routes.py:74);decode (extender/wire.py:60) 4",
+        "thread (1): ThreadPoolExecutor-0_3;handle (gunicorn/workers/gthread.py:280);"
+        "filter_ (extender/routes.py:74);filter (extender/service.py:120);"
+        "filter_nodes (scheduling/gpu_fit.py:60) 10",
+        "thread (1): ThreadPoolExecutor-0_3;handle (gunicorn/workers/gthread.py:280);"
+        "prioritize (extender/routes.py:90);pod_from_api (kubeio/convert.py:10);"
+        "parse (scheduling/quantity.py:5) 2",
+        "thread (1): ThreadPoolExecutor-0_3;handle (gunicorn/workers/gthread.py:280);"
+        "parse_request (gunicorn/http/message.py:30) 1",
+        "thread (2): watch-pods;run (kubeio/reflector.py:50) 3",
+        "thread (3): queues;refresh (extender/view_keeper.py:90) 5",
+    ]
+)
+
+
+def test_python_split_by_verb_part_and_thread() -> None:
+    split = python_split(RAW, ms_per_sample_per_pod=0.1)
+    parts = split["parts_ms_per_pod"]
+    assert parts["filter: the core's decision (scheduling/)"] == pytest.approx(1.0)
+    assert parts["filter: read and decode the body"] == pytest.approx(0.4)
+    assert parts["prioritize: parse the pod (kubeio.convert)"] == pytest.approx(0.2)
+    assert parts["request, before routing: gunicorn: read, parse, write"] == pytest.approx(0.1)
+    assert parts["cache: pod watch events (decode, convert, apply, listeners)"] == pytest.approx(0.3)
+    assert parts["queue view rebuild (every second)"] == pytest.approx(0.5)
+    assert split["samples"] == 25
+    assert split["groups_ms_per_pod"]["filter"] == pytest.approx(1.4)
+
+
+def _scrape(algorithm: float, filter_: float, count: int) -> str:
+    algo = "scheduler_scheduling_algorithm_duration_seconds"
+    point = "scheduler_framework_extension_point_duration_seconds"
+    labels = 'extension_point="Filter",profile="p",status="Success"'
+    return "\n".join(
+        [
+            f"# HELP {algo} x",
+            f"# TYPE {algo} histogram",
+            f'{algo}_bucket{{le="+Inf"}} {count}',
+            f"{algo}_sum {algorithm}",
+            f"{algo}_count {count}",
+            f"# HELP {point} x",
+            f"# TYPE {point} histogram",
+            f'{point}_bucket{{{labels},le="+Inf"}} {count}',
+            f"{point}_sum{{{labels}}} {filter_}",
+            f"{point}_count{{{labels}}} {count}",
+            "",
+        ]
+    )
+
+
+def test_histogram_deltas_and_the_algorithm_left_for_extenders() -> None:
+    before, after = _scrape(1.0, 0.25, 10), _scrape(3.0, 0.75, 30)
+    assert histogram_deltas(before, after, "scheduler_scheduling_algorithm_duration_seconds", "x") == {
+        "": (2.0, 20.0)
+    }
+    sums = metric_sums(before, after, "phalanx")
+    assert sums["in-tree Filter"] == pytest.approx(0.5)
+    assert sums["algorithm minus in-tree filter and score"] == pytest.approx(1.5)
+
+
+def test_render_and_compare_figures_side_by_side() -> None:
+    size = {
+        "nodes": 1000,
+        "budget": {
+            "baseline": {"pods": 1000, "wall_ms_per_pod": 11.0, "cpu_ms_per_pod": {"kube-scheduler": 5.0}},
+            "phalanx": {"pods": 500, "wall_ms_per_pod": 28.0, "cpu_ms_per_pod": {"extender": 9.0}},
+        },
+    }
+    text = "\n".join(render_budget({"sizes": [size]}))
+    assert "Per-pod budget at 1,000 nodes" in text
+    assert "CPU: extender" in text
+    figures = dict(budget_figures(size))
+    assert figures["phalanx, wall ms per pod in the window"] == 28.0
+    assert figures["baseline, CPU: kube-scheduler"] == 5.0
+    assert "baseline, CPU: extender" not in figures
