@@ -4,10 +4,10 @@ The pass is driven by the cache's pod events rather than the reconcile interval,
 pod waits for it: a pod created on an idle cluster should reach kube-scheduler within a fraction of a
 second, not a pass interval later. A burst of changes (a gang of 64 created, a node's pods finishing)
 is folded into one pass by a short debounce, and the pause after a pass grows with what the pass cost
-(``busy_share``: the pass takes at most that share of the time), so a busy cluster, whose passes are
-long, does not keep one running without pause, while on an idle one (a pass of milliseconds) a pod
-waits for little more than the debounce. The backstop pass covers what no pod event announces: a
-PodGroup or a Queue created, a node added, a release's in-flight time running out.
+(``busy_share``: the pass takes at most that share of the time, up to ``max_pause``), so a busy
+cluster, whose passes are long, does not keep one running without pause, while on an idle one (a pass
+of milliseconds) a pod waits for little more than the debounce. The backstop pass covers what no pod
+event announces: a PodGroup or a Queue created, a node added, a release's in-flight time running out.
 """
 
 from __future__ import annotations
@@ -29,14 +29,18 @@ class LoopTiming:
     debounce: float = 0.05
     backstop: float = 2.0
     busy_share: float = 0.15
+    max_pause: float = 0.5
 
     def pause(self, last_pass: float) -> float:
         """The least time from the end of a pass of ``last_pass`` seconds to the start of the next.
 
-        >>> LoopTiming().pause(0.005), round(LoopTiming().pause(0.09), 2)
-        (0.05, 0.51)
+        At most ``max_pause``: a pass over a big backlog can take a second on a busy machine, and gated
+        pods must not wait several seconds more for the next one.
+
+        >>> LoopTiming().pause(0.005), round(LoopTiming().pause(0.05), 2), LoopTiming().pause(1.2)
+        (0.05, 0.28, 0.5)
         """
-        return max(self.debounce, last_pass * (1 - self.busy_share) / self.busy_share)
+        return min(self.max_pause, max(self.debounce, last_pass * (1 - self.busy_share) / self.busy_share))
 
 
 def run_gate_loop(
