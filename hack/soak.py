@@ -31,7 +31,6 @@ import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 
 sys.path.insert(1, str(Path(__file__).resolve().parents[1]))  # the checkout: testbed/ is not installed
@@ -55,6 +54,7 @@ from workload import (
 
 from kubeio.errors import KubeError, NotFoundError
 from kubeio.http import JsonObject
+from scheduling.admission_flight import seconds
 from testbed.nodes import fleet
 
 NAMESPACE = "soak"
@@ -185,19 +185,11 @@ def _scheduled_p50(pods: list[JsonObject], now: float) -> str:
     for pod in pods:
         for cond in (pod.get("status") or {}).get("conditions") or []:
             if cond.get("type") == "PodScheduled" and cond.get("status") == "True":
-                at = _epoch(cond.get("lastTransitionTime"))
-                created = _epoch(pod["metadata"].get("creationTimestamp"))
+                at = seconds(str(cond.get("lastTransitionTime") or ""))
+                created = seconds(str(pod["metadata"].get("creationTimestamp") or ""))
                 if at is not None and created is not None and now - at <= 60:
                     waits.append(at - created)
     return f"{statistics.median(waits):.0f}s" if waits else "n/a"
-
-
-def _epoch(text: object) -> float | None:
-    if not isinstance(text, str):
-        return None
-    with contextlib.suppress(ValueError):
-        return datetime.fromisoformat(text).timestamp()
-    return None
 
 
 def _release_passes(bed: Testbed) -> str:

@@ -225,9 +225,7 @@ def _serve_webhook(
         effect=settings.pin_taint_effect,
         on_pin=metrics.elastic_actions.labels("pin_at_creation").inc,
     )
-    gates = GateAdmitter(
-        enabled=settings.admission_gates, on_gate=metrics.admission_groups.labels("gated_at_creation").inc
-    )
+    gates = GateAdmitter(enabled=settings.admission_gates)
     return serve_webhook(
         {MUTATE_PATH: admitter.admit, GATE_PATH: gates.admit},
         host=settings.webhook_bind_address,

@@ -16,6 +16,7 @@ passed, so a long wait does not flood the API server.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -33,6 +34,8 @@ from scheduling.snapshot import ClusterSnapshot
 from scheduling.topology import TopologyCache
 
 log = logging.getLogger(__name__)
+
+_FIGURES = re.compile(r"\d+")
 
 WAITING_EVENT_EVERY = 60.0
 """Seconds between two ``AdmissionWaiting`` events of one group while its sentence's rule stays the same."""
@@ -131,8 +134,8 @@ class GateReleaser:
         return True
 
     def _tell(self, snapshot: ClusterSnapshot, group: str, reason: str, now: float) -> None:
-        """Record ``reason`` for a kept group when its rule changed or a minute has passed."""
-        rule = reason.split(":", 1)[0]
+        """Record ``reason`` for a kept group when its sentence, figures aside, changed or a minute passed."""
+        rule = _FIGURES.sub("#", reason)
         told = self._told.get(group)
         if told is not None and told[0] == rule and now - told[1] < WAITING_EVENT_EVERY:
             return

@@ -167,3 +167,23 @@ def test_the_loop_runs_a_pass_per_wake_survives_a_failed_pass_and_never_while_st
     )
     assert releaser.passes == 3, "no pass while standing by; the failed pass did not end the loop"
     assert seen == ["p2", "p3"]
+
+
+def test_a_kept_group_is_told_again_when_its_rule_changes_not_when_only_figures_do() -> None:
+    releaser, cluster, _, events, clock = bed(gated("huge", 16))
+    releaser.reconcile_once()  # kept from now on
+    clock.now += WAITING_EVENT_AFTER
+    releaser.reconcile_once()  # "waits for room: needs 16 GPUs, 8 free ..."
+    cluster.add(a_pod("busy").gpus(2).on("n1", range(2)).build())
+    clock.now += 1
+    releaser.reconcile_once()  # the same sentence with other figures: not told again
+    cluster.add(
+        a_pod("huge").gpus(4).pinned("n9").created(T0).gated().build()
+    )  # room in total, not on its node
+    clock.now += 1
+    releaser.reconcile_once()
+    told = [m for *_, m in events.events]
+    assert told == [
+        "kept gated: waits for room: needs 16 GPUs, 8 free after 0 group(s) ahead",
+        "kept gated: waits for room on one node: no node has room for ml/huge now (4 GPUs)",
+    ]
