@@ -8,6 +8,7 @@ from typing import Any
 import orjson
 import pytest
 
+from extender.wire import parse_extender_args
 from tests.conftest import SHARED
 from tests.extender.appkit import fixture_cluster, make_app
 
@@ -63,13 +64,19 @@ def test_filter_reply_has_the_protocol_shape(path: Path) -> None:
     "path", [p for p in REQUESTS if verb_of(p) == "prioritize"], ids=lambda p: p.parent.name
 )
 def test_prioritize_reply_is_a_bare_array_of_integer_scores(path: Path) -> None:
-    status, request, reply, (captured, _) = replay(path)
+    app, service, _, _ = make_app(fixture_cluster(SHARED))
+    request = orjson.loads(path.read_bytes())
+    response = app.test_client().post("/prioritize", data=path.read_bytes(), content_type="application/json")
+    reply = orjson.loads(response.data)
     names = request["NodeNames"] or [n["metadata"]["name"] for n in request["Nodes"]["items"]]
-    assert status == 200
-    assert isinstance(reply, list) and isinstance(captured, list)
-    assert [set(h) for h in reply] == [{"Host", "Score"}] * len(names)
-    assert [h["Host"] for h in reply] == names
-    assert all(type(h["Score"]) is int and 0 <= h["Score"] <= 10 for h in reply)
+    assert response.status_code == 200 and isinstance(reply, list)
+    assert all(set(h) == {"Host", "Score"} and type(h["Score"]) is int for h in reply)
+    # What the core scored, less the lowest of its scores; a host left out is one at the lowest.
+    full = service.prioritize(parse_extender_args(request).pod, tuple(names))
+    lowest = min(score for _, score in full)
+    assert {h["Host"]: h["Score"] for h in reply} == {n: s - lowest for n, s in full if s > lowest}
+    assert [h["Host"] for h in reply] == [n for n, s in full if s > lowest], "in the candidates' order"
+    assert all(1 <= h["Score"] <= 10 for h in reply)
 
 
 @pytest.mark.parametrize("path", [p for p in REQUESTS if verb_of(p) == "bind"], ids=lambda p: p.parent.name)
