@@ -101,7 +101,8 @@ def _sizes(sizes: list[dict[str, Any]]) -> Iterator[tuple[str, str, float | None
             yield from _calls(calls, f"{_count(calls.get('candidates', size.get('nodes')))} candidates")
     for size in sizes:
         for gang in _dicts(size.get("gangs")):
-            label = f"{_count(gang.get('nodes', size.get('nodes')))} nodes, gang of {gang.get('size')}"
+            shape = "baseline, single pods" if gang.get("baseline_single_pods") else "gang"
+            label = f"{_count(gang.get('nodes', size.get('nodes')))} nodes, {shape} of {gang.get('size')}"
             yield GANGS, label, _number(gang.get("last_created_to_all_bound_seconds")), "{:.2f}"
 
 
