@@ -124,6 +124,10 @@ def _offline(results: dict[str, Any]) -> Iterator[tuple[str, str, float | None, 
         kib = _number(probe.get("rss_kib"))
         yield MEMORY, f"{at} ({probe.get('when')}), RSS", None if kib is None else kib / 1024, "{:.0f}"
     envelope = memory.get("envelope") or {}
+    first = envelope.get("first_stage") or {}
+    if isinstance(first, dict) and isinstance(first.get("calls"), dict):
+        at = f"{_count(envelope.get('nodes', 0))} candidates +{_count(first.get('pods', 0))} pods"
+        yield from _calls(first["calls"], at)
     if isinstance(envelope.get("calls"), dict):
         at = f"{_count(envelope.get('nodes', 0))} candidates +{_count(envelope.get('pods', 0))} pods"
         yield from _calls(envelope["calls"], at)

@@ -25,6 +25,7 @@ CALL_P99_MS = {1000: 2.0, 5000: 5.0}
 """Worst filter or prioritize p99 over HTTP, in ms, per candidate count."""
 
 GANG_NODES, GANG_SIZE, MAX_GANG_RATIO = 5000, 256, 1.3
+MAX_STEADY_RATIO = 1.2
 """A gang of 256 at 5,000 nodes bound within 1.3x the baseline's time for 256 single pods."""
 
 ENVELOPE = (5000, 150_000)
@@ -137,6 +138,40 @@ def _rss(results: dict[str, Any]) -> Goal:
     return Goal(label, measured, rss < GIB_KIB)
 
 
+def _steady(results: dict[str, Any]) -> Goal:
+    """Per-call p50 with the envelope's pods against a tenth of them (``memory.envelope.first_stage``).
+
+    "Independent of the number of pods" is judged with room for noise: the slower verb's p50 at the
+    full count within 1.2x its p50 at a tenth (two batches of the same calls differ by about 10%).
+    """
+    label = f"per-call p50 at {ENVELOPE[1]:,} pods <= {MAX_STEADY_RATIO:g}x at a tenth of them"
+    envelope = (results.get("memory") or {}).get("envelope") or {}
+    first = envelope.get("first_stage") or {}
+    full_calls, tenth_calls = envelope.get("calls") or {}, first.get("calls") or {}
+    ratios = {}
+    for verb in ("filter", "prioritize"):
+        full, tenth = (
+            (full_calls.get(verb) or {}).get("1") or {},
+            (tenth_calls.get(verb) or {}).get("1") or {},
+        )
+        if (
+            isinstance(full.get("p50"), int | float)
+            and isinstance(tenth.get("p50"), int | float)
+            and tenth["p50"]
+        ):
+            ratios[verb] = (tenth["p50"], full["p50"])
+    if len(ratios) < 2:
+        return Goal(label, "not measured", None)
+    measured = ", ".join(
+        f"{verb} {a:.2f} -> {b:.2f} ms ({first.get('pods', 0):,} -> {envelope.get('pods', 0):,} pods)"
+        for verb, (a, b) in ratios.items()
+    )
+    worst = max(b / a for a, b in ratios.values())
+    if envelope.get("pods", 0) < ENVELOPE[1]:
+        return Goal(label, f"{measured} only", None)
+    return Goal(label, measured, worst <= MAX_STEADY_RATIO)
+
+
 def issue13(results: dict[str, Any]) -> list[Goal]:
     """Every goal of issue 13, in the issue's order, judged on one run (n/a where it has no figure)."""
     return [
@@ -146,6 +181,7 @@ def issue13(results: dict[str, Any]) -> list[Goal]:
         *(_calls(results, nodes, limit) for nodes, limit in CALL_P99_MS.items()),
         _gang(results),
         _rss(results),
+        _steady(results),
     ]
 
 

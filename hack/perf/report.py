@@ -241,6 +241,9 @@ def render(results: dict[str, Any]) -> str:
     cases = [
         (s.get("calls"), s.get("extender_rss_kib", {}).get("VmRSS", 0), "") for s in results.get("sizes", [])
     ]
+    first = envelope.get("first_stage") or {}
+    if first.get("calls"):
+        cases.append((first["calls"], 0, f" +{first['pods']:,} pods"))
     if envelope.get("calls"):
         cases.append((envelope["calls"], envelope.get("rss_kib", 0), f" +{envelope['pods']:,} pods"))
     for calls, rss, extra in cases:

@@ -43,3 +43,27 @@ def test_without_the_baseline_row_the_goal_has_no_verdict() -> None:
 def test_a_gang_that_did_not_bind_whole_misses_whatever_the_baseline_did() -> None:
     row = _row(None) | {"bound": 200}
     assert _gang_goal(_run(row, _row(5.0, baseline=True))) == ("200/256 members bound", "MISSED")
+
+
+def _calls(p50: float) -> dict[str, Any]:
+    return {verb: {"1": {"p50": p50, "p99": p50 * 2}} for verb in ("filter", "prioritize")}
+
+
+def _steady_goal(results: dict[str, Any]) -> tuple[str, str]:
+    goal = next(g for g in issue13(results) if g.label.startswith("per-call p50"))
+    return goal.measured, goal.verdict
+
+
+def test_per_call_cost_at_the_envelope_is_judged_against_a_tenth_of_its_pods() -> None:
+    def run(tenth: float, full: float, pods: int = 150_000) -> dict[str, Any]:
+        first = {"pods": pods // 10, "calls": _calls(tenth)}
+        return {"memory": {"envelope": {"pods": pods, "calls": _calls(full), "first_stage": first}}}
+
+    assert _steady_goal(run(2.0, 2.3))[1] == "met"
+    measured, verdict = _steady_goal(run(2.0, 2.5))
+    assert verdict == "MISSED" and "filter 2.00 -> 2.50 ms (15,000 -> 150,000 pods)" in measured
+    assert _steady_goal(run(2.0, 2.0, pods=10_000))[1] == "n/a"
+    assert _steady_goal({"memory": {"envelope": {"pods": 150_000, "calls": _calls(2.0)}}}) == (
+        "not measured",
+        "n/a",
+    )
