@@ -127,6 +127,10 @@ def test_unknown_nodes_in_filter_are_turned_down_one_by_one() -> None:
     status, body, unchanged = post("filter", orjson.dumps(request))
     assert status == 200 and unchanged
     assert body["NodeNames"] == ["gpu-node-1"]
-    assert body["FailedAndUnresolvableNodes"] == {
-        "ghost": "node(s) not yet known to phalanx (its node cache has not seen them)"
-    }
+    assert body["FailedAndUnresolvableNodes"] == {}, "a node passes: reasons are not sent (never read)"
+    request = mutate(VALID["filter"], ("NodeNames",), ["ghost", "phantom"], delete=False)
+    status, body, unchanged = post("filter", orjson.dumps(request))
+    assert status == 200 and unchanged and body["NodeNames"] == []
+    assert body["FailedAndUnresolvableNodes"] == dict.fromkeys(
+        ["ghost", "phantom"], "node(s) not yet known to phalanx (its node cache has not seen them)"
+    )
