@@ -17,6 +17,7 @@ from scheduling.topology import NodeTopology, TopologyCache, TopologyDocument
 from simulator import philly, report, table
 from simulator.cluster_spec import ClusterSpec, ClusterSpecError, read_cluster
 from simulator.compare import UnknownPolicyError, policy_names, run_all
+from simulator.gpu_sets import GpuSets
 from simulator.link_speed import DEFAULT_COMM_FRACTION, LinkSpeed
 from simulator.loop import MODES, Mode, Policy
 from simulator.metrics import Figures, figures
@@ -32,7 +33,11 @@ _POLICY_HELP = f"Comma-separated policies, or 'all' ({', '.join(POLICIES)})."
 
 
 class Comparison(msgspec.Struct, frozen=True, kw_only=True):
-    """What ``--json`` writes for several policies: every row, and every run's per-job JCTs."""
+    """What ``--json`` writes for several policies: every row, every run's per-job JCTs and GPU sets.
+
+    ``gpu_sets``: per policy and job, at each (re)allocation its time and the GPU indices it got per
+    node index (``[[60, [[0, [2, 3]]]]]``).
+    """
 
     workload: str
     mode: str
@@ -40,6 +45,7 @@ class Comparison(msgspec.Struct, frozen=True, kw_only=True):
     published_avg_jct_s: dict[str, float]
     rows: list[Figures]
     jct_s: dict[str, dict[str, int]]
+    gpu_sets: dict[str, dict[str, tuple[tuple[int, GpuSets], ...]]]
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
@@ -178,7 +184,8 @@ def philly_command(
     mode = Mode("philly", nodes, gpus_per_node, step_seconds=60, restart_penalty_seconds=30)
     click.echo(
         f"Philly {start} + {hours:g} h: {len(jobs)} jobs, {len(made.queues)} queues, {nodes} nodes x "
-        f"{gpus_per_node} GPUs (VC nodes x {scale:g}), rigid jobs, {penalty:.0%} slower per extra node"
+        f"{gpus_per_node} GPUs (VC nodes x {scale:g}), rigid jobs, {penalty:.0%} slower per extra node",
+        err=json_path == "-",  # stdout carries only the JSON then
     )
     speed: SpeedModel = philly.RigidSpeed(gpus_per_node, penalty)
     documents: tuple[TopologyDocument | None, ...] = ()
@@ -193,7 +200,7 @@ def philly_command(
             comm_fraction,
             cache=cache,
         )
-        click.echo(_describe(spec, documents, comm_fraction))
+        click.echo(_describe(spec, documents, comm_fraction), err=json_path == "-")
     rack_size = spec.rack_size if spec is not None else 0
     factories = [(n, _with_queues(n, made.queues, documents, rack_size)) for n in names]
     until = int((hours + drain_hours) * 3600)
@@ -263,6 +270,7 @@ def _finish(
         published_avg_jct_s=published,
         rows=rows,
         jct_s={r.policy: {job.name: job.jct for job in r.jobs} for r in results},
+        gpu_sets={r.policy: {job.name: job.placements for job in r.jobs} for r in results},
     )
     encoded = msgspec.json.format(msgspec.json.encode(comparison), indent=2) + b"\n"
     if json_path == "-":
