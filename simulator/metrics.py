@@ -52,6 +52,7 @@ class Figures(msgspec.Struct, frozen=True, kw_only=True):
     preemptions: int
     compact_share: float | None
     nvlink_share: float | None = None
+    nvlink_jobs: int = 0
     jain_index: float | None
 
 
@@ -80,6 +81,7 @@ def figures(result: RunResult, queues: Sequence[Queue] = ()) -> Figures:
         preemptions=sum(job.preemptions for job in jobs),
         compact_share=sum(multi) / len(multi) if multi else None,
         nvlink_share=sum(linked) / len(linked) if linked else None,
+        nvlink_jobs=len(linked),
         jain_index=jain(result.timeline, queues, result.capacity) if queues else None,
     )
 

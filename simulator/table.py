@@ -115,7 +115,7 @@ def goals(rows: Sequence[Figures], *, subject: str = "phalanx", baseline: str = 
         _goal(
             None if nvlink is None else nvlink >= 0.95,
             ">= 95% of multi-GPU jobs on fully NVLink-connected sets where such a set exists: "
-            + _share(nvlink),
+            + f"{_share(nvlink)} of {ours.nvlink_jobs}",
         )
     )
     alloc = ours.allocation_while_waiting

@@ -121,11 +121,12 @@ def test_the_share_counts_only_jobs_where_a_linked_set_existed() -> None:
     """Two judged multi-GPU jobs, one met: 50 %; unjudged and one-GPU jobs are left out."""
     jobs = (_job("a", 2, True), _job("b", 4, False), _job("c", 2, None), _job("d", 1, None))
     row = figures(RunResult("m", "phalanx", 0, jobs, 1, capacity=8))
-    assert row.nvlink_share == 0.5
+    assert (row.nvlink_share, row.nvlink_jobs) == (0.5, 2)
     assert " 50%" in render([row]).splitlines()[1]
-    assert any(
-        "[MISSED] >= 95% of multi-GPU jobs on fully NVLink-connected sets" in line for line in goals([row])
+    wanted = (
+        "[MISSED] >= 95% of multi-GPU jobs on fully NVLink-connected sets where such a set exists: 50% of 2"
     )
+    assert f"  {wanted}" in goals([row])
 
 
 def test_no_judged_job_shows_a_dash() -> None:
