@@ -13,8 +13,12 @@ import click
 import msgspec
 
 from scheduling.queues import Queue
+from scheduling.topology import NodeTopology, TopologyCache, TopologyDocument
 from simulator import philly, report, table
+from simulator.cluster_spec import ClusterSpec, ClusterSpecError, read_cluster
 from simulator.compare import UnknownPolicyError, policy_names, run_all
+from simulator.gpu_sets import GpuSets
+from simulator.link_speed import DEFAULT_COMM_FRACTION, LinkSpeed
 from simulator.loop import MODES, Mode, Policy
 from simulator.metrics import Figures, figures
 from simulator.policies import POLICIES
@@ -29,7 +33,11 @@ _POLICY_HELP = f"Comma-separated policies, or 'all' ({', '.join(POLICIES)})."
 
 
 class Comparison(msgspec.Struct, frozen=True, kw_only=True):
-    """What ``--json`` writes for several policies: every row, and every run's per-job JCTs."""
+    """What ``--json`` writes for several policies: every row, every run's per-job JCTs and GPU sets.
+
+    ``gpu_sets``: per policy and job, at each (re)allocation its time and the GPU indices it got per
+    node index (``[[60, [[0, [2, 3]]]]]``).
+    """
 
     workload: str
     mode: str
@@ -37,6 +45,7 @@ class Comparison(msgspec.Struct, frozen=True, kw_only=True):
     published_avg_jct_s: dict[str, float]
     rows: list[Figures]
     jct_s: dict[str, dict[str, int]]
+    gpu_sets: dict[str, dict[str, tuple[tuple[int, GpuSets], ...]]]
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
@@ -130,6 +139,20 @@ def run_command(
     "--policy", default="phalanx,phalanx-no-reclaim,phalanx-no-topology,fifo,tiresias", show_default=True
 )
 @click.option("--seed", type=int, default=0, show_default=True)
+@click.option(
+    "--cluster",
+    "cluster_path",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Cluster description (TOML: node groups, each with its `nvidia-smi topo -m`); replaces "
+    "--gpus-per-node, and a group without a count gets the nodes the quotas need.",
+)
+@click.option(
+    "--comm-fraction",
+    type=float,
+    default=DEFAULT_COMM_FRACTION,
+    show_default=True,
+    help="With --cluster: share of a step spent in all-reduce at 12 GB/s (simulator/link_speed.py).",
+)
 @click.option("--json", "json_path", help="Write the comparison as JSON to this file ('-' for stdout only).")
 @click.option("--plots", type=click.Path(file_okay=False, path_type=Path), help="Write PNG plots into DIR.")
 def philly_command(
@@ -143,35 +166,88 @@ def philly_command(
     penalty: float,
     policy: str,
     seed: int,
+    cluster_path: Path | None,
+    comm_fraction: float,
     json_path: str | None,
     plots: Path | None,
 ) -> None:
     """Replay a window of the Philly log with each virtual cluster a queue (rigid jobs)."""
+    spec = _cluster(cluster_path)
+    gpus_per_node = spec.gpus_per_node if spec is not None else gpus_per_node
     names = _names(policy)
     jobs = philly.window(read_philly_jobs(trace), dt.datetime.fromisoformat(start), hours)
     if not jobs:
         msg = f"no job submitted in the {hours} h from {start}"
         raise click.UsageError(msg)
     made = philly.setup(jobs, philly.read_vc_nodes(quotas), gpus_per_node=gpus_per_node, scale=scale)
-    mode = Mode("philly", made.nodes, gpus_per_node, step_seconds=60, restart_penalty_seconds=30)
+    nodes = spec.node_count(made.nodes) if spec is not None else made.nodes
+    mode = Mode("philly", nodes, gpus_per_node, step_seconds=60, restart_penalty_seconds=30)
     click.echo(
-        f"Philly {start} + {hours:g} h: {len(jobs)} jobs, {len(made.queues)} queues, {made.nodes} nodes x "
-        f"{gpus_per_node} GPUs (VC nodes x {scale:g}), rigid jobs, {penalty:.0%} slower per extra node"
+        f"Philly {start} + {hours:g} h: {len(jobs)} jobs, {len(made.queues)} queues, {nodes} nodes x "
+        f"{gpus_per_node} GPUs (VC nodes x {scale:g}), rigid jobs, {penalty:.0%} slower per extra node",
+        err=json_path == "-",  # stdout carries only the JSON then
     )
     speed: SpeedModel = philly.RigidSpeed(gpus_per_node, penalty)
-    factories = [(n, _with_queues(n, made.queues)) for n in names]
+    documents: tuple[TopologyDocument | None, ...] = ()
+    topologies: tuple[NodeTopology | None, ...] = ()
+    if spec is not None:
+        documents = spec.documents(made.nodes)
+        topologies = spec.topologies(made.nodes, cache := TopologyCache())
+        speed = LinkSpeed(
+            philly.RigidSpeed(gpus_per_node, penalty),
+            topologies,
+            spec.network_mbs,
+            comm_fraction,
+            cache=cache,
+        )
+        click.echo(_describe(spec, documents, comm_fraction), err=json_path == "-")
+    rack_size = spec.rack_size if spec is not None else 0
+    factories = [(n, _with_queues(n, made.queues, documents, rack_size)) for n in names]
     until = int((hours + drain_hours) * 3600)
-    results = run_all(jobs, factories, speed, mode, seed=seed, until=until)
+    results = run_all(jobs, factories, speed, mode, seed=seed, until=until, topologies=topologies)
     _finish(f"philly-{start[:10]}", mode, seed, results, made.queues, {}, json_path=json_path, plots=plots)
 
 
-def _with_queues(name: str, queues: tuple[Queue, ...]) -> Callable[[], Policy[Any]]:
-    """Phalanx policies get the queues and rigid jobs (Philly jobs do not scale); baselines ignore queues."""
+def _with_queues(
+    name: str,
+    queues: tuple[Queue, ...],
+    documents: tuple[TopologyDocument | None, ...] = (),
+    rack_size: int = 0,
+) -> Callable[[], Policy[Any]]:
+    """Phalanx policies get the queues, rigid jobs and the nodes' topology documents and racks.
+
+    Philly jobs do not scale, hence rigid; baselines ignore all of it (they place by node index, and
+    the loop gives them the lowest free GPU indices).
+    """
     factory = POLICIES[name]
     if (isinstance(factory, partial) and factory.func is Phalanx) or factory is Phalanx:
         keywords = factory.keywords if isinstance(factory, partial) else {}
-        return partial(Phalanx, **{**keywords, "elastic": False, "queues": queues})
+        extra: dict[str, Any] = {"elastic": False, "queues": queues}
+        if documents:
+            extra |= {"documents": documents, "rack_size": rack_size}
+        return partial(Phalanx, **{**keywords, **extra})
     return factory
+
+
+def _cluster(path: Path | None) -> ClusterSpec | None:
+    if path is None:
+        return None
+    try:
+        return read_cluster(path)
+    except ClusterSpecError as exc:
+        raise click.BadParameter(str(exc), param_hint="--cluster") from None
+
+
+def _describe(spec: ClusterSpec, documents: tuple[TopologyDocument | None, ...], fraction: float) -> str:
+    parts = []
+    for group in spec.groups:
+        count = sum(1 for d in documents if d is group.document) if group.count is None else group.count
+        parts.append(f"{group.name} {count} x {group.gpus} ({group.source or 'no topology'})")
+    racks = f", racks of {spec.rack_size}" if spec.rack_size else ""
+    return (
+        f"cluster {spec.path.name}: {', '.join(parts)}{racks}; network {spec.network_mbs:,} MB/s; "
+        f"{fraction:.0%} of a step in all-reduce at 12 GB/s"
+    )
 
 
 def _finish(
@@ -194,6 +270,7 @@ def _finish(
         published_avg_jct_s=published,
         rows=rows,
         jct_s={r.policy: {job.name: job.jct for job in r.jobs} for r in results},
+        gpu_sets={r.policy: {job.name: job.placements for job in r.jobs} for r in results},
     )
     encoded = msgspec.json.format(msgspec.json.encode(comparison), indent=2) + b"\n"
     if json_path == "-":

@@ -15,6 +15,7 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from scheduling.topology import NodeTopology
 from simulator.loop import POLLUX, Mode, Policy, run
 from simulator.results import RunResult
 from simulator.speed import SpeedModel
@@ -53,8 +54,12 @@ def run_all(
     until: int | None = None,
     start: int = 0,
     progress: bool | None = None,
+    topologies: Sequence[NodeTopology | None] = (),
 ) -> list[RunResult]:
-    """Run every policy on ``jobs``; ``progress`` None shows the bar only when stderr is a terminal."""
+    """Run every policy on ``jobs``; ``progress`` None shows the bar only when stderr is a terminal.
+
+    ``topologies`` (each node's GPU topology) goes to the loop for the NVLink verdicts.
+    """
     show = sys.stderr.isatty() if progress is None else progress
     bar = (
         Progress(
@@ -89,6 +94,7 @@ def run_all(
                     until=until,
                     timeline=True,
                     on_step=on_step,
+                    topologies=topologies,
                 )
             )
     return results

@@ -22,6 +22,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, TypeVar
 
+from scheduling.topology import NodeTopology
+from simulator.gpu_sets import ChoosesGpus, GpuSets, SpeedOnSets, judge_placements
 from simulator.results import JobResult, RunResult, StepRecord
 from simulator.speed import Placement, Progress, SpeedModel
 from simulator.workloads import PolluxJob
@@ -120,6 +122,9 @@ class _Job:
     preemptions: int = 0
     partial: int = 0
     compact: bool | None = None
+    gpus: GpuSets = ()
+    placements: tuple[tuple[int, GpuSets], ...] = ()
+    nvlink: bool | None = None
 
 
 def run(
@@ -134,6 +139,7 @@ def run(
     until: int | None = None,
     timeline: bool = False,
     on_step: Callable[[int, int], None] | None = None,
+    topologies: Sequence[NodeTopology | None] = (),
 ) -> RunResult:
     """Simulate ``jobs`` under ``policy`` until every job completed (or the clock reaches ``until``).
 
@@ -150,6 +156,8 @@ def run(
             window); ``None``: run until every job completed.
         timeline: keep a ``StepRecord`` per decision (for plots and allocation figures).
         on_step: called after each step with the completed and total job counts (a progress bar).
+        topologies: each node's GPU topology, for the NVLink verdict (``simulator.gpu_sets``); empty:
+            none judged. GPU indices are tracked either way.
 
     Raises:
         SimulationError: a policy over-committed a node or named an unknown job, or the horizon passed.
@@ -163,6 +171,8 @@ def run(
         raise SimulationError(msg)
     capacity = tuple([mode.gpus_per_node] * mode.nodes)
     state = policy.initial()
+    on_sets = speed if isinstance(speed, SpeedOnSets) else None
+    chooses = policy if isinstance(policy, ChoosesGpus) else None
     table = [_Job(spec) for spec in jobs]
     records: list[StepRecord] = []
     now, steps = start, 0
@@ -171,7 +181,7 @@ def run(
             waiting = [job.spec.name for job in table if job.completed is None]
             msg = f"horizon of {horizon_seconds} s passed with {len(waiting)} jobs left: {waiting[:5]}"
             raise SimulationError(msg)
-        table = [_train(job, speed, now, mode.step_seconds) for job in table]
+        table = [_train(job, speed, now, mode.step_seconds, on_sets) for job in table]
         now += mode.step_seconds
         steps += 1
         if on_step is not None:
@@ -201,6 +211,10 @@ def run(
             _reallocate(job, decided.get(job.spec.name, ()), mode, now, policy.minimum_gpus(job.spec))
             for job in table
         ]
+        held = {job.spec.name: job.gpus for job in table if job.gpus}
+        chosen = chooses.gpu_sets(state) if chooses is not None else {}
+        placed = judge_placements(decided, chosen, held, capacity, topologies)
+        table = [_place(job, placed.get(job.spec.name), now) for job in table]
         if timeline:
             records.append(
                 _record(now, [job for job in table if job.completed is None and job.spec.time <= now])
@@ -233,6 +247,8 @@ def _result(job: _Job) -> JobResult:
         preemptions=job.preemptions,
         partial=job.partial,
         compact=job.compact,
+        placements=job.placements,
+        nvlink=job.nvlink,
     )
 
 
@@ -264,7 +280,7 @@ def placement_of(allocation: Allocation) -> Placement:
     return tuple(counts)
 
 
-def _train(job: _Job, speed: SpeedModel, now: int, seconds: int) -> _Job:
+def _train(job: _Job, speed: SpeedModel, now: int, seconds: int, on_sets: SpeedOnSets | None) -> _Job:
     if job.completed is not None or not job.allocation:
         return job
     gpus = len(job.allocation)
@@ -272,7 +288,12 @@ def _train(job: _Job, speed: SpeedModel, now: int, seconds: int) -> _Job:
     left = seconds - pause
     progress, finished = job.progress, None
     if left > 0:
-        step = speed.advance(job.spec, job.progress, placement_of(job.allocation), left)
+        placement = placement_of(job.allocation)
+        step = (
+            on_sets.advance_on(job.spec, job.progress, placement, job.gpus, left)
+            if on_sets is not None and job.gpus
+            else speed.advance(job.spec, job.progress, placement, left)
+        )
         progress, finished = step.progress, step.finished_after
     used = left if finished is None else finished
     return replace(
@@ -309,6 +330,19 @@ def _reallocate(job: _Job, allocation: Allocation, mode: Mode, now: int, minimum
         partial=partial,
         compact=compact,
     )
+
+
+def _place(job: _Job, placed: tuple[GpuSets, bool | None] | None, now: int) -> _Job:
+    """Record the job's GPU indices after a decision, and the NVLink verdict of a new placement."""
+    if job.completed is not None:
+        return job
+    if placed is None:
+        return replace(job, gpus=()) if job.gpus else job
+    sets, verdict = placed
+    if sets == job.gpus:
+        return job
+    nvlink = job.nvlink if verdict is None else verdict and job.nvlink is not False
+    return replace(job, gpus=sets, placements=(*job.placements, (now, sets)), nvlink=nvlink)
 
 
 def _check(

@@ -12,6 +12,9 @@ Definitions (the table's columns):
 - **Compact**: of the multi-GPU jobs, the share that held their GPUs on the fewest nodes that can hold
   them at every decision (one node for a job that fits one; the Pollux nodes are PCIe-only, so "one
   node" is the best-connected set there is).
+- **NVLink**: of the multi-GPU jobs that were ever placed where a fully NVLink-connected set of a node
+  part's size existed among the GPUs the other jobs left free, the share whose every such part was one
+  (``simulator.gpu_sets``; ``-`` on nodes without a topology document, where the question does not arise).
 - **Jain's index** (with queues): at each decision where the active jobs ask for more GPUs than the
   cluster has, ``x_q = held_q / fair_share_q`` over the queues with a positive fair share (the core's
   ``fair_shares`` of the cluster for that decision's demand), ``(sum x)^2 / (n sum x^2)``; averaged over
@@ -48,6 +51,8 @@ class Figures(msgspec.Struct, frozen=True, kw_only=True):
     moves: int
     preemptions: int
     compact_share: float | None
+    nvlink_share: float | None = None
+    nvlink_jobs: int = 0
     jain_index: float | None
 
 
@@ -57,6 +62,7 @@ def figures(result: RunResult, queues: Sequence[Queue] = ()) -> Figures:
     jcts = [job.jct for job in jobs]
     delays = [job.queueing_delay for job in jobs]
     multi = [job.compact for job in jobs if job.compact is not None]
+    linked = [job.nvlink for job in jobs if job.nvlink is not None and job.gpus > 1]
     waiting = [r.allocated / result.capacity for r in result.timeline if r.waiting and result.capacity]
     return Figures(
         policy=result.policy,
@@ -74,6 +80,8 @@ def figures(result: RunResult, queues: Sequence[Queue] = ()) -> Figures:
         moves=sum(job.moves for job in jobs),
         preemptions=sum(job.preemptions for job in jobs),
         compact_share=sum(multi) / len(multi) if multi else None,
+        nvlink_share=sum(linked) / len(linked) if linked else None,
+        nvlink_jobs=len(linked),
         jain_index=jain(result.timeline, queues, result.capacity) if queues else None,
     )
 

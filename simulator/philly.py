@@ -115,12 +115,16 @@ class RigidSpeed:
 
     def advance(self, job: PolluxJob, progress: Progress, placement: Placement, seconds: int) -> Advance:
         """Train for ``seconds``; finishing is rounded up to a whole second."""
-        rate = self.rate(job, placement)
-        left = job.duration - progress.work
-        if left <= rate * seconds + 1e-9:
-            return Advance(Progress(1, float(job.duration)), max(1, math.ceil(left / rate - 1e-9)))
-        return Advance(Progress(0, progress.work + rate * seconds), None)
+        return advance_at(job, progress, self.rate(job, placement), seconds)
 
     def remaining_work(self, job: PolluxJob, progress: Progress) -> float:
         """Seconds of work left at the ideal placement."""
         return job.duration - progress.work
+
+
+def advance_at(job: PolluxJob, progress: Progress, rate: float, seconds: int) -> Advance:
+    """Train a rigid job at ``rate`` work seconds per second for ``seconds``; the end rounds up."""
+    left = job.duration - progress.work
+    if left <= rate * seconds + 1e-9:
+        return Advance(Progress(1, float(job.duration)), max(1, math.ceil(left / rate - 1e-9)))
+    return Advance(Progress(0, progress.work + rate * seconds), None)

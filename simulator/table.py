@@ -25,6 +25,7 @@ COLUMNS = (
     ("moves", 6),
     ("preempt", 7),
     ("compact", 7),
+    ("NVLink", 6),
     ("Jain", 5),
 )
 
@@ -54,6 +55,7 @@ def _row(f: Figures) -> tuple[str, ...]:
         str(f.moves),
         str(f.preemptions),
         _share(f.compact_share),
+        _share(f.nvlink_share),
         "-" if f.jain_index is None else f"{f.jain_index:.2f}",
     )
 
@@ -106,6 +108,14 @@ def goals(rows: Sequence[Figures], *, subject: str = "phalanx", baseline: str = 
         _goal(
             None if compact is None else compact >= 0.95,
             f">= 95% of multi-GPU jobs on the best-connected set (fewest nodes): {_share(compact)}",
+        )
+    )
+    nvlink = ours.nvlink_share
+    lines.append(
+        _goal(
+            None if nvlink is None else nvlink >= 0.95,
+            ">= 95% of multi-GPU jobs on fully NVLink-connected sets where such a set exists: "
+            + f"{_share(nvlink)} of {ours.nvlink_jobs}",
         )
     )
     alloc = ours.allocation_while_waiting

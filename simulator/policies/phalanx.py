@@ -40,7 +40,7 @@ from scheduling.reclaim_pass import reclaim_plans
 from scheduling.session import SessionSettings
 from scheduling.snapshot import ClusterSnapshot
 from scheduling.state import state_of
-from scheduling.topology import TopologyCache
+from scheduling.topology import TopologyCache, TopologyDocument
 from simulator.cluster import (
     NAMESPACE,
     JobShape,
@@ -52,6 +52,7 @@ from simulator.cluster import (
     make_nodes,
     shape_job,
 )
+from simulator.gpu_sets import GpuSets
 from simulator.loop import Allocation, ClusterView, JobView
 from simulator.policies.phalanx_elastic import elastic_round
 from simulator.workloads import PolluxJob
@@ -82,6 +83,9 @@ class Phalanx:
         reclaim: the reclaim pass runs (it only acts where queues have quotas).
         queues: the Queue objects (none: everything in the default queue).
         rack_size: nodes per rack label (0: no racks).
+        documents: each node's GPU topology document, by node index, as its ``phalanx.io/gpu-topology``
+            annotation holds it (empty: no node has one). With ``topology`` off the nodes carry none:
+            the ablation is a cluster without the node agent, so the core takes the lowest free indices.
     """
 
     name: str = "phalanx"
@@ -92,6 +96,8 @@ class Phalanx:
     rack_size: int = 0
     gates: GateSettings = field(default_factory=GateSettings)
     topologies: TopologyCache = field(default_factory=TopologyCache, compare=False, repr=False)
+    documents: tuple[TopologyDocument | None, ...] = field(default=(), repr=False)
+    _nodes: dict[tuple[int, int], tuple[Node, ...]] = field(default_factory=dict, compare=False, repr=False)
 
     def initial(self) -> PhalanxState:
         """No job running."""
@@ -101,13 +107,38 @@ class Phalanx:
         """The GPUs of its gang's minimum: a partial gang is anything less."""
         return 1 if self.elastic and job.num_replicas > 1 else job.num_replicas
 
+    def nodes(self, count: int, per_node: int) -> tuple[Node, ...]:
+        """The simulated nodes, each with its prepared topology when it has a document (built once)."""
+        key = (count, per_node)
+        found = self._nodes.get(key)
+        if found is None:
+            found = make_nodes(count, per_node, rack_size=self.rack_size)
+            if self.topology and self.documents:
+                found = tuple(
+                    replace(node, topology=self.topologies.topology(doc)) if doc is not None else node
+                    for node, doc in zip(found, self.documents, strict=False)
+                )
+            self._nodes[key] = found
+        return found
+
+    def gpu_sets(self, state: PhalanxState) -> Mapping[str, GpuSets]:
+        """The GPU indices the core gave each running job's workers, per node index."""
+        out: dict[str, GpuSets] = {}
+        for name, workers in state.workers.items():
+            by_node: dict[int, list[int]] = {}
+            for worker in workers:
+                if worker.node is not None:
+                    by_node.setdefault(_node_index(worker.node), []).extend(worker.indices)
+            out[name] = tuple((node, tuple(sorted(gpus))) for node, gpus in sorted(by_node.items()))
+        return out
+
     def _shape(self, gpus: int, gpus_per_node: int) -> JobShape:
         return shape_job(gpus, gpus_per_node, elastic=self.elastic, node_shaped=self.topology)
 
     def decide(self, state: PhalanxState, view: ClusterView) -> tuple[PhalanxState, Mapping[str, Allocation]]:
         """Reclaim, admission rounds, elastic round (see the module docstring)."""
         per_node = view.nodes[0] if view.nodes else 0
-        nodes = make_nodes(len(view.nodes), per_node, rack_size=self.rack_size)
+        nodes = self.nodes(len(view.nodes), per_node)
         index_of = {node.name: i for i, node in enumerate(nodes)}
         jobs = {job.name: job for job in view.jobs}
         workers: dict[str, tuple[Worker, ...]] = {k: w for k, w in state.workers.items() if k in jobs}
@@ -124,6 +155,11 @@ class Phalanx:
         allocations = {name: allocation_of(w, index_of) for name, w in world.workers.items()}
         new_state = PhalanxState(Map(world.workers), Map(last_moved))
         return new_state, {name: a for name, a in allocations.items() if a}
+
+
+def _node_index(name: str) -> int:
+    """The loop's index of a node named by ``simulator.cluster.make_nodes`` (``n07`` is 7)."""
+    return int(name[1:])
 
 
 class _World:

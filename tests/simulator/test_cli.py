@@ -51,3 +51,44 @@ def test_json_file_and_no_published_figure(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert "no published figure for fifo at load 1.0 on workload-9" in result.output
     assert msgspec.json.decode(out.read_bytes(), type=Report).published_avg_jct_s is None
+
+
+A6000 = Path(__file__).resolve().parents[2] / "simulator" / "data" / "topologies"
+BRIDGED_A6000 = "rtx-a6000-8gpu-nvlink-bridge-pairs_unige-baobab-gpu048.txt"
+
+
+def test_philly_on_a_described_cluster_reports_the_nvlink_share(tmp_path: Path) -> None:
+    """One A6000 node (queue a's quota); a-0 (1 GPU) and a-1 (2 GPUs, 600 s each) start at 60.
+
+    FIFO puts a-1 on GPUs 1 and 2, across a bridge while 2-3 was free: 0 %, and 600 s of work at
+    0.9537 take 630 s (``test_gpu_sets``), JCT 60 + 30 + 630. Phalanx gives it a bridged pair: 100 %.
+    """
+    trace = tmp_path / "jobs.csv"
+    trace.write_text(
+        "timestamp,duration,num_gpus,gpu_time,cluster\n"
+        "2017-10-09 00:00:00,600,1,600,a\n2017-10-09 00:00:00,600,2,1200,a\n"
+    )
+    quotas = tmp_path / "vc.csv"
+    quotas.write_text("vc,node num\na,1\n")
+    (tmp_path / BRIDGED_A6000).write_text((A6000 / BRIDGED_A6000).read_text())
+    cluster = tmp_path / "cluster.toml"
+    cluster.write_text(
+        f'[[group]]\nname = "a6000"\ntopology = "{BRIDGED_A6000}"\ngpu_model = "NVIDIA RTX A6000"\n'
+    )
+    args = ["philly", "--trace", str(trace), "--quotas", str(quotas), "--start", "2017-10-09 00:00:00"]
+    args += ["--hours", "1", "--drain-hours", "1", "--scale", "1", "--policy", "fifo,phalanx"]
+    result = CliRunner().invoke(main, [*args, "--cluster", str(cluster), "--json", "-"])
+    assert result.exit_code == 0, result.output
+    report = msgspec.json.decode(result.stdout.encode())
+    assert {row["policy"]: row["nvlink_share"] for row in report["rows"]} == {"fifo": 0.0, "phalanx": 1.0}
+    assert report["jct_s"]["fifo"] == {"a-0": 690, "a-1": 720}
+    assert report["jct_s"]["phalanx"]["a-1"] == 690
+    assert report["gpu_sets"]["fifo"]["a-1"] == [[60, [[0, [1, 2]]]]]
+
+
+def test_philly_names_a_bad_cluster_file(tmp_path: Path) -> None:
+    cluster = tmp_path / "cluster.toml"
+    cluster.write_text("[[group]]\nname = 1\n")
+    result = CliRunner().invoke(main, ["philly", "--cluster", str(cluster)])
+    assert result.exit_code == 2
+    assert f"{cluster}: field: Expected `str`, got `int` - at `$.group[0].name`" in result.output
