@@ -37,7 +37,7 @@ from typing import Any
 
 from perf.bed import BenchBed
 from perf.budget_split import go_split, metric_sums, python_split
-from perf.common import Progress
+from perf.common import Progress, finish_recorder
 from perf.throughput import backlog, fitting
 from perf.watch import BindWatch
 
@@ -214,8 +214,8 @@ class BudgetProbe:
         else:
             result["kube_scheduler_profile"] = {"error": profile.get("error", "go is not installed")}
         if spy is not None:
-            _, err = spy.communicate(timeout=self.seconds + 60)
-            if spy_path.exists():
+            err = finish_recorder(spy, self.seconds + 60)
+            if spy_path.exists() and spy.returncode == 0:
                 samples_ms = 1000.0 / PY_SPY_RATE
                 result["extender_profile"] = python_split(spy_path.read_text(), samples_ms / pods)
                 result["extender_profile"]["file"] = str(spy_path)

@@ -223,3 +223,18 @@ def subprocess_env() -> dict[str, str]:
     """
     path = os.pathsep.join(p for p in (str(HACK), str(REPO), os.environ.get("PYTHONPATH", "")) if p)
     return {**os.environ, "PYTHONPATH": path, "PYTHONUNBUFFERED": "1"}
+
+
+def finish_recorder(recorder: subprocess.Popen[str], timeout: float) -> str:
+    """Wait for a profiler subprocess and return its stderr; kill it if it has not ended in ``timeout``.
+
+    A profiler that hangs (py-spy attached to a worker of 300 threads once did not return after its
+    11 s recording) must cost its own figures, never the cluster sections after it.
+    """
+    try:
+        _, err = recorder.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        recorder.kill()
+        _, err = recorder.communicate()
+        return f"did not finish within {timeout:.0f} s and was killed; {err or ''}"
+    return err or ""

@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 import orjson
 
 from perf.bed import BenchBed
-from perf.common import Progress
+from perf.common import Progress, finish_recorder
 from perf.requests import probe_pod
 
 PRODUCT = ("scheduling/", "kubeio/", "extender/")
@@ -85,8 +85,9 @@ def live_profile(bb: BenchBed, seconds: float, out_dir: Path, progress: Progress
                     calls += 1
             finally:
                 conn.close()
-            _, err = recorder.communicate(timeout=seconds + 30)
-        if not raw.exists():
+            err = finish_recorder(recorder, seconds + 30)
+        if not raw.exists() or recorder.returncode != 0:
+            progress(f"live profile {verb}: py-spy failed ({err.strip()[-200:]}); the run goes on without it")
             return {"available": False, "reason": f"py-spy failed: {err.strip()[-300:]}"}
         result[verb] = {"calls": calls, "raw": str(raw), **aggregate(raw)}
         progress(

@@ -125,3 +125,23 @@ def test_render_and_compare_figures_side_by_side() -> None:
     assert figures["phalanx, wall ms per pod in the window"] == 28.0
     assert figures["baseline, CPU: kube-scheduler"] == 5.0
     assert "baseline, CPU: extender" not in figures
+
+
+def test_a_hung_profiler_is_killed_and_its_failure_returned() -> None:
+    import subprocess
+    import sys
+
+    from perf.common import finish_recorder
+
+    argv = [
+        sys.executable,
+        "-c",
+        "import sys, time; sys.stderr.write('attached'); sys.stderr.flush(); time.sleep(60)",
+    ]
+    with subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) as hung:
+        err = finish_recorder(hung, 1.0)
+    assert hung.returncode != 0
+    assert err.startswith("did not finish within 1 s and was killed") and err.endswith("attached")
+    argv = [sys.executable, "-c", "import sys; sys.stderr.write('done')"]
+    with subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) as ended:
+        assert finish_recorder(ended, 10.0) == "done"
