@@ -14,7 +14,7 @@ import msgspec
 
 from scheduling.queues import Queue
 from scheduling.topology import NodeTopology, TopologyCache, TopologyDocument
-from simulator import philly, report, table
+from simulator import busy, philly, report, table
 from simulator.cluster_spec import ClusterSpec, ClusterSpecError, read_cluster
 from simulator.compare import UnknownPolicyError, policy_names, run_all
 from simulator.gpu_sets import GpuSets
@@ -206,6 +206,58 @@ def philly_command(
     until = int((hours + drain_hours) * 3600)
     results = run_all(jobs, factories, speed, mode, seed=seed, until=until, topologies=topologies)
     _finish(f"philly-{start[:10]}", mode, seed, results, made.queues, {}, json_path=json_path, plots=plots)
+
+
+@main.command("busy")
+@click.option(
+    "--trace",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=SHARED_TRACES / "philly" / "philly_jobs_pollux.csv",
+    show_default=True,
+    help="Philly job log (timestamp,duration,num_gpus,gpu_time,cluster).",
+)
+@click.option(
+    "--quotas",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=SHARED_TRACES / "philly" / "philly_vc_nodes_helios.csv",
+    show_default=True,
+    help="Nodes per virtual cluster (vc,node num).",
+)
+@click.option("--scale", type=float, default=0.1, show_default=True, help="Nodes per VC times this.")
+@click.option("--gpus-per-node", type=int, default=8, show_default=True)
+@click.option("--hours", type=int, default=12, show_default=True, help="Window length.")
+@click.option("--min-busy-hours", type=int, default=2, show_default=True, help="Fewest busy hours.")
+@click.option("--min-queues", type=int, default=3, show_default=True, help="Fewest VCs submitting in it.")
+@click.option("--top", type=int, default=10, show_default=True, help="Windows printed.")
+def busy_command(
+    trace: Path,
+    quotas: Path,
+    scale: float,
+    gpus_per_node: int,
+    hours: int,
+    min_busy_hours: int,
+    min_queues: int,
+    top: int,
+) -> None:
+    """List windows whose offered GPU demand exceeds their cluster for hours (simulator/busy.py)."""
+    found = busy.busy_windows(
+        read_philly_jobs(trace),
+        philly.read_vc_nodes(quotas),
+        hours=hours,
+        gpus_per_node=gpus_per_node,
+        scale=scale,
+        min_busy_hours=min_busy_hours,
+        min_queues=min_queues,
+    )
+    click.echo(
+        f"{len(found)} windows of {hours} h with >= {min_busy_hours} busy hours (VC nodes x {scale:g})"
+    )
+    click.echo(f"{'start':<20} {'busy h':>6} {'jobs':>6} {'VCs':>4} {'GPUs':>5} {'peak demand':>12}")
+    for w in found[:top]:
+        click.echo(
+            f"{w.start:%Y-%m-%d %H:%M:%S} {w.busy_hours:>6} {w.jobs:>6,} {w.queues:>4} {w.gpus:>5} "
+            f"{w.peak_demand:>11.2f}x"
+        )
 
 
 def _with_queues(

@@ -209,6 +209,8 @@ def run(
         _check(decided, {j.spec.name for j in active}, capacity, policy.name, now)
         table = [
             _reallocate(job, decided.get(job.spec.name, ()), mode, now, policy.minimum_gpus(job.spec))
+            if job.spec.time <= now
+            else job  # not arrived: nothing decided for it, so nothing to record (a 10,000-job trace)
             for job in table
         ]
         held = {job.spec.name: job.gpus for job in table if job.gpus}
@@ -314,7 +316,8 @@ def _reallocate(job: _Job, allocation: Allocation, mode: Mode, now: int, minimum
         fewest = -(-len(allocation) // mode.gpus_per_node)
         compact = (compact is not False) and len(set(allocation)) <= fewest
     if allocation == job.allocation:
-        return replace(job, partial=partial, compact=compact)
+        unchanged = partial == job.partial and compact == job.compact
+        return job if unchanged else replace(job, partial=partial, compact=compact)
     if not allocation:
         return replace(job, allocation=(), preemptions=job.preemptions + 1, partial=partial)
     resized = bool(job.allocation) and len(allocation) != len(job.allocation)

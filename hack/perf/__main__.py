@@ -122,8 +122,12 @@ SECTIONS = (
     "memory",
     "profile",
     "elastic",
+    "simulator",
 )
 """Every section; the first five need the cluster (``throughput`` includes the per-call latency)."""
+
+SIMULATOR_LIMIT = 300.0
+"""Seconds one policy's Philly replay may take (section ``simulator``, ``perf.simreplay``)."""
 
 CLUSTER_SECTIONS = frozenset({"throughput", "gangs", "envelope", "liveprofile", "budget"})
 
@@ -278,7 +282,18 @@ def _offline_sections(
 
         results["elastic"] = measure_elastic(plan.elastic_cases, progress)
 
-    return [("fairshare", fair_share), ("memory", memory), ("profile", profile), ("elastic", elastic)]
+    def simulator() -> None:
+        from perf.simreplay import measure_simulator
+
+        results["simulator"] = measure_simulator(SIMULATOR_LIMIT, progress)
+
+    return [
+        ("fairshare", fair_share),
+        ("memory", memory),
+        ("profile", profile),
+        ("elastic", elastic),
+        ("simulator", simulator),
+    ]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

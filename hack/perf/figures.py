@@ -56,13 +56,14 @@ def _dicts(value: Any) -> list[dict[str, Any]]:
     return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
 
 
-SCHEDULING, BUDGET, CALLS, GANGS, FAIR, ELASTIC, MEMORY, PROFILE = (
+SCHEDULING, BUDGET, CALLS, GANGS, FAIR, ELASTIC, SIMULATOR, MEMORY, PROFILE = (
     "1. scheduling through kube-scheduler",
     "1b. per-pod budget, ms per bound pod",
     "2. extender per call over HTTP, ms",
     "3. gang time-to-bound, last created -> all bound, s",
     "4. fair-share recompute, s",
     "4b. elastic planning round, s",
+    "4c. trace simulator, simulated events/s",
     "5. extender memory, MiB",
     "6. in-process profile, ms",
 )
@@ -113,6 +114,9 @@ def _offline(results: dict[str, Any]) -> Iterator[tuple[str, str, float | None, 
     for row in _dicts(results.get("elastic")):
         label = f"{_count(row.get('jobs', 0))} elastic jobs on {_count(row.get('nodes', 0))} nodes"
         yield ELASTIC, label, _number(row.get("seconds")), "{:.2f}"
+    for row in _dicts(results.get("simulator")):
+        label = f"Philly window, {row.get('policy')}, {_count(row.get('jobs', 0))} jobs"
+        yield SIMULATOR, label, _number(row.get("events_per_s")), "{:,.0f}"
     memory = results.get("memory") or {}
     cache = memory.get("cache") or {}
     cache_at = f"ClusterCache subprocess, {_count(cache.get('nodes'))} nodes / {_count(cache.get('pods'))}"
@@ -147,7 +151,7 @@ def figures(results: dict[str, Any]) -> list[Figure]:
     return in_report_order(found.values())
 
 
-SECTIONS = (SCHEDULING, BUDGET, CALLS, GANGS, FAIR, ELASTIC, MEMORY, PROFILE)
+SECTIONS = (SCHEDULING, BUDGET, CALLS, GANGS, FAIR, ELASTIC, SIMULATOR, MEMORY, PROFILE)
 """The sections, in the order of the printed report."""
 
 
