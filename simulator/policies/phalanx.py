@@ -106,8 +106,11 @@ class Phalanx:
 
     def decide(self, state: PhalanxState, view: ClusterView) -> tuple[PhalanxState, Mapping[str, Allocation]]:
         """Reclaim, admission rounds, elastic round (see the module docstring)."""
-        per_node = view.nodes[0] if view.nodes else 0
-        nodes = make_nodes(len(view.nodes), per_node, rack_size=self.rack_size)
+        per_node = max(view.nodes, default=0)  # node-shaped workers: the largest node's GPUs at most
+        alike = all(count == per_node for count in view.nodes)
+        nodes = make_nodes(
+            len(view.nodes), per_node, rack_size=self.rack_size, sizes=() if alike else view.nodes
+        )
         index_of = {node.name: i for i, node in enumerate(nodes)}
         jobs = {job.name: job for job in view.jobs}
         workers: dict[str, tuple[Worker, ...]] = {k: w for k, w in state.workers.items() if k in jobs}
