@@ -231,8 +231,9 @@ def openb_command(
     mode = Mode("openb", len(sizes), max(sizes), 60, 30, node_gpus=sizes)
     shapes = ", ".join(f"{n} x {g}" for g, n in sorted(Counter(sizes).items(), reverse=True))
     window = f"{start} s + {hours:g} h" if hours is not None else f"{start} s to the last pod"
-    click.echo(f"openb {pods_path.name} {window}: {len(sizes)} nodes ({shapes} GPUs), {sum(sizes)} GPUs")
-    click.echo(openb.describe(counts))
+    if json_path != "-":  # '-': the JSON alone on stdout
+        click.echo(f"openb {pods_path.name} {window}: {len(sizes)} nodes ({shapes} GPUs), {sum(sizes)} GPUs")
+        click.echo(openb.describe(counts))
     speed: SpeedModel = philly.RigidSpeed(max(sizes), penalty)
     until = None if end is None else end - start + int(drain_hours * 3600)
     factories = [(n, _with_queues(n, ())) for n in names]
