@@ -1,9 +1,10 @@
-"""``python -m simulator run|philly``: replay a workload under several policies, one table, JSON, plots."""
+"""``python -m simulator run|philly|openb``: replay a trace under several policies; one table, JSON, plots."""
 
 from __future__ import annotations
 
 import datetime as dt
 import sys
+from collections import Counter
 from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
@@ -14,13 +15,14 @@ import msgspec
 
 from scheduling.queues import Queue
 from scheduling.topology import NodeTopology, TopologyCache, TopologyDocument
-from simulator import busy, philly, report, table
+from simulator import busy, openb, philly, report, table
 from simulator.cluster_spec import ClusterSpec, ClusterSpecError, read_cluster
 from simulator.compare import UnknownPolicyError, policy_names, run_all
 from simulator.gpu_sets import GpuSets
 from simulator.link_speed import DEFAULT_COMM_FRACTION, LinkSpeed
 from simulator.loop import MODES, Mode, Policy
 from simulator.metrics import Figures, figures
+from simulator.openb import OpenbCounts
 from simulator.policies import POLICIES
 from simulator.policies.phalanx import Phalanx
 from simulator.results import RunResult
@@ -46,6 +48,7 @@ class Comparison(msgspec.Struct, frozen=True, kw_only=True):
     rows: list[Figures]
     jct_s: dict[str, dict[str, int]]
     gpu_sets: dict[str, dict[str, tuple[tuple[int, GpuSets], ...]]]
+    openb: OpenbCounts | None = None
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
@@ -260,6 +263,89 @@ def busy_command(
         )
 
 
+@main.command("openb")
+@click.option(
+    "--nodes",
+    "nodes_path",
+    required=True,
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="openb node list (sn,cpu_milli,memory_mib,gpu,model), e.g. openb_node_list_gpu_node.csv.",
+)
+@click.option(
+    "--pods",
+    "pods_path",
+    required=True,
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="openb pod list (name,...,creation_time,deletion_time,scheduled_time).",
+)
+@click.option("--start", type=int, default=0, show_default=True, help="Window start, trace seconds.")
+@click.option("--hours", type=float, help="Window length [default: to the last pod].")
+@click.option(
+    "--drain-hours", type=float, default=24.0, show_default=True, help="Simulated after the window."
+)
+@click.option(
+    "--node-scale",
+    type=click.FloatRange(0, 1, min_open=True),
+    default=1.0,
+    show_default=True,
+    help="Simulate this share of the GPU nodes, spread evenly over the list.",
+)
+@click.option(
+    "--penalty", type=float, default=0.2, show_default=True, help="Slowdown per extra node spanned."
+)
+@click.option("--policy", default="phalanx,fifo,tiresias", show_default=True, help=_POLICY_HELP)
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--json", "json_path", help="Write the comparison as JSON to this file ('-' for stdout only).")
+@click.option("--plots", type=click.Path(file_okay=False, path_type=Path), help="Write PNG plots into DIR.")
+def openb_command(
+    nodes_path: Path,
+    pods_path: Path,
+    start: int,
+    hours: float | None,
+    drain_hours: float,
+    node_scale: float,
+    penalty: float,
+    policy: str,
+    seed: int,
+    json_path: str | None,
+    plots: Path | None,
+) -> None:
+    """Replay the Alibaba openb trace (FGD, ATC'23) on its unlike nodes; pods are rigid jobs."""
+    names = _names(policy)
+    nodes = openb.read_nodes(nodes_path)
+    gpu_nodes = openb.node_sizes(nodes)
+    if not gpu_nodes:
+        msg = f"{nodes_path}: no node has a GPU"
+        raise click.UsageError(msg)
+    sizes = openb.scale_nodes(gpu_nodes, node_scale)
+    end = None if hours is None else start + int(hours * 3600)
+    jobs, counts = openb.to_jobs(openb.read_pods(pods_path), nodes, sizes, start=start, end=end)
+    if not jobs:
+        msg = f"no GPU pod to simulate in the window from {start} s ({hours} h)"
+        raise click.UsageError(msg)
+    mode = Mode("openb", len(sizes), max(sizes), 60, 30, node_gpus=sizes)
+    shapes = ", ".join(f"{n} x {g}" for g, n in sorted(Counter(sizes).items(), reverse=True))
+    window = f"{start} s + {hours:g} h" if hours is not None else f"{start} s to the last pod"
+    if json_path != "-":  # '-': the JSON alone on stdout
+        click.echo(f"openb {pods_path.name} {window}: {len(sizes)} nodes ({shapes} GPUs), {sum(sizes)} GPUs")
+        click.echo(openb.describe(counts))
+    speed: SpeedModel = philly.RigidSpeed(max(sizes), penalty)
+    until = None if end is None else end - start + int(drain_hours * 3600)
+    factories = [(n, _with_queues(n, ())) for n in names]
+    results = run_all(jobs, factories, speed, mode, seed=seed, until=until)
+    _finish(
+        f"openb-{pods_path.stem}",
+        mode,
+        seed,
+        results,
+        (),
+        {},
+        json_path=json_path,
+        plots=plots,
+        openb_counts=counts,
+    )
+
+
 def _with_queues(
     name: str,
     queues: tuple[Queue, ...],
@@ -268,8 +354,8 @@ def _with_queues(
 ) -> Callable[[], Policy[Any]]:
     """Phalanx policies get the queues, rigid jobs and the nodes' topology documents and racks.
 
-    Philly jobs do not scale, hence rigid; baselines ignore all of it (they place by node index, and
-    the loop gives them the lowest free GPU indices).
+    Philly and openb jobs do not scale, hence rigid; baselines ignore all of it (they place by node
+    index, and the loop gives them the lowest free GPU indices).
     """
     factory = POLICIES[name]
     if (isinstance(factory, partial) and factory.func is Phalanx) or factory is Phalanx:
@@ -313,6 +399,7 @@ def _finish(
     json_path: str | None,
     plots: Path | None,
     load: float = 1.0,
+    openb_counts: OpenbCounts | None = None,
 ) -> None:
     rows = [figures(result, queues) for result in results]
     comparison = Comparison(
@@ -323,13 +410,15 @@ def _finish(
         rows=rows,
         jct_s={r.policy: {job.name: job.jct for job in r.jobs} for r in results},
         gpu_sets={r.policy: {job.name: job.placements for job in r.jobs} for r in results},
+        openb=openb_counts,
     )
     encoded = msgspec.json.format(msgspec.json.encode(comparison), indent=2) + b"\n"
     if json_path == "-":
         sys.stdout.buffer.write(encoded)
         return
+    size = f"{sum(mode.capacity)} GPUs" if mode.node_gpus else f"x {mode.gpus_per_node} GPUs"
     click.echo(
-        f"{workload}: {mode.nodes} nodes x {mode.gpus_per_node} GPUs, {mode.step_seconds} s steps, "
+        f"{workload}: {mode.nodes} nodes {size}, {mode.step_seconds} s steps, "
         f"{mode.restart_penalty_seconds} s per allocation change, seed {seed}"
     )
     click.echo(table.render(rows))

@@ -75,8 +75,13 @@ def shape_job(gpus: int, gpus_per_node: int, *, elastic: bool, node_shaped: bool
     return JobShape(workers, len(workers), len(workers))
 
 
-def make_nodes(count: int, gpus_per_node: int, *, rack_size: int = 0) -> tuple[Node, ...]:
-    """``count`` alike nodes; with ``rack_size``, the label ``phalanx.io/rack`` per that many nodes."""
+def make_nodes(
+    count: int, gpus_per_node: int, *, rack_size: int = 0, sizes: Sequence[int] = ()
+) -> tuple[Node, ...]:
+    """``count`` alike nodes; with ``rack_size``, the label ``phalanx.io/rack`` per that many nodes.
+
+    ``sizes`` gives each node's GPUs instead (a cluster of unlike nodes, such as openb's).
+    """
     width = 2 if count <= 100 else 3 if count <= 1000 else 4
     nodes = []
     for i in range(count):
@@ -84,7 +89,7 @@ def make_nodes(count: int, gpus_per_node: int, *, rack_size: int = 0) -> tuple[N
         nodes.append(
             Node(
                 f"n{i:0{width}d}",
-                Resources(milli_cpu=1_000_000, memory=2**40, gpus=gpus_per_node),
+                Resources(milli_cpu=1_000_000, memory=2**40, gpus=sizes[i] if sizes else gpus_per_node),
                 labels=MappingProxyType(labels),
             )
         )

@@ -17,6 +17,7 @@ clock, and the seed reaches the policy as data, so the same input gives the same
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -40,13 +41,40 @@ class SimulationError(RuntimeError):
 
 @dataclass(frozen=True, slots=True)
 class Mode:
-    """The simulated cluster and the loop's clock."""
+    """The simulated cluster and the loop's clock.
+
+    ``node_gpus`` gives each node's GPUs for a cluster of unlike nodes (the openb trace); empty: ``nodes``
+    alike nodes of ``gpus_per_node``. With it, ``nodes`` is its length and ``gpus_per_node`` its largest.
+    """
 
     name: str
     nodes: int
     gpus_per_node: int
     step_seconds: int
     restart_penalty_seconds: int
+    node_gpus: tuple[int, ...] = ()
+
+    @property
+    def capacity(self) -> tuple[int, ...]:
+        """Each node's GPUs, by node index."""
+        return self.node_gpus or tuple([self.gpus_per_node] * self.nodes)
+
+    def fewest_nodes(self, gpus: int) -> int:
+        """The fewest nodes that can hold ``gpus`` GPUs (the largest nodes first).
+
+        >>> Mode("m", 3, 8, 60, 30, node_gpus=(2, 8, 4)).fewest_nodes(9)
+        2
+        >>> Mode("m", 4, 4, 60, 30).fewest_nodes(9)
+        3
+        """
+        if not self.node_gpus:
+            return -(-gpus // self.gpus_per_node)
+        held = 0
+        for count, size in enumerate(_largest_first(self.node_gpus), start=1):
+            held += size
+            if held >= gpus:
+                return count
+        return len(self.node_gpus) + 1
 
 
 POLLUX = Mode("pollux", nodes=16, gpus_per_node=4, step_seconds=60, restart_penalty_seconds=30)
@@ -169,7 +197,7 @@ def run(
     if len(set(names)) != len(names):
         msg = "job names repeat"
         raise SimulationError(msg)
-    capacity = tuple([mode.gpus_per_node] * mode.nodes)
+    capacity = mode.capacity
     state = policy.initial()
     on_sets = speed if isinstance(speed, SpeedOnSets) else None
     chooses = policy if isinstance(policy, ChoosesGpus) else None
@@ -271,6 +299,11 @@ def _record(now: int, active: Sequence[_Job]) -> StepRecord:
     )
 
 
+@functools.cache
+def _largest_first(sizes: tuple[int, ...]) -> tuple[int, ...]:
+    return tuple(sorted(sizes, reverse=True))
+
+
 def placement_of(allocation: Allocation) -> Placement:
     """GPUs per node in allocation order: consecutive equal node indices form one node's share."""
     counts: list[int] = []
@@ -313,7 +346,7 @@ def _reallocate(job: _Job, allocation: Allocation, mode: Mode, now: int, minimum
     partial = job.partial + (0 < len(allocation) < minimum)
     compact = job.compact
     if allocation and job.spec.num_replicas > 1:
-        fewest = -(-len(allocation) // mode.gpus_per_node)
+        fewest = mode.fewest_nodes(len(allocation))
         compact = (compact is not False) and len(set(allocation)) <= fewest
     if allocation == job.allocation:
         unchanged = partial == job.partial and compact == job.compact

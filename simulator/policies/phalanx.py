@@ -97,7 +97,9 @@ class Phalanx:
     gates: GateSettings = field(default_factory=GateSettings)
     topologies: TopologyCache = field(default_factory=TopologyCache, compare=False, repr=False)
     documents: tuple[TopologyDocument | None, ...] = field(default=(), repr=False)
-    _nodes: dict[tuple[int, int], tuple[Node, ...]] = field(default_factory=dict, compare=False, repr=False)
+    _nodes: dict[tuple[int, int, tuple[int, ...]], tuple[Node, ...]] = field(
+        default_factory=dict, compare=False, repr=False
+    )
 
     def initial(self) -> PhalanxState:
         """No job running."""
@@ -107,12 +109,15 @@ class Phalanx:
         """The GPUs of its gang's minimum: a partial gang is anything less."""
         return 1 if self.elastic and job.num_replicas > 1 else job.num_replicas
 
-    def nodes(self, count: int, per_node: int) -> tuple[Node, ...]:
-        """The simulated nodes, each with its prepared topology when it has a document (built once)."""
-        key = (count, per_node)
+    def nodes(self, count: int, per_node: int, sizes: tuple[int, ...] = ()) -> tuple[Node, ...]:
+        """The simulated nodes, each with its prepared topology when it has a document (built once).
+
+        ``sizes`` gives each node's GPUs when the nodes are unlike (openb).
+        """
+        key = (count, per_node, sizes)
         found = self._nodes.get(key)
         if found is None:
-            found = make_nodes(count, per_node, rack_size=self.rack_size)
+            found = make_nodes(count, per_node, rack_size=self.rack_size, sizes=sizes)
             if self.topology and self.documents:
                 found = tuple(
                     replace(node, topology=self.topologies.topology(doc)) if doc is not None else node
@@ -137,8 +142,9 @@ class Phalanx:
 
     def decide(self, state: PhalanxState, view: ClusterView) -> tuple[PhalanxState, Mapping[str, Allocation]]:
         """Reclaim, admission rounds, elastic round (see the module docstring)."""
-        per_node = view.nodes[0] if view.nodes else 0
-        nodes = self.nodes(len(view.nodes), per_node)
+        per_node = max(view.nodes, default=0)  # node-shaped workers: the largest node's GPUs at most
+        alike = all(count == per_node for count in view.nodes)
+        nodes = self.nodes(len(view.nodes), per_node, () if alike else tuple(view.nodes))
         index_of = {node.name: i for i, node in enumerate(nodes)}
         jobs = {job.name: job for job in view.jobs}
         workers: dict[str, tuple[Worker, ...]] = {k: w for k, w in state.workers.items() if k in jobs}
