@@ -113,21 +113,27 @@ def run_command(
     _finish(workload.stem, chosen, seed, results, (), theirs, json_path=json_path, plots=plots, load=load)
 
 
+def _philly_inputs(command: Callable[..., None]) -> Callable[..., None]:
+    """The ``--trace`` and ``--quotas`` options of the commands that read the Philly log."""
+    trace = click.option(
+        "--trace",
+        type=click.Path(exists=True, dir_okay=False, path_type=Path),
+        default=SHARED_TRACES / "philly" / "philly_jobs_pollux.csv",
+        show_default=True,
+        help="Philly job log (timestamp,duration,num_gpus,gpu_time,cluster).",
+    )
+    quotas = click.option(
+        "--quotas",
+        type=click.Path(exists=True, dir_okay=False, path_type=Path),
+        default=SHARED_TRACES / "philly" / "philly_vc_nodes_helios.csv",
+        show_default=True,
+        help="Nodes per virtual cluster (vc,node num).",
+    )
+    return trace(quotas(command))
+
+
 @main.command("philly")
-@click.option(
-    "--trace",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    default=SHARED_TRACES / "philly" / "philly_jobs_pollux.csv",
-    show_default=True,
-    help="Philly job log (timestamp,duration,num_gpus,gpu_time,cluster).",
-)
-@click.option(
-    "--quotas",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    default=SHARED_TRACES / "philly" / "philly_vc_nodes_helios.csv",
-    show_default=True,
-    help="Nodes per virtual cluster (vc,node num).",
-)
+@_philly_inputs
 @click.option("--start", default="2017-10-09 00:00:00", show_default=True, help="Window start.")
 @click.option("--hours", type=float, default=12.0, show_default=True, help="Window length.")
 @click.option(
@@ -212,20 +218,7 @@ def philly_command(
 
 
 @main.command("busy")
-@click.option(
-    "--trace",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    default=SHARED_TRACES / "philly" / "philly_jobs_pollux.csv",
-    show_default=True,
-    help="Philly job log (timestamp,duration,num_gpus,gpu_time,cluster).",
-)
-@click.option(
-    "--quotas",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    default=SHARED_TRACES / "philly" / "philly_vc_nodes_helios.csv",
-    show_default=True,
-    help="Nodes per virtual cluster (vc,node num).",
-)
+@_philly_inputs
 @click.option("--scale", type=float, default=0.1, show_default=True, help="Nodes per VC times this.")
 @click.option("--gpus-per-node", type=int, default=8, show_default=True)
 @click.option("--hours", type=int, default=12, show_default=True, help="Window length.")
