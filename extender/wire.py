@@ -281,8 +281,8 @@ def host_priority_list(scores: Sequence[tuple[str, int]]) -> list[dict[str, Any]
     """
     if not scores:
         return []
-    lowest = min(int(score) for _, score in scores)
-    return [{"Host": host, "Score": int(score) - lowest} for host, score in scores if int(score) > lowest]
+    lowest = min(score for _, score in scores)
+    return [{"Host": host, "Score": score - lowest} for host, score in scores if score > lowest]
 
 
 def binding_result(error: str) -> dict[str, Any]:

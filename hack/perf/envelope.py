@@ -87,7 +87,6 @@ def fill_and_measure(bb: BenchBed, pods_per_node: int, calls: int, progress: Pro
     """Create the pods in two stages; after each, wait for the extender to hold them and time its calls."""
     namespace = bb.namespace("perf-envelope")
     nodes = len(bb.node_names)
-    total = nodes * pods_per_node
     first = max(1, min(pods_per_node // 10, GPU_PODS_PER_NODE - 1))
     progress(f"envelope: creating {nodes * first:,} bound one-GPU pods ({first} per node) through the API")
     created = _create(bb, namespace, list(range(first)), progress)
@@ -101,6 +100,7 @@ def fill_and_measure(bb: BenchBed, pods_per_node: int, calls: int, progress: Pro
     # node, so both stages' calls decide the same kind of request: every node passes.
     cpu_only = range(GPU_PODS_PER_NODE, GPU_PODS_PER_NODE + pods_per_node - first - 1)
     rest = [*cpu_only, first]
+    total = nodes * (first + len(rest))  # pods_per_node, or first + 1 when that is fewer
     progress(f"envelope: creating {nodes * len(rest):,} more bound pods, {pods_per_node} per node in all")
     created += _create(bb, namespace, rest, progress)
     result: dict[str, Any] = {
