@@ -23,8 +23,7 @@ from kubeio.admission import PodAdmission
 from kubeio.errors import KubeError, NotFoundError
 from kubeio.http import KubeHttp
 from kubeio.pins import JSON_PATCH
-from scheduling.model import ADMISSION_GATE, Pod
-from scheduling.queue_view import SCHEDULER_NAME
+from scheduling.model import ADMISSION_GATE, SCHEDULER_NAME, Pod
 
 JsonPatch = list[dict[str, Any]]
 """A JSON patch: its operations, in order."""

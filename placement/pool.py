@@ -14,8 +14,7 @@ from collections.abc import Sequence, Set
 from typing import Protocol
 
 from kubeio.errors import KubeError
-from scheduling.model import Pod
-from scheduling.queue_view import SCHEDULER_NAME
+from scheduling.model import SCHEDULER_NAME, Pod
 from scheduling.snapshot import ClusterSnapshot
 
 log = logging.getLogger(__name__)

@@ -77,7 +77,7 @@ class QueueReconciler:
         view = view_of(snapshot, PromiseBook(), self._tree)
         self._tree, self.view = view.tree, view
         statuses = self._write_statuses(view)
-        self._terminating &= {p.uid for p in snapshot.pods.values() if p.phase not in TERMINAL_PHASES}
+        self._terminating = {u for u in self._terminating if _live(snapshot.pod_by_uid(u))}
         if self._terminating:
             return QueuePass(statuses)
         plans = reclaim_plans(
@@ -123,3 +123,7 @@ class QueueReconciler:
             if self._deleter.delete_pod(pod.namespace, pod.name, pod.uid):
                 self._terminating.add(pod.uid)
         self._on_evict(eviction)
+
+
+def _live(pod: Pod | None) -> bool:
+    return pod is not None and pod.phase not in TERMINAL_PHASES

@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from types import MappingProxyType
 
-from scheduling.model import Pod
+from scheduling.model import SCHEDULER_NAME, Pod
 from scheduling.promises import PromiseBook
-from scheduling.queue_view import SCHEDULER_NAME, group_key
+from scheduling.queue_view import group_key
 
 _NEVER: Mapping[str, float] = MappingProxyType({})
 

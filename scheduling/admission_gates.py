@@ -45,10 +45,10 @@ from scheduling.admission_flight import ReleasedBook, in_flight, seconds
 from scheduling.admission_outcome import DEFAULT_GATE_SETTINGS, GateSettings, Kept, Released, ReleaseDecision
 from scheduling.admission_preemption import preemption_room, queue_of
 from scheduling.gang_planner import GangPlan, plan_gang
-from scheduling.model import TERMINAL_PHASES, Pod, Resources
+from scheduling.model import SCHEDULER_NAME, Pod, Resources
 from scheduling.node_constraints import placement_rejection
 from scheduling.promises import PromiseBook
-from scheduling.queue_view import SCHEDULER_NAME, QueueView, group_key
+from scheduling.queue_view import QueueView, group_key
 from scheduling.queues import QUEUE_LABEL, PendingGroup, QueueError, QueueState, admit
 from scheduling.reclaim_fit import group_pods
 from scheduling.resources import ZERO, format_quantity, plus, total, within
@@ -121,7 +121,7 @@ def release(
         now: the caller's clock, in the seconds of ``book``.
         settings: the limits above.
     """
-    live = [p for p in snapshot.all_pods() if p.phase not in TERMINAL_PHASES and not p.terminating]
+    live = [p for p in snapshot.queue_pod_list() if not p.terminating]  # every pod the rules below read
     gated: dict[str, list[Pod]] = {}
     for pod in live:
         if pod.gated and pod.node_name is None:

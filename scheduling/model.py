@@ -43,6 +43,9 @@ DEFAULT_SCHEDULE_TIMEOUT_SECONDS = 60
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 """Pod phases in which a pod no longer holds resources on its node."""
 
+SCHEDULER_NAME = "phalanx"
+"""``spec.schedulerName`` of the pods phalanx schedules, queues and admits."""
+
 EMPTY_LABELS: Mapping[str, str] = MappingProxyType({})
 
 
@@ -195,6 +198,17 @@ class Pod:
     def holds_resources(self) -> bool:
         """Whether the pod occupies its node: bound and not finished."""
         return self.node_name is not None and self.phase not in TERMINAL_PHASES
+
+    @property
+    def in_queues(self) -> bool:
+        """Whether the queue rules walk this pod: live, and phalanx's or carrying phalanx's gate.
+
+        Every other live pod only takes capacity away from all queues, so a cluster state can keep those
+        as one running sum (``ClusterSnapshot.held_elsewhere``) and the queue view walks only these.
+        """
+        return self.phase not in TERMINAL_PHASES and (
+            self.scheduler_name == SCHEDULER_NAME or ADMISSION_GATE in self.gates
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,10 +24,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from scheduling.model import GPU_RESOURCE, TERMINAL_PHASES, Pod
+from scheduling.model import GPU_RESOURCE, SCHEDULER_NAME, TERMINAL_PHASES, Pod
 from scheduling.promises import PromiseBook
 from scheduling.queue_gate import AdmittedBook
-from scheduling.queue_view import SCHEDULER_NAME, view_of
+from scheduling.queue_view import view_of
 from scheduling.session import FilterInput, SessionSettings, filter_pod
 from scheduling.snapshot import ClusterSnapshot
 from scheduling.state import state_of

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
-from scheduling.model import TERMINAL_PHASES, Node, Pod, Resources
+from scheduling.model import SCHEDULER_NAME, Node, Pod, Resources
 from scheduling.promises import PromiseBook
 from scheduling.queues import (
     PREEMPTIBLE_LABEL,
@@ -34,8 +34,6 @@ from scheduling.queues import (
 )
 from scheduling.resources import ZERO, minus, plus, total
 from scheduling.snapshot import ClusterSnapshot
-
-SCHEDULER_NAME = "phalanx"
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,10 +151,18 @@ def pending_group(pod: Pod, members: Iterable[Pod], tree: QueueTree) -> PendingG
 def view_of(snapshot: ClusterSnapshot, promises: PromiseBook, previous: QueueTree | None) -> QueueView:
     """The view of ``snapshot`` after ``promises``; ``previous`` stays in force if the queues are invalid.
 
-    Finished pods (a placement manager's snapshot keeps them) hold nothing and wait for nothing.
+    Finished pods (a placement manager's snapshot keeps them) hold nothing and wait for nothing. Only the
+    pods the queue rules walk are walked (``ClusterSnapshot.queue_pod_list``); every other live pod is
+    in one sum (``held_elsewhere``), so the cost follows phalanx's live pods, not every pod kept.
     """
-    live = [p for p in snapshot.all_pods() if p.phase not in TERMINAL_PHASES]
-    view = build_queue_view(snapshot.queue_list(), previous, snapshot.nodes.values(), live, promises)
+    view = build_queue_view(
+        snapshot.queue_list(),
+        previous,
+        snapshot.nodes.values(),
+        snapshot.queue_pod_list(),
+        promises,
+        elsewhere=snapshot.held_elsewhere(),
+    )
     return replace(view, source=(snapshot, promises))
 
 
@@ -166,10 +172,16 @@ def build_queue_view(
     nodes: Iterable[Node],
     pods: Iterable[Pod],
     promises: PromiseBook,
+    *,
+    elsewhere: Resources = ZERO,
 ) -> QueueView:
-    """Build the view from every node and live pod (see the module docstring for the rules)."""
+    """Build the view from every node and live pod (see the module docstring for the rules).
+
+    ``elsewhere`` is what live pods left out of ``pods`` hold (pods of other schedulers: it only comes
+    off the capacity).
+    """
     tree, problems = tree_of(queues, previous)
-    capacity = total(n.allocatable for n in nodes if n.ready and not n.unschedulable)
+    capacity = minus(total(n.allocatable for n in nodes if n.ready and not n.unschedulable), elsewhere)
     # Sums kept as [milli_cpu, memory, gpus] while walking every pod (a Resources per pod added would
     # be one object per pod); the same totals, in the same order of queues, as Resources afterwards.
     held: dict[str, list[int]] = {}

@@ -103,6 +103,11 @@ class PodBuilder:
         self._pod = replace(self._pod, group=name)
         return self
 
+    def scheduler(self, name: str) -> PodBuilder:
+        """``spec.schedulerName`` (phalanx by default)."""
+        self._pod = replace(self._pod, scheduler_name=name)
+        return self
+
     def gated(self) -> PodBuilder:
         """Created through the webhook: it carries the admission gate until its group is released."""
         self._pod = replace(self._pod, gates=(*self._pod.gates, ADMISSION_GATE))

@@ -24,11 +24,11 @@ from scheduling.explain.queue_place import queue_place
 from scheduling.explain.target import Subject, Target, subject_of
 from scheduling.explain.waiting import Finding, fits_now, held_by_queue, short_of_room
 from scheduling.gang_filter import members_to_plan
-from scheduling.model import TERMINAL_PHASES, Pod
+from scheduling.model import SCHEDULER_NAME, TERMINAL_PHASES, Pod
 from scheduling.offline_filter import live_snapshot
 from scheduling.promises import PromiseBook
 from scheduling.queue_gate import AHEAD_CHECKED, AdmittedBook, TriedBook
-from scheduling.queue_view import SCHEDULER_NAME, QueueView, group_key, view_of
+from scheduling.queue_view import QueueView, group_key, view_of
 from scheduling.reasons import Rejection, Verdict
 from scheduling.session import FilterInput, FilterOutcome, SessionSettings, filter_pod
 from scheduling.snapshot import ClusterSnapshot

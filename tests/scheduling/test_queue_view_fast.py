@@ -18,10 +18,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scheduling.model import Node, Pod, Resources
+from scheduling.model import SCHEDULER_NAME, Node, Pod, Resources
 from scheduling.promises import Promise, PromiseBook
 from scheduling.queue_view import (
-    SCHEDULER_NAME,
     QueueView,
     build_queue_view,
     group_key,

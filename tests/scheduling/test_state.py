@@ -37,10 +37,20 @@ def pods(draw: st.DrawFn) -> Pod:
     group = draw(st.sampled_from([None, "g0", "g1"]))
     if group is not None:
         pod = pod.group(group)
+    pod = pod.scheduler(draw(st.sampled_from(["phalanx", "phalanx", "default-scheduler"])))
+    queue = draw(st.sampled_from([None, "team-a", "team-b", "nope"]))
+    if queue is not None:
+        pod = pod.queue(queue)
+    if draw(st.booleans()):
+        pod = pod.priority(draw(st.sampled_from([-10, 0, 100])))
     node = draw(st.sampled_from([None, *NODE_NAMES]))
     if node is not None:
         indices = draw(st.none() | st.sets(st.integers(0, 3), max_size=3))
         pod = pod.on(node, indices).phase(draw(st.sampled_from(["Running", "Succeeded", "Failed"])))
+    elif draw(st.booleans()):
+        pod = pod.gated()
+    if draw(st.integers(0, 5)) == 0:
+        pod = pod.terminating()
     return pod.build()
 
 
@@ -85,7 +95,26 @@ def content(snap: ClusterSnapshot) -> dict[str, object]:
         "pod_uids": dict(snap.pod_uids),
         "members": {key: snap.members(key) for key in groups},
         "lookups": {uid: (snap.pod("ml", uid), snap.pod_by_uid(uid)) for uid in UIDS},
+        "queue_pods": snap.queue_pod_list(),
+        "elsewhere": snap.held_elsewhere(),
     }
+
+
+def walked(snap: ClusterSnapshot) -> ClusterSnapshot:
+    """``snap`` without the queue pods and the sum the state keeps: its methods walk every pod instead."""
+    return replace(snap, queue_pods=None, elsewhere=None)
+
+
+@settings(max_examples=200, deadline=None)
+@given(events)
+def test_the_queue_pods_and_the_sum_kept_are_what_a_walk_over_every_pod_finds(history: list[Event]) -> None:
+    state = ClusterState()
+    for event in history:
+        feed(state, event, {}, {})
+    snap = state.snapshot()
+    assert snap.queue_pods is not None
+    assert snap.queue_pod_list() == walked(snap).queue_pod_list()
+    assert snap.held_elsewhere() == walked(snap).held_elsewhere()
 
 
 @settings(max_examples=200, deadline=None)
