@@ -40,6 +40,7 @@ from placement.queues import QueueReconciler
 from placement.reconciler import Reconciler
 from placement.settings import PlacementSettings
 from placement.uninstall import remove_admission_gates, remove_pin_taints
+from placement.views import SharedView
 from placement.webhook import GATE_PATH, MUTATE_PATH, GateAdmitter, PinAdmitter, serve_webhook
 from scheduling.admission_gates import GateSettings
 from scheduling.elastic import ElasticSettings
@@ -71,6 +72,7 @@ def run(settings: PlacementSettings, stop: threading.Event) -> int:
         on_evict=lambda _group: metrics.stale_gang_evictions.inc(),
     )
     writer = PodGroupWriter(http)
+    views = SharedView()  # one queue view per cluster version for the queue and the release passes
     queues = QueueReconciler(
         cache,
         QueueWriter(http),
@@ -80,6 +82,7 @@ def run(settings: PlacementSettings, stop: threading.Event) -> int:
         topologies=cache.topologies,
         on_evict=lambda eviction: metrics.reclaims.labels(eviction.queue).inc(),
         shrinking=lambda: elastic.above_minimum,
+        views=views,
     )
     elastic = ElasticReconciler(
         cache,
@@ -102,7 +105,7 @@ def run(settings: PlacementSettings, stop: threading.Event) -> int:
     leadership = _leadership(settings, http, metrics)
     elector = leadership.start(stop) if leadership is not None else None
     if settings.admission_gates:
-        _start_release_loop(settings, cache, http, events, metrics, leadership, stop)
+        _start_release_loop(settings, cache, http, events, metrics, leadership, stop, views)
     while not stop.is_set():
         if leadership is not None and not leadership.leading.is_set():  # a warm standby: caches only
             if leadership.lost.is_set():
@@ -152,6 +155,7 @@ def _start_release_loop(
     metrics: PlacementMetrics,
     leadership: Leadership | None,
     stop: threading.Event,
+    views: SharedView,
 ) -> None:
     """Release gated groups on their own thread, woken by every pod change (``placement.gate_loop``)."""
     releaser = GateReleaser(
@@ -166,6 +170,7 @@ def _start_release_loop(
             release_ttl=settings.gate_release_ttl_seconds,
             starve_after=settings.gate_starve_after_seconds,
         ),
+        views=views,
     )
     wake = threading.Event()
     cache.add_listener(lambda _old, _new: wake.set())

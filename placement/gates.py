@@ -25,11 +25,10 @@ from kubeio.errors import KubeError
 from kubeio.events import ObjectRef
 from kubeio.ports import ClusterSource, EventSink
 from kubeio.render import pod_ref, podgroup_ref
+from placement.views import SharedView
 from scheduling.admission_gates import GateSettings, ReleasedBook, release
 from scheduling.model import Pod
 from scheduling.promises import PromiseBook
-from scheduling.queue_view import view_of
-from scheduling.queues import QueueTree
 from scheduling.snapshot import ClusterSnapshot
 from scheduling.topology import TopologyCache
 
@@ -74,6 +73,7 @@ class GateReleaser:
         clock: Callable[[], float],
         topologies: TopologyCache,
         settings: GateSettings,
+        views: SharedView | None = None,
     ) -> None:
         self._source = source
         self._ungater = ungater
@@ -82,7 +82,7 @@ class GateReleaser:
         self._topologies = topologies
         self._settings = settings
         self._book = ReleasedBook()
-        self._tree: QueueTree | None = None
+        self._views = views or SharedView()
         self._told: dict[str, tuple[str, float]] = {}  # group -> (rule of its last sentence, when)
         self._kept_since: dict[str, float] = {}
 
@@ -90,8 +90,7 @@ class GateReleaser:
         """One pass: decide, ungate in the decided order, record the events."""
         snapshot = self._source.snapshot()
         now = self._clock()
-        view = view_of(snapshot, PromiseBook(), self._tree)
-        self._tree = view.tree
+        view = self._views.of(snapshot)
         decision = release(
             snapshot, PromiseBook(), view, self._book, self._topologies, now=now, settings=self._settings
         )

@@ -16,10 +16,10 @@ from typing import Any
 
 from kubeio.ports import ClusterSource, EventSink, PodDeleter, QueueSink
 from kubeio.render import pod_ref, queue_status
+from placement.views import SharedView
 from scheduling.model import TERMINAL_PHASES, Pod
-from scheduling.promises import PromiseBook
-from scheduling.queue_view import QueueView, view_of
-from scheduling.queues import Eviction, QueueTree, ReclaimOutcome
+from scheduling.queue_view import QueueView
+from scheduling.queues import Eviction, ReclaimOutcome
 from scheduling.reclaim_fit import group_pods
 from scheduling.reclaim_pass import reclaim_plans
 from scheduling.topology import TopologyCache
@@ -50,13 +50,15 @@ class QueueReconciler:
         topologies: TopologyCache,
         on_evict: Callable[[Eviction], None] = lambda _eviction: None,
         shrinking: Callable[[], frozenset[str]] = frozenset,
+        views: SharedView | None = None,
     ) -> None:
         """Create the pass.
 
         ``shrinking`` names the groups that give room back by shrinking rather than by eviction:
         elastic MPIJobs above their minimum (the elastic pass shrinks them for waiting groups). Reclaim
         leaves them out, so their surplus goes first and a whole elastic job is evicted only at its
-        minimum (issue 11).
+        minimum (issue 11). ``views`` is the view shared with the release pass (one build per cluster
+        version for both).
         """
         self._source = source
         self._sink = sink
@@ -66,7 +68,7 @@ class QueueReconciler:
         self._topologies = topologies
         self._on_evict = on_evict
         self._shrinking = shrinking
-        self._tree: QueueTree | None = None
+        self._views = views or SharedView()
         self._written: dict[str, dict[str, Any]] = {}
         self._terminating: set[str] = set()
         self.view: QueueView | None = None
@@ -74,8 +76,7 @@ class QueueReconciler:
     def reconcile_once(self) -> QueuePass:
         """Build the view, write changed statuses, and reclaim if a queue is starved."""
         snapshot = self._source.snapshot()
-        view = view_of(snapshot, PromiseBook(), self._tree)
-        self._tree, self.view = view.tree, view
+        view = self.view = self._views.of(snapshot)
         statuses = self._write_statuses(view)
         self._terminating = {u for u in self._terminating if _live(snapshot.pod_by_uid(u))}
         if self._terminating:

@@ -26,13 +26,18 @@ class QueueCluster:
     pods_by_key: dict[str, Pod] = field(default_factory=dict)
     statuses: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     deleted: list[str] = field(default_factory=list)
+    version: int = 0
 
     def add(self, *pods: Pod) -> QueueCluster:
         self.pods_by_key.update((p.key, p) for p in pods)
         return self
 
     def snapshot(self) -> ClusterSnapshot:
-        return snapshot_of(NODES, self.pods_by_key.values(), queues=self.queue_list)
+        """A new version every time: tests change the lists in place, so any snapshot may differ."""
+        self.version += 1
+        return replace(
+            snapshot_of(NODES, self.pods_by_key.values(), queues=self.queue_list), version=self.version
+        )
 
     def pods(self) -> list[Pod]:
         return list(self.pods_by_key.values())

@@ -1,0 +1,39 @@
+"""The queue view the placement manager's passes share: built once per cluster version, not once per pass.
+
+The queue pass (status, reclaim) and the release pass (admission gates) both read the queues' view of
+the same cache, each every two seconds or so, and the elastic pass reads the queue pass's. Building it
+walks phalanx's live pods (15,000 running pods: about 0.1 s), so two builds per round were a fifth of a
+core for a cluster that did not change. The view depends only on nodes, pods and Queue specs, each of
+which moves the cache's version, so a view built for that version is the view of every snapshot with it.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from scheduling.promises import PromiseBook
+from scheduling.queue_view import QueueView, view_of
+from scheduling.snapshot import ClusterSnapshot
+
+
+class SharedView:
+    """The latest queue view, rebuilt only when the cluster's version moved (thread-safe)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._view: QueueView | None = None
+        self._version: int | None = None
+
+    def of(self, snapshot: ClusterSnapshot) -> QueueView:
+        """The view of ``snapshot`` (no promises: the placement manager makes none).
+
+        The last valid queue tree stays in force while the Queue objects are invalid, as each pass's own
+        tree did before the passes shared one.
+        """
+        with self._lock:
+            if self._view is not None and self._version == snapshot.version:
+                return self._view
+            previous = self._view.tree if self._view is not None else None
+            self._view = view_of(snapshot, PromiseBook(), previous)
+            self._version = snapshot.version
+            return self._view
