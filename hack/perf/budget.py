@@ -37,7 +37,7 @@ from typing import Any
 
 from perf.bed import BenchBed
 from perf.budget_split import go_split, metric_sums, python_split
-from perf.common import Progress, finish_recorder
+from perf.common import Progress, cpu_seconds, finish_recorder
 from perf.throughput import backlog, fitting
 from perf.watch import BindWatch
 
@@ -51,15 +51,6 @@ PY_SPY_RATE = 100
 """py-spy samples per second."""
 
 _TICK = os.sysconf("SC_CLK_TCK")
-
-
-def _cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds of ``pid`` (all its threads) so far; 0 if it is gone."""
-    try:
-        rest = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    except OSError:
-        return 0.0
-    return (int(rest[11]) + int(rest[12])) / _TICK
 
 
 def _machine() -> tuple[float, float]:
@@ -163,14 +154,14 @@ class BudgetProbe:
             spy = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         fetcher = threading.Thread(target=fetch_profile, daemon=True)
         fetcher.start()
-        cpu0 = {role: sum(_cpu_seconds(p) for p in pids) for role, pids in procs.items()}
+        cpu0 = {role: sum(cpu_seconds(p) for p in pids) for role, pids in procs.items()}
         busy0, total0 = _machine()
         t0 = time.monotonic()
         end = t0 + self.seconds
         while time.monotonic() < end and len(watch.bound_at) < count:
             time.sleep(0.1)
         t1 = time.monotonic()
-        cpu1 = {role: sum(_cpu_seconds(p) for p in pids) for role, pids in procs.items()}
+        cpu1 = {role: sum(cpu_seconds(p) for p in pids) for role, pids in procs.items()}
         busy1, total1 = _machine()
         sched_metrics1 = _get(f"{base}/metrics", token, 10).decode()
         ext_metrics1 = _plain_get(f"{ext_url}/metrics").decode() if self.which == "phalanx" else ""

@@ -186,6 +186,27 @@ def wait_for_idle_cpu(
     return waited + time.monotonic() - started
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of ``pid`` (all its threads) so far; 0 if it is gone."""
+    try:
+        rest = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    except OSError:
+        return 0.0
+    return (int(rest[11]) + int(rest[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_by_role(processes: dict[str, list[int]], seconds: float) -> dict[str, float]:
+    """Per cent of one core each role's processes used over the next ``seconds`` (sorted by role).
+
+    Taken when the machine should be idle (the envelope after its settle wait), it names the process
+    that keeps it busy, and shows what a cluster of that size costs each component while nothing changes.
+    """
+    before = {role: sum(cpu_seconds(p) for p in pids) for role, pids in processes.items()}
+    time.sleep(seconds)
+    after = {role: sum(cpu_seconds(p) for p in pids) for role, pids in processes.items()}
+    return {role: round(100 * (after[role] - before[role]) / seconds, 1) for role in sorted(processes)}
+
+
 def proc_status(pid: int) -> dict[str, int]:
     """``VmRSS`` and ``VmHWM`` (peak RSS) of a process in KiB, from ``/proc/PID/status``; empty if gone."""
     values: dict[str, int] = {}

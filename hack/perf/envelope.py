@@ -27,7 +27,7 @@ import orjson
 from workload import create_pod
 
 from perf.bed import BenchBed
-from perf.common import Progress, wait_for_idle_cpu
+from perf.common import Progress, cpu_by_role, wait_for_idle_cpu
 from perf.extender_calls import measure_calls
 from perf.memory import GPU_PODS_PER_NODE, api_pod
 from perf.requests import post_json, probe_pod
@@ -83,6 +83,17 @@ def _create(bb: BenchBed, namespace: str, slots: list[int], progress: Progress) 
     return time.monotonic() - started
 
 
+STEADY_SECONDS = 10.0
+"""How long each stage's per-process CPU is sampled once the machine settled (nothing is changing)."""
+
+
+def _steady_cpu(bb: BenchBed, progress: Progress) -> dict[str, float]:
+    """Per cent of a core each component uses while the cluster holds the pods and nothing changes."""
+    shares = cpu_by_role(bb.processes(), STEADY_SECONDS)
+    progress("  steady CPU, % of a core: " + ", ".join(f"{role} {share}" for role, share in shares.items()))
+    return shares
+
+
 def fill_and_measure(bb: BenchBed, pods_per_node: int, calls: int, progress: Progress) -> dict[str, Any]:
     """Create the pods in two stages; after each, wait for the extender to hold them and time its calls."""
     namespace = bb.namespace("perf-envelope")
@@ -93,6 +104,7 @@ def fill_and_measure(bb: BenchBed, pods_per_node: int, calls: int, progress: Pro
     tenth: dict[str, Any] = {"pods": nodes * first}
     tenth["extender_saw_all_pods"] = _wait_no_node_fits(bb, GPU_PODS_PER_NODE - first + 1, timeout=900.0)
     tenth["settle_seconds"] = round(wait_for_idle_cpu(progress, what="the envelope's first stage"), 1)
+    tenth["steady_cpu"] = _steady_cpu(bb, progress)
     tenth["calls"] = measure_calls(bb.extender_url, bb.node_names, calls, progress)
 
     # The rest: CPU-only pods, then one more one-GPU pod per node, last, so that once no node has room
@@ -113,8 +125,18 @@ def fill_and_measure(bb: BenchBed, pods_per_node: int, calls: int, progress: Pro
     progress(f"envelope: created in {created:.0f} s; waiting for the extender's cache and the machine")
     result["extender_saw_all_gpu_pods"] = _wait_no_node_fits(bb, GPU_PODS_PER_NODE - first, timeout=900.0)
     result["settle_seconds"] = round(wait_for_idle_cpu(progress, what="the envelope", timeout=900.0), 1)
+    result["steady_cpu"] = _steady_cpu(bb, progress)
     rss = bb.extender_rss_kib()
     result["rss_kib"], result["peak_rss_kib"] = rss.get("VmRSS", 0), rss.get("VmHWM", 0)
     progress(f"envelope: extender worker RSS {result['rss_kib'] / 1024:.0f} MiB")
     result["calls"] = measure_calls(bb.extender_url, bb.node_names, calls, progress)
     return result
+
+
+def steady_cpu_table(envelope: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
+    """Headers and rows: per cent of a core each component used while the pods sat still, per stage."""
+    stages = [(envelope.get("first_stage") or {}), envelope]
+    sampled = [(stage["pods"], stage["steady_cpu"]) for stage in stages if stage.get("steady_cpu")]
+    roles = sorted({role for _, shares in sampled for role in shares})
+    rows = [[f"{pods:,}", *(f"{shares.get(role, 0.0):.1f}" for role in roles)] for pods, shares in sampled]
+    return ["pods", *roles], rows

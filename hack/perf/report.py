@@ -10,6 +10,8 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from perf.envelope import steady_cpu_table
+
 GIB_KIB = 2**20
 
 
@@ -271,6 +273,10 @@ def render(results: dict[str, Any]) -> str:
         ],
         call_rows,
     )
+    headers, rows = steady_cpu_table(envelope)
+    if rows:
+        lines += ["", "   CPU while those pods sit still (after the settle wait, 10 s), % of one core"]
+        lines += table(headers, rows)
     lines += ["", "3. Gang time-to-bound (PodGroup + one-GPU members, one gang at a time)"]
     gang_rows = [
         [
