@@ -202,21 +202,34 @@ def run(
     on_sets = speed if isinstance(speed, SpeedOnSets) else None
     chooses = policy if isinstance(policy, ChoosesGpus) else None
     table = [_Job(spec) for spec in jobs]
+    arrivals = sorted(range(len(table)), key=lambda i: (table[i].spec.time, i))
+    arrived = 0  # arrivals[:arrived] have been shown to the policy
+    live: list[int] = []  # arrived and not completed, by workload index: the only jobs a step touches
+    remaining = len(table)
     records: list[StepRecord] = []
     now, steps = start, 0
-    while any(job.completed is None for job in table) and (until is None or now < until):
+    while remaining and (until is None or now < until):
         if now - start > horizon_seconds:
             waiting = [job.spec.name for job in table if job.completed is None]
             msg = f"horizon of {horizon_seconds} s passed with {len(waiting)} jobs left: {waiting[:5]}"
             raise SimulationError(msg)
-        table = [_train(job, speed, now, mode.step_seconds, on_sets) for job in table]
+        for i in live:  # a job not arrived holds no GPUs and a completed one trains no more
+            table[i] = _train(table[i], speed, now, mode.step_seconds, on_sets)
         now += mode.step_seconds
         steps += 1
+        still = [i for i in live if table[i].completed is None]
+        remaining -= len(live) - len(still)
+        live = still
         if on_step is not None:
-            on_step(sum(job.completed is not None for job in table), len(table))
-        active = [job for job in table if job.completed is None and job.spec.time <= now]
-        if not active:
+            on_step(len(table) - remaining, len(table))
+        first = arrived
+        while arrived < len(arrivals) and table[arrivals[arrived]].spec.time <= now:
+            arrived += 1
+        if arrived > first:
+            live = sorted(live + arrivals[first:arrived])
+        if not live:
             continue
+        active = [table[i] for i in live]
         view = ClusterView(
             now=now,
             nodes=capacity,
@@ -235,20 +248,18 @@ def run(
         )
         state, decided = policy.decide(state, view)
         _check(decided, {j.spec.name for j in active}, capacity, policy.name, now)
-        table = [
-            _reallocate(job, decided.get(job.spec.name, ()), mode, now, policy.minimum_gpus(job.spec))
-            if job.spec.time <= now
-            else job  # not arrived: nothing decided for it, so nothing to record (a 10,000-job trace)
-            for job in table
-        ]
-        held = {job.spec.name: job.gpus for job in table if job.gpus}
+        for i in live:
+            job = table[i]
+            table[i] = _reallocate(
+                job, decided.get(job.spec.name, ()), mode, now, policy.minimum_gpus(job.spec)
+            )
+        held = {table[i].spec.name: table[i].gpus for i in live if table[i].gpus}
         chosen = chooses.gpu_sets(state) if chooses is not None else {}
         placed = judge_placements(decided, chosen, held, capacity, topologies)
-        table = [_place(job, placed.get(job.spec.name), now) for job in table]
+        for i in live:
+            table[i] = _place(table[i], placed.get(table[i].spec.name), now)
         if timeline:
-            records.append(
-                _record(now, [job for job in table if job.completed is None and job.spec.time <= now])
-            )
+            records.append(_record(now, [table[i] for i in live]))
     return RunResult(
         mode=mode.name,
         policy=policy.name,
