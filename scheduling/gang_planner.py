@@ -20,9 +20,10 @@ from dataclasses import dataclass
 from scheduling.gpu_choice import choose_gpus
 from scheduling.gpu_usage import FreeGpus
 from scheduling.model import Node, Pod
+from scheduling.node_room import NodeRoom
 from scheduling.promises import PromiseBook
 from scheduling.snapshot import ClusterSnapshot
-from scheduling.statement import NodeRoom, Statement
+from scheduling.statement import Statement
 from scheduling.topology import TopologyCache
 
 DEFAULT_LOCALITY_KEYS = ("phalanx.io/rack", "topology.kubernetes.io/zone")

@@ -14,6 +14,7 @@ from types import MappingProxyType
 
 from scheduling.gpu_usage import EMPTY_USAGE, FreeGpus, NodeGpuUsage, free_gpus
 from scheduling.model import Node, Pod, PodGroup, Resources
+from scheduling.node_room import NodeRoom
 from scheduling.promises import PromiseBook
 from scheduling.queues import Queue
 from scheduling.resources import minus, node_room, total
@@ -45,6 +46,8 @@ class ClusterSnapshot:
             pods of other schedulers, or finished ones, cost them nothing); ``None``: filter ``pods``.
         elsewhere: the requests of the live, bound pods not in ``queue_pods``, summed (what they take
             from every queue's capacity), kept as a running total with ``queue_pods``; ``None``: walk.
+        open_rooms: node name -> its room before promises (``scheduling.node_room.open_room``; ``None``
+            for a node that takes no pods), kept per node by the state; ``None``: built per look.
     """
 
     nodes: Mapping[str, Node] = field(default_factory=lambda: MappingProxyType({}))
@@ -61,6 +64,7 @@ class ClusterSnapshot:
     queues: Mapping[str, Queue] = field(default_factory=lambda: MappingProxyType({}), compare=False)
     queue_pods: Mapping[str, Pod] | None = field(default=None, compare=False)
     elsewhere: Resources | None = field(default=None, compare=False)
+    open_rooms: Mapping[str, NodeRoom | None] | None = field(default=None, compare=False)
 
     def pod(self, namespace: str, name: str) -> Pod | None:
         """The pod ``namespace/name``, if known."""

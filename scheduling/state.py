@@ -25,6 +25,7 @@ from immutables import Map
 
 from scheduling.gpu_usage import EMPTY_USAGE, FreeGpus, NodeGpuUsage, free_gpus
 from scheduling.model import Node, Pod, PodGroup, Resources
+from scheduling.node_room import NodeRoom, open_room
 from scheduling.queues import Queue
 from scheduling.resources import minus, node_room, plus, total
 from scheduling.snapshot import ClusterSnapshot
@@ -47,8 +48,9 @@ class ClusterState:
         self._queues: Map[str, Queue] = Map()
         self._usage: dict[str, NodeGpuUsage] = {}
         self._free: dict[str, FreeGpus] = {}
+        self._open: dict[str, NodeRoom | None] = {}
         self._shared = False
-        """Whether a snapshot holds the three per-node dicts: copy them before the next write."""
+        """Whether a snapshot holds the four per-node dicts: copy them before the next write."""
         self._room: dict[str, Resources] = {}
         self._room_total = Resources()
         self._pods_on_node: dict[str, set[str]] = {}
@@ -71,6 +73,7 @@ class ClusterState:
                 usage=self._usage,
                 version=self._version,
                 base_free=self._free,
+                open_rooms=self._open,
                 room_total=self._room_total,
                 pods=self._pods,
                 pod_uids=self._uid_by_key,
@@ -102,7 +105,7 @@ class ClusterState:
         """Add or update one node."""
         self._own()
         self._nodes[node.name] = node
-        self._free[node.name] = self._free_of(node.name)
+        self._refresh_free(node.name)
         self._update_room(node.name)
         self._changed()
 
@@ -111,10 +114,15 @@ class ClusterState:
         self._own()
         self._nodes.pop(name, None)
         self._free.pop(name, None)
+        self._open.pop(name, None)
         self._update_room(name)
         self._changed()
 
     # -- pods --------------------------------------------------------------------------------------
+
+    def pod(self, uid: str) -> Pod | None:
+        """The pod ``uid`` as kept now, without taking a snapshot (which would make the next write copy)."""
+        return self._pods.get(uid)
 
     def replace_pods(self, pods: Iterable[Pod]) -> list[PodChange]:
         """Replace every pod (after a list); return what changed, by UID, for listeners."""
@@ -203,7 +211,7 @@ class ClusterState:
             self._pods_on_node.pop(node, None)
             self._usage.pop(node, None)
         if node in self._nodes:
-            self._free[node] = self._free_of(node)
+            self._refresh_free(node)
         self._update_room(node)
 
     # -- PodGroups and Queues ----------------------------------------------------------------------
@@ -254,9 +262,10 @@ class ClusterState:
     def _recount_all(self) -> None:
         """After a list replaced nodes or pods: every node's free GPUs and room from scratch, fresh dicts."""
         self._shared = False
-        self._free = {name: self._free_of(name) for name in self._nodes}
+        self._free, self._open = {}, {}
         self._room, self._room_total = {}, Resources()
         for name in self._nodes:
+            self._refresh_free(name)
             self._update_room(name)
         self._changed()
 
@@ -264,10 +273,14 @@ class ClusterState:
         """Copy the per-node dicts before writing if a snapshot holds them (copy on write)."""
         if self._shared:
             self._nodes, self._usage, self._free = dict(self._nodes), dict(self._usage), dict(self._free)
+            self._open = dict(self._open)
             self._shared = False
 
-    def _free_of(self, name: str) -> FreeGpus:
-        return free_gpus(self._nodes[name], self._usage.get(name, EMPTY_USAGE), frozenset())
+    def _refresh_free(self, name: str) -> None:
+        """Recompute the free GPUs and the open room of node ``name`` (which exists) from its usage."""
+        node, usage = self._nodes[name], self._usage.get(name, EMPTY_USAGE)
+        free = self._free[name] = free_gpus(node, usage, frozenset())
+        self._open[name] = open_room(node, usage, free)
 
     def _update_room(self, name: str) -> None:
         """Keep ``_room_total`` equal to the sum of every node's room, one node at a time."""

@@ -16,47 +16,16 @@ constrain only when the node declares them.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
-from scheduling.model import Node, Pod, Resources
+from scheduling.model import Pod
+from scheduling.node_room import NodeRoom
 from scheduling.plan import Action, Assignment, Eviction, Migration, Plan, Resize
 from scheduling.promises import PromiseBook
-from scheduling.resources import fits_left, minus, node_left, plus
+from scheduling.resources import minus, node_left, plus
 from scheduling.snapshot import ClusterSnapshot
 
 _NO_BOOK = PromiseBook()
-_NOBODY: frozenset[str] = frozenset()
-
-
-@dataclass(frozen=True, slots=True)
-class NodeRoom:
-    """What one node has left in the working copy.
-
-    Attributes:
-        node: the node.
-        free: GPU indices nobody holds or has been promised.
-        unindexed: GPUs held by pods whose indices are unknown (they make ``count`` smaller).
-        left: CPU and memory left (``scheduling.resources.node_left``; GPUs are counted by index).
-        gone: keys of pods evicted from the node in the working copy.
-    """
-
-    node: Node
-    free: frozenset[int]
-    unindexed: int
-    left: Resources
-    gone: frozenset[str] = _NOBODY
-
-    @property
-    def count(self) -> int:
-        """How many GPUs a pod can still get here."""
-        return max(0, len(self.free) - self.unindexed)
-
-    def fits(self, pod: Pod) -> bool:
-        """Whether ``pod`` fits what is left (GPUs on a node with a readable topology, CPU, memory)."""
-        need = pod.requests
-        if need.gpus and (self.node.topology_problem is not None or self.count < need.gpus):
-            return False
-        return fits_left(self.node, self.left, need)
 
 
 class Statement:
@@ -90,6 +59,8 @@ class Statement:
 
     def _initial(self, name: str) -> NodeRoom | None:
         snapshot, promises = self.snapshot, self.promises
+        if snapshot.open_rooms is not None and name not in promises.requested_by_node:
+            return snapshot.open_rooms.get(name)  # nothing promised here: the state keeps this room
         node = snapshot.nodes.get(name)
         free = snapshot.free_on(name, promises)
         if node is None or free is None or node.unschedulable or not node.ready:

@@ -8,10 +8,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scheduling.model import Node, Pod
+from scheduling.model import Node, Pod, Resources
+from scheduling.promises import Promise, PromiseBook
 from scheduling.queues import Queue, ResourceQuota
 from scheduling.snapshot import ClusterSnapshot
 from scheduling.state import ClusterState, state_of
+from scheduling.statement import Statement
 from tests.builders import a_gang, a_node, a_pod
 
 NODE_NAMES = ("n0", "n1", "n2")
@@ -97,12 +99,36 @@ def content(snap: ClusterSnapshot) -> dict[str, object]:
         "lookups": {uid: (snap.pod("ml", uid), snap.pod_by_uid(uid)) for uid in UIDS},
         "queue_pods": snap.queue_pod_list(),
         "elsewhere": snap.held_elsewhere(),
+        "open_rooms": dict(snap.open_rooms or {}),
     }
 
 
 def walked(snap: ClusterSnapshot) -> ClusterSnapshot:
     """``snap`` without the queue pods and the sum the state keeps: its methods walk every pod instead."""
     return replace(snap, queue_pods=None, elsewhere=None)
+
+
+PROMISES = (
+    PromiseBook(),
+    PromiseBook().add(Promise("uid-x", "ml/x", "n0", (1,), 100.0)),
+    PromiseBook().add(Promise("uid-y", "ml/y", "n1", (), 100.0, Resources(milli_cpu=500))),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(events, st.sampled_from(PROMISES))
+def test_the_rooms_kept_per_node_are_the_rooms_a_statement_builds_from_the_usage(
+    history: list[Event], promises: PromiseBook
+) -> None:
+    """Kept rooms are read only where nothing is promised; either way a planner sees the same room."""
+    state = ClusterState()
+    for event in history:
+        feed(state, event, {}, {})
+    snap = state.snapshot()
+    assert snap.open_rooms is not None
+    built = replace(snap, open_rooms=None)
+    for name in (*NODE_NAMES, "unknown"):
+        assert Statement(snap, promises).room(name) == Statement(built, promises).room(name)
 
 
 @settings(max_examples=200, deadline=None)

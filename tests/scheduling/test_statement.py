@@ -7,9 +7,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scheduling.model import Pod
+from scheduling.node_room import NodeRoom
 from scheduling.plan import Assignment, Eviction, Migration, Plan, Resize
 from scheduling.promises import Promise, PromiseBook
-from scheduling.statement import NodeRoom, Statement
+from scheduling.statement import Statement
 from tests.builders import a_node, a_pod, snapshot_of
 
 GiB = 2**30
