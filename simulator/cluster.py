@@ -54,6 +54,11 @@ class JobShape:
         """Whether the elastic round may resize it."""
         return self.max_workers > self.min_workers
 
+    @property
+    def initial(self) -> tuple[Worker, ...]:
+        """Its workers as submitted: none bound yet."""
+        return tuple(Worker(gpus) for gpus in self.workers)
+
 
 def shape_job(gpus: int, gpus_per_node: int, *, elastic: bool, node_shaped: bool) -> JobShape:
     """The shape a job of ``gpus`` GPUs is submitted in (see the module docstring).

@@ -55,6 +55,7 @@ from simulator.cluster import (
 from simulator.gpu_sets import GpuSets
 from simulator.loop import Allocation, ClusterView, JobView
 from simulator.policies.phalanx_elastic import elastic_round
+from simulator.policies.synced_state import JobEntry, SyncedState
 from simulator.workloads import PolluxJob
 
 MAX_ROUNDS = 8
@@ -81,6 +82,9 @@ class Phalanx:
             and consolidated by the layout; off: one-GPU workers, grown workers on the first nodes with
             free GPUs, no moves.
         reclaim: the reclaim pass runs (it only acts where queues have quotas).
+        keep_state: keep the core's ``ClusterState`` across decisions and rewrite only the jobs that
+            changed (``simulator.policies.synced_state``); off: build it from every pod for each look,
+            the reference the tests compare decisions with.
         queues: the Queue objects (none: everything in the default queue).
         rack_size: nodes per rack label (0: no racks).
         documents: each node's GPU topology document, by node index, as its ``phalanx.io/gpu-topology``
@@ -92,12 +96,16 @@ class Phalanx:
     elastic: bool = True
     topology: bool = True
     reclaim: bool = True
+    keep_state: bool = True
     queues: tuple[Queue, ...] = ()
     rack_size: int = 0
     gates: GateSettings = field(default_factory=GateSettings)
     topologies: TopologyCache = field(default_factory=TopologyCache, compare=False, repr=False)
     documents: tuple[TopologyDocument | None, ...] = field(default=(), repr=False)
     _nodes: dict[tuple[int, int, tuple[int, ...]], tuple[Node, ...]] = field(
+        default_factory=dict, compare=False, repr=False
+    )
+    _synced: dict[tuple[int, int, tuple[int, ...]], SyncedState] = field(
         default_factory=dict, compare=False, repr=False
     )
 
@@ -144,11 +152,18 @@ class Phalanx:
         """Reclaim, admission rounds, elastic round (see the module docstring)."""
         per_node = max(view.nodes, default=0)  # node-shaped workers: the largest node's GPUs at most
         alike = all(count == per_node for count in view.nodes)
-        nodes = self.nodes(len(view.nodes), per_node, () if alike else tuple(view.nodes))
+        sizes = () if alike else tuple(view.nodes)
+        nodes = self.nodes(len(view.nodes), per_node, sizes)
         index_of = {node.name: i for i, node in enumerate(nodes)}
         jobs = {job.name: job for job in view.jobs}
         workers: dict[str, tuple[Worker, ...]] = {k: w for k, w in state.workers.items() if k in jobs}
-        world = _World(self, nodes, jobs, workers, per_node)
+        synced = None
+        if self.keep_state:
+            key = (len(view.nodes), per_node, sizes)
+            synced = self._synced.get(key)
+            if synced is None:
+                synced = self._synced[key] = SyncedState(nodes, self.queues)
+        world = _World(self, nodes, jobs, workers, per_node, synced)
         if self.reclaim and self.queues:
             world.reclaim(view.now)
         for _ in range(MAX_ROUNDS):
@@ -178,8 +193,10 @@ class _World:
         jobs: Mapping[str, JobView],
         workers: dict[str, tuple[Worker, ...]],
         per_node: int,
+        synced: SyncedState | None = None,
     ) -> None:
         self.policy = policy
+        self.synced = synced
         self.nodes = nodes
         self.jobs = jobs
         self.workers = workers
@@ -191,12 +208,24 @@ class _World:
         pods: list[Pod] = []
         for name in sorted(self.jobs):
             job = self.jobs[name]
-            workers = self.workers.get(name) or tuple(Worker(g) for g in self.shapes[name].workers)
+            workers = self.workers.get(name) or self.shapes[name].initial
             pods += job_pods(name, workers, queue=job.queue, submitted=job.submitted)
         return pods
 
     def snapshot(self, pods: list[Pod] | None = None) -> ClusterSnapshot:
-        """The core's snapshot of the world now."""
+        """The core's snapshot of the world now (of ``pods`` instead of the jobs' when given)."""
+        if self.synced is not None and pods is None:
+            return self.synced.sync(
+                {
+                    name: JobEntry(
+                        self.workers.get(name) or self.shapes[name].initial,
+                        job.queue,
+                        job.submitted,
+                        self.shapes[name].min_workers,
+                    )
+                    for name, job in self.jobs.items()
+                }
+            )
         groups = [job_group(name, self.shapes[name].min_workers) for name in sorted(self.jobs)]
         return state_of(
             self.nodes, self.pods() if pods is None else pods, groups, self.policy.queues
@@ -232,8 +261,16 @@ class _World:
         )
         if not decision.released:
             return False
-        ungated = [replace(p, gates=()) if p.gated else p for p in snapshot.all_pods()]
-        snapshot = self.snapshot(ungated)
+        opened = frozenset(group.group for group in decision.released)  # the product ungates these only
+        if self.synced is not None:
+            snapshot = self.synced.ungate(sorted(key.partition("/")[2] for key in opened))
+        else:
+            snapshot = self.snapshot(
+                [
+                    replace(p, gates=()) if p.gated and p.group_key in opened else p
+                    for p in snapshot.all_pods()
+                ]
+            )
         ctx = CycleContext(
             snapshot,
             view,

@@ -9,6 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from scheduling.queues import Queue, ResourceQuota
 from simulator.cluster import JobShape, shape_job
@@ -116,3 +118,49 @@ def test_same_seed_same_output(shared_dir: Path) -> None:
     second = run(jobs, Phalanx(), speed, seed=3, timeline=True)
     assert first == second
     assert first.timeline == second.timeline
+
+
+THREE_NODES = Mode("three-nodes", nodes=3, gpus_per_node=4, step_seconds=60, restart_penalty_seconds=30)
+
+
+@st.composite
+def traces(draw: st.DrawFn) -> tuple[PolluxJob, ...]:
+    """Up to 10 jobs on queues qa and qb, arriving over 10 minutes, each 1 to 8 GPUs of 1 to 20 minutes."""
+    count = draw(st.integers(1, 10))
+    return tuple(
+        PolluxJob(
+            f"j{i}",
+            draw(st.integers(0, 600)),
+            "fake",
+            draw(st.integers(1, 8)),
+            draw(st.integers(60, 1_200)),
+            queue=draw(st.sampled_from(("qa", "qb"))),
+        )
+        for i in range(count)
+    )
+
+
+@settings(max_examples=60, deadline=None)
+@given(traces(), st.booleans(), st.booleans(), st.booleans())
+def test_keeping_the_core_state_across_decisions_decides_as_rebuilding_it_each_time(
+    trace: tuple[PolluxJob, ...], elastic: bool, topology: bool, reclaim: bool
+) -> None:
+    def policy(*, keep_state: bool) -> Phalanx:
+        return Phalanx(
+            elastic=elastic, topology=topology, reclaim=reclaim, queues=QUEUES, keep_state=keep_state
+        )
+
+    kept = run(trace, policy(keep_state=True), GpuSeconds(), THREE_NODES, timeline=True)
+    rebuilt = run(trace, policy(keep_state=False), GpuSeconds(), THREE_NODES, timeline=True)
+    assert kept == rebuilt
+    assert kept.timeline == rebuilt.timeline
+
+
+def test_keeping_the_core_state_decides_as_rebuilding_it_on_a_pollux_workload(shared_dir: Path) -> None:
+    jobs = read_pollux_workload(shared_dir / "traces/pollux_workloads/workload-2.csv")[:40]
+    speed = PolluxSpeed.load()
+    kept = run(jobs, Phalanx(), speed, timeline=True)
+    rebuilt = run(jobs, Phalanx(keep_state=False), speed, timeline=True)
+    assert kept == rebuilt
+    assert kept.timeline == rebuilt.timeline
+    assert sum(j.resizes for j in kept.jobs) > 0  # the elastic round's looks were compared too
