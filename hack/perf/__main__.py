@@ -54,6 +54,7 @@ class Plan:
         envelope_pods_per_node: bound pods created through the API at the largest size (0: none).
         envelope_calls: timed extender calls per verb and pod shape with those pods in the cache.
         elastic_cases: (elastic jobs, nodes) of the elastic planning rounds timed.
+        simulator_windows: (``perf.simreplay.WINDOWS`` label, seconds each policy may take) replayed.
     """
 
     sizes: tuple[int, ...]
@@ -72,6 +73,7 @@ class Plan:
     envelope_pods_per_node: int = 0
     envelope_calls: int = 0
     elastic_cases: tuple[tuple[int, int], ...] = ((100, 1000),)
+    simulator_windows: tuple[tuple[str, float], ...] = (("busy", 300.0),)
     notes: list[str] = field(default_factory=list)
 
 
@@ -110,6 +112,7 @@ FULL = Plan(
     envelope_pods_per_node=30,
     envelope_calls=300,
     elastic_cases=((100, 1000), (1000, 5000)),
+    simulator_windows=(("busy", 300.0), ("10k", 900.0)),
 )
 
 SECTIONS = (
@@ -125,9 +128,6 @@ SECTIONS = (
     "simulator",
 )
 """Every section; the first five need the cluster (``throughput`` includes the per-call latency)."""
-
-SIMULATOR_LIMIT = 300.0
-"""Seconds one policy's Philly replay may take (section ``simulator``, ``perf.simreplay``)."""
 
 CLUSTER_SECTIONS = frozenset({"throughput", "gangs", "envelope", "liveprofile", "budget"})
 
@@ -285,7 +285,7 @@ def _offline_sections(
     def simulator() -> None:
         from perf.simreplay import measure_simulator
 
-        results["simulator"] = measure_simulator(SIMULATOR_LIMIT, progress)
+        results["simulator"] = measure_simulator(plan.simulator_windows, progress)
 
     return [
         ("fairshare", fair_share),

@@ -329,11 +329,12 @@ def render(results: dict[str, Any]) -> str:
         for r in results.get("elastic") or []
     ]
     lines += table(["jobs", "nodes", "seconds", "resizes", "moves", "moves to target"], elastic_rows)
-    lines += ["", "4c. Trace simulator, a fixed Philly window per policy (perf.simreplay, subprocess each)"]
+    lines += ["", "4c. Trace simulator, fixed Philly windows per policy (perf.simreplay, subprocess each)"]
     sim_rows = [
-        [r["policy"], "-", "-", "-", "-", str(r["error"])]
+        [str(r.get("window", "busy")), r["policy"], "-", "-", "-", "-", str(r["error"])]
         if "error" in r
         else [
+            str(r.get("window", "busy")),
             r["policy"],
             f"{r['jobs']:,}",
             f"{r['nodes']:,}",
@@ -343,7 +344,7 @@ def render(results: dict[str, Any]) -> str:
         ]
         for r in results.get("simulator") or []
     ]
-    lines += table(["policy", "jobs", "nodes", "events", "wall s", "events/s"], sim_rows)
+    lines += table(["window", "policy", "jobs", "nodes", "events", "wall s", "events/s"], sim_rows)
     lines += ["", "5. Resident memory of the extender"]
     memory = results.get("memory") or {}
     mem_rows = []

@@ -29,6 +29,12 @@ from perf.common import REPO, Progress, subprocess_env
 WINDOW = {"start": "2017-12-05 08:00:00", "hours": 2.0, "drain_hours": 2.0, "scale": 0.1}
 """A window that `python -m simulator busy` lists as busy at this scale (73 jobs, 5 VCs, 15 nodes)."""
 
+LARGE = {"start": "2017-10-10 00:00:00", "hours": 108.6, "drain_hours": 12.0, "scale": 3.125}
+"""Issue 12 item 8's size: the 10,000 jobs submitted from 2017-10-10 on 1,000 nodes (10 VCs, x 3.125)."""
+
+WINDOWS = {"busy": WINDOW, "10k": LARGE}
+"""The windows a plan may name, by the label its rows carry."""
+
 POLICIES = ("phalanx", "fifo")
 TRACES = REPO.parent / "shared" / "traces" / "philly"
 
@@ -76,32 +82,36 @@ def replay(policy: str, start: str, hours: float, drain_hours: float, scale: flo
     }
 
 
-def measure_simulator(limit: float, progress: Progress) -> list[dict[str, Any]]:
-    """Each policy of ``POLICIES`` over ``WINDOW`` in a subprocess of at most ``limit`` seconds."""
+def measure_simulator(windows: Sequence[tuple[str, float]], progress: Progress) -> list[dict[str, Any]]:
+    """Each policy of ``POLICIES`` over each (window label, seconds allowed) in a subprocess of its own."""
     rows: list[dict[str, Any]] = []
-    for policy in POLICIES:
-        args = [sys.executable, "-m", "perf.simreplay", "--policy", policy]
-        args += [f"--{k.replace('_', '-')}={v}" for k, v in WINDOW.items()]
-        try:
-            done = subprocess.run(
-                args, capture_output=True, text=True, timeout=limit, env=subprocess_env(), cwd=REPO
-            )
-        except subprocess.TimeoutExpired:
-            rows.append({"policy": policy, "error": f"did not finish in {limit:.0f} s"})
-            progress(f"simulator {policy}: did not finish in {limit:.0f} s")
-            continue
-        if done.returncode != 0:
-            tail = done.stderr.strip().splitlines()[-1:] or [f"exit {done.returncode}"]
-            rows.append({"policy": policy, "error": tail[0]})
-            progress(f"simulator {policy}: failed: {tail[0]}")
-            continue
-        row = orjson.loads(done.stdout.strip().splitlines()[-1])
-        rows.append(row)
-        progress(
-            f"simulator {policy}: {row['jobs']} jobs, {row['events']:,} events in {row['seconds']:.1f} s "
-            f"({row['events_per_s']:,.0f}/s)"
-        )
+    for label, limit in windows:
+        for policy in POLICIES:
+            row = _replay_in_subprocess(label, policy, limit)
+            rows.append(row)
+            if "error" in row:
+                progress(f"simulator {label} {policy}: {row['error']}")
+            else:
+                progress(
+                    f"simulator {label} {policy}: {row['jobs']:,} jobs on {row['nodes']:,} nodes, "
+                    f"{row['events']:,} events in {row['seconds']:.1f} s ({row['events_per_s']:,.0f}/s)"
+                )
     return rows
+
+
+def _replay_in_subprocess(label: str, policy: str, limit: float) -> dict[str, Any]:
+    args = [sys.executable, "-m", "perf.simreplay", "--policy", policy]
+    args += [f"--{k.replace('_', '-')}={v}" for k, v in WINDOWS[label].items()]
+    try:
+        done = subprocess.run(
+            args, capture_output=True, text=True, timeout=limit, env=subprocess_env(), cwd=REPO
+        )
+    except subprocess.TimeoutExpired:
+        return {"window": label, "policy": policy, "error": f"did not finish in {limit:.0f} s"}
+    if done.returncode != 0:
+        tail = done.stderr.strip().splitlines()[-1:] or [f"exit {done.returncode}"]
+        return {"window": label, "policy": policy, "error": f"failed: {tail[0]}"}
+    return {"window": label, **orjson.loads(done.stdout.strip().splitlines()[-1])}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
