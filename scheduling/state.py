@@ -9,10 +9,11 @@ value in constant time, without copying 5,000 nodes or 150,000 pods per change:
   mapped trie): a change costs a few path copies and a snapshot shares the rest;
 - the pods the queue rules walk (``Pod.in_queues``) are a persistent map of their own, and what every
   other live pod holds is one running sum, so the queue view walks phalanx's live pods only;
-- the per-node maps that ``filter`` reads once per candidate (nodes, usage, free GPUs) stay plain
-  dicts, read at dict speed (a trie lookup cost filter about 17% more at 1,000 candidates), copied on
-  write: a snapshot hands them out as they are and marks them shared, and the first change after it
-  copies them once. Every snapshot used to copy them; now only a change after a snapshot does.
+- the per-node maps that ``filter`` reads once per candidate (nodes, usage, free GPUs, and the room
+  before promises that planners start from, ``scheduling.node_room``) stay plain dicts, read at dict
+  speed (a trie lookup cost filter about 17% more at 1,000 candidates), copied on write: a snapshot
+  hands them out as they are and marks them shared, and the first change after it copies them once.
+  Every snapshot used to copy them; now only a change after a snapshot does.
 
 Not thread-safe: the adapter serialises changes under its own lock; snapshots are safe to share.
 """
