@@ -155,6 +155,24 @@ def snapshot_of(
     return state_of(nodes, pods, groups, queues).snapshot()
 
 
+def snapshot_content(snap: ClusterSnapshot) -> dict[str, object]:
+    """Everything the core reads from a snapshot, as plain values (the version aside), to compare two."""
+    return {
+        "nodes": dict(snap.nodes),
+        "usage": dict(snap.usage),
+        "base_free": dict(snap.base_free),
+        "open_rooms": dict(snap.open_rooms or {}),
+        "room_total": snap.room_total,
+        "pods": dict(snap.pods),
+        "pod_uids": dict(snap.pod_uids),
+        "member_uids": dict(snap.member_uids),
+        "groups": dict(snap.groups),
+        "queues": dict(snap.queues),
+        "queue_pods": sorted(snap.queue_pod_list(), key=lambda p: p.uid),
+        "elsewhere": snap.held_elsewhere(),
+    }
+
+
 def a_ledger(promises: Iterable[Promise]) -> PromiseLedger:
     """A promise ledger holding ``promises`` (a gang's reservation, say)."""
     ledger = PromiseLedger()

@@ -14,7 +14,7 @@ from scheduling.queues import Queue, ResourceQuota
 from scheduling.snapshot import ClusterSnapshot
 from scheduling.state import ClusterState, state_of
 from scheduling.statement import Statement
-from tests.builders import a_gang, a_node, a_pod
+from tests.builders import a_gang, a_node, a_pod, snapshot_content
 
 NODE_NAMES = ("n0", "n1", "n2")
 UIDS = ("u0", "u1", "u2", "u3", "u4")
@@ -86,20 +86,12 @@ def feed(state: ClusterState, event: Event, nodes: dict[str, Node], pods: dict[s
 
 
 def content(snap: ClusterSnapshot) -> dict[str, object]:
-    """Everything a decision reads from a snapshot, as plain values (the version aside)."""
+    """Everything a decision reads from a snapshot, and its lookups by key and by UID."""
     groups = sorted(set(snap.member_uids) | {"ml/g0", "ml/g1"})
     return {
-        "nodes": dict(snap.nodes),
-        "usage": dict(snap.usage),
-        "base_free": dict(snap.base_free),
-        "room_total": snap.room_total,
-        "pods": dict(snap.pods),
-        "pod_uids": dict(snap.pod_uids),
+        **snapshot_content(snap),
         "members": {key: snap.members(key) for key in groups},
         "lookups": {uid: (snap.pod("ml", uid), snap.pod_by_uid(uid)) for uid in UIDS},
-        "queue_pods": snap.queue_pod_list(),
-        "elsewhere": snap.held_elsewhere(),
-        "open_rooms": dict(snap.open_rooms or {}),
     }
 
 

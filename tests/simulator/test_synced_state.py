@@ -12,6 +12,7 @@ from scheduling.snapshot import ClusterSnapshot
 from scheduling.state import state_of
 from simulator.cluster import Worker, job_group, job_pods, make_nodes
 from simulator.policies.synced_state import JobEntry, SyncedState
+from tests.builders import snapshot_content
 
 NODES = make_nodes(3, 4)
 QUEUES = (Queue("qa", gpu=ResourceQuota(quota=4)), Queue("qb", gpu=ResourceQuota(quota=8)))
@@ -57,23 +58,6 @@ def rebuilt(jobs: dict[str, JobEntry], *, ungated: frozenset[str] = frozenset())
     return state_of(NODES, pods, groups, QUEUES).snapshot()
 
 
-def content(snap: ClusterSnapshot) -> dict[str, object]:
-    """Everything the core reads from a snapshot, as plain values (the version aside)."""
-    return {
-        "nodes": dict(snap.nodes),
-        "usage": dict(snap.usage),
-        "base_free": dict(snap.base_free),
-        "room_total": snap.room_total,
-        "pods": dict(snap.pods),
-        "pod_uids": dict(snap.pod_uids),
-        "members": dict(snap.member_uids),
-        "groups": dict(snap.groups),
-        "queues": dict(snap.queues),
-        "queue_pods": sorted(snap.queue_pod_list(), key=lambda p: p.uid),
-        "elsewhere": snap.held_elsewhere(),
-    }
-
-
 @settings(max_examples=300, deadline=None)
 @given(steps)
 def test_every_sync_and_every_opening_of_the_gates_gives_the_state_rebuilt_from_the_same_jobs(
@@ -81,9 +65,9 @@ def test_every_sync_and_every_opening_of_the_gates_gives_the_state_rebuilt_from_
 ) -> None:
     synced = SyncedState(NODES, QUEUES)
     for jobs, opened in history:
-        assert content(synced.sync(jobs)) == content(rebuilt(jobs))
+        assert snapshot_content(synced.sync(jobs)) == snapshot_content(rebuilt(jobs))
         if opened:
-            assert content(synced.ungate(opened)) == content(rebuilt(jobs, ungated=opened))
+            assert snapshot_content(synced.ungate(opened)) == snapshot_content(rebuilt(jobs, ungated=opened))
 
 
 def test_a_sync_with_nothing_changed_leaves_the_snapshot_as_it_was() -> None:
@@ -92,4 +76,4 @@ def test_a_sync_with_nothing_changed_leaves_the_snapshot_as_it_was() -> None:
     first = synced.sync(jobs)
     assert synced.sync(dict(jobs)) is first
     assert synced.ungate(["a"]) is not first
-    assert content(synced.sync(jobs)) == content(first)
+    assert snapshot_content(synced.sync(jobs)) == snapshot_content(first)
