@@ -53,8 +53,8 @@ def events(result: Any, arrivals: int) -> dict[str, int]:
 def replay(policy: str, start: str, hours: float, drain_hours: float, scale: float) -> dict[str, Any]:
     """Run one policy over the window in this process; its events and the loop's wall seconds."""
     from simulator import philly
-    from simulator.__main__ import _with_queues
     from simulator.loop import Mode, run
+    from simulator.policies import for_rigid_trace
     from simulator.workloads import read_philly_jobs
 
     trace = read_philly_jobs(TRACES / "philly_jobs_pollux.csv")
@@ -63,7 +63,7 @@ def replay(policy: str, start: str, hours: float, drain_hours: float, scale: flo
         jobs, philly.read_vc_nodes(TRACES / "philly_vc_nodes_helios.csv"), gpus_per_node=8, scale=scale
     )
     mode = Mode("philly", made.nodes, 8, step_seconds=60, restart_penalty_seconds=30)
-    factory = _with_queues(policy, made.queues)
+    factory = for_rigid_trace(policy, made.queues)
     began = time.perf_counter()
     result = run(
         jobs, factory(), philly.RigidSpeed(8), mode, until=int((hours + drain_hours) * 3600), timeline=True

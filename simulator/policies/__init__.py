@@ -11,6 +11,8 @@ from collections.abc import Callable, Mapping
 from functools import partial
 from typing import Any
 
+from scheduling.queues import Queue
+from scheduling.topology import TopologyDocument
 from simulator.loop import Policy
 from simulator.policies.fifo import Fifo
 from simulator.policies.phalanx import Phalanx
@@ -25,3 +27,24 @@ POLICIES: Mapping[str, Callable[[], Policy[Any]]] = {
     "tiresias": Tiresias,
 }
 """Policy name -> a factory of the policy with its default parameters."""
+
+
+def for_rigid_trace(
+    name: str,
+    queues: tuple[Queue, ...],
+    documents: tuple[TopologyDocument | None, ...] = (),
+    rack_size: int = 0,
+) -> Callable[[], Policy[Any]]:
+    """Phalanx policies get the queues, rigid jobs and the nodes' topology documents and racks.
+
+    Philly and openb jobs do not scale, hence rigid; baselines ignore all of it (they place by node
+    index, and the loop gives them the lowest free GPU indices).
+    """
+    factory = POLICIES[name]
+    if (isinstance(factory, partial) and factory.func is Phalanx) or factory is Phalanx:
+        keywords = factory.keywords if isinstance(factory, partial) else {}
+        extra: dict[str, Any] = {"elastic": False, "queues": queues}
+        if documents:
+            extra |= {"documents": documents, "rack_size": rack_size}
+        return partial(Phalanx, **{**keywords, **extra})
+    return factory

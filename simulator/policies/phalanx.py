@@ -28,34 +28,22 @@ from dataclasses import dataclass, field, replace
 
 from immutables import Map
 
-from scheduling.admission_gates import GateSettings, ReleasedBook, release
-from scheduling.model import Node, Pod
-from scheduling.node_ranking import ScoreMemo
-from scheduling.pod_cycle import CycleContext, active_queue_order, schedule_pod
-from scheduling.promises import PromiseBook
-from scheduling.queue_gate import AdmittedBook, RoomMemo
-from scheduling.queue_view import view_of
-from scheduling.queues import Queue, ReclaimOutcome
-from scheduling.reclaim_pass import reclaim_plans
-from scheduling.session import SessionSettings
-from scheduling.snapshot import ClusterSnapshot
-from scheduling.state import state_of
+from scheduling.admission_gates import GateSettings
+from scheduling.model import Node
+from scheduling.queues import Queue
 from scheduling.topology import TopologyCache, TopologyDocument
 from simulator.cluster import (
-    NAMESPACE,
     JobShape,
     Worker,
     allocation_of,
-    job_group,
-    job_of,
-    job_pods,
     make_nodes,
     shape_job,
 )
 from simulator.gpu_sets import GpuSets
-from simulator.loop import Allocation, ClusterView, JobView
+from simulator.loop import Allocation, ClusterView
 from simulator.policies.phalanx_elastic import elastic_round
-from simulator.policies.synced_state import JobEntry, SyncedState
+from simulator.policies.synced_state import SyncedState
+from simulator.policies.world import World, WorldRules
 from simulator.workloads import PolluxJob
 
 MAX_ROUNDS = 8
@@ -163,7 +151,9 @@ class Phalanx:
             synced = self._synced.get(key)
             if synced is None:
                 synced = self._synced[key] = SyncedState(nodes, self.queues)
-        world = _World(self, nodes, jobs, workers, per_node, synced)
+        shapes = {name: self._shape(job.gpus, per_node) for name, job in jobs.items()}
+        rules = WorldRules(self.queues, self.gates, self.topologies)
+        world = World(nodes, jobs, workers, shapes, rules, synced)
         if self.reclaim and self.queues:
             world.reclaim(view.now)
         for _ in range(MAX_ROUNDS):
@@ -181,123 +171,3 @@ class Phalanx:
 def _node_index(name: str) -> int:
     """The loop's index of a node named by ``simulator.cluster.make_nodes`` (``n07`` is 7)."""
     return int(name[1:])
-
-
-class _World:
-    """The cluster during one decision: jobs' workers, and the core's view of them on demand."""
-
-    def __init__(
-        self,
-        policy: Phalanx,
-        nodes: tuple[Node, ...],
-        jobs: Mapping[str, JobView],
-        workers: dict[str, tuple[Worker, ...]],
-        per_node: int,
-        synced: SyncedState | None = None,
-    ) -> None:
-        self.policy = policy
-        self.synced = synced
-        self.nodes = nodes
-        self.jobs = jobs
-        self.workers = workers
-        self.per_node = per_node
-        self.shapes = {name: policy._shape(job.gpus, per_node) for name, job in jobs.items()}
-
-    def pods(self) -> list[Pod]:
-        """Every job's worker pods: running ones bound, waiting ones gated at their initial shape."""
-        pods: list[Pod] = []
-        for name in sorted(self.jobs):
-            job = self.jobs[name]
-            workers = self.workers.get(name) or self.shapes[name].initial
-            pods += job_pods(name, workers, queue=job.queue, submitted=job.submitted)
-        return pods
-
-    def snapshot(self, pods: list[Pod] | None = None) -> ClusterSnapshot:
-        """The core's snapshot of the world now (of ``pods`` instead of the jobs' when given)."""
-        if self.synced is not None and pods is None:
-            return self.synced.sync(
-                {
-                    name: JobEntry(
-                        self.workers.get(name) or self.shapes[name].initial,
-                        job.queue,
-                        job.submitted,
-                        self.shapes[name].min_workers,
-                    )
-                    for name, job in self.jobs.items()
-                }
-            )
-        groups = [job_group(name, self.shapes[name].min_workers) for name in sorted(self.jobs)]
-        return state_of(
-            self.nodes, self.pods() if pods is None else pods, groups, self.policy.queues
-        ).snapshot()
-
-    def reclaim(self, now: int) -> None:
-        """Evict the gangs reclaim chooses; their jobs wait again."""
-        snapshot = self.snapshot()
-        view = view_of(snapshot, PromiseBook(), None)
-        shrinking = frozenset(
-            f"{NAMESPACE}/{name}"
-            for name, w in self.workers.items()
-            if len(w) > self.shapes[name].min_workers
-        )
-        plans = reclaim_plans(snapshot, view, self.policy.topologies, now=now, shrinking=shrinking)
-        for plan in plans:
-            if plan.outcome is ReclaimOutcome.EVICT:
-                for eviction in plan.evictions:
-                    self.workers.pop(eviction.gang.partition("/")[2], None)
-
-    def admit(self, now: int) -> bool:
-        """One admission round; whether it started any job."""
-        snapshot = self.snapshot()
-        view = view_of(snapshot, PromiseBook(), None)
-        decision = release(
-            snapshot,
-            PromiseBook(),
-            view,
-            ReleasedBook(),
-            self.policy.topologies,
-            now=now,
-            settings=self.policy.gates,
-        )
-        if not decision.released:
-            return False
-        opened = frozenset(group.group for group in decision.released)  # the product ungates these only
-        if self.synced is not None:
-            snapshot = self.synced.ungate(sorted(key.partition("/")[2] for key in opened))
-        else:
-            snapshot = self.snapshot(
-                [
-                    replace(p, gates=()) if p.gated and p.group_key in opened else p
-                    for p in snapshot.all_pods()
-                ]
-            )
-        ctx = CycleContext(
-            snapshot,
-            view,
-            tuple(sorted(snapshot.nodes)),
-            float(now),
-            SessionSettings(),
-            self.policy.topologies,
-            ScoreMemo(),
-            RoomMemo(),
-        )
-        book, admitted, started = PromiseBook(), AdmittedBook(), False
-        for group in decision.released:
-            name = group.group.partition("/")[2]
-            if name not in self.jobs or name in self.workers:
-                continue
-            members = [p for p in snapshot.members(group.group) if p.node_name is None]
-            placed: dict[int, Worker] = {}
-            for pod in active_queue_order(members):
-                cycle = schedule_pod(pod, book, admitted, ctx)
-                book, admitted = cycle.promises, cycle.admitted
-                if cycle.node is None:
-                    break
-                placed[job_of(pod.key)[1]] = Worker(pod.requests.gpus, cycle.node, cycle.gpus, now)
-            if len(placed) < len(members):  # the barrier never opens: release what the gang holds
-                for pod in members:
-                    book = book.release(pod.uid)
-                continue
-            self.workers[name] = tuple(placed[i] for i in sorted(placed))
-            started = True
-        return started

@@ -22,7 +22,6 @@ first node, in name order, with a free GPU.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
 
 from scheduling.elastic import ElasticJob, ElasticSettings, plan_elastic
 from scheduling.elastic.pinning import choose_pins
@@ -35,14 +34,12 @@ from scheduling.queues import QUEUE_LABEL
 from scheduling.session import SessionSettings, choose_for_bind
 from scheduling.snapshot import ClusterSnapshot
 from simulator.cluster import NAMESPACE, Worker, created_at, job_of
-
-if TYPE_CHECKING:
-    from simulator.policies.phalanx import _World
+from simulator.policies.world import World
 
 NO_MOVES = ElasticSettings(moves_per_job=0, moves_per_round=0)
 
 
-def elastic_round(world: _World, now: int, last_moved: Mapping[str, float], *, topology: bool) -> list[str]:
+def elastic_round(world: World, now: int, last_moved: Mapping[str, float], *, topology: bool) -> list[str]:
     """Resize and move the running elastic jobs of ``world`` in place; return the jobs moved."""
     running = sorted(name for name in world.workers if world.shapes[name].elastic)
     if not running:
@@ -73,7 +70,7 @@ def elastic_round(world: _World, now: int, last_moved: Mapping[str, float], *, t
         now=float(now),
         last_moved={f"{NAMESPACE}/{k}": v for k, v in last_moved.items()},
         settings=ElasticSettings() if topology else NO_MOVES,
-        topologies=world.policy.topologies,
+        topologies=world.topologies,
     )
     for resize in plan.resizes:
         name = resize.job.partition("/")[2]
@@ -91,7 +88,7 @@ def elastic_round(world: _World, now: int, last_moved: Mapping[str, float], *, t
     return sorted(set(moved))
 
 
-def _grow(world: _World, now: int, targets: Mapping[str, Mapping[str, int]] | None) -> None:
+def _grow(world: World, now: int, targets: Mapping[str, Mapping[str, int]] | None) -> None:
     """Bind every waiting worker of a running job where it goes, or drop it when nothing has room."""
     if not any(w.node is None for workers in world.workers.values() for w in workers):
         return
@@ -117,7 +114,7 @@ def _grow(world: _World, now: int, targets: Mapping[str, Mapping[str, int]] | No
 
 
 def _bind(
-    pod: Pod, node: str, snapshot: ClusterSnapshot, book: PromiseBook, now: int, world: _World
+    pod: Pod, node: str, snapshot: ClusterSnapshot, book: PromiseBook, now: int, world: World
 ) -> tuple[PromiseBook, Worker] | None:
     try:
         book, promise, _ = choose_for_bind(
@@ -127,7 +124,7 @@ def _bind(
             book,
             now=float(now),
             settings=SessionSettings(),
-            topologies=world.policy.topologies,
+            topologies=world.topologies,
         )
     except NoGpusError:
         return None

@@ -14,7 +14,8 @@ import msgspec
 import pytest
 from click.testing import CliRunner
 
-from simulator.__main__ import Comparison, main
+from simulator.__main__ import main
+from simulator.comparison import Comparison
 from simulator.loop import Allocation, ClusterView, Mode, SimulationError, run
 from simulator.openb import OpenbPod, read_nodes, read_pods, scale_nodes, to_jobs
 from simulator.philly import RIGID, RigidSpeed

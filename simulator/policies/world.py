@@ -1,0 +1,160 @@
+"""The simulated cluster during one decision of the phalanx policy, and the core's rounds on it.
+
+``World`` holds each active job's workers (a job absent from ``workers`` waits, gated, at its initial
+shape) and shows the core a snapshot of them on demand, kept across decisions by ``SyncedState`` or
+built from every pod (the reference). Its rounds are the placement manager's and kube-scheduler's,
+each through the core function its entrypoint calls: ``reclaim`` (``reclaim_plans``) and ``admit``
+(``release``, then ``schedule_pod`` for each released gang's members, all or nothing). The elastic
+round (``simulator.policies.phalanx_elastic``) works on the same world.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+
+from scheduling.admission_gates import GateSettings, ReleasedBook, release
+from scheduling.model import Node, Pod
+from scheduling.node_ranking import ScoreMemo
+from scheduling.pod_cycle import CycleContext, active_queue_order, schedule_pod
+from scheduling.promises import PromiseBook
+from scheduling.queue_gate import AdmittedBook, RoomMemo
+from scheduling.queue_view import view_of
+from scheduling.queues import Queue, ReclaimOutcome
+from scheduling.reclaim_pass import reclaim_plans
+from scheduling.session import SessionSettings
+from scheduling.snapshot import ClusterSnapshot
+from scheduling.state import state_of
+from scheduling.topology import TopologyCache
+from simulator.cluster import NAMESPACE, JobShape, Worker, job_group, job_of, job_pods
+from simulator.loop import JobView
+from simulator.policies.synced_state import JobEntry, SyncedState
+
+
+@dataclass(frozen=True, slots=True)
+class WorldRules:
+    """What the policy's configuration gives every round: the Queues, the gates' settings, the topologies."""
+
+    queues: tuple[Queue, ...]
+    gates: GateSettings
+    topologies: TopologyCache
+
+
+class World:
+    """The cluster during one decision: jobs' workers, and the core's view of them on demand."""
+
+    def __init__(
+        self,
+        nodes: tuple[Node, ...],
+        jobs: Mapping[str, JobView],
+        workers: dict[str, tuple[Worker, ...]],
+        shapes: Mapping[str, JobShape],
+        rules: WorldRules,
+        synced: SyncedState | None = None,
+    ) -> None:
+        self.nodes = nodes
+        self.jobs = jobs
+        self.workers = workers
+        self.shapes = shapes
+        self.rules = rules
+        self.topologies = rules.topologies
+        self.synced = synced
+
+    def pods(self) -> list[Pod]:
+        """Every job's worker pods: running ones bound, waiting ones gated at their initial shape."""
+        pods: list[Pod] = []
+        for name in sorted(self.jobs):
+            job = self.jobs[name]
+            workers = self.workers.get(name) or self.shapes[name].initial
+            pods += job_pods(name, workers, queue=job.queue, submitted=job.submitted)
+        return pods
+
+    def snapshot(self, pods: list[Pod] | None = None) -> ClusterSnapshot:
+        """The core's snapshot of the world now (of ``pods`` instead of the jobs' when given)."""
+        if self.synced is not None and pods is None:
+            return self.synced.sync(
+                {
+                    name: JobEntry(
+                        self.workers.get(name) or self.shapes[name].initial,
+                        job.queue,
+                        job.submitted,
+                        self.shapes[name].min_workers,
+                    )
+                    for name, job in self.jobs.items()
+                }
+            )
+        groups = [job_group(name, self.shapes[name].min_workers) for name in sorted(self.jobs)]
+        return state_of(
+            self.nodes, self.pods() if pods is None else pods, groups, self.rules.queues
+        ).snapshot()
+
+    def reclaim(self, now: int) -> None:
+        """Evict the gangs reclaim chooses; their jobs wait again."""
+        snapshot = self.snapshot()
+        view = view_of(snapshot, PromiseBook(), None)
+        shrinking = frozenset(
+            f"{NAMESPACE}/{name}"
+            for name, w in self.workers.items()
+            if len(w) > self.shapes[name].min_workers
+        )
+        plans = reclaim_plans(snapshot, view, self.topologies, now=now, shrinking=shrinking)
+        for plan in plans:
+            if plan.outcome is ReclaimOutcome.EVICT:
+                for eviction in plan.evictions:
+                    self.workers.pop(eviction.gang.partition("/")[2], None)
+
+    def admit(self, now: int) -> bool:
+        """One admission round; whether it started any job."""
+        snapshot = self.snapshot()
+        view = view_of(snapshot, PromiseBook(), None)
+        decision = release(
+            snapshot,
+            PromiseBook(),
+            view,
+            ReleasedBook(),
+            self.topologies,
+            now=now,
+            settings=self.rules.gates,
+        )
+        if not decision.released:
+            return False
+        opened = frozenset(group.group for group in decision.released)  # the product ungates these only
+        if self.synced is not None:
+            snapshot = self.synced.ungate(sorted(key.partition("/")[2] for key in opened))
+        else:
+            snapshot = self.snapshot(
+                [
+                    replace(p, gates=()) if p.gated and p.group_key in opened else p
+                    for p in snapshot.all_pods()
+                ]
+            )
+        ctx = CycleContext(
+            snapshot,
+            view,
+            tuple(sorted(snapshot.nodes)),
+            float(now),
+            SessionSettings(),
+            self.topologies,
+            ScoreMemo(),
+            RoomMemo(),
+        )
+        book, admitted, started = PromiseBook(), AdmittedBook(), False
+        for group in decision.released:
+            name = group.group.partition("/")[2]
+            if name not in self.jobs or name in self.workers:
+                continue
+            members = [p for p in snapshot.members(group.group) if p.node_name is None]
+            placed: dict[int, Worker] = {}
+            for pod in active_queue_order(members):
+                cycle = schedule_pod(pod, book, admitted, ctx)
+                book, admitted = cycle.promises, cycle.admitted
+                if cycle.node is None:
+                    break
+                placed[job_of(pod.key)[1]] = Worker(pod.requests.gpus, cycle.node, cycle.gpus, now)
+            if len(placed) < len(members):  # the barrier never opens: release what the gang holds
+                for pod in members:
+                    book = book.release(pod.uid)
+                continue
+            self.workers[name] = tuple(placed[i] for i in sorted(placed))
+            started = True
+        return started
