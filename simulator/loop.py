@@ -20,17 +20,16 @@ from __future__ import annotations
 import functools
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 from scheduling.topology import NodeTopology
-from simulator.gpu_sets import ChoosesGpus, GpuSets, SpeedOnSets, judge_placements
-from simulator.results import JobResult, RunResult, StepRecord
-from simulator.speed import Placement, Progress, SpeedModel
+from simulator.gpu_sets import ChoosesGpus, SpeedOnSets, judge_placements
+from simulator.job_track import Allocation as Allocation  # the Policy protocol's type, imported from here
+from simulator.job_track import JobTrack, place, reallocate, result_of, step_record, train
+from simulator.results import RunResult, StepRecord
+from simulator.speed import SpeedModel
 from simulator.workloads import PolluxJob
-
-Allocation = tuple[int, ...]
-"""The node index of each GPU a job holds, in the order the policy gave them: (3, 3, 3, 3, 5, 5)."""
 
 S = TypeVar("S")
 
@@ -135,26 +134,6 @@ class Policy(Protocol[S]):
         ...
 
 
-@dataclass(frozen=True, slots=True)
-class _Job:
-    spec: PolluxJob
-    progress: Progress = field(default_factory=Progress)
-    allocation: Allocation = ()
-    penalty_left: int = 0
-    attained_gpu_seconds: int = 0
-    completed: int | None = None
-    restarts: int = -1
-    started: int | None = None
-    resizes: int = 0
-    moves: int = 0
-    preemptions: int = 0
-    partial: int = 0
-    compact: bool | None = None
-    gpus: GpuSets = ()
-    placements: tuple[tuple[int, GpuSets], ...] = ()
-    nvlink: bool | None = None
-
-
 def run(
     jobs: Sequence[PolluxJob],
     policy: Policy[Any],
@@ -201,7 +180,7 @@ def run(
     state = policy.initial()
     on_sets = speed if isinstance(speed, SpeedOnSets) else None
     chooses = policy if isinstance(policy, ChoosesGpus) else None
-    table = [_Job(spec) for spec in jobs]
+    table = [JobTrack(spec) for spec in jobs]
     arrivals = sorted(range(len(table)), key=lambda i: (table[i].spec.time, i))
     arrived = 0  # arrivals[:arrived] have been shown to the policy
     live: list[int] = []  # arrived and not completed, by workload index: the only jobs a step touches
@@ -214,7 +193,7 @@ def run(
             msg = f"horizon of {horizon_seconds} s passed with {len(waiting)} jobs left: {waiting[:5]}"
             raise SimulationError(msg)
         for i in live:  # a job not arrived holds no GPUs and a completed one trains no more
-            table[i] = _train(table[i], speed, now, mode.step_seconds, on_sets)
+            table[i] = train(table[i], speed, now, mode.step_seconds, on_sets)
         now += mode.step_seconds
         steps += 1
         still = [i for i in live if table[i].completed is None]
@@ -250,21 +229,21 @@ def run(
         _check(decided, {j.spec.name for j in active}, capacity, policy.name, now)
         for i in live:
             job = table[i]
-            table[i] = _reallocate(
-                job, decided.get(job.spec.name, ()), mode, now, policy.minimum_gpus(job.spec)
-            )
+            given = decided.get(job.spec.name, ())
+            penalty = mode.restart_penalty_seconds
+            table[i] = reallocate(job, given, mode.fewest_nodes, penalty, now, policy.minimum_gpus(job.spec))
         held = {table[i].spec.name: table[i].gpus for i in live if table[i].gpus}
         chosen = chooses.gpu_sets(state) if chooses is not None else {}
         placed = judge_placements(decided, chosen, held, capacity, topologies)
         for i in live:
-            table[i] = _place(table[i], placed.get(table[i].spec.name), now)
+            table[i] = place(table[i], placed.get(table[i].spec.name), now)
         if timeline:
-            records.append(_record(now, [table[i] for i in live]))
+            records.append(step_record(now, [table[i] for i in live]))
     return RunResult(
         mode=mode.name,
         policy=policy.name,
         seed=seed,
-        jobs=tuple(_result(job) for job in table if job.completed is not None),
+        jobs=tuple(result_of(job) for job in table if job.completed is not None),
         steps=steps,
         capacity=sum(capacity),
         timeline=tuple(records),
@@ -272,124 +251,9 @@ def run(
     )
 
 
-def _result(job: _Job) -> JobResult:
-    spec = job.spec
-    return JobResult(
-        spec.name,
-        spec.application,
-        spec.time,
-        job.completed if job.completed is not None else -1,
-        max(job.restarts, 0),
-        queue=spec.queue,
-        gpus=spec.num_replicas,
-        started=job.started if job.started is not None else spec.time,
-        resizes=job.resizes,
-        moves=job.moves,
-        preemptions=job.preemptions,
-        partial=job.partial,
-        compact=job.compact,
-        placements=job.placements,
-        nvlink=job.nvlink,
-    )
-
-
-def _record(now: int, active: Sequence[_Job]) -> StepRecord:
-    held: dict[str, int] = {}
-    demand: dict[str, int] = {}
-    for job in active:
-        queue = job.spec.queue
-        demand[queue] = demand.get(queue, 0) + job.spec.num_replicas
-        if job.allocation:
-            held[queue] = held.get(queue, 0) + len(job.allocation)
-    return StepRecord(
-        now,
-        sum(held.values()),
-        sum(1 for job in active if not job.allocation),
-        dict(sorted(held.items())),
-        dict(sorted(demand.items())),
-    )
-
-
 @functools.cache
 def _largest_first(sizes: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(sorted(sizes, reverse=True))
-
-
-def placement_of(allocation: Allocation) -> Placement:
-    """GPUs per node in allocation order: consecutive equal node indices form one node's share."""
-    counts: list[int] = []
-    for i, node in enumerate(allocation):
-        if i > 0 and node == allocation[i - 1]:
-            counts[-1] += 1
-        else:
-            counts.append(1)
-    return tuple(counts)
-
-
-def _train(job: _Job, speed: SpeedModel, now: int, seconds: int, on_sets: SpeedOnSets | None) -> _Job:
-    if job.completed is not None or not job.allocation:
-        return job
-    gpus = len(job.allocation)
-    pause = min(job.penalty_left, seconds)
-    left = seconds - pause
-    progress, finished = job.progress, None
-    if left > 0:
-        placement = placement_of(job.allocation)
-        step = (
-            on_sets.advance_on(job.spec, job.progress, placement, job.gpus, left)
-            if on_sets is not None and job.gpus
-            else speed.advance(job.spec, job.progress, placement, left)
-        )
-        progress, finished = step.progress, step.finished_after
-    used = left if finished is None else finished
-    return replace(
-        job,
-        progress=progress,
-        penalty_left=job.penalty_left - pause,
-        attained_gpu_seconds=job.attained_gpu_seconds + (pause + used) * gpus,
-        completed=None if finished is None else now + pause + finished,
-    )
-
-
-def _reallocate(job: _Job, allocation: Allocation, mode: Mode, now: int, minimum: int) -> _Job:
-    if job.completed is not None:
-        return job
-    partial = job.partial + (0 < len(allocation) < minimum)
-    compact = job.compact
-    if allocation and job.spec.num_replicas > 1:
-        fewest = mode.fewest_nodes(len(allocation))
-        compact = (compact is not False) and len(set(allocation)) <= fewest
-    if allocation == job.allocation:
-        unchanged = partial == job.partial and compact == job.compact
-        return job if unchanged else replace(job, partial=partial, compact=compact)
-    if not allocation:
-        return replace(job, allocation=(), preemptions=job.preemptions + 1, partial=partial)
-    resized = bool(job.allocation) and len(allocation) != len(job.allocation)
-    moved = bool(job.allocation) and not resized
-    return replace(
-        job,
-        allocation=allocation,
-        penalty_left=mode.restart_penalty_seconds,
-        restarts=job.restarts + 1,
-        started=now if job.started is None else job.started,
-        resizes=job.resizes + resized,
-        moves=job.moves + moved,
-        partial=partial,
-        compact=compact,
-    )
-
-
-def _place(job: _Job, placed: tuple[GpuSets, bool | None] | None, now: int) -> _Job:
-    """Record the job's GPU indices after a decision, and the NVLink verdict of a new placement."""
-    if job.completed is not None:
-        return job
-    if placed is None:
-        return replace(job, gpus=()) if job.gpus else job
-    sets, verdict = placed
-    if sets == job.gpus:
-        return job
-    nvlink = job.nvlink if verdict is None else verdict and job.nvlink is not False
-    return replace(job, gpus=sets, placements=(*job.placements, (now, sets)), nvlink=nvlink)
 
 
 def _check(

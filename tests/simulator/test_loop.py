@@ -13,13 +13,13 @@ from dataclasses import dataclass
 
 import pytest
 
+from simulator.job_track import placement_of
 from simulator.loop import (
     POLLUX,
     Allocation,
     ClusterView,
     Mode,
     SimulationError,
-    placement_of,
     run,
 )
 from simulator.policies.fifo import Fifo
