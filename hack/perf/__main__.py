@@ -5,7 +5,7 @@ simulated 8-GPU nodes): at each size the baseline scheduler's throughput and lat
 scheduler's, the extender's per-call latency and RSS while the phalanx pods are bound, and the gangs.
 Then, with the cluster stopped so nothing competes for the two cores, the in-process sections: fair
 share, the ClusterCache memory at 5,000 nodes / 150,000 pods, and the profile. Before each large step the
-harness waits while an end-to-end test run is in progress (``pgrep -f 'pytest.*e2e'``).
+harness waits while an end-to-end test run is in progress (``perf.common.runs_e2e``).
 
 Everything it starts is stopped in a ``finally``, also on Ctrl-C or SIGTERM; the state directory (logs
 of every component) is deleted after a clean run and kept, with its path printed, after a failure.

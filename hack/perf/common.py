@@ -23,8 +23,8 @@ REPO = Path(__file__).resolve().parents[2]
 HACK = REPO / "hack"
 """``hack/``: put on ``PYTHONPATH`` of the harness's own subprocesses so ``perf`` imports there too."""
 
-E2E_PATTERN = "pytest.*e2e"
-"""What an end-to-end test run looks like in ``pgrep -f``; the harness waits while one runs."""
+_VALUED_OPTIONS = frozenset({"-m", "-k", "-p", "-n", "-c", "-o", "--rootdir", "--maxfail", "--junitxml"})
+"""pytest options whose value is the next argument (not a test path)."""
 
 
 @dataclass
@@ -130,16 +130,46 @@ def versions() -> dict[str, Any]:
     }
 
 
+def runs_e2e(argv: Sequence[str]) -> bool:
+    """Whether the pytest run with this command line includes the end-to-end tests.
+
+    ``hack/test`` runs plain ``pytest`` (every test, e2e included); ``pytest tests/scheduling`` or
+    ``pytest -m "not e2e"`` do not.
+
+    >>> runs_e2e(["python", "-m", "pytest"]), runs_e2e(["pytest", "tests/e2e/test_queues.py"])
+    (True, True)
+    >>> runs_e2e(["pytest", "-m", "not e2e"]), runs_e2e(["pytest", "-q", "tests/scheduling"])
+    (False, False)
+    """
+    at = next((i for i, arg in enumerate(argv) if arg == "pytest" or arg.endswith("/pytest")), None)
+    if at is None:
+        return False
+    paths: list[str] = []
+    args = iter(argv[at + 1 :])
+    for arg in args:
+        if arg in _VALUED_OPTIONS:
+            value = next(args, "")
+            if arg == "-m" and "not e2e" in value:
+                return False
+        elif not arg.startswith("-"):
+            paths.append(arg)
+    return not paths or any("e2e" in path or path.rstrip("/") in {"tests", "."} for path in paths)
+
+
 def e2e_runs() -> list[int]:
-    """Pids of end-to-end test runs on this machine (``pgrep -f 'pytest.*e2e'``), never this process."""
-    try:
-        result = subprocess.run(
-            ["pgrep", "-f", E2E_PATTERN], capture_output=True, text=True, timeout=10, check=False
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return []
+    """Pids of pytest runs on this machine that include the end-to-end tests, never this process."""
     mine = {os.getpid(), os.getppid()}
-    return [int(p) for p in result.stdout.split() if p.isdigit() and int(p) not in mine]
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) in mine:
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().decode(errors="replace").split("\0")
+        except OSError:
+            continue
+        if runs_e2e([arg for arg in argv if arg]):
+            found.append(int(entry.name))
+    return sorted(found)
 
 
 def wait_for_quiet_machine(progress: Progress, *, what: str, poll_seconds: float = 30.0) -> float:
@@ -147,7 +177,7 @@ def wait_for_quiet_machine(progress: Progress, *, what: str, poll_seconds: float
 
     Two cores cannot hold a benchmark and a test run at once without each disturbing the other: the
     figures would be wrong and the tests' timeouts would be at risk. So every large measurement starts
-    only when no ``pytest ... e2e`` process is running.
+    only when no pytest run that includes the end-to-end tests is running (``runs_e2e``).
     """
     waited = 0.0
     while pids := e2e_runs():
