@@ -70,7 +70,7 @@ def elastic_round(world: World, now: int, last_moved: Mapping[str, float], *, to
         now=float(now),
         last_moved={f"{NAMESPACE}/{k}": v for k, v in last_moved.items()},
         settings=ElasticSettings() if topology else NO_MOVES,
-        topologies=world.topologies,
+        topologies=world.rules.topologies,
     )
     for resize in plan.resizes:
         name = resize.job.partition("/")[2]
@@ -124,7 +124,7 @@ def _bind(
             book,
             now=float(now),
             settings=SessionSettings(),
-            topologies=world.topologies,
+            topologies=world.rules.topologies,
         )
     except NoGpusError:
         return None

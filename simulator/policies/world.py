@@ -57,16 +57,18 @@ class World:
         self.workers = workers
         self.shapes = shapes
         self.rules = rules
-        self.topologies = rules.topologies
         self.synced = synced
+
+    def workers_of(self, name: str) -> tuple[Worker, ...]:
+        """Job ``name``'s workers: its running ones, or its initial shape while it waits."""
+        return self.workers.get(name) or self.shapes[name].initial
 
     def pods(self) -> list[Pod]:
         """Every job's worker pods: running ones bound, waiting ones gated at their initial shape."""
         pods: list[Pod] = []
         for name in sorted(self.jobs):
             job = self.jobs[name]
-            workers = self.workers.get(name) or self.shapes[name].initial
-            pods += job_pods(name, workers, queue=job.queue, submitted=job.submitted)
+            pods += job_pods(name, self.workers_of(name), queue=job.queue, submitted=job.submitted)
         return pods
 
     def snapshot(self, pods: list[Pod] | None = None) -> ClusterSnapshot:
@@ -75,10 +77,7 @@ class World:
             return self.synced.sync(
                 {
                     name: JobEntry(
-                        self.workers.get(name) or self.shapes[name].initial,
-                        job.queue,
-                        job.submitted,
-                        self.shapes[name].min_workers,
+                        self.workers_of(name), job.queue, job.submitted, self.shapes[name].min_workers
                     )
                     for name, job in self.jobs.items()
                 }
@@ -97,7 +96,7 @@ class World:
             for name, w in self.workers.items()
             if len(w) > self.shapes[name].min_workers
         )
-        plans = reclaim_plans(snapshot, view, self.topologies, now=now, shrinking=shrinking)
+        plans = reclaim_plans(snapshot, view, self.rules.topologies, now=now, shrinking=shrinking)
         for plan in plans:
             if plan.outcome is ReclaimOutcome.EVICT:
                 for eviction in plan.evictions:
@@ -112,7 +111,7 @@ class World:
             PromiseBook(),
             view,
             ReleasedBook(),
-            self.topologies,
+            self.rules.topologies,
             now=now,
             settings=self.rules.gates,
         )
@@ -134,7 +133,7 @@ class World:
             tuple(sorted(snapshot.nodes)),
             float(now),
             SessionSettings(),
-            self.topologies,
+            self.rules.topologies,
             ScoreMemo(),
             RoomMemo(),
         )
