@@ -45,6 +45,8 @@ def test_a_pending_pod_pinned_to_a_pool_node_is_bound_there(
     # The placement manager's pass would open the pool to this plain phalanx pod (an Exists toleration)
     # before the test pins it; this test is about a pin on a pending pod, so the pass is stopped meanwhile.
     testbed.kill_placement(signal.SIGTERM)
+    for node in NODES:  # a pass that ran before the kill took the hand-made taints off (unlabelled nodes)
+        pool.taint_node(node, present=True)
     try:
         _pin_a_pending_pod(testbed, namespace, pool)
     finally:

@@ -7,6 +7,7 @@ import sys
 
 import pytest
 from perf.common import e2e_runs, runs_e2e
+from workload import wait_for
 
 
 @pytest.mark.parametrize(
@@ -45,7 +46,8 @@ def test_a_run_includes_the_e2e_tests_when_its_paths_or_marker_do(
 def test_a_running_process_that_looks_like_a_whole_suite_run_is_found() -> None:
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)", "pytest"])
     try:
-        assert child.pid in e2e_runs()
+        # Polled: a process's command line reads empty for a moment while it execs.
+        wait_for("the child seen as a suite run", lambda: child.pid in e2e_runs(), timeout=10)
     finally:
         child.kill()
         child.wait()
