@@ -13,7 +13,8 @@ Rules (architecture.md §4, issue "Queues and fair share"; the failure modes of 
   capacity back under the same fair shares: no ping-pong (Kueue #3779, #14543).
 - A quota is guaranteed. When no such set exists and the beneficiary is below its deserved quota (its
   leaf and every ancestor, in the short resources), victim queues need keep only their own deserved
-  quota, and gangs of queues that still keep their fair share go first. Gangs come whole, so a queue
+  quota, and gangs of the queues that end least below their fair share go first (those that keep it
+  before all others), whatever the gangs' ages. Gangs come whole, so a queue
   can end up over its fair share by one gang while another sits below its quota (B's gang got the room
   before A's); this undoes that. Still no ping-pong: the victim keeps its quota, so it is owed none,
   and the beneficiary ends within its fair share, which the first rule protects.

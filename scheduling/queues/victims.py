@@ -6,7 +6,8 @@ free 1; KAI PR #1565 evicted 376 GPUs for a 48-GPU request). The search, determi
 
 1. Among the gangs that may still be taken (their queue stays at or above its fair share; or, when the
    beneficiary is owed its quota, at or above its deserved quota, preferring gangs whose queue still
-   keeps its fair share), look at the
+   keeps its fair share and, when none does, those whose queue ends least below its fair share: the
+   room comes from the queue furthest over its share, whatever the gangs' ages), look at the
    lowest priority present; inside it, in the caller's order (youngest first), take an exact fit for
    what is still missing if there is one, else the first gang that does not cover it all (so small
    gangs are used before a big one is broken into), and only when every gang would overshoot, the one
@@ -76,21 +77,29 @@ class VictimSearch:
 
     def keeps_share(self, gang: RunningGang, taken: Mapping[str, Resources]) -> bool:
         """Whether each victim-side queue keeps its ``floor`` if ``gang`` goes after ``taken``."""
-        return self._keeps(gang, taken, self.floor)
-
-    def keeps_fair_share(self, gang: RunningGang, taken: Mapping[str, Resources]) -> bool:
-        """Whether each victim-side queue keeps its fair share, whatever the floor."""
-        return self._keeps(gang, taken, lambda queue: self.shares[queue].fair_share)
-
-    def _keeps(
-        self, gang: RunningGang, taken: Mapping[str, Resources], floor: Callable[[str], Resources]
-    ) -> bool:
         for queue in self.victim_side(gang.queue):
             left = minus(minus(self.held.get(queue, ZERO), taken.get(queue, ZERO)), gang.requests)
-            keep = floor(queue)
+            keep = self.floor(queue)
             if any(amount(gang.requests, r) and amount(left, r) < amount(keep, r) for r in self.short):
                 return False
         return True
+
+    def below_fair_share(self, gang: RunningGang, taken: Mapping[str, Resources]) -> Fraction:
+        """How far below their fair shares the victim-side queues end if ``gang`` goes after ``taken``.
+
+        Summed over the short resources, each as a fraction of the cluster's capacity so that GPUs and
+        bytes compare; 0 when every queue keeps its fair share. A pure function of the allocations, so
+        the choice it orders never depends on when the gangs happened to start.
+        """
+        deficit = Fraction(0)
+        for queue in self.victim_side(gang.queue):
+            left = minus(minus(self.held.get(queue, ZERO), taken.get(queue, ZERO)), gang.requests)
+            fair = self.shares[queue].fair_share
+            for r in self.short:
+                if amount(gang.requests, r):
+                    gap = amount(fair, r) - amount(left, r)
+                    deficit += Fraction(max(0, gap), max(1, amount(self.capacity, r)))
+        return deficit
 
     def rest(self, chosen: Sequence[RunningGang]) -> Resources:
         """What is still missing once ``chosen`` are gone."""
@@ -149,7 +158,8 @@ def choose_victims(
         if not eligible:
             return None
         if search.quota_owed:
-            eligible = [g for g in eligible if search.keeps_fair_share(g, taken)] or eligible
+            least = min(search.below_fair_share(g, taken) for g in eligible)
+            eligible = [g for g in eligible if search.below_fair_share(g, taken) == least]
         lowest = min(g.priority for g in eligible)
         pick = _pick(search, [g for g in eligible if g.priority == lowest], rest)
         chosen.append(pick)

@@ -105,6 +105,10 @@ def test_a_queue_below_its_quota_takes_a_gang_back_from_a_queue_over_its_fair_sh
 
     Fair shares become A 10, B 10, C 4: B is over its fair share by one gang, and A below its quota.
     Taking B's gang leaves B below its fair share, so only the quota guarantee can give A its room.
+    The rule this checks: B and C are both 4 GPUs over their quotas, and either eviction leaves its
+    queue below its fair share; the room comes from the queue that ends least below it (B: 8 of 10,
+    C would keep 0 of 4), whatever the order in which the gangs started (their creation times tie or
+    not by the second, so age must not decide).
     """
     keeper = gpu_pod("a-keeper", 2)
     keeper["metadata"]["labels"] = {"phalanx.io/queue": "a", "phalanx.io/preemptible": "false"}

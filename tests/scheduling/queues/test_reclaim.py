@@ -400,21 +400,28 @@ def test_a_second_group_of_the_same_queue_counts_the_first() -> None:
     )
 
 
-def test_a_queue_below_its_quota_takes_a_whole_gang_back_from_a_queue_over_its_quota() -> None:
+@pytest.mark.parametrize("c0_started_at", [0.0, 2.0, 3.0])
+def test_a_queue_below_its_quota_takes_a_whole_gang_back_from_a_queue_over_its_quota(
+    c0_started_at: float,
+) -> None:
     """B's third gang got the room before A's second (the order is decided per pod, on a view that lags).
 
     B then holds 12 GPUs against a fair share of 10, A 6 against a quota of 8. Taking B's gang would
     leave B below its fair share, which the fair-share rule forbids; A is owed its quota, so it may.
+    B and C are both 4 GPUs over their quotas and each would end below its fair share, but B ends 2
+    below (10 - 8) and C 4 below (4 - 0): the room comes from the queue furthest over its fair share,
+    B, whether C's gang started before, with, or after B's youngest (creation times have a resolution
+    of one second, so on a test bed they tie or not by chance).
     """
     running = (
         gang("a-keeper", "team-a", 2, preemptible=False),
         gang("a0", "team-a", 4, started_at=4),
         *(gang(f"b{i}", "team-b", 4, started_at=i) for i in range(3)),
-        gang("c0", "team-c", 4),
+        gang("c0", "team-c", 4, started_at=c0_started_at),
     )
     plan = reclaim(A_B_C, 24, running, group("a1", "team-a", 4))
     assert plan.outcome is ReclaimOutcome.EVICT, plan.message
-    assert [e.gang for e in plan.evictions] == ["ml/b2"]  # team-c keeps its fair share; youngest of B
+    assert [e.gang for e in plan.evictions] == ["ml/b2"]  # B ends least below its fair share; youngest of B
     assert plan.evictions[0].reason == (
         "reclaim: queue team-b is 4 GPUs over its quota 8; "
         "team-a holds 6, below its quota 8, and needs 4 (group ml/a1)"
