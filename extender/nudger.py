@@ -19,6 +19,13 @@ A gang's members are turned down while the gang waits for members; when the last
 whole gang is reserved, the members turned down before must come back at once, or the first of them
 waits at the bind barrier until it times out (issue 11: every new MPIJob lost ~25 s). Those are
 touched right away, with no settling delay (``reserved``).
+
+A gang that can never be reserved (larger than the cluster, say) gets no such wake-up, so a member
+turned down as "waiting for members: 1 of 4 pods exist" would keep that reason after all four exist.
+Each parked pod remembers the rule of the sentence it was told (``scheduling.reasons.sentence_rule``);
+when another member of its gang is told a sentence of another rule, the parked ones are touched at once
+and hear it too (``group_told``). Figures alone ("2 of 4") do not wake them: a 64-member gang created
+one by one would otherwise touch its members 2,016 times.
 """
 
 from __future__ import annotations
@@ -27,14 +34,29 @@ import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Protocol
 
 from kubeio.errors import KubeError
 from scheduling.model import Pod
+from scheduling.reasons import sentence_rule
 
 log = logging.getLogger(__name__)
 
 NUDGE_ANNOTATION = "phalanx.io/nudge"
+
+PARKED_KEPT = 10_000
+"""Turned-down pods remembered at once (the oldest is forgotten first)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Parked:
+    """A turned-down pod: where it is, its gang (empty for a pod on its own), the rule it was told."""
+
+    namespace: str
+    name: str
+    group: str
+    rule: str
 
 
 class PodToucher(Protocol):
@@ -52,20 +74,46 @@ class Nudger:
         self._clock = clock
         self._batch = batch
         self._lock = threading.Lock()
-        self._parked: OrderedDict[str, tuple[str, str]] = OrderedDict()
+        self._parked: OrderedDict[str, _Parked] = OrderedDict()
+        self._by_group: dict[str, dict[str, None]] = {}  # gang -> uids of its parked members
         self._urgent: OrderedDict[str, tuple[str, str]] = OrderedDict()
         self._held_for_ahead: OrderedDict[str, tuple[str, str, str, tuple[str, ...]]] = OrderedDict()
         self._freed = False
         self._signal = threading.Event()
         self._round = 0
 
-    def turned_down(self, pod: Pod) -> None:
-        """Filter found no node for ``pod``: remember it (oldest first, bounded)."""
+    def turned_down(self, pod: Pod, told: str = "") -> None:
+        """Filter found no node for ``pod`` and told it ``told``: remember it (oldest first, bounded)."""
+        group = pod.group_key or ""
         with self._lock:
-            self._parked[pod.uid] = (pod.namespace, pod.name)
-            self._parked.move_to_end(pod.uid)
-            while len(self._parked) > 10_000:
-                self._parked.popitem(last=False)
+            self._unpark(pod.uid)
+            self._parked[pod.uid] = _Parked(pod.namespace, pod.name, group, sentence_rule(told))
+            if group:
+                self._by_group.setdefault(group, {})[pod.uid] = None
+            while len(self._parked) > PARKED_KEPT:
+                self._unpark(next(iter(self._parked)))
+
+    def group_told(self, group: str, told: str) -> None:
+        """A member of ``group`` was just told ``told``: members parked with another rule hear it now."""
+        rule = sentence_rule(told)
+        with self._lock:
+            stale = [uid for uid in self._by_group.get(group, {}) if self._parked[uid].rule != rule]
+            for uid in stale:
+                parked = self._unpark(uid)
+                if parked is not None:
+                    self._urgent[uid] = (parked.namespace, parked.name)
+        if stale:
+            self._signal.set()
+
+    def _unpark(self, uid: str) -> _Parked | None:
+        """Forget a parked pod (the caller holds the lock)."""
+        parked = self._parked.pop(uid, None)
+        if parked is not None and parked.group:
+            members = self._by_group.get(parked.group, {})
+            members.pop(uid, None)
+            if not members:
+                self._by_group.pop(parked.group, None)
+        return parked
 
     def held_for_ahead(self, pod: Pod, group: str, ahead: tuple[str, ...]) -> None:
         """The queue gate held ``pod`` (of ``group``) for the room of the groups ``ahead``."""
@@ -89,9 +137,9 @@ class Nudger:
         """A gang was just reserved: touch its members that were turned down while it waited, now."""
         with self._lock:
             for uid in uids:
-                pod = self._parked.pop(uid, None)
-                if pod is not None:
-                    self._urgent[uid] = pod
+                parked = self._unpark(uid)
+                if parked is not None:
+                    self._urgent[uid] = (parked.namespace, parked.name)
             if not self._urgent:
                 return
         self._signal.set()
@@ -107,7 +155,7 @@ class Nudger:
         pod = new or old
         if pod is not None and (new is None or new.node_name is not None):
             with self._lock:
-                self._parked.pop(pod.uid, None)
+                self._unpark(pod.uid)
                 self._urgent.pop(pod.uid, None)
                 self._held_for_ahead.pop(pod.uid, None)
 
@@ -136,7 +184,7 @@ class Nudger:
             stop.wait(interval)
             with self._lock:
                 self._freed = False
-                batch = list(self._parked.items())[: self._batch]
+                batch = [(uid, (p.namespace, p.name)) for uid, p in list(self._parked.items())[: self._batch]]
             self._touch(batch)
 
     def _touch(self, batch: list[tuple[str, tuple[str, str]]]) -> None:
@@ -147,4 +195,4 @@ class Nudger:
             except KubeError as exc:
                 log.debug("could not nudge %s/%s: %s", namespace, name, exc)
                 with self._lock:
-                    self._parked.pop(uid, None)
+                    self._unpark(uid)

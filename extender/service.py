@@ -164,7 +164,10 @@ class Extender:
             self.teller.verdict(asked.snapshot.podgroup(pod.group_key), outcome.verdict)
         if self.nudger is not None:
             if not outcome.feasible:
-                self.nudger.turned_down(pod)
+                told = outcome.verdict.message if outcome.verdict is not None else ""
+                self.nudger.turned_down(pod, told)
+            if outcome.verdict is not None and pod.group_key is not None:
+                self.nudger.group_told(pod.group_key, outcome.verdict.message)
             gate = outcome.gate
             if gate is not None and gate.rule is AdmissionRule.HELD_FOR_AHEAD:
                 self.nudger.held_for_ahead(pod, group_key(pod), gate.ahead)

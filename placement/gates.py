@@ -16,7 +16,6 @@ passed, so a long wait does not flood the API server.
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -29,12 +28,11 @@ from placement.views import SharedView
 from scheduling.admission_gates import GateSettings, ReleasedBook, release
 from scheduling.model import Pod
 from scheduling.promises import PromiseBook
+from scheduling.reasons import sentence_rule
 from scheduling.snapshot import ClusterSnapshot
 from scheduling.topology import TopologyCache
 
 log = logging.getLogger(__name__)
-
-_FIGURES = re.compile(r"\d+")
 
 WAITING_EVENT_EVERY = 60.0
 """Seconds between two ``AdmissionWaiting`` events of one group while its sentence's rule stays the same."""
@@ -134,7 +132,7 @@ class GateReleaser:
 
     def _tell(self, snapshot: ClusterSnapshot, group: str, reason: str, now: float) -> None:
         """Record ``reason`` for a kept group when its sentence, figures aside, changed or a minute passed."""
-        rule = _FIGURES.sub("#", reason)
+        rule = sentence_rule(reason)
         told = self._told.get(group)
         if told is not None and told[0] == rule and now - told[1] < WAITING_EVENT_EVERY:
             return

@@ -8,7 +8,10 @@ So a message names the situation, not the node, and nodes in the same situation 
 from __future__ import annotations
 
 import enum
+import re
 from dataclasses import dataclass
+
+_FIGURES = re.compile(r"\d+")
 
 
 class Code(enum.Enum):
@@ -194,3 +197,15 @@ class GroupVerdict:
         if self.verdict is Verdict.QUEUE_HOLD:
             return queue_hold(self.message)
         return gang_waiting(self.message)
+
+
+def sentence_rule(sentence: str) -> str:
+    """A sentence with its figures masked: two sentences of one rule compare equal as facts move.
+
+    A group told "waiting for members: 1 of 4 pods exist" need not hear "2 of 4" at once, but must hear
+    "needs 32 GPUs ..." as soon as that is the reason: the rule changed.
+
+    >>> sentence_rule("gang ml/g: waiting for members: 1 of 4 pods exist")
+    'gang ml/g: waiting for members: # of # pods exist'
+    """
+    return _FIGURES.sub("#", sentence)

@@ -91,3 +91,34 @@ def test_a_new_view_wakes_pods_held_for_groups_no_longer_ahead_of_them() -> None
     assert run(nudger, toucher, rebuilt) == [("ml", "moved")]
     toucher.done.clear()
     assert run(nudger, toucher, rebuilt, wait=0.3) == [("ml", "moved")], "woken once, then forgotten"
+
+
+def test_a_gang_member_told_another_rule_than_its_gang_now_is_touched_at_once() -> None:
+    """A gang larger than the cluster is never reserved: its first member must not keep "1 of 4"."""
+    toucher = Toucher()
+    nudger = Nudger(toucher, clock=lambda: 0.0)
+    first = a_pod("huge-0").gpus(8).group("huge").build()
+    nudger.turned_down(first, "gang ml/huge: waiting for members: 1 of 4 pods exist")
+    nudger.turned_down(a_pod("other-0").gpus(8).group("other").build(), "gang ml/other: waiting for members")
+    told = "gang ml/huge: needs 32 GPUs for 4 pods (8 per pod); 24 free on 3 nodes"
+    assert run(nudger, toucher, lambda: nudger.group_told("ml/huge", told)) == [("ml", "huge-0")]
+
+
+def test_a_gang_member_told_the_same_rule_with_other_figures_is_left_alone() -> None:
+    toucher = Toucher()
+    nudger = Nudger(toucher, clock=lambda: 0.0)
+    first = a_pod("g-0").gpus(1).group("g").build()
+    nudger.turned_down(first, "gang ml/g: waiting for members: 1 of 64 pods exist")
+    told = "gang ml/g: waiting for members: 2 of 64 pods exist"
+    assert run(nudger, toucher, lambda: nudger.group_told("ml/g", told), wait=0.3) == []
+
+
+def test_a_parked_member_bound_since_is_forgotten_with_its_gang_index() -> None:
+    toucher = Toucher()
+    nudger = Nudger(toucher, clock=lambda: 0.0)
+    for i in range(3):
+        nudger.turned_down(a_pod(f"g-{i}").gpus(1).group("g").build(), "gang ml/g: waiting for members")
+    for i in range(3):
+        pod = a_pod(f"g-{i}").gpus(1).group("g").build()
+        nudger.pod_changed(pod, replace(pod, node_name="n0"))
+    assert run(nudger, toucher, lambda: nudger.group_told("ml/g", "gang ml/g: reserved"), wait=0.3) == []

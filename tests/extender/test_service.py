@@ -6,6 +6,9 @@ from dataclasses import dataclass, field, replace
 
 import pytest
 
+from extender.gang_bind import GangBinder, GangTeller
+from extender.ledger import PromiseLedger
+from extender.nudger import Nudger
 from extender.service import Extender, UnknownNodeError
 from extender.view_keeper import ViewKeeper
 from kubeio.binding import BindRefusedError
@@ -13,8 +16,22 @@ from kubeio.errors import UnavailableError
 from scheduling.promises import Promise
 from scheduling.queues import Queue
 from scheduling.snapshot import ClusterSnapshot
-from tests.builders import FakeBinder, FakeCluster, a_ledger, a_node, a_pod, snapshot_of
+from tests.builders import (
+    FakeBinder,
+    FakeCluster,
+    FakePlanWriter,
+    a_gang,
+    a_ledger,
+    a_node,
+    a_pod,
+    snapshot_of,
+)
+from tests.extender.test_nudger import Toucher, run
 from tests.scheduling.queues.builders import gpu_queue
+
+
+def time() -> float:  # the clock of the decisions below
+    return 0.0
 
 
 def make(
@@ -211,3 +228,23 @@ def test_the_tried_book_stays_bounded_by_the_groups_being_tried() -> None:
         keeper.tried_now(f"ml/g{i}", float(i))
     assert len(keeper.tried.at) < 1_100
     assert keeper.tried.fresh("ml/g4999", 4_999.0, 1.0)
+
+
+
+def test_a_gang_that_can_never_be_reserved_wakes_a_member_told_it_waited_for_members() -> None:
+    """Three 8-GPU nodes and a 4 x 8-GPU gang: the first member's reason must not stay "1 of 4"."""
+    nodes = [a_node(f"n{i}").gpus(8).build() for i in range(3)]
+    members = [a_pod(f"huge-{i}").gpus(8).group("huge").build() for i in range(4)]
+    cluster = FakeCluster().add(*nodes, a_gang("huge", 4), members[0])
+    binder = FakeBinder(cluster)
+    toucher = Toucher()
+    nudger = Nudger(toucher, clock=lambda: 0.0)
+    ledger, teller = PromiseLedger(), GangTeller(None, None, time)
+    writer = FakePlanWriter(cluster)
+    gangs = GangBinder(cluster.snapshot, ledger, writer, binder.bind, clock=time, teller=teller)
+    ext = Extender(cluster, binder, clock=time, promise_ttl=60.0, gangs=gangs, nudger=nudger, ledger=ledger)
+    names = tuple(n.name for n in nodes)
+    assert ext.filter(members[0], names).feasible == ()
+    cluster.add(*members[1:])
+    assert ext.filter(members[3], names).feasible == ()
+    assert run(nudger, toucher, None) == [("ml", "huge-0")]
