@@ -24,7 +24,8 @@ class GangMetrics:
     barrier_timeouts: Counter
     """``phalanx_gang_barrier_timeouts_total``: gangs whose members did not all reach bind in time."""
     recoveries: Counter
-    """``phalanx_gang_recoveries_total{action}``: half-bound gangs completed or rolled back."""
+    """``phalanx_gang_recoveries_total{action}``: gangs found with a plan after a restart, by how they ended
+    (``bound``: nothing left to do, ``completed``, ``rolled_back``)."""
 
     @staticmethod
     def create(registry: CollectorRegistry) -> GangMetrics:
@@ -44,7 +45,7 @@ class GangMetrics:
             ),
             recoveries=Counter(
                 "phalanx_gang_recoveries",
-                "Half-bound gangs completed or rolled back.",
+                "Gangs found with a bind plan after a restart, by how they ended.",
                 ["action"],
                 registry=registry,
             ),

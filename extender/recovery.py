@@ -2,7 +2,9 @@
 
 What to do with each member is the core's (``scheduling.gang_record.plan_recovery``): bind the planned
 members that are still unbound, or delete the bound ones when a planned member is gone. This module
-reads the PodGroups, performs those writes, removes the annotation and tells the users.
+reads the PodGroups, reads each such gang's members from the API server (the cache holds live pods
+only, and a member that finished after its Binding still counts as bound), performs those writes,
+removes the annotation and tells the users: every gang recovered gets an event, whatever the outcome.
 """
 
 from __future__ import annotations
@@ -15,9 +17,9 @@ from extender.barrier import BarrierBoard
 from extender.gang_bind import GangTeller, PodBinding
 from extender.ledger import PromiseLedger
 from kubeio.errors import KubeError
-from kubeio.ports import PlanWriter
+from kubeio.ports import RecoveryWriter
 from kubeio.render import gpu_annotations
-from scheduling.gang_record import PlanError, decode_plan, plan_recovery
+from scheduling.gang_record import PlanError, RecoveryKind, decode_plan, plan_recovery
 from scheduling.model import PodGroup
 from scheduling.snapshot import ClusterSnapshot
 
@@ -31,7 +33,7 @@ class GangRecovery:
         self,
         snapshot: Callable[[], ClusterSnapshot],
         ledger: PromiseLedger,
-        writer: PlanWriter,
+        writer: RecoveryWriter,
         bind: PodBinding,
         *,
         board: BarrierBoard,
@@ -52,10 +54,10 @@ class GangRecovery:
             if group.plan is None or self._board.active(group.key):
                 continue
             handled += 1
-            self.recover(group, snapshot)
+            self.recover(group)
         return handled
 
-    def recover(self, group: PodGroup, snapshot: ClusterSnapshot) -> None:
+    def recover(self, group: PodGroup) -> None:
         """Finish one gang from its plan annotation (see ``scheduling.gang_record``)."""
         try:
             plan = decode_plan(group.plan or "")
@@ -64,13 +66,18 @@ class GangRecovery:
             self._writer.set_plan(group.namespace, group.name, None)
             self._ledger.release_group(group.key)
             return
-        pods = {p.name: p for p in snapshot.members(group.key)}
+        try:
+            members = self._writer.list_members(group.namespace, group.name)
+        except KubeError as exc:
+            log.warning("gang %s: its members could not be listed (%s); will try again", group.key, exc)
+            return
+        pods = {p.name: p for p in members}
         recovery = plan_recovery(plan, pods)
         log.debug(
             "gang %s recovery: plan %s, pods %s",
             group.key,
             [(m.name, m.node) for m in plan],
-            [(p.name, p.node_name, p.terminating) for p in pods.values()],
+            [(p.name, p.node_name, p.phase, p.terminating) for p in pods.values()],
         )
         try:
             for member in recovery.bind:
@@ -83,18 +90,16 @@ class GangRecovery:
         except KubeError as exc:
             log.warning("gang %s: recovery step failed (%s); will try again", group.key, exc)
             return
-        if not recovery.done:
-            log.info("gang %s recovered: %s", group.key, recovery.reason)
-            self._teller.tell(
-                group,
-                "Warning" if recovery.delete else "Normal",
-                "GangRecovered",
-                f"gang {group.key}: {recovery.reason}",
-            )
-            if self._teller.metrics is not None:
-                self._teller.metrics.recoveries.labels(
-                    "rolled_back" if recovery.delete else "completed"
-                ).inc()
+        rolled_back = recovery.kind is RecoveryKind.ROLLED_BACK
+        (log.warning if rolled_back else log.info)("gang %s recovered: %s", group.key, recovery.reason)
+        self._teller.tell(
+            group,
+            "Warning" if rolled_back else "Normal",
+            "GangRecovered",
+            f"gang {group.key}: {recovery.reason}",
+        )
+        if self._teller.metrics is not None:
+            self._teller.metrics.recoveries.labels(recovery.kind.value).inc()
         for member in plan:
             self._ledger.release(member.uid)
 

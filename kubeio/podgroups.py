@@ -6,13 +6,17 @@ roll back a half-bound gang from what the API server holds (crash safety, archit
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import quote
 
+from kubeio.convert import ConvertError, pod_from_api
 from kubeio.errors import NotFoundError
 from kubeio.http import KubeHttp
-from scheduling.model import GANG_PLAN_ANNOTATION
+from scheduling.model import GANG_PLAN_ANNOTATION, GROUP_LABEL, Pod
+
+log = logging.getLogger(__name__)
 
 _MERGE = "application/merge-patch+json"
 
@@ -40,6 +44,23 @@ class PodGroupWriter:
         self._http.request(
             "PATCH", podgroup_path(namespace, name), body=body, content_type=_MERGE, timeout=self._timeout
         )
+
+    def list_members(self, namespace: str, name: str) -> tuple[Pod, ...]:
+        """Every pod labelled for PodGroup ``namespace/name``, finished ones included, by name.
+
+        The extender's cache holds live pods only, so a member that was bound and has finished since is
+        read here, from the API server. A pod that cannot be converted is left out with a log line.
+        """
+        path = f"/api/v1/namespaces/{quote(namespace, safe='')}/pods"
+        query = {"labelSelector": f"{GROUP_LABEL}={name}"}
+        listed = self._http.request("GET", path, query=query, timeout=self._timeout)
+        pods = []
+        for raw in listed.get("items") or ():
+            try:
+                pods.append(pod_from_api(raw))
+            except ConvertError as exc:
+                log.warning("gang %s/%s: a member cannot be read: %s", namespace, name, exc)
+        return tuple(sorted(pods, key=lambda p: p.name))
 
     def set_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> None:
         """Merge ``status`` into the PodGroup's status subresource."""

@@ -66,6 +66,17 @@ class PlanWriter(PodDeleter, Protocol):
         """Write or remove the plan annotation."""
 
 
+class RecoveryWriter(PlanWriter, Protocol):
+    """What gang recovery reads and writes (``kubeio.podgroups.PodGroupWriter``)."""
+
+    def list_members(self, namespace: str, name: str) -> tuple[Pod, ...]:
+        """Every pod labelled for the PodGroup, finished ones included, read from the API server.
+
+        Raises:
+            KubeError: the list failed (recovery then tries again later).
+        """
+
+
 class GroupStatusSink(PodDeleter, Protocol):
     """Writes PodGroup status and evicts members (``kubeio.podgroups.PodGroupWriter``)."""
 

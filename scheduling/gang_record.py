@@ -5,15 +5,21 @@ so a restarted extender must finish the job from what the API server holds. The 
 every member (UID, node, GPUs). Recovery completes the gang when every planned member still exists
 (binding the rest exactly as planned), and otherwise rolls it back by deleting the bound members, whose
 controller (Job, MPIJob, ...) recreates them; either way no gang runs half-placed.
+
+A member that was bound as planned and has finished since (Succeeded or Failed) was placed: it counts as
+bound, not as lost. The members therefore come from the API server, finished ones included, not from a
+cache of live pods; read from such a cache, a member that ran for a second before the crash looked gone,
+the gang was rolled back, and the members still waiting counted "3 of 4 pods exist" for ever.
 """
 
 from __future__ import annotations
 
+import enum
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from scheduling.model import Pod
+from scheduling.model import TERMINAL_PHASES, Pod
 
 FORMAT_VERSION = 1
 
@@ -32,24 +38,32 @@ class PlannedMember:
     gpus: tuple[int, ...]
 
 
+class RecoveryKind(enum.Enum):
+    """How a gang found with a plan annotation ends; the value names it in metrics."""
+
+    BOUND = "bound"
+    """Every planned member was bound already: the crash came after the last Binding."""
+    COMPLETED = "completed"
+    """Members were left unbound: they are bound as planned."""
+    ROLLED_BACK = "rolled_back"
+    """A planned member is gone: the members still on their nodes are deleted."""
+
+
 @dataclass(frozen=True, slots=True)
 class Recovery:
     """What to do with a gang found with a plan annotation.
 
     Attributes:
+        kind: how the gang ends.
         bind: members to bind as planned (completing the gang).
-        delete: bound members to delete (rolling the gang back).
+        delete: bound members still holding their node to delete (rolling the gang back).
         reason: why, for the event.
     """
 
+    kind: RecoveryKind
     bind: tuple[PlannedMember, ...]
     delete: tuple[Pod, ...]
     reason: str
-
-    @property
-    def done(self) -> bool:
-        """Nothing left to do: the plan annotation can be removed."""
-        return not self.bind and not self.delete
 
 
 def encode_plan(members: Iterable[PlannedMember]) -> str:
@@ -90,7 +104,7 @@ def plan_recovery(plan: Iterable[PlannedMember], pods_by_name: Mapping[str, Pod]
 
     Args:
         plan: the planned members.
-        pods_by_name: the gang's live pods, by name.
+        pods_by_name: every pod of the gang by name, finished ones included (from the API server).
     """
     to_bind: list[PlannedMember] = []
     placed: list[Pod] = []
@@ -100,19 +114,31 @@ def plan_recovery(plan: Iterable[PlannedMember], pods_by_name: Mapping[str, Pod]
         if pod is None or pod.uid != member.uid or pod.terminating:
             lost.append(member.name)
         elif pod.node_name is None:
-            to_bind.append(member)
+            if pod.phase in TERMINAL_PHASES:  # failed before it was ever bound: it will not run
+                lost.append(member.name)
+            else:
+                to_bind.append(member)
         elif pod.node_name == member.node:
             placed.append(pod)
         else:
             lost.append(member.name)
+    finished = sum(1 for p in placed if p.phase in TERMINAL_PHASES)
+    ran = f" ({finished} of them finished since)" if finished else ""
     if not to_bind:
         # Every member still here is bound: the bind finished. A member lost since then is the
         # placement manager's business (stale gangs, with a grace period), not a crash to undo.
-        return Recovery((), (), "every planned member was bound")
+        return Recovery(RecoveryKind.BOUND, (), (), f"every planned member was bound{ran}")
     if lost:
+        running = tuple(p for p in placed if p.phase not in TERMINAL_PHASES)
         reason = (
             f"the bind was interrupted and members {', '.join(lost)} are gone, so the gang cannot be "
-            f"completed; deleting the {len(placed)} bound members"
+            f"completed; deleting the {len(running)} bound member(s) still running; the "
+            f"{len(to_bind)} unbound member(s) wait for the gang to be whole again"
         )
-        return Recovery((), tuple(placed), reason)
-    return Recovery(tuple(to_bind), (), f"binding the {len(to_bind)} members the interrupted bind left")
+        return Recovery(RecoveryKind.ROLLED_BACK, (), running, reason)
+    return Recovery(
+        RecoveryKind.COMPLETED,
+        tuple(to_bind),
+        (),
+        f"binding the {len(to_bind)} members the interrupted bind left; {len(placed)} were bound{ran}",
+    )

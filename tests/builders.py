@@ -262,6 +262,11 @@ class FakePlanWriter:
                 raise self.fail_with
             self.cluster.groups[key] = replace(self.cluster.groups[key], plan=plan)
 
+    def list_members(self, namespace: str, name: str) -> tuple[Pod, ...]:
+        """Every pod of the PodGroup in the cluster, finished ones included, as the API server lists them."""
+        pods = (p for p in self.cluster.pods.values() if p.namespace == namespace and p.group == name)
+        return tuple(sorted(pods, key=lambda p: p.name))
+
     def delete_pod(self, namespace: str, name: str, uid: str, *, grace_seconds: int | None = None) -> bool:
         key = f"{namespace}/{name}"
         with self.lock:

@@ -11,6 +11,7 @@ from workload import (
     create_pod,
     create_podgroup,
     double_booked,
+    events_for,
     get_podgroup,
     list_pods,
     member,
@@ -63,3 +64,61 @@ def test_a_gang_killed_mid_bind_is_completed_or_rolled_back_within_30s(
         ),
         timeout=15,
     )
+
+
+def phases(testbed: Testbed, namespace: str, group: str) -> dict[str, tuple[str | None, str]]:
+    """Member name -> (node, phase), for the live and the finished members of ``group``."""
+    return {
+        p["metadata"]["name"]: (p["spec"].get("nodeName"), p.get("status", {}).get("phase", "Pending"))
+        for p in list_pods(testbed.http, namespace)
+        if p["metadata"].get("labels", {}).get("scheduling.x-k8s.io/pod-group") == group
+    }
+
+
+@pytest.mark.parametrize("round_", range(3))
+def test_a_member_that_finished_before_recovery_counts_as_bound_and_the_gang_completes(
+    testbed: Testbed, namespace: str, slow_binding_extender: None, round_: int
+) -> None:
+    """A kill mid-bind, and a bound member that finishes before the restarted extender looks.
+
+    A chaos run with the binds 1 s apart, so the kill lands between them. The extender's cache lists live
+    pods only: before, recovery counted the finished member as gone, rolled the gang back, and the members
+    left unbound waited for ever with "3 of 4 pods exist".
+    """
+    group = f"fin{round_}"
+    create_podgroup(testbed.http, namespace, podgroup(group, 4))
+    for i in range(4):
+        annotations = {"phalanx.io/sim-duration-seconds": "1"}
+        create_pod(testbed.http, namespace, member(f"{group}-{i}", group, 1, annotations=annotations))
+    wait_for(
+        "the gang half-bound",
+        lambda: 0 < sum(1 for node, _ in phases(testbed, namespace, group).values() if node) < 4,
+        timeout=90,
+        interval=0.05,
+    )
+    testbed.kill_extender(signal.SIGKILL)
+    at_kill = phases(testbed, namespace, group)
+    bound_at_kill = sorted(n for n, (node, _) in at_kill.items() if node)
+    assert 0 < len(bound_at_kill) < 4, at_kill
+    wait_for(
+        "a bound member finished while the extender was down",
+        lambda: any(phases(testbed, namespace, group)[n][1] == "Succeeded" for n in bound_at_kill),
+        timeout=60,
+    )
+    testbed.start_extender({"PHALANX_GANG_BIND_DELAY_SECONDS": "1"})
+
+    def whole() -> dict[str, tuple[str | None, str]] | None:
+        now = phases(testbed, namespace, group)
+        return now if len(now) == 4 and all(node for node, _ in now.values()) else None
+
+    try:
+        done = wait_for("every member bound (the gang completed)", whole, timeout=60)
+    except AssertionError as stuck:
+        msg = f"{stuck}; killed with {bound_at_kill} bound; members now {phases(testbed, namespace, group)}"
+        raise AssertionError(msg) from stuck
+    print(f"killed with {bound_at_kill} bound; after the restart: {done}")
+    assert double_booked(list_pods(testbed.http)) == []
+    recovered = [
+        e["message"] for e in events_for(testbed.http, namespace, group) if e["reason"] == "GangRecovered"
+    ]
+    assert any("finished since" in m for m in recovered), recovered

@@ -66,7 +66,7 @@ def test_a_half_bound_gang_is_completed_as_planned_and_its_plan_removed() -> Non
             "g",
             "Normal",
             "GangRecovered",
-            "gang ml/g: binding the 2 members the interrupted bind left",
+            "gang ml/g: binding the 2 members the interrupted bind left; 1 were bound",
         )
     ]
     assert rig.ledger.book.by_uid == {}
@@ -87,7 +87,8 @@ def test_a_gang_that_lost_a_planned_member_is_rolled_back() -> None:
             "Warning",
             "GangRecovered",
             "gang ml/g: the bind was interrupted and members w2 are gone, so the gang cannot be completed; "
-            "deleting the 1 bound members",
+            "deleting the 1 bound member(s) still running; the 1 unbound member(s) wait for the gang to be "
+            "whole again",
         )
     ]
 
@@ -119,3 +120,30 @@ def test_a_gang_inside_its_bind_barrier_is_left_alone() -> None:
     assert rig.writer.calls == [] and rig.binder.calls == []
     rig.board.leave("ml/g", passage, bound=True)
     assert rig.recovery.recover_all() == 1
+
+
+def test_a_member_that_finished_after_its_binding_counts_as_bound_and_the_gang_is_completed() -> None:
+    """The chaos run's stuck gangs: the live cache had no w0 (Succeeded), so the gang was rolled back."""
+    rig = Rig()
+    w0 = rig.cluster.pods["ml/w0"]
+    rig.cluster.pods["ml/w0"] = replace(w0, phase="Succeeded")
+    rig.recovery.recover_all()
+    assert [key for key, *_ in rig.binder.calls] == ["ml/w1", "ml/w2"]
+    assert [c for c in rig.writer.calls if c[0] == "delete"] == []
+    assert rig.events.events[-1][2:] == (
+        "Normal",
+        "GangRecovered",
+        "gang ml/g: binding the 2 members the interrupted bind left; 1 were bound (1 of them finished since)",
+    )
+
+
+def test_a_gang_bound_whole_before_the_crash_is_told_too() -> None:
+    rig = Rig()
+    for name in ("w1", "w2"):
+        pod = rig.cluster.pods[f"ml/{name}"]
+        rig.cluster.pods[pod.key] = replace(pod, node_name="n1")
+    rig.recovery.recover_all()
+    assert rig.binder.calls == [] and rig.plan is None
+    assert rig.events.events == [
+        ("PodGroup", "g", "Normal", "GangRecovered", "gang ml/g: every planned member was bound")
+    ]
