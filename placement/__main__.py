@@ -42,10 +42,13 @@ from placement.settings import PlacementSettings
 from placement.uninstall import remove_admission_gates, remove_pin_taints
 from placement.views import SharedView
 from placement.webhook import GATE_PATH, MUTATE_PATH, GateAdmitter, PinAdmitter, serve_webhook
-from scheduling.admission_gates import GateSettings
+from scheduling.admission_gates import GateSettings, KeptRule
 from scheduling.elastic import ElasticSettings
 
 log = logging.getLogger("placement")
+
+IDLE_RULES = ("in_flight", *(rule.value for rule in KeptRule))
+"""Every label of ``phalanx_admission_idle_gpus``, set each pass (0 when the rule keeps nothing idle)."""
 
 
 def run(settings: PlacementSettings, stop: threading.Event) -> int:
@@ -177,6 +180,9 @@ def _start_release_loop(
 
     def on_pass(outcome: GatePass, seconds: float) -> None:
         metrics.admission_pass_seconds.observe(seconds)
+        metrics.admission_decide_seconds.observe(outcome.decide_seconds)
+        for rule in IDLE_RULES:
+            metrics.admission_idle_gpus.labels(rule).set(outcome.idle.get(rule, 0))
         metrics.admission_groups.labels("released").inc(len(outcome.released))
         metrics.admission_groups.labels("refused").inc(len(outcome.refused))
         metrics.admission_kept.set(outcome.kept)

@@ -16,8 +16,10 @@ passed, so a long wait does not flood the API server.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+import time
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from kubeio.errors import KubeError
@@ -37,6 +39,11 @@ log = logging.getLogger(__name__)
 WAITING_EVENT_EVERY = 60.0
 """Seconds between two ``AdmissionWaiting`` events of one group while its sentence's rule stays the same."""
 
+UNGATING_AT_ONCE = 8
+"""Groups ungated at the same time: one PATCH per pod is the pass's main cost after deciding, and a pass
+that released 50 single pods one PATCH after another kept the next pass (and every gated pod) waiting for
+them. A group's own pods go one after another, so a refused patch still stops the rest of its group."""
+
 WAITING_EVENT_AFTER = 5.0
 """A group kept gated gets its first ``AdmissionWaiting`` event once it has waited this long: most groups
 are released within a pass or two (a gang's members still being created, say) and need no sentence."""
@@ -51,12 +58,23 @@ class Ungater(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class GatePass:
-    """What one pass did: groups released (their pods ungated), groups kept gated, patches refused."""
+    """What one pass did: groups released (their pods ungated), groups kept gated, patches refused.
+
+    Attributes:
+        released: groups whose pods were all ungated.
+        kept: how many groups stay gated.
+        refused: groups whose ungate patch was refused (decided again next pass).
+        in_flight_gpus: GPUs released and not bound yet.
+        idle: GPUs free while groups wait gated, by rule (``ReleaseDecision.idle``).
+        decide_seconds: how long deciding took, before ungating.
+    """
 
     released: tuple[str, ...] = ()
     kept: int = 0
     refused: tuple[str, ...] = ()
     in_flight_gpus: int = 0
+    idle: Mapping[str, int] = field(default_factory=dict)
+    decide_seconds: float = 0.0
 
 
 class GateReleaser:
@@ -72,8 +90,11 @@ class GateReleaser:
         topologies: TopologyCache,
         settings: GateSettings,
         views: SharedView | None = None,
+        timer: Callable[[], float] = time.perf_counter,
     ) -> None:
         self._source = source
+        self._timer = timer  # monotonic seconds, for ``decide_seconds``
+        self._pool = ThreadPoolExecutor(UNGATING_AT_ONCE, thread_name_prefix="ungate")
         self._ungater = ungater
         self._events = events
         self._clock = clock  # wall clock: release times meet creationTimestamps
@@ -85,18 +106,21 @@ class GateReleaser:
         self._kept_since: dict[str, float] = {}
 
     def reconcile_once(self) -> GatePass:
-        """One pass: decide, ungate in the decided order, record the events."""
+        """One pass: decide, ungate the released groups (several at once), record the events."""
+        started = self._timer()
         snapshot = self._source.snapshot()
         now = self._clock()
         view = self._views.of(snapshot)
         decision = release(
             snapshot, PromiseBook(), view, self._book, self._topologies, now=now, settings=self._settings
         )
+        decided = self._timer() - started
         book = decision.in_flight
         released: list[str] = []
         refused: list[str] = []
-        for group in decision.released:
-            if self._ungate(snapshot, group.pods):
+        ungated = list(self._pool.map(lambda group: self._ungate(snapshot, group.pods), decision.released))
+        for group, done in zip(decision.released, ungated, strict=True):
+            if done:
                 released.append(group.group)
                 self._record(
                     snapshot, group.group, group.pods, "AdmissionReleased", f"released: {group.reason}"
@@ -112,7 +136,7 @@ class GateReleaser:
         self._told = {g: told for g, told in self._told.items() if g in waiting}
         self._kept_since = {g: self._kept_since.get(g, now) for g in waiting}
         gpus = _in_flight_gpus(snapshot, book)
-        return GatePass(tuple(released), len(decision.kept), tuple(refused), gpus)
+        return GatePass(tuple(released), len(decision.kept), tuple(refused), gpus, decision.idle, decided)
 
     def _ungate(self, snapshot: ClusterSnapshot, keys: Sequence[str]) -> bool:
         """Ungate every pod of ``keys``; ``False`` as soon as one is refused (the rest wait a pass)."""

@@ -161,7 +161,12 @@ class PlacementMetrics:
     admission_in_flight_gpus: Gauge
     """``phalanx_admission_in_flight_gpus``: GPUs released and not bound yet after the last pass."""
     admission_pass_seconds: Histogram
-    """``phalanx_admission_pass_seconds``: duration of one release pass."""
+    """``phalanx_admission_pass_seconds``: duration of one release pass, deciding and ungating."""
+    admission_decide_seconds: Histogram
+    """``phalanx_admission_decide_seconds``: the deciding part of a release pass (one snapshot, the core)."""
+    admission_idle_gpus: Gauge
+    """``phalanx_admission_idle_gpus{rule}``: GPUs free while groups wait gated after the last pass, by the
+    rule that keeps them waiting (``scheduling.admission_outcome.KeptRule`` values, and ``in_flight``)."""
 
     @staticmethod
     def create(registry: CollectorRegistry) -> PlacementMetrics:
@@ -220,5 +225,16 @@ class PlacementMetrics:
             ),
             admission_pass_seconds=Histogram(
                 "phalanx_admission_pass_seconds", "Duration of one release pass.", registry=registry
+            ),
+            admission_decide_seconds=Histogram(
+                "phalanx_admission_decide_seconds",
+                "Duration of the deciding part of one release pass (before ungating).",
+                registry=registry,
+            ),
+            admission_idle_gpus=Gauge(
+                "phalanx_admission_idle_gpus",
+                "GPUs free while groups wait gated, by the rule that keeps them waiting.",
+                ["rule"],
+                registry=registry,
             ),
         )

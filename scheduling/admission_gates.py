@@ -21,13 +21,21 @@ one snapshot, walking the pending groups in the fair order ``order_pending`` giv
    the group, and the gang planner must place it on the nodes' real room (``plan_gang`` on a
    ``Statement`` that holds every group released before it, so fragmentation counts). A group that does
    not fit is skipped: those behind it may go (work-conserving, like Kueue's BestEffortFIFO). But the
-   first skipped group that has waited longer than ``starve_after`` keeps its GPUs: nothing behind it
-   that would take them is released, so a big gang is not starved by a stream of small ones.
+   first skipped group that has waited longer than ``starve_after`` keeps the nodes it will start on
+   (``scheduling.admission_reserve``): nothing behind it is placed there, so a big gang is not starved
+   by a stream of small ones, while every other node keeps serving them. A group that cannot be placed
+   even on the schedulable nodes emptied keeps nothing: it is marked as never fitting.
 6. **Priority preemption**: a pod on its own that could start by preempting lower-priority pods of its
    own queue (``scheduling.preempt_session.narrow_victims`` decides which, on one node) is released, or
    gating it would disable kube-scheduler's preemption. It counts against its queue and the in-flight
    budget but takes no free room (it takes its victims'). Gangs are not: the extender turns a gang down
    as unresolvable (no per-pod preemption can make room for a whole gang); reclaim is their way.
+
+Every kept group carries its rule (``KeptRule``). The GPUs free at the end of the walk (after what is in
+flight and what the pass released) are idle while groups wait; ``idle`` attributes them to the kept
+groups in the fair order, each taking at most what it needs, under its rule, and the GPUs held for
+groups released but not bound yet under ``in_flight``: the placement manager exports them, so an
+operator sees which rule keeps GPUs idle.
 
 The per-node check knows what the core models: GPU indices, CPU, memory, pins, and kube-scheduler's
 taint, node-selector and required-affinity filters (``scheduling.node_constraints``; a gang is offered
@@ -42,8 +50,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from scheduling.admission_flight import ReleasedBook, in_flight, seconds
-from scheduling.admission_outcome import DEFAULT_GATE_SETTINGS, GateSettings, Kept, Released, ReleaseDecision
+from scheduling.admission_outcome import (
+    DEFAULT_GATE_SETTINGS,
+    GateSettings,
+    Kept,
+    KeptRule,
+    Released,
+    ReleaseDecision,
+)
 from scheduling.admission_preemption import preemption_room, queue_of
+from scheduling.admission_reserve import Capacity, Reservation, never_fits, reserve
 from scheduling.gang_planner import GangPlan, plan_gang
 from scheduling.model import SCHEDULER_NAME, Pod, Resources
 from scheduling.node_constraints import placement_rejection
@@ -56,9 +72,11 @@ from scheduling.snapshot import ClusterSnapshot
 from scheduling.statement import Statement
 from scheduling.topology import TopologyCache
 
-__all__ = ["GateSettings", "Kept", "ReleaseDecision", "Released", "ReleasedBook", "release"]
+__all__ = ["GateSettings", "Kept", "KeptRule", "ReleaseDecision", "Released", "ReleasedBook", "release"]
 
 _LISTED = 3
+
+_NOT_IN_VIEW = "waits for the next queue view (the pod is newer than it)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +91,7 @@ class _Pass:
     topologies: TopologyCache
     now: float
     settings: GateSettings
+    capacity: Capacity
 
 
 @dataclass
@@ -85,8 +104,14 @@ class _Walk:
     ahead: int
     extra: dict[str, Resources]
     extra_np: dict[str, Resources]
-    kept_for: tuple[str, int, float] | None = None  # (group, GPUs, seconds waited) of the starving one
+    flight_gpus: int = 0  # GPUs of the groups released by earlier passes and not bound yet
+    reservation: Reservation | None = None  # the nodes the starving group keeps
     no_node: list[tuple[object, Resources]] = field(default_factory=list)  # single pods no node took
+
+    @property
+    def kept_gpus(self) -> int:
+        """The free GPUs the starving group keeps from the room count."""
+        return self.reservation.gpus if self.reservation is not None else 0
 
     def take(self, state: QueueState, need: Resources, pods: int, *, preemptible: bool, room: bool) -> None:
         if room:
@@ -142,6 +167,7 @@ def release(
         topologies,
         now,
         settings,
+        Capacity.of(snapshot.nodes.values()),
     )
     walk = _Walk(snapshot.free_total(promises).gpus, 0, 0, 0, {}, {})
     for key, pods in sorted(flight.counting.items()):
@@ -154,7 +180,7 @@ def release(
             if unknown[0]:
                 released.append(Released(key, _keys(gated[key]), unknown[1]))
             else:
-                kept.append(Kept(key, unknown[1]))
+                kept.append(Kept(key, unknown[1], KeptRule.UNKNOWN, _gpus(gated[key])))
             del gated[key]
     for group in view.pending:
         if group.key in gated:
@@ -164,11 +190,36 @@ def release(
             else:
                 released.append(answer)
     kept.extend(
-        Kept(key, "waits for the next queue view (the pod is newer than it)") for key in sorted(gated)
+        Kept(key, _NOT_IN_VIEW, KeptRule.VIEW, _gpus(gated[key])) for key in sorted(gated)
     )
+    idle = _idle(walk, kept)
     return ReleaseDecision(
-        tuple(released), tuple(kept), flight.book.with_released((r.group for r in released), now)
+        tuple(released), tuple(kept), flight.book.with_released((r.group for r in released), now), idle
     )
+
+
+def _gpus(pods: Sequence[Pod]) -> int:
+    return sum(p.requests.gpus for p in pods)
+
+
+def _idle(walk: _Walk, kept: Sequence[Kept]) -> dict[str, int]:
+    """The GPUs free after the walk, attributed to the kept groups' rules in order (module docstring)."""
+    left = max(0, walk.room)
+    idle: dict[str, int] = {}
+    if walk.flight_gpus and kept:
+        idle["in_flight"] = walk.flight_gpus
+    if walk.reservation is not None and left:
+        take = min(left, walk.reservation.gpus)
+        idle[KeptRule.STARVING.value] = take
+        left -= take
+    for group in kept:
+        if not left:
+            break
+        take = min(left, group.gpus)
+        if take and group.rule is not KeptRule.STARVING:
+            idle[group.rule.value] = idle.get(group.rule.value, 0) + take
+            left -= take
+    return idle
 
 
 def _keys(pods: Sequence[Pod]) -> tuple[str, ...]:
@@ -199,6 +250,7 @@ def _count_in_flight(key: str, pods: Sequence[Pod], walk: _Walk, ctx: _Pass) -> 
     """Count a released, unbound group: its GPUs out of the room, its pods on the nodes if they fit."""
     need = total(p.requests for p in pods)
     walk.room -= need.gpus
+    walk.flight_gpus += need.gpus
     walk.unbound_gpus += need.gpus
     walk.unbound_pods += len(pods)
     walk.ahead += 1
@@ -214,24 +266,24 @@ def _count_in_flight(key: str, pods: Sequence[Pod], walk: _Walk, ctx: _Pass) -> 
 
 def _decide(group: PendingGroup, gated: Sequence[Pod], walk: _Walk, ctx: _Pass) -> Released | Kept:
     """Release or keep one group of the fair order (rules 2 to 6 of the module docstring)."""
-    snapshot, view, work, settings, now = ctx.snapshot, ctx.view, ctx.work, ctx.settings, ctx.now
+    snapshot, view, work, settings = ctx.snapshot, ctx.view, ctx.work, ctx.settings
     key = group.key
     pods = [p for p in group_pods(snapshot, key) if not p.terminating]
     podgroup = snapshot.podgroup(key) if gated[0].group_key is not None else None
     if podgroup is not None and len(pods) < podgroup.min_member:
-        return Kept(key, f"gang {key}: waiting for members: {len(pods)} of {podgroup.min_member} pods exist")
+        why = f"gang {key}: waiting for members: {len(pods)} of {podgroup.min_member} pods exist"
+        return Kept(key, why, KeptRule.MEMBERS, _gpus(pods))
     waiting = [p for p in pods if p.node_name is None and p.uid not in work.promises.by_uid]
     need = total(p.requests for p in waiting)
     state = _with_extra(view.state_of(group), walk.extra, walk.extra_np)
     answer = admit(replace(group, requests=need), state)
     if not answer.ok:
-        return Kept(key, answer.reason)
+        return Kept(key, answer.reason, KeptRule.QUEUE, need.gpus)
     keys = _keys(gated)
     single = podgroup is None and len(waiting) == 1 and not waiting[0].pinned
     where = _constraints(waiting[0])
-    kept_gpus = walk.kept_for[1] if walk.kept_for else 0
     if walk.unbound_pods and (
-        walk.unbound_gpus + kept_gpus + need.gpus > settings.max_unbound_gpus
+        walk.unbound_gpus + walk.kept_gpus + need.gpus > settings.max_unbound_gpus
         or walk.unbound_pods + len(waiting) > settings.max_unbound_pods
     ):
         why = (
@@ -239,26 +291,29 @@ def _decide(group: PendingGroup, gated: Sequence[Pod], walk: _Walk, ctx: _Pass) 
             f"pod(s) released and not yet bound (at most {settings.max_unbound_gpus} GPUs, "
             f"{settings.max_unbound_pods} pods)"
         )
-        return _skipped(key, group, why, walk, need, now, settings)
-    if need.gpus > walk.room - kept_gpus:
+        return _skipped(group, why, KeptRule.BUDGET, waiting, walk, ctx)
+    rule = KeptRule.NODE
+    if need.gpus > walk.room - walk.kept_gpus:
         why = (
             f"waits for room: needs {format_quantity('nvidia.com/gpu', need.gpus)}, "
-            f"{max(0, walk.room)} free after {walk.ahead} group(s) ahead"
+            f"{max(0, walk.room - walk.kept_gpus)} free after {walk.ahead} group(s) ahead"
         )
-        if walk.kept_for is not None:
-            starving, _, waited = walk.kept_for
-            why += f"; {starving} (waiting {waited:.0f}s) keeps the {kept_gpus} it needs"
+        rule = KeptRule.ROOM
+        if walk.reservation is not None:
+            why += f"; {_keeps(walk.reservation)}"
+            rule = KeptRule.STARVING if need.gpus <= walk.room else rule
     elif single and any(c == where and within(failed, need) for c, failed in walk.no_node):
         # Room only shrinks during a pass: a pod no larger, allowed the same nodes, found none.
         why = _no_node(key, need)
     else:
-        plan = plan_gang(
-            key, waiting, _allowed(waiting, ctx), snapshot, work.promises, ctx.topologies, statement=work
-        )
+        allowed = _allowed(waiting, ctx, walk.reservation)
+        plan = plan_gang(key, waiting, allowed, snapshot, work.promises, ctx.topologies, statement=work)
         if isinstance(plan, GangPlan):
             walk.take(state, need, len(waiting), preemptible=group.preemptible, room=True)
             return Released(key, keys, f"queue {group.queue}: admitted; fits now on {_listed(plan.nodes)}")
         why = f"waits for room on one node: {plan.message}" if podgroup else _no_node(key, need)
+        if walk.reservation is not None:
+            why += f"; {_keeps(walk.reservation)}"
         if single:
             walk.no_node.append((where, need))
     if podgroup is None and len(waiting) == 1:
@@ -270,24 +325,54 @@ def _decide(group: PendingGroup, gated: Sequence[Pod], walk: _Walk, ctx: _Pass) 
                 f"queue {group.queue}: admitted; may preempt {count} lower-priority pod(s) on node {node}"
             )
             return Released(key, keys, reason)
-    return _skipped(key, group, why, walk, need, now, settings)
+    return _skipped(group, why, rule, waiting, walk, ctx)
 
 
 def _skipped(
-    key: str, group: PendingGroup, why: str, walk: _Walk, need: Resources, now: float, settings: GateSettings
+    group: PendingGroup, why: str, rule: KeptRule, waiting: Sequence[Pod], walk: _Walk, ctx: _Pass
 ) -> Kept:
-    """Keep a group that does not fit; the first that has waited past ``starve_after`` keeps its GPUs."""
-    waited = now - (seconds(group.created) or now)
-    if walk.kept_for is None and waited > settings.starve_after:
-        walk.kept_for = (key, need.gpus, waited)
-        why += f"; it has waited {waited:.0f}s, so no group behind it takes its GPUs"
-    return Kept(key, why)
+    """Keep a group that does not fit now; the first that has waited past ``starve_after`` keeps nodes.
+
+    A group that can never fit, on the cheap test (any group kept for room) or the whole one (the group
+    about to keep nodes), keeps nothing and says so (``scheduling.admission_reserve``).
+    """
+    key, need = group.key, _gpus(waiting)
+    never = ctx.capacity.shortfall(waiting) if rule in (KeptRule.ROOM, KeptRule.NODE) else None
+    waited = ctx.now - (seconds(group.created) or ctx.now)
+    if never is None and walk.reservation is None and waited > ctx.settings.starve_after:
+        allowed = _allowed(waiting, ctx, None)
+        never = never_fits(key, waiting, allowed, ctx.snapshot, ctx.topologies)
+        if never is None:
+            walk.reservation = reserve(key, waiting, ctx.work.rooms(allowed), waited)
+            nodes = sorted(walk.reservation.nodes)
+            return Kept(
+                key,
+                f"{why}; it has waited {waited:.0f}s, so it keeps {_listed(nodes)} from the groups behind it",
+                rule,
+                need,
+            )
+    if never is not None:
+        return Kept(key, f"can never be placed on this cluster as it is: {never}", KeptRule.NEVER, need)
+    return Kept(key, why, rule, need)
 
 
-def _allowed(pods: Sequence[Pod], ctx: _Pass) -> list[str]:
-    """The nodes kube-scheduler's filters (taints, selector, affinity) leave to at least one of ``pods``."""
+def _keeps(reservation: Reservation) -> str:
+    return (
+        f"{reservation.group} (waiting {reservation.waited:.0f}s) keeps {len(reservation.nodes)} node(s) "
+        f"with {reservation.gpus} free GPU(s)"
+    )
+
+
+def _allowed(pods: Sequence[Pod], ctx: _Pass, reservation: Reservation | None) -> list[str]:
+    """The nodes kube-scheduler's filters leave to at least one of ``pods``, less a starving group's.
+
+    The filters are taints, node selector and required affinity (``scheduling.node_constraints``).
+    """
     nodes = ctx.snapshot.nodes
-    return [n for n in ctx.nodes if any(placement_rejection(p, nodes[n]) is None for p in pods)]
+    kept = reservation.nodes if reservation is not None else frozenset()
+    return [
+        n for n in ctx.nodes if n not in kept and any(placement_rejection(p, nodes[n]) is None for p in pods)
+    ]
 
 
 def _constraints(pod: Pod) -> object:

@@ -6,7 +6,10 @@ released groups in that order and records each kept group's sentence on its pods
 
 from __future__ import annotations
 
+import enum
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 
 from scheduling.admission_flight import ReleasedBook
 
@@ -44,12 +47,44 @@ class Released:
     reason: str
 
 
+class KeptRule(enum.Enum):
+    """The rule that keeps a group gated; the value labels the idle-GPU metric."""
+
+    UNKNOWN = "unknown"
+    """Its PodGroup does not exist yet (within the grace)."""
+    MEMBERS = "members"
+    """A gang with fewer pods than ``minMember``."""
+    QUEUE = "queue"
+    """Its queue's rules (limit, non-preemptible within quota)."""
+    BUDGET = "in_flight_budget"
+    """kube-scheduler's queue is full enough (``max_unbound_gpus``, ``max_unbound_pods``)."""
+    ROOM = "room"
+    """Fewer GPUs free in all than it needs."""
+    NODE = "node"
+    """Enough in all, but no node (or set of nodes) takes it: fragmentation, shape, constraints."""
+    STARVING = "kept_for_starving"
+    """Room it would take is kept for a group that has waited longer than ``starve_after``."""
+    NEVER = "never_fits"
+    """It cannot be placed even on the cluster's schedulable nodes emptied."""
+    VIEW = "view"
+    """The queue view does not list it yet."""
+
+
 @dataclass(frozen=True, slots=True)
 class Kept:
-    """A group that stays gated, with the sentence why (for its pods' events and ``phalanx why``)."""
+    """A group that stays gated, with the sentence why (for its pods' events and ``phalanx why``).
+
+    Attributes:
+        group: the group's key.
+        reason: the sentence.
+        rule: the rule that keeps it.
+        gpus: the GPUs its waiting pods need (to say which rule idle GPUs wait on).
+    """
 
     group: str
     reason: str
+    rule: KeptRule = KeptRule.ROOM
+    gpus: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,8 +97,12 @@ class ReleaseDecision:
             by key.
         in_flight: the book to keep for the next pass: groups released and not bound yet, with when
             (this pass's at ``now``; the caller drops one whose patch failed, ``ReleasedBook.without``).
+        idle: GPUs free while groups wait gated, by the rule that keeps them waiting (``KeptRule``
+            values, and ``in_flight`` for GPUs held for groups released and not bound yet); see
+            ``scheduling.admission_gates`` for how they are attributed.
     """
 
     released: tuple[Released, ...]
     kept: tuple[Kept, ...]
     in_flight: ReleasedBook = field(default_factory=ReleasedBook)
+    idle: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))

@@ -9,7 +9,7 @@ from dataclasses import replace
 import pytest
 
 from scheduling.admission_flight import ReleasedBook, seconds
-from scheduling.admission_gates import GateSettings, ReleaseDecision, release
+from scheduling.admission_gates import GateSettings, KeptRule, ReleaseDecision, release
 from scheduling.model import Node, Pod, PodGroup
 from scheduling.promises import PromiseBook
 from scheduling.queue_view import view_of
@@ -221,18 +221,18 @@ def test_a_gang_split_over_nodes_is_planned_on_the_nodes_real_room() -> None:
 
 # (how long the big gang has waited, the sentences kept, released)
 STARVATION = {
-    "a big group that does not fit lets a small one behind it go": (
+    "a big gang that does not fit lets a small one behind it go": (
         at(5),
         {"ml/big": "waits for room: needs 16 GPUs, 8 free after 0 group(s) ahead"},
         ["ml/small"],
     ),
-    "after starve_after the big group keeps its GPUs": (
+    "after starve_after the big gang keeps the nodes it will start on": (
         at(0),
         {
-            "ml/big": "waits for room: needs 16 GPUs, 8 free after 0 group(s) ahead; "
-            "it has waited 600s, so no group behind it takes its GPUs",
-            "ml/small": "waits for room: needs 4 GPUs, 8 free after 0 group(s) ahead; "
-            "ml/big (waiting 600s) keeps the 16 it needs",
+            "ml/big": "waits for room: needs 16 GPUs, 8 free after 0 group(s) ahead; it has waited 600s, "
+            "so it keeps 2 node(s) (n1, n2) from the groups behind it",
+            "ml/small": "waits for room: needs 4 GPUs, 0 free after 0 group(s) ahead; "
+            "ml/big (waiting 600s) keeps 2 node(s) with 8 free GPU(s)",
         },
         [],
     ),
@@ -245,11 +245,94 @@ def test_work_conservation_until_a_group_starves(
 ) -> None:
     pods = [
         running("r1", "n1", range(8)),
-        a_pod("big").gpus(16).created(big_created).gated().build(),
+        *gang_members("big", 2, 8, created=big_created),
         gpu_pod("small", 4, created=at(9)),
     ]
-    decision = decide(TWO_NODES, pods, settings=GateSettings(starve_after=300.0))
+    decision = decide(TWO_NODES, pods, groups=[a_gang("big", 2)], settings=GateSettings(starve_after=300.0))
     assert (kept(decision), released(decision)) == (held, going)
+    assert {k.group: k.rule for k in decision.kept} == {
+        g: KeptRule.STARVING if g == "ml/small" else KeptRule.ROOM for g in held
+    }
+
+
+def test_a_starving_pod_keeps_the_node_it_will_start_on_and_the_others_serve_the_rest() -> None:
+    """Before, it kept a count (8 GPUs "somewhere"), so a 2-GPU pod waited beside 2 GPUs it could not hurt."""
+    pods = [
+        running("r1", "n1", range(4)),
+        running("r2", "n2", range(6)),
+        gpu_pod("big", 8, created=at(0)),
+        gpu_pod("small", 2, created=at(9)),
+    ]
+    decision = decide(TWO_NODES, pods, settings=GateSettings(starve_after=300.0))
+    assert released(decision) == ["ml/small"]
+    assert kept(decision) == {
+        "ml/big": "waits for room: needs 8 GPUs, 6 free after 0 group(s) ahead; it has waited 600s, so it "
+        "keeps 1 node(s) (n1) from the groups behind it"
+    }
+    assert decision.released[0].reason == "queue default: admitted; fits now on 1 node(s) (n2)"
+
+
+@pytest.mark.parametrize(
+    ("big", "why"),
+    [
+        (
+            a_pod("big").gpus(9).created(at(0)).gated().build(),
+            "a pod needs 9 GPUs on one node; the largest of the schedulable nodes offers 8",
+        ),
+        (
+            a_pod("big").gpus(5000).created(at(0)).gated().build(),
+            "a pod needs 5000 GPUs on one node; the largest of the schedulable nodes offers 8",
+        ),
+    ],
+    ids=["9 GPUs on 8-GPU nodes", "5,000 GPUs"],
+)
+def test_a_pod_that_can_never_fit_keeps_nothing_and_says_so(big: Pod, why: str) -> None:
+    """The hostile-input run: one such pod, past the starvation rule, kept every other GPU pod gated."""
+    pods = [running("r1", "n1", range(4)), big, gpu_pod("small", 1, created=at(9))]
+    decision = decide(TWO_NODES, pods, settings=GateSettings(starve_after=300.0))
+    assert released(decision) == ["ml/small"]
+    assert kept(decision) == {"ml/big": f"can never be placed on this cluster as it is: {why}"}
+    assert [k.rule for k in decision.kept] == [KeptRule.NEVER]
+
+
+def test_a_gang_that_fits_the_capacity_but_no_emptied_nodes_keeps_nothing() -> None:
+    """Two 6-GPU members that may use an 8-GPU and a 4-GPU node: 12 GPUs, but never two 6s."""
+    nodes = [
+        a_node("n1").labels(pool="a").build(),
+        a_node("n2").gpus(4).labels(pool="a").build(),
+        a_node("n3").labels(pool="b").build(),
+    ]
+    members = [replace(p, node_selector={"pool": "a"}) for p in gang_members("big", 2, 6)]
+    pods = [running("r1", "n1", range(8)), *members, gpu_pod("small", 4, created=at(9))]
+    decision = decide(nodes, pods, groups=[a_gang("big", 2)], settings=GateSettings(starve_after=300.0))
+    assert released(decision) == ["ml/small"]
+    assert kept(decision) == {
+        "ml/big": "can never be placed on this cluster as it is: even on emptied nodes: gang ml/big: needs "
+        "12 GPUs for 2 pods (6 per pod); 12 free on 2 nodes, at most 8 on one node"
+    }
+
+
+def test_a_gang_only_its_nodes_cannot_hold_says_which_nodes() -> None:
+    nodes = [a_node("n1").labels(pool="a").build(), a_node("n2").labels(pool="b").build()]
+    members = [replace(p, node_selector={"pool": "a"}) for p in gang_members("big", 2, 8)]
+    decision = decide(nodes, members, groups=[a_gang("big", 2)], settings=GateSettings(starve_after=300.0))
+    assert kept(decision) == {
+        "ml/big": "can never be placed on this cluster as it is: it needs 16 GPUs; the nodes it may use "
+        "offer 8 in all"
+    }
+
+
+def test_idle_gpus_are_attributed_to_the_rule_that_keeps_them_idle() -> None:
+    pods = [
+        running("r1", "n1", range(4)),
+        running("r2", "n2", range(6)),
+        gpu_pod("big", 8, created=at(0)),
+        gpu_pod("small", 2, created=at(9)),
+        gpu_pod("odd", 3, created=at(10)),
+    ]
+    decision = decide(TWO_NODES, pods, settings=GateSettings(starve_after=300.0))
+    assert released(decision) == ["ml/small"]
+    assert dict(decision.idle) == {"kept_for_starving": 4}  # n1's 4 free GPUs wait for big; n2 is full
 
 
 # -- released but not yet bound --------------------------------------------------------------------
