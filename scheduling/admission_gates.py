@@ -76,6 +76,9 @@ __all__ = ["GateSettings", "Kept", "KeptRule", "ReleaseDecision", "Released", "R
 
 _LISTED = 3
 
+_TOP = 2**63
+"""Above every priority: a queue with no running pod has no victim for anyone."""
+
 _NOT_IN_VIEW = "waits for the next queue view (the pod is newer than it)"
 
 
@@ -88,10 +91,12 @@ class _Pass:
     work: Statement
     nodes: tuple[str, ...]
     running: Mapping[str, tuple[Pod, ...]]  # by queue: the pods preemption may consider
+    lowest: Mapping[str, int]  # by queue: the lowest priority among them (none lower: no preemption)
     topologies: TopologyCache
     now: float
     settings: GateSettings
     capacity: Capacity
+    allowed: dict[tuple[object, ...], list[str]] = field(default_factory=dict)  # memo of ``_allowed``
 
 
 @dataclass
@@ -164,6 +169,7 @@ def release(
         Statement(snapshot, promises),
         tuple(sorted(snapshot.nodes)),
         {queue: tuple(pods) for queue, pods in running.items()},
+        {queue: min(p.priority for p in pods) for queue, pods in running.items()},
         topologies,
         now,
         settings,
@@ -316,7 +322,7 @@ def _decide(group: PendingGroup, gated: Sequence[Pod], walk: _Walk, ctx: _Pass) 
             why += f"; {_keeps(walk.reservation)}"
         if single:
             walk.no_node.append((where, need))
-    if podgroup is None and len(waiting) == 1:
+    if podgroup is None and len(waiting) == 1 and waiting[0].priority > ctx.lowest.get(group.queue, _TOP):
         preempt = preemption_room(waiting[0], ctx.snapshot, ctx.work, ctx.view.tree, ctx.running, now=ctx.now)
         if preempt is not None:
             walk.take(state, need, 1, preemptible=group.preemptible, room=False)
@@ -368,11 +374,19 @@ def _allowed(pods: Sequence[Pod], ctx: _Pass, reservation: Reservation | None) -
 
     The filters are taints, node selector and required affinity (``scheduling.node_constraints``).
     """
-    nodes = ctx.snapshot.nodes
     kept = reservation.nodes if reservation is not None else frozenset()
-    return [
-        n for n in ctx.nodes if n not in kept and any(placement_rejection(p, nodes[n]) is None for p in pods)
-    ]
+    wants = {_constraints(p): p for p in pods}  # equal constraints allow equal nodes
+    key = (kept, *sorted(wants, key=repr))
+    found = ctx.allowed.get(key)
+    if found is None:
+        nodes, distinct = ctx.snapshot.nodes, list(wants.values())
+        found = [
+            n
+            for n in ctx.nodes
+            if n not in kept and any(placement_rejection(p, nodes[n]) is None for p in distinct)
+        ]
+        ctx.allowed[key] = found
+    return found
 
 
 def _constraints(pod: Pod) -> object:
@@ -395,6 +409,8 @@ def _with_extra(
     state: QueueState, extra: Mapping[str, Resources], extra_np: Mapping[str, Resources]
 ) -> QueueState:
     """``state`` with what this pass released (and groups in flight) added along its path."""
+    if not any(queue.name in extra for queue in state.path()):
+        return state  # nothing added on its path: the view's own state (most groups of a pass)
     parent = None if state.parent is None else _with_extra(state.parent, extra, extra_np)
     return replace(
         state,
