@@ -2,7 +2,10 @@
 
 One process because the promise book and (later) gang reservations and bind barriers live in memory:
 two processes would each see half of the decisions (extender-protocol.md §4.2, §5.9). Threads because
-kube-scheduler sends one bind per pod concurrently, and a gang's binds wait for each other.
+kube-scheduler sends one bind per pod concurrently, and a gang's binds wait for each other. The worker
+is ``extender.worker.FrontWorker``, not ``gthread``: it reads each request in full without a thread
+before a thread runs it, so clients that send half a request cannot take the threads kube-scheduler's
+calls and the health probes need (``kubeio.serving`` has the measurements and the bounds).
 
 HTTPS when ``PHALANX_TLS_CERT_FILE`` and ``PHALANX_TLS_KEY_FILE`` are set (gunicorn's own TLS, TLS 1.2 at
 least); plain HTTP otherwise, as the sidecar on loopback is deployed.
@@ -21,11 +24,12 @@ _settings = ExtenderSettings.from_env(os.environ)
 
 bind = f"{_settings.bind_address}:{_settings.port}"
 workers = 1
-worker_class = "gthread"
+worker_class = "extender.worker.FrontWorker"
 threads = _settings.threads
+worker_connections = _settings.max_connections
 timeout = 120
 graceful_timeout = 10
-keepalive = 75
+keepalive = 75  # seconds a kept-alive connection may wait for its next request
 accesslog = None
 
 MINIMUM_TLS_VERSION = ssl.TLSVersion.TLSv1_2

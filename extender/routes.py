@@ -49,6 +49,16 @@ def _body() -> dict[str, Any]:
     return wire.decode(data)
 
 
+REASON_LIMIT = 1000
+"""Characters of a refusal's reason sent and logged: what a request holds is never echoed in full."""
+
+
+def _bounded(reason: str) -> str:
+    if len(reason) <= REASON_LIMIT:
+        return reason
+    return f"{reason[:REASON_LIMIT]}... ({len(reason)} characters)"
+
+
 def _serve(verb: str, handle: Callable[[dict[str, Any]], Any]) -> Response:
     service, metrics = _parts()
     del service
@@ -58,8 +68,9 @@ def _serve(verb: str, handle: Callable[[dict[str, Any]], Any]) -> Response:
         return _json(handle(_body()))
     except (wire.WireError, UnknownNodeError) as exc:
         outcome = "bad_request"
-        log.info("%s: bad request: %s", verb, exc)
-        return _json({"Error": str(exc)}, 400)
+        reason = _bounded(str(exc))
+        log.info("%s: bad request: %s", verb, reason)
+        return _json({"Error": reason}, 400)
     except Exception:
         outcome = "error"
         log.exception("%s failed", verb)

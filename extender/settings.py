@@ -33,6 +33,16 @@ class ExtenderSettings:
     max_body_bytes: int = 16 * 2**20
     """Largest request body accepted. With ``nodeCacheCapable: true`` 5,000 node names are ~100 KiB."""
 
+    request_read_timeout_seconds: float = 10.0
+    """Longest a request may take to arrive, from its first byte to its last, and a TLS handshake
+    (``PHALANX_REQUEST_READ_TIMEOUT_SECONDS``). Requests are read without a thread
+    (``extender.worker``); this frees the connection of a client that stopped half-way. kube-scheduler
+    sends a request at once, in milliseconds."""
+
+    max_connections: int = 1000
+    """Open connections at most (``PHALANX_MAX_CONNECTIONS``): at the bound, a new connection closes the
+    one that has waited longest without being served (``kubeio.serving``)."""
+
     promise_ttl_seconds: float = 300.0
     """How long GPUs chosen at bind stay reserved if the pod's bound state never reaches the cache."""
 
@@ -104,6 +114,12 @@ class ExtenderSettings:
             threads=env_int(environ, "PHALANX_THREADS", defaults.threads, minimum=1, maximum=4096),
             max_body_bytes=env_int(
                 environ, "PHALANX_MAX_BODY_BYTES", defaults.max_body_bytes, minimum=1024, maximum=2**31
+            ),
+            request_read_timeout_seconds=env_float(
+                environ, "PHALANX_REQUEST_READ_TIMEOUT_SECONDS", defaults.request_read_timeout_seconds
+            ),
+            max_connections=env_int(
+                environ, "PHALANX_MAX_CONNECTIONS", defaults.max_connections, minimum=1, maximum=1_000_000
             ),
             promise_ttl_seconds=env_float(
                 environ, "PHALANX_PROMISE_TTL_SECONDS", defaults.promise_ttl_seconds

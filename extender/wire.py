@@ -3,10 +3,24 @@
 Field names are the capitalised Go field names (``k8s.io/kube-scheduler/extender/v1`` has no json
 tags; extender-protocol.md §1). kube-scheduler sends every key, with ``null`` for unused ones. Anything
 that does not match raises ``WireError``, which the routes answer with HTTP 400 and the message.
+
+What kube-scheduler never sends is refused here, before the service sees it:
+
+- names that Kubernetes would not accept: a node name or pod name that is no DNS-1123 subdomain, a
+  namespace that is no DNS-1123 label (``..`` or ``a/b`` would otherwise reach an API path). A reason
+  quotes at most ``SHOWN`` characters of what it refuses, so a 1 MB name is neither echoed nor logged;
+- a filter or prioritize request with no candidate node: kube-scheduler calls an extender only with
+  candidates (``findNodesThatPassExtenders`` stops at zero feasible nodes, and a single feasible node is
+  never prioritized), so ``NodeNames`` empty or null with ``Nodes`` null or ``{"items": null}`` is bad
+  input, not "nothing fits";
+- JSON nested deeper than orjson can write back (254 levels; orjson reads up to 1,024): a pod or node
+  object is re-encoded (the pod memo's key, the filter reply's nodes), so such a request would
+  otherwise fail after the service acted. A real object is about a dozen levels deep.
 """
 
 from __future__ import annotations
 
+import re
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
@@ -22,6 +36,40 @@ from scheduling.reasons import Code, Rejection
 
 class WireError(ValueError):
     """A request that is not a valid extender request; the message says what is wrong."""
+
+
+SHOWN = 80
+"""Characters of a refused value quoted in a reason (and so in the log)."""
+
+_LABEL = r"[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?"
+_SUBDOMAIN = re.compile(rf"{_LABEL}(?:\.{_LABEL})*")
+_SUBDOMAINS = re.compile(rf"(?:{_LABEL}(?:\.{_LABEL})*\n)*{_LABEL}(?:\.{_LABEL})*")
+_NAMESPACE = re.compile(_LABEL)
+MAX_NAME = 253
+"""Longest DNS-1123 subdomain: the longest name of a node or a pod."""
+MAX_UID = 128
+"""Longest UID accepted (the API server writes 36-character UUIDs)."""
+
+
+def shown(value: object) -> str:
+    """``repr(value)`` cut to ``SHOWN`` characters, with a marker saying how long it was."""
+    text = repr(value)
+    if len(text) <= SHOWN:
+        return text
+    size = f"{len(value)} characters" if isinstance(value, str) else f"{len(text)} characters as text"
+    return f"{text[:SHOWN]}... ({size})"
+
+
+def _dns_name(value: str, key: str, what: str) -> str:
+    pattern = _NAMESPACE if what == "namespace" else _SUBDOMAIN
+    limit = 63 if what == "namespace" else MAX_NAME
+    if len(value) > limit or not pattern.fullmatch(value):
+        kind = "label" if what == "namespace" else "subdomain"
+        msg = (
+            f"{key!r}: {shown(value)} is not a valid {what} (a DNS-1123 {kind} of at most {limit} characters)"
+        )
+        raise WireError(msg)
+    return value
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,7 +159,11 @@ class PodMemo:
         Raises:
             ConvertError: ``raw`` is not a valid pod.
         """
-        key = orjson.dumps(raw)
+        try:
+            key = orjson.dumps(raw)
+        except orjson.JSONEncodeError as exc:  # nested deeper than orjson writes
+            msg = f"the pod cannot be re-encoded: {exc}"
+            raise ConvertError(msg) from None
         with self._lock:
             pod = self._seen.get(key)
             if pod is not None:
@@ -136,11 +188,30 @@ def _pod(body: Mapping[str, Any], read: PodReader = pod_from_api) -> Pod:
 def _names(value: object, key: str) -> tuple[str, ...]:
     if value is None:
         return ()
-    # Two C-level scans instead of a Python loop over up to 5,000 names per request.
+    # C-level scans instead of a Python loop over up to 5,000 names per request: the types, the
+    # longest name, then one regular expression over the names joined by newlines, which no name may
+    # hold (the count of newlines proves it).
     if not isinstance(value, list) or not set(map(type, value)) <= {str} or "" in value:
         msg = f"{key!r} must be a list of node names or null"
         raise WireError(msg)
+    joined = "\n".join(value)
+    if value and (
+        max(map(len, value)) > MAX_NAME
+        or joined.count("\n") != len(value) - 1
+        or not _SUBDOMAINS.fullmatch(joined)
+    ):
+        bad = next(n for n in value if len(n) > MAX_NAME or not _SUBDOMAIN.fullmatch(n))
+        _dns_name(bad, key, "node name")
     return tuple(value)
+
+
+def _node_json(item: object, where: str) -> orjson.Fragment:
+    """A node of ``Nodes``, encoded once here: the filter reply sends it back as it came."""
+    try:
+        return orjson.Fragment(orjson.dumps(item))
+    except orjson.JSONEncodeError as exc:
+        msg = f"{where} cannot be re-encoded: {exc}"
+        raise WireError(msg) from None
 
 
 def parse_extender_args(body: Mapping[str, Any], read_pod: PodReader = pod_from_api) -> ExtenderArgs:
@@ -159,25 +230,37 @@ def parse_extender_args(body: Mapping[str, Any], read_pod: PodReader = pod_from_
         msg = f"'Nodes' must be a NodeList object with a list of 'items' or null, got {got}"
         raise WireError(msg)
     if body.get("NodeNames") is not None or raw_nodes is None:
+        if not names:
+            msg = "request names no candidate node (kube-scheduler always sends at least one)"
+            raise WireError(msg)
         return ExtenderArgs(pod, names, None)
+    if not items:
+        msg = "request names no candidate node: 'Nodes.items' is empty or null"
+        raise WireError(msg)
     nodes: dict[str, Any] = {}
-    for i, item in enumerate(items or []):
+    for i, item in enumerate(items):
         meta = item.get("metadata") if isinstance(item, dict) else None
         name = meta.get("name") if isinstance(meta, dict) else None
         if not isinstance(name, str) or not name:
             msg = f"'Nodes.items[{i}]' has no metadata.name"
             raise WireError(msg)
-        nodes[name] = item
+        nodes[_dns_name(name, f"Nodes.items[{i}].metadata.name", "node name")] = _node_json(
+            item, f"'Nodes.items[{i}]'"
+        )
     return ExtenderArgs(pod, tuple(nodes), nodes)
 
 
 def parse_binding_args(body: Mapping[str, Any]) -> BindingArgs:
-    """Parse a bind request."""
+    """Parse a bind request; the names must be names Kubernetes accepts (they end up in API paths)."""
+    uid = _string(body, "PodUID")
+    if len(uid) > MAX_UID:
+        msg = f"'PodUID' must be a UID of at most {MAX_UID} characters, got {shown(uid)}"
+        raise WireError(msg)
     return BindingArgs(
-        pod_name=_string(body, "PodName"),
-        pod_namespace=_string(body, "PodNamespace"),
-        pod_uid=_string(body, "PodUID"),
-        node=_string(body, "Node"),
+        pod_name=_dns_name(_string(body, "PodName"), "PodName", "pod name"),
+        pod_namespace=_dns_name(_string(body, "PodNamespace"), "PodNamespace", "namespace"),
+        pod_uid=uid,
+        node=_dns_name(_string(body, "Node"), "Node", "node name"),
     )
 
 
@@ -201,8 +284,8 @@ def _victims(value: object, key: str, node: str) -> tuple[tuple[str, ...], int]:
         if key == "NodeNameToVictims" and isinstance(pod, dict):
             meta = pod.get("metadata")
             uid = meta.get("uid") if isinstance(meta, dict) else None
-        if not isinstance(uid, str) or not uid:
-            msg = f"{key}[{node!r}].Pods[{i}] has no UID"
+        if not isinstance(uid, str) or not uid or len(uid) > MAX_UID:
+            msg = f"{key}[{node!r}].Pods[{i}] has no UID of at most {MAX_UID} characters"
             raise WireError(msg)
         uids.append(uid)
     return tuple(uids), violations
@@ -221,7 +304,9 @@ def parse_preemption_args(body: Mapping[str, Any]) -> PreemptionArgs:
     if not isinstance(raw, dict):
         msg = f"{key!r} must be an object keyed by node name"
         raise WireError(msg)
-    return PreemptionArgs(pod, {node: _victims(v, key, node) for node, v in raw.items()})
+    return PreemptionArgs(
+        pod, {_dns_name(node, key, "node name"): _victims(v, key, node) for node, v in raw.items()}
+    )
 
 
 def filter_result(

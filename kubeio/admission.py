@@ -5,6 +5,14 @@ The placement manager's webhook is a mutating webhook on pod CREATE. The API ser
 namespace may be only in ``request.namespace``. The answer always allows the pod (a webhook that pins or
 gates must never be the reason a pod cannot be created); it may carry a JSON patch: one toleration (the
 pin), the admission gate (``kubeio.gates``), or both.
+
+Two readers, because the two webhooks need different amounts of the pod. The gate webhook's
+configuration says ``failurePolicy: Ignore``, so any review it refuses lets a pod in ungated, past the
+admission gate: ``read_gate_review`` therefore decodes only what gating decides on (the operation, the
+scheduler, ``spec.nodeName`` and ``spec.schedulingGates``) and accepts any pod the API server can send,
+whatever phalanx thinks of the rest of it. ``read_review`` reads the whole pod for the pin webhook. Both
+refuse (``ReviewError``) only a body that is no AdmissionReview of a pod at all, which the API server
+never sends.
 """
 
 from __future__ import annotations
@@ -12,7 +20,7 @@ from __future__ import annotations
 import base64
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import msgspec
 import orjson
@@ -47,6 +55,32 @@ class _Review(msgspec.Struct, frozen=True):
     request: _Request | None = None
 
 
+class _Gate(msgspec.Struct, frozen=True):
+    name: str = ""
+
+
+class _GateSpec(msgspec.Struct, frozen=True):
+    schedulerName: str = ""  # noqa: N815 - the wire name
+    nodeName: str = ""  # noqa: N815 - the wire name
+    schedulingGates: list[_Gate] | None = None  # noqa: N815 - the wire name
+
+
+class _GatePod(msgspec.Struct, frozen=True):
+    spec: _GateSpec = _GateSpec()
+
+
+class _GateRequest(msgspec.Struct, frozen=True):
+    uid: str
+    kind: _Kind = _Kind()
+    operation: str = ""
+    object: _GatePod | None = None
+
+
+class _GateReview(msgspec.Struct, frozen=True):
+    apiVersion: str = ""  # noqa: N815 - the wire name
+    request: _GateRequest | None = None
+
+
 @dataclass(frozen=True, slots=True)
 class PodAdmission:
     """One pod being created, as the review brings it.
@@ -67,26 +101,85 @@ class PodAdmission:
     gates: tuple[str, ...] | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class GateAdmission:
+    """What the gate webhook decides on, for one pod being created.
+
+    Attributes:
+        uid: the review's UID, which the answer must repeat.
+        operation: ``request.operation``.
+        scheduler_name: ``spec.schedulerName`` (empty when absent).
+        node_name: ``spec.nodeName`` (empty when absent).
+        gates: the names of ``spec.schedulingGates``, in order (``None``: the field is absent or null,
+            which decides the patch's path).
+    """
+
+    uid: str
+    operation: str
+    scheduler_name: str
+    node_name: str
+    gates: tuple[str, ...] | None
+
+
+MAX_SHOWN = 300
+"""Characters of a decoder's message kept in a reason."""
+
+
+def _decode(body: bytes, kind: type[Any]) -> Any:
+    try:
+        return msgspec.json.decode(body, type=kind)
+    except msgspec.DecodeError as exc:
+        text = str(exc)
+        text = text if len(text) <= MAX_SHOWN else f"{text[:MAX_SHOWN]}... ({len(text)} characters)"
+        msg = f"not an AdmissionReview: {text}"
+        raise ReviewError(msg) from None
+    except RecursionError:
+        msg = "not an AdmissionReview: JSON nested too deeply"
+        raise ReviewError(msg) from None
+
+
+_R = TypeVar("_R", _Request, _GateRequest)
+
+
+def _check(api_version: str, request: _R | None) -> _R:
+    if api_version != REVIEW_VERSION or request is None:
+        msg = f"expected an {REVIEW_VERSION} AdmissionReview with a request"
+        raise ReviewError(msg)
+    if request.kind.kind != "Pod" or request.object is None:
+        kind = request.kind.kind[:MAX_SHOWN] or "nothing"
+        msg = f"review {request.uid[:MAX_SHOWN]}: expected a Pod, got {kind}"
+        raise ReviewError(msg)
+    return request
+
+
+def read_gate_review(body: bytes) -> GateAdmission:
+    """Decode an AdmissionReview of a pod for the gate webhook: only what gating decides on.
+
+    Raises:
+        ReviewError: the body is no AdmissionReview of a pod; the message says why.
+    """
+    review: _GateReview = _decode(body, _GateReview)
+    request = _check(review.apiVersion, review.request)
+    spec = request.object.spec if request.object is not None else _GateSpec()
+    gates = None if spec.schedulingGates is None else tuple(g.name for g in spec.schedulingGates)
+    return GateAdmission(request.uid, request.operation, spec.schedulerName, spec.nodeName, gates)
+
+
 def read_review(body: bytes) -> PodAdmission:
     """Decode an AdmissionReview of a pod CREATE.
 
     Raises:
-        ReviewError: the body is not JSON of that shape; the message says why.
+        ReviewError: the body is not JSON of that shape, or the pod is not one phalanx can read; the
+            message says why.
     """
-    try:
-        review = msgspec.json.decode(body, type=_Review)
-    except msgspec.DecodeError as exc:
-        msg = f"not an AdmissionReview: {exc}"
-        raise ReviewError(msg) from None
-    request = review.request
-    if review.apiVersion != REVIEW_VERSION or request is None:
-        msg = f"expected an {REVIEW_VERSION} AdmissionReview with a request"
+    review: _Review = _decode(body, _Review)
+    request = _check(review.apiVersion, review.request)
+    raw = dict(request.object or {})
+    meta = raw.get("metadata") or {}
+    if not isinstance(meta, dict):
+        msg = f"review {request.uid[:MAX_SHOWN]}: metadata must be an object"
         raise ReviewError(msg)
-    if request.kind.kind != "Pod" or request.object is None:
-        msg = f"review {request.uid}: expected a Pod, got {request.kind.kind or 'nothing'}"
-        raise ReviewError(msg)
-    raw = dict(request.object)
-    meta = dict(raw.get("metadata") or {})
+    meta = dict(meta)
     meta["uid"] = meta.get("uid") or request.uid
     meta["namespace"] = meta.get("namespace") or request.namespace
     raw["metadata"] = meta

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from kubeio.admission import PodAdmission
+from kubeio.admission import GateAdmission
 from kubeio.errors import KubeError, NotFoundError
 from kubeio.http import KubeHttp
 from kubeio.pins import JSON_PATCH
@@ -29,18 +29,17 @@ JsonPatch = list[dict[str, Any]]
 """A JSON patch: its operations, in order."""
 
 
-def gate_ops(review: PodAdmission) -> JsonPatch:
+def gate_ops(review: GateAdmission) -> JsonPatch:
     """The operations adding the admission gate to the pod ``review`` creates, or none.
 
     Only a CREATE of a pod of scheduler ``phalanx`` is gated. A pod that names its node already
     (``spec.nodeName``) bypasses every scheduler, and the API server refuses scheduling gates on it; a
     pod that already has the gate (a client that adds it itself) is left as it is.
     """
-    pod = review.pod
     if (
         review.operation != "CREATE"
-        or pod.scheduler_name != SCHEDULER_NAME
-        or pod.node_name is not None
+        or review.scheduler_name != SCHEDULER_NAME
+        or review.node_name
         or ADMISSION_GATE in (review.gates or ())
     ):
         return []

@@ -17,7 +17,6 @@ import threading
 import time
 import uuid
 from collections.abc import Sequence
-from http.server import ThreadingHTTPServer
 
 from prometheus_client import CollectorRegistry, start_http_server
 
@@ -31,6 +30,7 @@ from kubeio.mpijobs import MpiJobWriter
 from kubeio.pins import PinWriter
 from kubeio.podgroups import PodGroupWriter
 from kubeio.queues import QueueWriter
+from kubeio.serving import BackgroundServer
 from placement.elastic import ElasticReconciler
 from placement.gate_loop import run_gate_loop
 from placement.gates import GatePass, GateReleaser
@@ -221,7 +221,7 @@ def _leadership(settings: PlacementSettings, http: KubeHttp, metrics: PlacementM
 
 def _serve_webhook(
     settings: PlacementSettings, jobs: MpiJobWriter, events: EventRecorder, metrics: PlacementMetrics
-) -> ThreadingHTTPServer | None:
+) -> BackgroundServer | None:
     """Serve the pin webhook when its certificate is there; without it the pass pins alone."""
     cert, key = settings.webhook_cert_file, settings.webhook_key_file
     if not (cert and key and os.path.isfile(cert) and os.path.isfile(key)):

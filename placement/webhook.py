@@ -15,26 +15,33 @@ Ignore``). ``docs/elastic-mpijobs.md`` has the measured difference (creation to 
 The same server answers the gate webhook on ``GATE_PATH`` (``GateAdmitter``): every pod of scheduler
 ``phalanx`` is created with the admission gate, released later by the leader's release pass
 (``placement.gates``). Two webhook configurations, two paths: the pin one selects workers by label, the
-gate one sees every pod, and a worker passes both.
+gate one sees every pod, and a worker passes both. Both configurations say ``failurePolicy: Ignore``, so
+a review either webhook refuses lets the pod in as it is: the gate webhook gates every pod the API server
+can send, reading only what gating decides on (``kubeio.admission.read_gate_review``), the pin webhook
+allows a pod it cannot read, unpinned, and only a body that is no AdmissionReview of a pod gets 400.
+
+The server is ``kubeio.serving``'s front on its own event loop thread: the API server's requests are
+read in full there (TLS handshake, headers and body, each within a deadline) and only then answered by
+one of ``WEBHOOK_THREADS`` threads, so clients that open connections and send half a request take no
+thread and cannot delay a review (a thread per connection, as ``ThreadingHTTPServer`` gives, is
+unbounded). A body may be up to ``MAX_BODY``.
 """
 
 from __future__ import annotations
 
 import logging
-import socket
 import ssl
-import threading
 from collections.abc import Callable, Mapping
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Protocol
+from typing import Protocol
 
-from kubeio.admission import PodAdmission, ReviewError, allow, read_review
+from kubeio.admission import PodAdmission, ReviewError, allow, read_gate_review, read_review
 from kubeio.convert import ConvertError
 from kubeio.errors import KubeError
 from kubeio.gates import gate_ops
 from kubeio.mpijobs import JOB_NAME_LABEL, ROLE_LABEL, MpiJob, mpijob_ref, parse_plan, workers_of
 from kubeio.pins import pin_toleration
 from kubeio.ports import EventSink
+from kubeio.serving import BackgroundServer, FrontLimits, Reply, Request, serve_in_thread
 from scheduling.elastic.pinning import choose_pins
 from scheduling.model import Pod
 
@@ -42,8 +49,18 @@ log = logging.getLogger(__name__)
 
 MUTATE_PATH = "/mutate-pods"
 GATE_PATH = "/gate-pods"
-MAX_BODY = 3 * 1024 * 1024
-"""Largest review read (the API server's own request limit for an object is 3 MiB)."""
+MAX_BODY = 20 * 1024 * 1024
+"""Largest review read. The API server accepts an object of up to 3 MiB of JSON, and the review it
+sends wraps the object as its own encoder writes it, which may spell one byte of a string as a 6-byte
+escape (``\u003c``): 6 x 3 MiB, and room for the review around it."""
+
+WEBHOOK_THREADS = 16
+"""Reviews answered at once. A review is answered in milliseconds (the pin webhook reads an MPIJob and
+its workers); only whole requests reach a thread."""
+
+LIMITS = FrontLimits(max_body_bytes=MAX_BODY, request_timeout=10.0, idle_timeout=60.0, max_connections=1000)
+"""The webhook server's bounds (``kubeio.serving``): the API server calls with a 10 s timeout by
+default and keeps connections alive between reviews."""
 
 
 class JobReader(Protocol):
@@ -73,12 +90,21 @@ class PinAdmitter:
         self._on_pin = on_pin
 
     def admit(self, body: bytes) -> tuple[int, bytes]:
-        """HTTP status and body answering ``body``; 400 with the reason for a body that is no review."""
+        """HTTP status and body answering ``body``; 400 with the reason for a body that is no review.
+
+        A review of a pod that phalanx cannot read is allowed unpinned, as a failure is: the API server
+        sent it, so it is a pod, and refusing it would let it in all the same (``failurePolicy: Ignore``).
+        """
         try:
-            review = read_review(body)
+            gate = read_gate_review(body)
         except ReviewError as exc:
             log.warning("pin webhook: %s", exc)
             return 400, str(exc).encode()
+        try:
+            review = read_review(body)
+        except ReviewError as exc:
+            log.info("pin webhook: review %s allowed unpinned: %s", gate.uid[:100], exc)
+            return 200, allow(gate.uid)
         try:
             node = self.pin_for(review)
         except (KubeError, ConvertError) as exc:
@@ -137,7 +163,7 @@ class GateAdmitter:
     def admit(self, body: bytes) -> tuple[int, bytes]:
         """HTTP status and body answering ``body``; 400 with the reason for a body that is no review."""
         try:
-            review = read_review(body)
+            review = read_gate_review(body)
         except ReviewError as exc:
             log.warning("gate webhook: %s", exc)
             return 400, str(exc).encode()
@@ -153,7 +179,7 @@ Admit = Callable[[bytes], tuple[int, bytes]]
 
 def serve_webhook(
     routes: Mapping[str, Admit], *, host: str, port: int, cert_file: str, key_file: str
-) -> ThreadingHTTPServer:
+) -> BackgroundServer:
     """Start serving ``routes`` (path to answer) over HTTPS on a daemon thread; ``shutdown()`` to stop.
 
     Raises:
@@ -163,43 +189,24 @@ def serve_webhook(
     context.minimum_version = ssl.TLSVersion.TLSv1_2
     context.load_cert_chain(cert_file, key_file)
 
-    class Server(ThreadingHTTPServer):
-        daemon_threads = True
+    def handle(request: Request) -> Reply:
+        path = request.target.split("?")[0]
+        if request.method == "GET":
+            return _reply(200, b"ok") if path == "/healthz" else _reply(404, b"not found")
+        admit = routes.get(path)
+        if request.method != "POST" or admit is None:
+            return _reply(404, b"not found")
+        if not request.body:
+            return _reply(400, b"an AdmissionReview is expected in the body")
+        return _reply(*admit(request.body))
 
-        def get_request(self) -> tuple[socket.socket, Any]:
-            """Accept, and leave the TLS handshake to the connection's own thread (first read)."""
-            conn, address = self.socket.accept()
-            return context.wrap_socket(conn, server_side=True, do_handshake_on_connect=False), address
-
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-        timeout = 15  # a connection idle this long is closed (the API server reconnects)
-
-        def do_POST(self) -> None:
-            length = int(self.headers.get("Content-Length") or 0)
-            admit = routes.get(self.path.split("?")[0])
-            if admit is None:
-                self._reply(404, b"not found")
-            elif not 0 < length <= MAX_BODY:
-                self._reply(413 if length else 400, b"a review of at most 3 MiB is expected")
-            else:
-                self._reply(*admit(self.rfile.read(length)))
-
-        def do_GET(self) -> None:
-            self._reply(200 if self.path == "/healthz" else 404, b"ok" if self.path == "/healthz" else b"")
-
-        def _reply(self, status: int, body: bytes) -> None:
-            self.send_response(status)
-            kind = "application/json" if status == 200 and body.startswith(b"{") else "text/plain"
-            self.send_header("Content-Type", kind)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, format: str, *args: object) -> None:
-            log.debug("pin webhook: " + format, *args)
-
-    server = Server((host, port), Handler)
-    threading.Thread(target=server.serve_forever, name="pin-webhook", daemon=True).start()
-    log.info("webhooks serving https://%s:%d %s", host, port, " ".join(sorted(routes)))
+    server = serve_in_thread(
+        handle, host=host, port=port, limits=LIMITS, threads=WEBHOOK_THREADS, context=context, name="webhook"
+    )
+    log.info("webhooks serving https://%s:%d %s", host, server.server_address[1], " ".join(sorted(routes)))
     return server
+
+
+def _reply(status: int, body: bytes) -> Reply:
+    kind = "application/json" if status == 200 and body.startswith(b"{") else "text/plain; charset=utf-8"
+    return Reply(status, (("content-type", kind),), body)

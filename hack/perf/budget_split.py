@@ -102,7 +102,7 @@ PY_REQUEST_PARTS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ),
     ("routes and wire glue", ("extender/routes.py", "extender/wire.py")),
     ("Flask and werkzeug", ("flask/", "werkzeug/")),
-    ("gunicorn: read, parse, write", ("gunicorn/",)),
+    ("WSGI environ and reply (extender/worker.py)", ("extender/worker.py",)),
 )
 """(part, needles): a request thread's sample counts for the first part one of whose needles occurs on
 its stack."""
@@ -114,7 +114,7 @@ PY_THREADS: tuple[tuple[str, str], ...] = (
     ("queues", "queue view rebuild (every second)"),
     ("nudger", "nudger"),
     ("recovery", "gang recovery loop"),
-    ("MainThread", "gunicorn main loop (accept, poll)"),
+    ("MainThread", "HTTP front: accept, read, parse, write (kubeio/serving.py, h11)"),
 )
 """(thread name prefix, part) for threads that serve no request."""
 
@@ -153,7 +153,7 @@ def python_split(raw: str, ms_per_sample_per_pod: float) -> dict[str, Any]:
     for thread, stack, count in py_stacks(raw):
         total += count
         verb = _verb(stack)
-        if verb is None and ("gunicorn/workers/gthread.py" in stack and "handle" in stack):
+        if verb is None and "extender/worker.py" in stack and "handle" in stack:
             verb = "request, before routing"
         if verb is not None:
             part = next((p for p, needles in PY_REQUEST_PARTS if any(n in stack for n in needles)), "other")

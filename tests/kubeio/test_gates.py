@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from kubeio.admission import allow, read_review
+from kubeio.admission import allow, read_gate_review, read_review
 from kubeio.gates import JsonPatch, gate_ops, ungate_patch
 from tests.kubeio.test_admission import WORKER, patch_of, review
 
@@ -69,7 +69,7 @@ GATING = {
 
 @pytest.mark.parametrize(("pod", "ops"), GATING.values(), ids=GATING.keys())
 def test_the_webhook_gates_every_phalanx_pod_it_sees_created(pod: dict[str, Any], ops: JsonPatch) -> None:
-    admission = read_review(review(pod))
+    admission = read_gate_review(review(pod))
     assert gate_ops(admission) == ops
     if ops:
         answer = allow(admission.uid, patch=ops)
@@ -83,13 +83,14 @@ def test_the_webhook_gates_every_phalanx_pod_it_sees_created(pod: dict[str, Any]
 def test_an_update_is_not_gated() -> None:
     body = json.loads(review(WORKER))
     body["request"]["operation"] = "UPDATE"
-    assert gate_ops(read_review(json.dumps(body).encode())) == []
+    assert gate_ops(read_gate_review(json.dumps(body).encode())) == []
 
 
 def test_a_pinned_worker_gets_the_gate_and_its_toleration_in_one_patch() -> None:
     admission = read_review(review(WORKER))
     toleration = {"key": "phalanx.io/hostname", "operator": "Equal", "value": "n1", "effect": "NoSchedule"}
-    answer = allow(admission.uid, add_toleration=toleration, has_tolerations=False, patch=gate_ops(admission))
+    ops = gate_ops(read_gate_review(review(WORKER)))
+    answer = allow(admission.uid, add_toleration=toleration, has_tolerations=False, patch=ops)
     patched = apply(patch_of(answer), WORKER)
     assert (patched["spec"]["schedulingGates"], patched["spec"]["tolerations"]) == ([GATE], [toleration])
 

@@ -50,16 +50,15 @@ def test_go_split_scales_shares_to_the_process_cpu() -> None:
 
 RAW = "\n".join(
     [
-        "thread (1): ThreadPoolExecutor-0_3;handle (gunicorn/workers/gthread.py:280);"
+        "thread (1): ThreadPoolExecutor-0_3;handle (extender/worker.py:50);"
         "filter_ (extender/routes.py:74);decode (extender/wire.py:60) 4",
-        "thread (1): ThreadPoolExecutor-0_3;handle (gunicorn/workers/gthread.py:280);"
+        "thread (1): ThreadPoolExecutor-0_3;handle (extender/worker.py:50);"
         "filter_ (extender/routes.py:74);filter (extender/service.py:120);"
         "filter_nodes (scheduling/gpu_fit.py:60) 10",
-        "thread (1): ThreadPoolExecutor-0_3;handle (gunicorn/workers/gthread.py:280);"
+        "thread (1): ThreadPoolExecutor-0_3;handle (extender/worker.py:50);"
         "prioritize (extender/routes.py:90);pod_from_api (kubeio/convert.py:10);"
         "parse (scheduling/quantity.py:5) 2",
-        "thread (1): ThreadPoolExecutor-0_3;handle (gunicorn/workers/gthread.py:280);"
-        "parse_request (gunicorn/http/message.py:30) 1",
+        "thread (1): ThreadPoolExecutor-0_3;handle (extender/worker.py:50);environ (extender/worker.py:70) 1",
         "thread (2): watch-pods;run (kubeio/reflector.py:50) 3",
         "thread (3): queues;refresh (extender/view_keeper.py:90) 5",
     ]
@@ -72,7 +71,7 @@ def test_python_split_by_verb_part_and_thread() -> None:
     assert parts["filter: the core's decision (scheduling/)"] == pytest.approx(1.0)
     assert parts["filter: read and decode the body"] == pytest.approx(0.4)
     assert parts["prioritize: parse the pod (kubeio.convert)"] == pytest.approx(0.2)
-    assert parts["request, before routing: gunicorn: read, parse, write"] == pytest.approx(0.1)
+    assert parts["request, before routing: WSGI environ and reply (extender/worker.py)"] == pytest.approx(0.1)
     assert parts["cache: pod watch events (decode, convert, apply, listeners)"] == pytest.approx(0.3)
     assert parts["queue view rebuild (every second)"] == pytest.approx(0.5)
     assert split["samples"] == 25

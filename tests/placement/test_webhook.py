@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kubeio.errors import UnavailableError
 from kubeio.mpijobs import MpiJob, render_plan
@@ -164,3 +166,103 @@ def test_the_server_answers_over_tls_verified_against_the_ca(tmp_path: Path) -> 
     finally:
         server.shutdown()
         server.server_close()
+
+
+def _gated(reply: bytes) -> bool:
+    response = json.loads(reply)["response"]
+    assert response["allowed"] is True and response["uid"] == "705ab4f5-6393-11e8-b7cc-42010a800002"
+    patch = json.loads(base64.b64decode(response["patch"])) if "patch" in response else []
+    return any(op["path"].startswith("/spec/schedulingGates") for op in patch)
+
+
+ANY_POD = {
+    "a non-object metadata": {**WORKER, "metadata": "hostile"},
+    "metadata null": {**WORKER, "metadata": None},
+    "a field phalanx cannot read": {**WORKER, "spec": {**WORKER["spec"], "priority": "high"}},
+    "an unreadable quantity": {
+        **WORKER,
+        "spec": {
+            **WORKER["spec"],
+            "containers": [{"name": "w", "resources": {"limits": {"cpu": "1e999999"}}}],
+        },
+    },
+    "nested 300 deep": {**WORKER, "metadata": {**WORKER["metadata"], "x": json.loads("[" * 300 + "]" * 300)}},
+    "above 3 MiB": {
+        **WORKER,
+        "spec": {**WORKER["spec"], "containers": [{"name": "w", "args": ["<" * 3_300_000]}]},
+    },
+}
+
+
+@pytest.mark.parametrize("obj", ANY_POD.values(), ids=ANY_POD.keys())
+def test_any_pod_the_api_server_can_send_is_gated_and_allowed_by_the_pin_webhook(obj: dict[str, Any]) -> None:
+    status, reply = GateAdmitter(enabled=True).admit(review(obj))
+    assert status == 200 and _gated(reply)
+    pin = PinAdmitter(FakeJobReader({}, RUNNING), FakeEvents(), effect="NoSchedule")
+    status, reply = pin.admit(review(obj))
+    assert status == 200 and not _gated(reply)
+
+
+@pytest.mark.parametrize(
+    ("body", "reason"),
+    [
+        (b"{\"a\":" * 100_000 + b"null" + b"}" * 100_000, b"nested too deeply"),
+        (b"{not json", b"not an AdmissionReview"),
+        (review([1, 2]), b"not an AdmissionReview"),
+        (b'{"apiVersion": "admission.k8s.io/v1"}', b"with a request"),
+    ],
+)
+def test_only_a_body_that_is_no_review_of_a_pod_gets_400_with_a_reason(body: bytes, reason: bytes) -> None:
+    for admitter in (
+        GateAdmitter(enabled=True),
+        PinAdmitter(FakeJobReader({}), FakeEvents(), effect="NoSchedule"),
+    ):
+        status, reply = admitter.admit(body)
+        assert status == 400 and reason in reply and len(reply) < 1000
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=10),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+    max_leaves=12,
+)
+
+
+def _paths(value: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    found = [prefix] if prefix else []
+    if isinstance(value, dict):
+        for key, item in value.items():
+            found += _paths(item, (*prefix, key))
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            found += _paths(item, (*prefix, i))
+    return found
+
+
+REVIEW = json.loads(review(WORKER))
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.data())
+def test_a_mutated_review_gets_a_review_answer_or_a_400_with_a_reason(data: st.DataObject) -> None:
+    body = json.loads(json.dumps(REVIEW))
+    for _ in range(data.draw(st.integers(1, 3))):
+        path = data.draw(st.sampled_from(_paths(body) or [("request",)]))
+        parent = body
+        for step in path[:-1]:
+            parent = parent[step]
+        if isinstance(parent, dict) and data.draw(st.booleans()):
+            parent.pop(path[-1], None)
+        elif isinstance(parent, dict | list):
+            parent[path[-1]] = data.draw(json_values)
+    raw = json.dumps(body).encode()
+    events = FakeEvents()
+    reader = FakeJobReader({"ml/mnist": job({"n1": 3, "n2": 2})}, RUNNING)
+    for admitter in (GateAdmitter(enabled=True), PinAdmitter(reader, events, effect="NoSchedule")):
+        status, reply = admitter.admit(raw)
+        if status == 200:
+            answer = json.loads(reply)
+            assert answer["kind"] == "AdmissionReview" and answer["response"]["allowed"] is True
+            assert answer["response"]["uid"] == body["request"]["uid"]
+        else:
+            assert status == 400 and reply and len(reply) < 1000
