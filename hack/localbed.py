@@ -92,6 +92,7 @@ class Testbed:
         pin_webhook: bool = True,
         admission_gates: bool = False,
         scheduler_pairs: int = 1,
+        placement_env: dict[str, str] | None = None,
         log: Callable[[str], None] = lambda line: print(line, file=sys.stderr, flush=True),
     ) -> None:
         self.state_dir = state_dir
@@ -99,6 +100,8 @@ class Testbed:
         self.extender_tls = extender_tls
         self.extender_url = f"{'https' if extender_tls else 'http'}://127.0.0.1:{self.extender_port}"
         self.extender_env = extender_env or {}
+        self.placement_env = placement_env or {}
+        """Environment of every placement manager replica (its settings' variables), kept across restarts."""
         self.placement_grace = placement_grace
         self.mpi_operator = mpi_operator
         self.pin_webhook = pin_webhook
@@ -231,7 +234,7 @@ class Testbed:
             )
             argv += ["--webhook-cert-file", str(crt), "--webhook-key-file", str(key)]
             argv += ["--webhook-port", str(self.webhook_port), "--webhook-bind-address", "127.0.0.1"]
-        self._spawn(name, argv)
+        self._spawn(name, argv, self.placement_env)
         if serve:
             context = ssl.create_default_context(cafile=str(self.cluster.ca_file))
             self._wait_http(

@@ -15,6 +15,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -42,12 +43,17 @@ from testbed.nodes import fleet
 from tests.conftest import REPO
 
 GATE = {"name": ADMISSION_GATE}
+STARVE_AFTER = 5
 
 
 @pytest.fixture(scope="module")
 def gated_bed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Testbed]:
-    """A test bed whose placement manager gates pods of scheduler phalanx; two 8-GPU nodes."""
-    bed = Testbed(Path(tmp_path_factory.mktemp("gates")), admission_gates=True)
+    """A test bed whose placement manager gates pods of scheduler phalanx; two 8-GPU nodes.
+
+    A group skipped for 5 s (not 300) starves and keeps room, so a test sees that rule in seconds.
+    """
+    starve = {"PHALANX_GATE_STARVE_AFTER_SECONDS": str(STARVE_AFTER)}
+    bed = Testbed(Path(tmp_path_factory.mktemp("gates")), admission_gates=True, placement_env=starve)
     try:
         bed.start()
         bed.add_nodes(fleet(2, gpus=8))
@@ -219,3 +225,31 @@ def test_uninstalling_takes_the_gate_off_every_gated_pod(gated_bed: Testbed, ns:
         assert f"queue {name}: over its GPU limit" in turned_down[0], turned_down
     finally:
         http.request("DELETE", f"{QUEUES}/{name}")
+
+
+@pytest.mark.parametrize("gpus", [9, 5000])
+def test_a_pod_that_can_never_fit_says_so_and_holds_no_room_from_the_others(
+    gated_bed: Testbed, ns: str, gpus: int
+) -> None:
+    """The hostile-input run: one such pod, once past the starvation rule, kept every GPU pod gated.
+
+    12 of the 16 GPUs are taken first, so the 4 left are fewer than the pod "needs": before, it kept
+    them all once it had waited past the rule, and the 1-GPU pod stayed gated beside them.
+    """
+    for name, size in (("filler-8", 8), ("filler-4", 4)):
+        create_pod(gated_bed.http, ns, gpu_pod(name, size))
+        wait_for(f"{name} bound", partial(_node, gated_bed, ns, name), timeout=30)
+    create_pod(gated_bed.http, ns, gpu_pod("never", gpus))
+    time.sleep(STARVE_AFTER + 1)  # past the starvation rule: it would keep room now, if it could
+    create_pod(gated_bed.http, ns, gpu_pod("small", 1))
+    wait_for("the 1-GPU pod bound beside it", lambda: _node(gated_bed, ns, "small"), timeout=30)
+    kept = wait_for(
+        "the never-fitting pod's sentence",
+        lambda: [m for m in _reasons(gated_bed, ns, "never", "AdmissionWaiting") if "can never" in m],
+        timeout=30,
+    )
+    assert kept[-1] == (
+        f"kept gated: can never be placed on this cluster as it is: a pod needs {gpus} GPUs on one node; "
+        "the largest of the schedulable nodes offers 8"
+    )
+    assert _gates(get_pod(gated_bed.http, ns, "never")) == [GATE]
