@@ -4,8 +4,9 @@ The placement manager serves two mutating webhooks on one HTTPS port: the pin we
 (``manifests/pin-webhook.yaml``, path ``/mutate-pods``) and the admission gate
 (``manifests/admission-gate-webhook.yaml``, path ``/gate-pods``). The test bed registers the manifests'
 configurations as they are, except for the name (``-testbed``, so that applying the manifests, which a
-test does as a dry run, does not meet them) and the client configuration (a URL on loopback with the
-cluster's CA instead of the in-cluster Service).
+test does as a dry run, does not meet them) and the client configuration (a URL on loopback instead of
+the in-cluster Service; its caBundle is the cluster's CA when the test bed made the certificate, else the
+placement manager's own, which it writes itself).
 """
 
 from __future__ import annotations
@@ -32,24 +33,35 @@ def testbed_name(manifest: str) -> str:
     return f"{_configuration(manifest)['metadata']['name']}-testbed"
 
 
-def webhook_configuration(manifest: str, base_url: str, ca_bundle: str) -> dict[str, Any]:
-    """``manifests/<manifest>``'s configuration, each webhook calling ``base_url`` + its own path."""
+def webhook_names(manifest: str) -> list[str]:
+    """The names of the webhooks of ``manifests/<manifest>``'s configuration."""
+    return [str(w["name"]) for w in _configuration(manifest)["webhooks"]]
+
+
+def webhook_configuration(manifest: str, base_url: str, ca_bundle: str | None) -> dict[str, Any]:
+    """``manifests/<manifest>``'s configuration, each webhook calling ``base_url`` + its own path.
+
+    Without ``ca_bundle`` the test bed leaves ``caBundle`` to the placement manager (internal
+    certificates): a server-side apply without the field leaves the value another manager wrote.
+    """
     config = _configuration(manifest)
     config["metadata"] = {"name": testbed_name(manifest)}
     for webhook in config["webhooks"]:
         path = webhook["clientConfig"]["service"]["path"]
-        webhook["clientConfig"] = {"url": f"{base_url}{path}", "caBundle": ca_bundle}
+        webhook["clientConfig"] = {"url": f"{base_url}{path}"}
+        if ca_bundle is not None:
+            webhook["clientConfig"]["caBundle"] = ca_bundle
     return config
 
 
-def register(http: KubeHttp, manifest: str, *, base_url: str, ca_file: Path, enabled: bool) -> None:
+def register(http: KubeHttp, manifest: str, *, base_url: str, ca_file: Path | None, enabled: bool) -> None:
     """Register (server-side apply) or delete the test bed's configuration of ``manifest``."""
     path = f"{CONFIGS}/{testbed_name(manifest)}"
     if not enabled:
         with contextlib.suppress(NotFoundError):
             http.request("DELETE", path)
         return
-    ca = base64.b64encode(ca_file.read_bytes()).decode()
+    ca = None if ca_file is None else base64.b64encode(ca_file.read_bytes()).decode()
     http.request(
         "PATCH",
         path,

@@ -27,9 +27,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO
 
-from bed_webhooks import GATE_MANIFEST, PIN_MANIFEST, register
+from bed_webhooks import GATE_MANIFEST, PIN_MANIFEST, register, testbed_name, webhook_names
 from localcluster import MPI_OPERATOR, LocalCluster, build_module, render_scheduler_config
 from localcluster.pki import ensure_serving_cert
+from prometheus_client.parser import text_string_to_metric_families
 
 from kubeio.errors import NotFoundError
 from kubeio.http import KubeHttp, load_api_client
@@ -91,6 +92,8 @@ class Testbed:
         mpi_operator: bool = False,
         pin_webhook: bool = True,
         admission_gates: bool = False,
+        webhook_certs: str = "internal",
+        placement_args: Sequence[str] = (),
         scheduler_pairs: int = 1,
         log: Callable[[str], None] = lambda line: print(line, file=sys.stderr, flush=True),
     ) -> None:
@@ -104,6 +107,12 @@ class Testbed:
         self.pin_webhook = pin_webhook
         self.admission_gates = admission_gates
         self.webhook_port = free_port()
+        self.webhook_certs = webhook_certs
+        """``internal`` (the shipped default: the placement manager keeps its own certificates in a Secret
+        and writes the CA into the webhook configurations) or ``files`` (a certificate of the cluster's CA
+        in files, the configurations' caBundle set by the test bed, as an admin or cert-manager would)."""
+        self.placement_args = tuple(placement_args)
+        """More flags for every placement manager replica (last, so they override the test bed's)."""
         self.placement_metrics_ports: dict[str, int] = {}
         """Replica name -> the port of its ``/metrics`` (``--metrics-port``), kept across restarts."""
         self.log = log
@@ -213,9 +222,10 @@ class Testbed:
 
         Every replica runs with leader election on (a Lease in ``kube-system``, durations shortened to
         3 s / 2 s / 0.5 s so that a test sees a failover in seconds): it acts only while it leads. A
-        second replica (another ``name``) is a standby until the first stops. With the pin webhook (by
-        default the first replica's, ``pin_webhook``) it serves the webhook with a certificate signed by
-        the cluster's CA on a loopback port kept across restarts, registered once it answers.
+        second replica (another ``name``) is a standby until the first stops. With the webhooks (by
+        default the first replica's, ``pin_webhook``) it serves both on a loopback port kept across
+        restarts, with the certificates ``webhook_certs`` says; the test bed registers the configurations
+        and waits until the replica reports them callable and the API server gates (``wait_webhooks``).
         """
         serve = self.pin_webhook if webhook is None else webhook
         argv = [sys.executable, "-m", "placement", "--kubeconfig", str(self.kubeconfig)]
@@ -226,19 +236,73 @@ class Testbed:
         argv += ["--renew-deadline-seconds", "2", "--lease-retry-seconds", "0.5"]
         argv += ["--admission-gates", "true" if self.admission_gates else "false"]
         if serve:
-            key, crt = ensure_serving_cert(
-                self.cluster.ca_file.parent, "pin-webhook", "/CN=phalanx-pin-webhook", ("IP:127.0.0.1",)
-            )
-            argv += ["--webhook-cert-file", str(crt), "--webhook-key-file", str(key)]
             argv += ["--webhook-port", str(self.webhook_port), "--webhook-bind-address", "127.0.0.1"]
-        self._spawn(name, argv)
+            configurations = ",".join(testbed_name(m) for m in (PIN_MANIFEST, GATE_MANIFEST))
+            argv += ["--webhook-configurations", configurations]
+            argv += ["--webhook-certs", self.webhook_certs, "--webhook-check-seconds", "1"]
+            if self.webhook_certs == "files":
+                key, crt = ensure_serving_cert(
+                    self.cluster.ca_file.parent, "pin-webhook", "/CN=phalanx-pin-webhook", ("IP:127.0.0.1",)
+                )
+                argv += ["--webhook-cert-file", str(crt), "--webhook-key-file", str(key)]
+            else:  # its Secret beside its Lease; the API server calls it on loopback (the URL's host)
+                argv += ["--webhook-namespace", "kube-system", "--webhook-cert-names", "127.0.0.1"]
+        else:
+            argv += ["--webhook-port", "0"]
+        self._spawn(name, [*argv, *self.placement_args])
         if serve:
-            context = ssl.create_default_context(cafile=str(self.cluster.ca_file))
-            self._wait_http(
-                f"https://127.0.0.1:{self.webhook_port}/healthz", name, timeout=60, context=context
-            )
             self.set_pin_webhook(enabled=True)
             self.set_admission_gate(enabled=self.admission_gates)
+            self.wait_webhooks(name)
+
+    def wait_webhooks(self, name: str = "placement", timeout: float = 60.0) -> None:
+        """Wait until replica ``name`` reports each registered webhook callable, and the API server gates.
+
+        The replica's own check (``phalanx_webhook_trusted``, a TLS handshake against each configuration's
+        caBundle) says the configurations are right; a dry-run pod of scheduler ``phalanx`` coming back
+        gated says the API server has read them and calls the gate webhook.
+        """
+        manifests = [PIN_MANIFEST, *([GATE_MANIFEST] if self.admission_gates else [])]
+        wanted = {(testbed_name(m), w) for m in manifests for w in webhook_names(m)}
+        url = f"http://127.0.0.1:{self.placement_metrics_ports[name]}/metrics"
+        deadline = time.monotonic() + timeout
+        while not wanted <= self._trusted_webhooks(url, name):
+            if time.monotonic() > deadline:
+                msg = f"{name} does not report {sorted(wanted)} trusted after {timeout}s (its log says why)"
+                raise RuntimeError(msg)
+            time.sleep(0.2)
+        while self.admission_gates and not self._gated_dry_run():
+            if time.monotonic() > deadline:
+                msg = f"the API server does not gate a dry-run pod of scheduler phalanx after {timeout}s"
+                raise RuntimeError(msg)
+            time.sleep(0.2)
+
+    def _trusted_webhooks(self, url: str, name: str) -> set[tuple[str, str]]:
+        self._check_alive(name)
+        try:
+            with urllib.request.urlopen(url, timeout=2) as reply:
+                text = reply.read().decode()
+        except OSError:
+            return set()
+        return {
+            (sample.labels["configuration"], sample.labels["webhook"])
+            for family in text_string_to_metric_families(text)
+            if family.name == "phalanx_webhook_trusted"
+            for sample in family.samples
+            if sample.value == 1
+        }
+
+    def _gated_dry_run(self) -> bool:
+        """Whether a pod of scheduler phalanx created as a dry run comes back with the admission gate."""
+        pod = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "phalanx-gate-probe"},
+            "spec": {"schedulerName": "phalanx", "containers": [{"name": "probe", "image": "probe"}]},
+        }
+        made = self.http.request("POST", "/api/v1/namespaces/default/pods", query={"dryRun": "All"}, body=pod)
+        gates = (made.get("spec") or {}).get("schedulingGates") or []
+        return any(g.get("name") == "phalanx.io/admission" for g in gates)
 
     def placement_leader(self) -> str:
         """The identity holding the placement manager's Lease now (empty when none does)."""
@@ -250,9 +314,7 @@ class Testbed:
 
     def set_pin_webhook(self, *, enabled: bool) -> None:
         """Register the pin webhook with the API server, or take it away (the pass alone pins then)."""
-        register(
-            self.http, PIN_MANIFEST, base_url=self._webhook_url, ca_file=self.cluster.ca_file, enabled=enabled
-        )
+        register(self.http, PIN_MANIFEST, base_url=self._webhook_url, ca_file=self._ca_file, enabled=enabled)
 
     def set_admission_gate(self, *, enabled: bool) -> None:
         """Register the admission gate webhook, or take it away (pods are then created ungated).
@@ -260,13 +322,12 @@ class Testbed:
         The placement manager gates only when started with ``admission_gates``; registered without it,
         its webhook lets pods through.
         """
-        register(
-            self.http,
-            GATE_MANIFEST,
-            base_url=self._webhook_url,
-            ca_file=self.cluster.ca_file,
-            enabled=enabled,
-        )
+        register(self.http, GATE_MANIFEST, base_url=self._webhook_url, ca_file=self._ca_file, enabled=enabled)
+
+    @property
+    def _ca_file(self) -> Path | None:
+        """The caBundle the test bed registers: the cluster's CA for files; none when the replica sets it."""
+        return self.cluster.ca_file if self.webhook_certs == "files" else None
 
     @property
     def _webhook_url(self) -> str:

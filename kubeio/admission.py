@@ -58,6 +58,7 @@ class PodAdmission:
         operation: ``request.operation`` (``CREATE`` for what the webhook is registered for).
         gates: the names of ``spec.schedulingGates``, in order (``None``: the field is absent, which
             decides the patch's path).
+        has_annotations: whether ``metadata.annotations`` exists (decides the stamp's patch path).
     """
 
     uid: str
@@ -65,6 +66,7 @@ class PodAdmission:
     has_tolerations: bool
     operation: str = "CREATE"
     gates: tuple[str, ...] | None = None
+    has_annotations: bool = False
 
 
 def read_review(body: bytes) -> PodAdmission:
@@ -99,7 +101,8 @@ def read_review(body: bytes) -> PodAdmission:
         msg = f"review {request.uid}: {exc}"
         raise ReviewError(msg) from None
     has_tolerations = isinstance(spec, dict) and isinstance(spec.get("tolerations"), list)
-    return PodAdmission(request.uid, pod, has_tolerations, request.operation, gates)
+    has_annotations = isinstance(meta.get("annotations"), dict)
+    return PodAdmission(request.uid, pod, has_tolerations, request.operation, gates, has_annotations)
 
 
 def allow(

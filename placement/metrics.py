@@ -162,6 +162,12 @@ class PlacementMetrics:
     """``phalanx_admission_in_flight_gpus``: GPUs released and not bound yet after the last pass."""
     admission_pass_seconds: Histogram
     """``phalanx_admission_pass_seconds``: duration of one release pass."""
+    webhook_trusted: Gauge
+    """``phalanx_webhook_trusted{configuration,webhook}``: 1 while the API server can call the webhook (its
+    caBundle verifies this replica's certificate), 0 while it cannot (``placement.webhook_watch``)."""
+    gate_bypassed: Counter
+    """``phalanx_gate_bypassed_pods_total``: pods of scheduler phalanx created around the admission gate
+    (``placement.gate_bypass``)."""
 
     @staticmethod
     def create(registry: CollectorRegistry) -> PlacementMetrics:
@@ -220,5 +226,16 @@ class PlacementMetrics:
             ),
             admission_pass_seconds=Histogram(
                 "phalanx_admission_pass_seconds", "Duration of one release pass.", registry=registry
+            ),
+            webhook_trusted=Gauge(
+                "phalanx_webhook_trusted",
+                "1 while the API server can call the webhook (its caBundle verifies this replica), else 0.",
+                ["configuration", "webhook"],
+                registry=registry,
+            ),
+            gate_bypassed=Counter(
+                "phalanx_gate_bypassed_pods",
+                "Pods of scheduler phalanx created around the admission gate webhook.",
+                registry=registry,
             ),
         )

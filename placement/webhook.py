@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import logging
 import socket
-import ssl
+import sys
 import threading
 from collections.abc import Callable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -31,10 +31,11 @@ from typing import Any, Protocol
 from kubeio.admission import PodAdmission, ReviewError, allow, read_review
 from kubeio.convert import ConvertError
 from kubeio.errors import KubeError
-from kubeio.gates import gate_ops
+from kubeio.gates import gate_ops, stamp_ops
 from kubeio.mpijobs import JOB_NAME_LABEL, ROLE_LABEL, MpiJob, mpijob_ref, parse_plan, workers_of
 from kubeio.pins import pin_toleration
 from kubeio.ports import EventSink
+from placement.serving_tls import ServingTls
 from scheduling.elastic.pinning import choose_pins
 from scheduling.model import Pod
 
@@ -126,8 +127,10 @@ class PinAdmitter:
 class GateAdmitter:
     """Answers the gate webhook: adds the admission gate to a pod of scheduler ``phalanx`` being created.
 
-    With gates off (``--admission-gates=false``) it lets every pod through ungated: nothing would release
-    them.
+    Every pod of scheduler ``phalanx`` it answers for also gets the annotation ``phalanx.io/gate-webhook``:
+    the release pass ungates pods, so only this stamp tells a released pod from one created around the
+    webhook (``placement.gate_bypass``). With gates off (``--admission-gates=false``) it lets every pod
+    through ungated and unstamped: nothing would release them.
     """
 
     def __init__(self, *, enabled: bool, on_gate: Callable[[], None] = lambda: None) -> None:
@@ -144,7 +147,8 @@ class GateAdmitter:
         ops = gate_ops(review) if self._enabled else []
         if ops:
             self._on_gate()
-        return 200, allow(review.uid, patch=ops)
+        stamp = stamp_ops(review) if self._enabled else []
+        return 200, allow(review.uid, patch=[*ops, *stamp])
 
 
 Admit = Callable[[bytes], tuple[int, bytes]]
@@ -152,16 +156,17 @@ Admit = Callable[[bytes], tuple[int, bytes]]
 
 
 def serve_webhook(
-    routes: Mapping[str, Admit], *, host: str, port: int, cert_file: str, key_file: str
+    routes: Mapping[str, Admit], *, host: str, port: int, tls: ServingTls
 ) -> ThreadingHTTPServer:
     """Start serving ``routes`` (path to answer) over HTTPS on a daemon thread; ``shutdown()`` to stop.
 
+    Every accepted connection is wrapped with ``tls``'s context of that moment, so a certificate
+    reloaded by ``tls`` is served from the next connection on; while ``tls`` has none, connections are
+    closed unanswered (the API server's call fails, and the webhook check says why).
+
     Raises:
-        OSError: the port is taken or the certificate cannot be read.
+        OSError: the port is taken.
     """
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.minimum_version = ssl.TLSVersion.TLSv1_2
-    context.load_cert_chain(cert_file, key_file)
 
     class Server(ThreadingHTTPServer):
         daemon_threads = True
@@ -169,7 +174,24 @@ def serve_webhook(
         def get_request(self) -> tuple[socket.socket, Any]:
             """Accept, and leave the TLS handshake to the connection's own thread (first read)."""
             conn, address = self.socket.accept()
+            context = tls.context()
+            if context is None:
+                conn.close()
+                msg = "no certificate to serve yet"
+                raise OSError(msg)  # socketserver drops this connection and accepts the next
             return context.wrap_socket(conn, server_side=True, do_handshake_on_connect=False), address
+
+        def handle_error(self, request: Any, client_address: Any) -> None:
+            """A client that hangs up or refuses the certificate is one line, not a traceback.
+
+            The API server refuses a certificate its caBundle does not verify on every call; the webhook
+            check reports that once, with the reason (``placement.webhook_watch``).
+            """
+            error = sys.exc_info()[1]
+            if isinstance(error, OSError):  # ssl.SSLError, ConnectionResetError, timeouts
+                log.debug("webhook connection from %s failed: %s", client_address, error)
+            else:
+                super().handle_error(request, client_address)
 
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"

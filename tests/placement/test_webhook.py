@@ -22,6 +22,7 @@ import pytest
 
 from kubeio.errors import UnavailableError
 from kubeio.mpijobs import MpiJob, render_plan
+from placement.serving_tls import ServingTls, files_loader
 from placement.webhook import MUTATE_PATH, GateAdmitter, PinAdmitter, serve_webhook
 from scheduling.elastic.pinning import choose_pins
 from scheduling.model import Pod, Resources
@@ -135,9 +136,9 @@ def test_the_server_answers_over_tls_verified_against_the_ca(tmp_path: Path) -> 
     admitter = PinAdmitter(
         FakeJobReader({"ml/mnist": job({"n1": 4})}, RUNNING), FakeEvents(), effect="NoExecute"
     )
-    server = serve_webhook(
-        {MUTATE_PATH: admitter.admit}, host="127.0.0.1", port=0, cert_file=str(crt), key_file=str(key)
-    )
+    tls = ServingTls(files_loader(str(crt), str(key)))
+    assert tls.reload()
+    server = serve_webhook({MUTATE_PATH: admitter.admit}, host="127.0.0.1", port=0, tls=tls)
     try:
         port = server.server_address[1]
         context = ssl.create_default_context(cafile=str(tmp_path / "ca.crt"))
