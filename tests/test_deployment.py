@@ -241,3 +241,20 @@ def test_the_extender_serves_its_metrics_on_a_declared_port_apart_from_its_loopb
     ports = {p["name"]: p["containerPort"] for p in extender.spec.get("ports") or []}
     assert env.get("PHALANX_BIND_ADDRESS") == "127.0.0.1", "the verbs stay on loopback"
     assert int(env["PHALANX_METRICS_PORT"]) == ports["metrics"] != int(env.get("PHALANX_PORT", "8888"))
+
+
+def test_the_placement_manager_is_ready_only_when_its_gate_can_be_called_yet_always_reachable() -> None:
+    """Readiness asks ``/readyz`` on the metrics port; the webhook Service still sends to a not-ready pod."""
+    (placement,) = [c for c in OURS if c.spec["name"] == "placement"]
+    env = {e["name"]: e.get("value") for e in placement.spec.get("env") or []}
+    ports = {p["name"]: p["containerPort"] for p in placement.spec.get("ports") or []}
+    probe = placement.spec["readinessProbe"]["httpGet"]
+    assert probe["path"] == "/readyz"
+    assert ports[probe["port"]] == int(env["PHALANX_PLACEMENT_METRICS_PORT"]), "the port /readyz is served on"
+    assert env.get("PHALANX_WEBHOOK_CERTS", "internal") == "internal", "the shipped default"
+    services = [
+        d
+        for d in yaml.safe_load_all((MANIFESTS / "pin-webhook.yaml").read_text())
+        if d and d["kind"] == "Service" and d["metadata"]["name"] == "phalanx-placement-webhook"
+    ]
+    assert [s["spec"].get("publishNotReadyAddresses") for s in services] == [True]

@@ -209,6 +209,26 @@ def test_an_emptied_secret_gets_new_certificates_served_and_trusted_without_a_re
     assert bed.pid("placement") == pid, "no restart"
 
 
+def test_a_pod_created_while_no_replica_serves_the_gate_is_reported_as_a_bypass(
+    bed: Testbed, ns: str
+) -> None:
+    bed.kill_placement(signal.SIGKILL)  # the only replica: the API server's calls are refused
+    try:
+        created = create_pod(bed.http, ns, gpu_pod("unguarded", 1))
+        assert not gated(created), "failurePolicy: Ignore lets it through ungated"
+    finally:
+        bed.start_placement()
+    (bypass,) = wait_for(
+        "the bypass reported", lambda: events(bed, ns, "unguarded", "GateBypassed"), timeout=60
+    )
+    assert bypass["type"] == "Warning" and "outside the queues' fair order" in bypass["message"]
+    assert metric_value(metrics(bed), "phalanx_gate_bypassed_pods_total") == 1
+    status, body = readyz(bed)
+    assert status == 503 and f"pod {ns}/unguarded was created around the admission gate" in body, body
+    wait_for("ready once the bypass is older than the window", lambda: readyz(bed) == (200, "ok\n"))
+    assert len(events(bed, ns, "unguarded", "GateBypassed")) == 1, "reported once"
+
+
 class PausedStore:
     """The real Secret store; its first read returns, then waits until ``go`` is set (a slow replica)."""
 

@@ -165,3 +165,23 @@ def test_the_server_answers_over_tls_verified_against_the_ca(tmp_path: Path) -> 
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_the_gate_webhook_stamps_every_phalanx_pod_it_answers_for_gated_or_not() -> None:
+    on = GateAdmitter(enabled=True)
+    stamp_path = "/metadata/annotations/phalanx.io~1gate-webhook"
+    annotated = json.loads(json.dumps(WORKER))
+    annotated["metadata"]["annotations"] = {"team": "a"}
+    _, ops = answer(on, review(annotated))
+    assert ops is not None and ops[-1] == {"op": "add", "path": stamp_path, "value": "answered"}
+    assert ops[0]["path"] == "/spec/schedulingGates", "gated too"
+    pre_gated = json.loads(json.dumps(annotated))
+    pre_gated["spec"]["schedulingGates"] = [{"name": "phalanx.io/admission"}]
+    assert answer(on, review(pre_gated)) == (200, [{"op": "add", "path": stamp_path, "value": "answered"}])
+    placed = json.loads(json.dumps(annotated))
+    placed["spec"]["nodeName"] = "n1"
+    assert answer(on, review(placed)) == (200, [{"op": "add", "path": stamp_path, "value": "answered"}])
+    other = json.loads(json.dumps(annotated))
+    other["spec"]["schedulerName"] = "default-scheduler"
+    assert answer(on, review(other)) == (200, None)
+    assert answer(GateAdmitter(enabled=False), review(annotated)) == (200, None), "gates off: no stamp"
