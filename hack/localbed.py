@@ -27,7 +27,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO
 
-from bed_webhooks import GATE_MANIFEST, PIN_MANIFEST, register, testbed_name, webhook_names
+from bed_webhooks import CONFIGS, GATE_MANIFEST, PIN_MANIFEST, register, testbed_name, webhook_names
 from localcluster import MPI_OPERATOR, LocalCluster, build_module, render_scheduler_config
 from localcluster.pki import ensure_serving_cert
 from prometheus_client.parser import text_string_to_metric_families
@@ -113,6 +113,7 @@ class Testbed:
         in files, the configurations' caBundle set by the test bed, as an admin or cert-manager would)."""
         self.placement_args = tuple(placement_args)
         """More flags for every placement manager replica (last, so they override the test bed's)."""
+        self._webhook_replica = "placement"
         self.placement_metrics_ports: dict[str, int] = {}
         """Replica name -> the port of its ``/metrics`` (``--metrics-port``), kept across restarts."""
         self.log = log
@@ -251,19 +252,22 @@ class Testbed:
             argv += ["--webhook-port", "0"]
         self._spawn(name, [*argv, *self.placement_args])
         if serve:
-            self.set_pin_webhook(enabled=True)
-            self.set_admission_gate(enabled=self.admission_gates)
+            self._webhook_replica = name
+            self.set_pin_webhook(enabled=True, wait=False)
+            self.set_admission_gate(enabled=self.admission_gates, wait=False)
             self.wait_webhooks(name)
 
-    def wait_webhooks(self, name: str = "placement", timeout: float = 60.0) -> None:
+    def wait_webhooks(self, name: str | None = None, timeout: float = 60.0) -> None:
         """Wait until replica ``name`` reports each registered webhook callable, and the API server gates.
 
         The replica's own check (``phalanx_webhook_trusted``, a TLS handshake against each configuration's
         caBundle) says the configurations are right; a dry-run pod of scheduler ``phalanx`` coming back
         gated says the API server has read them and calls the gate webhook.
         """
-        manifests = [PIN_MANIFEST, *([GATE_MANIFEST] if self.admission_gates else [])]
+        name = name or self._webhook_replica
+        manifests = [m for m in (PIN_MANIFEST, GATE_MANIFEST) if self._registered(m)]
         wanted = {(testbed_name(m), w) for m in manifests for w in webhook_names(m)}
+        probe = self.admission_gates and GATE_MANIFEST in manifests
         url = f"http://127.0.0.1:{self.placement_metrics_ports[name]}/metrics"
         deadline = time.monotonic() + timeout
         while not wanted <= self._trusted_webhooks(url, name):
@@ -271,11 +275,18 @@ class Testbed:
                 msg = f"{name} does not report {sorted(wanted)} trusted after {timeout}s (its log says why)"
                 raise RuntimeError(msg)
             time.sleep(0.2)
-        while self.admission_gates and not self._gated_dry_run():
+        while probe and not self._gated_dry_run():
             if time.monotonic() > deadline:
                 msg = f"the API server does not gate a dry-run pod of scheduler phalanx after {timeout}s"
                 raise RuntimeError(msg)
             time.sleep(0.2)
+
+    def _registered(self, manifest: str) -> bool:
+        try:
+            self.http.request("GET", f"{CONFIGS}/{testbed_name(manifest)}")
+        except NotFoundError:
+            return False
+        return True
 
     def _trusted_webhooks(self, url: str, name: str) -> set[tuple[str, str]]:
         self._check_alive(name)
@@ -312,17 +323,25 @@ class Testbed:
             return ""
         return str((lease.get("spec") or {}).get("holderIdentity") or "")
 
-    def set_pin_webhook(self, *, enabled: bool) -> None:
-        """Register the pin webhook with the API server, or take it away (the pass alone pins then)."""
-        register(self.http, PIN_MANIFEST, base_url=self._webhook_url, ca_file=self._ca_file, enabled=enabled)
+    def set_pin_webhook(self, *, enabled: bool, wait: bool = True) -> None:
+        """Register the pin webhook with the API server, or take it away (the pass alone pins then).
 
-    def set_admission_gate(self, *, enabled: bool) -> None:
+        Registered, it is waited for (``wait_webhooks``) while the replica serving it runs: with internal
+        certificates a configuration created again has no caBundle until the replica writes it.
+        """
+        register(self.http, PIN_MANIFEST, base_url=self._webhook_url, ca_file=self._ca_file, enabled=enabled)
+        if enabled and wait and self.is_running(self._webhook_replica):
+            self.wait_webhooks()
+
+    def set_admission_gate(self, *, enabled: bool, wait: bool = True) -> None:
         """Register the admission gate webhook, or take it away (pods are then created ungated).
 
         The placement manager gates only when started with ``admission_gates``; registered without it,
         its webhook lets pods through.
         """
         register(self.http, GATE_MANIFEST, base_url=self._webhook_url, ca_file=self._ca_file, enabled=enabled)
+        if enabled and wait and self.is_running(self._webhook_replica):
+            self.wait_webhooks()
 
     @property
     def _ca_file(self) -> Path | None:
