@@ -27,10 +27,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO
 
-from bed_webhooks import CONFIGS, GATE_MANIFEST, PIN_MANIFEST, register, testbed_name, webhook_names
+from bed_webhooks import GATE_MANIFEST, PIN_MANIFEST, register, testbed_name, wait_callable
 from localcluster import MPI_OPERATOR, LocalCluster, build_module, render_scheduler_config
 from localcluster.pki import ensure_serving_cert
-from prometheus_client.parser import text_string_to_metric_families
 
 from kubeio.errors import NotFoundError
 from kubeio.http import KubeHttp, load_api_client
@@ -260,60 +259,13 @@ class Testbed:
     def wait_webhooks(self, name: str | None = None, timeout: float = 60.0) -> None:
         """Wait until replica ``name`` reports each registered webhook callable, and the API server gates.
 
-        The replica's own check (``phalanx_webhook_trusted``, a TLS handshake against each configuration's
-        caBundle) says the configurations are right; a dry-run pod of scheduler ``phalanx`` coming back
-        gated says the API server has read them and calls the gate webhook.
+        See ``bed_webhooks.wait_callable``; the dry-run probe only when the bed gates pods.
         """
         name = name or self._webhook_replica
-        manifests = [m for m in (PIN_MANIFEST, GATE_MANIFEST) if self._registered(m)]
-        wanted = {(testbed_name(m), w) for m in manifests for w in webhook_names(m)}
-        probe = self.admission_gates and GATE_MANIFEST in manifests
         url = f"http://127.0.0.1:{self.placement_metrics_ports[name]}/metrics"
-        deadline = time.monotonic() + timeout
-        while not wanted <= self._trusted_webhooks(url, name):
-            if time.monotonic() > deadline:
-                msg = f"{name} does not report {sorted(wanted)} trusted after {timeout}s (its log says why)"
-                raise RuntimeError(msg)
-            time.sleep(0.2)
-        while probe and not self._gated_dry_run():
-            if time.monotonic() > deadline:
-                msg = f"the API server does not gate a dry-run pod of scheduler phalanx after {timeout}s"
-                raise RuntimeError(msg)
-            time.sleep(0.2)
-
-    def _registered(self, manifest: str) -> bool:
-        try:
-            self.http.request("GET", f"{CONFIGS}/{testbed_name(manifest)}")
-        except NotFoundError:
-            return False
-        return True
-
-    def _trusted_webhooks(self, url: str, name: str) -> set[tuple[str, str]]:
-        self._check_alive(name)
-        try:
-            with urllib.request.urlopen(url, timeout=2) as reply:
-                text = reply.read().decode()
-        except OSError:
-            return set()
-        return {
-            (sample.labels["configuration"], sample.labels["webhook"])
-            for family in text_string_to_metric_families(text)
-            if family.name == "phalanx_webhook_trusted"
-            for sample in family.samples
-            if sample.value == 1
-        }
-
-    def _gated_dry_run(self) -> bool:
-        """Whether a pod of scheduler phalanx created as a dry run comes back with the admission gate."""
-        pod = {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {"name": "phalanx-gate-probe"},
-            "spec": {"schedulerName": "phalanx", "containers": [{"name": "probe", "image": "probe"}]},
-        }
-        made = self.http.request("POST", "/api/v1/namespaces/default/pods", query={"dryRun": "All"}, body=pod)
-        gates = (made.get("spec") or {}).get("schedulingGates") or []
-        return any(g.get("name") == "phalanx.io/admission" for g in gates)
+        wait_callable(
+            self.http, url, probe=self.admission_gates, alive=lambda: self._check_alive(name), timeout=timeout
+        )
 
     def placement_leader(self) -> str:
         """The identity holding the placement manager's Lease now (empty when none does)."""
