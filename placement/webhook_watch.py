@@ -51,9 +51,6 @@ class ConfigAccess(Protocol):
         """Set ``caBundle`` on the named webhooks."""
 
 
-Check = Callable[[WebhookConfiguration, OwnServer], list[Trust]]
-
-
 class WebhookWatch:
     """The checks above, and their latest outcome for readiness and the bypass detector."""
 
@@ -71,7 +68,6 @@ class WebhookWatch:
         keeper: CertKeeper | None = None,
         gates: bool = True,
         report_every: float = REPORT_EVERY,
-        check: Check = lambda config, own: check_configuration(config, own),
     ) -> None:
         self._tls = tls
         self._configs = configs
@@ -84,7 +80,6 @@ class WebhookWatch:
         self._keeper = keeper
         self._gates = gates
         self._report_every = report_every
-        self._check = check
         self._read: dict[str, WebhookConfiguration | None] = {}
         self._told: dict[tuple[str, str], tuple[str, float]] = {}
         self._trusts: tuple[Trust, ...] | None = None
@@ -108,7 +103,7 @@ class WebhookWatch:
             if no_certificate is not None:
                 trusts += [Trust(name, w.name, self._gating(w), no_certificate) for w in config.webhooks]
             else:
-                trusts += self._check(config, self._own)
+                trusts += check_configuration(config, self._own)
         self._report(trusts)
         self._trusts = tuple(trusts)
         return self._trusts

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 import yaml
 
+from placement.settings import PlacementSettings
 from tests.conftest import REPO
 
 MANIFESTS = REPO / "manifests"
@@ -258,3 +259,42 @@ def test_the_placement_manager_is_ready_only_when_its_gate_can_be_called_yet_alw
         if d and d["kind"] == "Service" and d["metadata"]["name"] == "phalanx-placement-webhook"
     ]
     assert [s["spec"].get("publishNotReadyAddresses") for s in services] == [True]
+
+
+def _documents(name: str) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all((MANIFESTS / name).read_text()) if d]
+
+
+def test_the_shipped_secret_rbac_and_webhook_names_are_the_placement_managers_defaults() -> None:
+    """``kubectl apply -k`` alone must give working webhooks: every name the defaults use is shipped."""
+    defaults = PlacementSettings()
+    placement = _documents("placement.yaml")
+    (secret,) = [d for d in placement if d["kind"] == "Secret"]
+    assert (secret["metadata"]["name"], secret["metadata"]["namespace"]) == (
+        defaults.webhook_cert_secret,
+        defaults.webhook_namespace,
+    )
+    assert "data" not in secret, "shipped empty: the placement manager fills it"
+    secret_rules = [
+        r for d in placement if d["kind"] == "Role" for r in d["rules"] if "secrets" in r["resources"]
+    ]
+    assert secret_rules == [
+        {
+            "apiGroups": [""],
+            "resources": ["secrets"],
+            "resourceNames": [defaults.webhook_cert_secret],
+            "verbs": ["get", "update"],
+        }
+    ]
+    (role,) = [d for d in placement if d["kind"] == "ClusterRole"]
+    (webhook_rule,) = [r for r in role["rules"] if "mutatingwebhookconfigurations" in r["resources"]]
+    assert webhook_rule["resourceNames"] == list(defaults.webhook_configurations)
+    configurations = [
+        d["metadata"]["name"]
+        for name in ("pin-webhook.yaml", "admission-gate-webhook.yaml")
+        for d in _documents(name)
+        if d["kind"] == "MutatingWebhookConfiguration"
+    ]
+    assert configurations == list(defaults.webhook_configurations)
+    services = [d["metadata"]["name"] for d in _documents("pin-webhook.yaml") if d["kind"] == "Service"]
+    assert services == [defaults.webhook_service]
