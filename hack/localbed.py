@@ -27,7 +27,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO
 
-from bed_webhooks import GATE_MANIFEST, PIN_MANIFEST, register
+from bed_webhooks import GATE_MANIFEST, PIN_MANIFEST, register, testbed_name, wait_callable
 from localcluster import MPI_OPERATOR, LocalCluster, build_module, render_scheduler_config
 from localcluster.pki import ensure_serving_cert
 
@@ -91,8 +91,9 @@ class Testbed:
         mpi_operator: bool = False,
         pin_webhook: bool = True,
         admission_gates: bool = False,
+        webhook_certs: str = "internal",
+        placement_args: Sequence[str] = (),
         scheduler_pairs: int = 1,
-        placement_env: dict[str, str] | None = None,
         log: Callable[[str], None] = lambda line: print(line, file=sys.stderr, flush=True),
     ) -> None:
         self.state_dir = state_dir
@@ -100,13 +101,18 @@ class Testbed:
         self.extender_tls = extender_tls
         self.extender_url = f"{'https' if extender_tls else 'http'}://127.0.0.1:{self.extender_port}"
         self.extender_env = extender_env or {}
-        self.placement_env = placement_env or {}
-        """Environment of every placement manager replica (its settings' variables), kept across restarts."""
         self.placement_grace = placement_grace
         self.mpi_operator = mpi_operator
         self.pin_webhook = pin_webhook
         self.admission_gates = admission_gates
         self.webhook_port = free_port()
+        self.webhook_certs = webhook_certs
+        """``internal`` (the shipped default: the placement manager keeps its own certificates in a Secret
+        and writes the CA into the webhook configurations) or ``files`` (a certificate of the cluster's CA
+        in files, the configurations' caBundle set by the test bed, as an admin or cert-manager would)."""
+        self.placement_args = tuple(placement_args)
+        """More flags for every placement manager replica (last, so they override the test bed's)."""
+        self._webhook_replica = "placement"
         self.placement_metrics_ports: dict[str, int] = {}
         """Replica name -> the port of its ``/metrics`` (``--metrics-port``), kept across restarts."""
         self.log = log
@@ -216,9 +222,10 @@ class Testbed:
 
         Every replica runs with leader election on (a Lease in ``kube-system``, durations shortened to
         3 s / 2 s / 0.5 s so that a test sees a failover in seconds): it acts only while it leads. A
-        second replica (another ``name``) is a standby until the first stops. With the pin webhook (by
-        default the first replica's, ``pin_webhook``) it serves the webhook with a certificate signed by
-        the cluster's CA on a loopback port kept across restarts, registered once it answers.
+        second replica (another ``name``) is a standby until the first stops. With the webhooks (by
+        default the first replica's, ``pin_webhook``) it serves both on a loopback port kept across
+        restarts, with the certificates ``webhook_certs`` says; the test bed registers the configurations
+        and waits until the replica reports them callable and the API server gates (``wait_webhooks``).
         """
         serve = self.pin_webhook if webhook is None else webhook
         argv = [sys.executable, "-m", "placement", "--kubeconfig", str(self.kubeconfig)]
@@ -229,19 +236,36 @@ class Testbed:
         argv += ["--renew-deadline-seconds", "2", "--lease-retry-seconds", "0.5"]
         argv += ["--admission-gates", "true" if self.admission_gates else "false"]
         if serve:
-            key, crt = ensure_serving_cert(
-                self.cluster.ca_file.parent, "pin-webhook", "/CN=phalanx-pin-webhook", ("IP:127.0.0.1",)
-            )
-            argv += ["--webhook-cert-file", str(crt), "--webhook-key-file", str(key)]
             argv += ["--webhook-port", str(self.webhook_port), "--webhook-bind-address", "127.0.0.1"]
-        self._spawn(name, argv, self.placement_env)
+            configurations = ",".join(testbed_name(m) for m in (PIN_MANIFEST, GATE_MANIFEST))
+            argv += ["--webhook-configurations", configurations]
+            argv += ["--webhook-certs", self.webhook_certs, "--webhook-check-seconds", "1"]
+            if self.webhook_certs == "files":
+                key, crt = ensure_serving_cert(
+                    self.cluster.ca_file.parent, "pin-webhook", "/CN=phalanx-pin-webhook", ("IP:127.0.0.1",)
+                )
+                argv += ["--webhook-cert-file", str(crt), "--webhook-key-file", str(key)]
+            else:  # its Secret beside its Lease; the API server calls it on loopback (the URL's host)
+                argv += ["--webhook-namespace", "kube-system", "--webhook-cert-names", "127.0.0.1"]
+        else:
+            argv += ["--webhook-port", "0"]
+        self._spawn(name, [*argv, *self.placement_args])
         if serve:
-            context = ssl.create_default_context(cafile=str(self.cluster.ca_file))
-            self._wait_http(
-                f"https://127.0.0.1:{self.webhook_port}/healthz", name, timeout=60, context=context
-            )
-            self.set_pin_webhook(enabled=True)
-            self.set_admission_gate(enabled=self.admission_gates)
+            self._webhook_replica = name
+            self.set_pin_webhook(enabled=True, wait=False)
+            self.set_admission_gate(enabled=self.admission_gates, wait=False)
+            self.wait_webhooks(name)
+
+    def wait_webhooks(self, name: str | None = None, timeout: float = 60.0) -> None:
+        """Wait until replica ``name`` reports each registered webhook callable, and the API server gates.
+
+        See ``bed_webhooks.wait_callable``; the dry-run probe only when the bed gates pods.
+        """
+        name = name or self._webhook_replica
+        url = f"http://127.0.0.1:{self.placement_metrics_ports[name]}/metrics"
+        wait_callable(
+            self.http, url, probe=self.admission_gates, alive=lambda: self._check_alive(name), timeout=timeout
+        )
 
     def placement_leader(self) -> str:
         """The identity holding the placement manager's Lease now (empty when none does)."""
@@ -251,25 +275,30 @@ class Testbed:
             return ""
         return str((lease.get("spec") or {}).get("holderIdentity") or "")
 
-    def set_pin_webhook(self, *, enabled: bool) -> None:
-        """Register the pin webhook with the API server, or take it away (the pass alone pins then)."""
-        register(
-            self.http, PIN_MANIFEST, base_url=self._webhook_url, ca_file=self.cluster.ca_file, enabled=enabled
-        )
+    def set_pin_webhook(self, *, enabled: bool, wait: bool = True) -> None:
+        """Register the pin webhook with the API server, or take it away (the pass alone pins then).
 
-    def set_admission_gate(self, *, enabled: bool) -> None:
+        Registered, it is waited for (``wait_webhooks``) while the replica serving it runs: with internal
+        certificates a configuration created again has no caBundle until the replica writes it.
+        """
+        register(self.http, PIN_MANIFEST, base_url=self._webhook_url, ca_file=self._ca_file, enabled=enabled)
+        if enabled and wait and self.is_running(self._webhook_replica):
+            self.wait_webhooks()
+
+    def set_admission_gate(self, *, enabled: bool, wait: bool = True) -> None:
         """Register the admission gate webhook, or take it away (pods are then created ungated).
 
         The placement manager gates only when started with ``admission_gates``; registered without it,
         its webhook lets pods through.
         """
-        register(
-            self.http,
-            GATE_MANIFEST,
-            base_url=self._webhook_url,
-            ca_file=self.cluster.ca_file,
-            enabled=enabled,
-        )
+        register(self.http, GATE_MANIFEST, base_url=self._webhook_url, ca_file=self._ca_file, enabled=enabled)
+        if enabled and wait and self.is_running(self._webhook_replica):
+            self.wait_webhooks()
+
+    @property
+    def _ca_file(self) -> Path | None:
+        """The caBundle the test bed registers: the cluster's CA for files; none when the replica sets it."""
+        return self.cluster.ca_file if self.webhook_certs == "files" else None
 
     @property
     def _webhook_url(self) -> str:

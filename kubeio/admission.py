@@ -65,7 +65,12 @@ class _GateSpec(msgspec.Struct, frozen=True):
     schedulingGates: list[_Gate] | None = None  # noqa: N815 - the wire name
 
 
+class _GateMeta(msgspec.Struct, frozen=True):
+    annotations: msgspec.Raw = msgspec.Raw(b"null")  # only whether it is there: it decides the stamp's path
+
+
 class _GatePod(msgspec.Struct, frozen=True):
+    metadata: msgspec.Raw = msgspec.Raw(b"{}")  # read apart: a pod of any metadata is still gated
     spec: _GateSpec = _GateSpec()
 
 
@@ -92,6 +97,7 @@ class PodAdmission:
         operation: ``request.operation`` (``CREATE`` for what the webhook is registered for).
         gates: the names of ``spec.schedulingGates``, in order (``None``: the field is absent, which
             decides the patch's path).
+        has_annotations: whether ``metadata.annotations`` exists (decides the stamp's patch path).
     """
 
     uid: str
@@ -99,6 +105,7 @@ class PodAdmission:
     has_tolerations: bool
     operation: str = "CREATE"
     gates: tuple[str, ...] | None = None
+    has_annotations: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,6 +119,7 @@ class GateAdmission:
         node_name: ``spec.nodeName`` (empty when absent).
         gates: the names of ``spec.schedulingGates``, in order (``None``: the field is absent or null,
             which decides the patch's path).
+        has_annotations: whether ``metadata.annotations`` exists (decides the stamp's patch path).
     """
 
     uid: str
@@ -119,6 +127,7 @@ class GateAdmission:
     scheduler_name: str
     node_name: str
     gates: tuple[str, ...] | None
+    has_annotations: bool = False
 
 
 MAX_SHOWN = 300
@@ -160,9 +169,20 @@ def read_gate_review(body: bytes) -> GateAdmission:
     """
     review: _GateReview = _decode(body, _GateReview)
     request = _check(review.apiVersion, review.request)
-    spec = request.object.spec if request.object is not None else _GateSpec()
+    pod = request.object if request.object is not None else _GatePod()
+    spec = pod.spec
     gates = None if spec.schedulingGates is None else tuple(g.name for g in spec.schedulingGates)
-    return GateAdmission(request.uid, request.operation, spec.schedulerName, spec.nodeName, gates)
+    annotated = _has_annotations(pod.metadata)
+    return GateAdmission(request.uid, request.operation, spec.schedulerName, spec.nodeName, gates, annotated)
+
+
+def _has_annotations(metadata: msgspec.Raw) -> bool:
+    """Whether the pod's metadata holds an annotations object (``False`` for metadata phalanx cannot read)."""
+    try:
+        meta = msgspec.json.decode(metadata, type=_GateMeta)
+    except (msgspec.DecodeError, RecursionError):
+        return False
+    return bytes(meta.annotations) != b"null"
 
 
 def read_review(body: bytes) -> PodAdmission:
@@ -192,7 +212,8 @@ def read_review(body: bytes) -> PodAdmission:
         msg = f"review {request.uid}: {exc}"
         raise ReviewError(msg) from None
     has_tolerations = isinstance(spec, dict) and isinstance(spec.get("tolerations"), list)
-    return PodAdmission(request.uid, pod, has_tolerations, request.operation, gates)
+    has_annotations = isinstance(meta.get("annotations"), dict)
+    return PodAdmission(request.uid, pod, has_tolerations, request.operation, gates, has_annotations)
 
 
 def allow(

@@ -24,6 +24,7 @@ from kubeio.convert_constraints import affinity_of, node_selector_of, taints_of,
 from scheduling.model import (
     DEFAULT_SCHEDULE_TIMEOUT_SECONDS,
     GANG_PLAN_ANNOTATION,
+    GATE_STAMP,
     GPU_RESOURCE,
     GPUS_ANNOTATION,
     GROUP_LABEL,
@@ -141,6 +142,7 @@ def pod_from_api(raw: object) -> Pod:
         tolerations=tolerations_of(spec),
         affinity=affinity_of(spec),
         gates=scheduling_gates(spec),
+        gate_stamped=GATE_STAMP in annotations,
     )
 
 

@@ -102,10 +102,11 @@ class EventRecorder:
     def _write(self, event: _Event) -> None:
         now = datetime.fromtimestamp(self._clock(), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         ref = event.ref
+        where = ref.namespace or "default"  # a cluster-scoped object's events go to default, as client-go's
         body = {
             "apiVersion": "v1",
             "kind": "Event",
-            "metadata": {"generateName": f"{ref.name}.", "namespace": ref.namespace},
+            "metadata": {"generateName": f"{ref.name}.", "namespace": where},
             "involvedObject": {
                 "kind": ref.kind,
                 "apiVersion": ref.api_version,
@@ -124,8 +125,6 @@ class EventRecorder:
             "count": 1,
         }
         try:
-            self._http.request(
-                "POST", f"/api/v1/namespaces/{quote(ref.namespace, safe='')}/events", body=body
-            )
+            self._http.request("POST", f"/api/v1/namespaces/{quote(where, safe='')}/events", body=body)
         except KubeError as exc:
             log.warning("could not record event %s on %s/%s: %s", event.reason, ref.namespace, ref.name, exc)

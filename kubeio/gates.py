@@ -23,7 +23,7 @@ from kubeio.admission import GateAdmission
 from kubeio.errors import KubeError, NotFoundError
 from kubeio.http import KubeHttp
 from kubeio.pins import JSON_PATCH
-from scheduling.model import ADMISSION_GATE, SCHEDULER_NAME, Pod
+from scheduling.model import ADMISSION_GATE, GATE_STAMP, SCHEDULER_NAME, Pod
 
 JsonPatch = list[dict[str, Any]]
 """A JSON patch: its operations, in order."""
@@ -47,6 +47,24 @@ def gate_ops(review: GateAdmission) -> JsonPatch:
     if review.gates is None:
         return [{"op": "add", "path": "/spec/schedulingGates", "value": [gate]}]
     return [{"op": "add", "path": "/spec/schedulingGates/-", "value": gate}]
+
+
+def stamp_ops(review: GateAdmission) -> JsonPatch:
+    """The operation stamping a pod of scheduler ``phalanx`` being created: ``phalanx.io/gate-webhook``.
+
+    The gate webhook stamps every such pod it answers for, gated or not (a pod naming its node is not),
+    because the release pass removes gates: only the stamp tells a released pod from one created
+    around the webhook (``placement.gate_bypass``).
+
+    >>> stamp_ops(GateAdmission("u", "CREATE", "phalanx", "", None))
+    [{'op': 'add', 'path': '/metadata/annotations', 'value': {'phalanx.io/gate-webhook': 'answered'}}]
+    """
+    if review.operation != "CREATE" or review.scheduler_name != SCHEDULER_NAME:
+        return []
+    if review.has_annotations:
+        key = GATE_STAMP.replace("~", "~0").replace("/", "~1")
+        return [{"op": "add", "path": f"/metadata/annotations/{key}", "value": "answered"}]
+    return [{"op": "add", "path": "/metadata/annotations", "value": {GATE_STAMP: "answered"}}]
 
 
 def ungate_patch(uid: str, gates: Sequence[str]) -> JsonPatch | None:

@@ -1,9 +1,11 @@
 """Composition root of the placement manager: ``python -m placement [--kubeconfig PATH] ...``.
 
 Builds the real objects (API client, cache of nodes, all pods and PodGroups, PodGroup writer, event
-recorder, metrics, the pin webhook) and runs the reconcile loop until SIGTERM or SIGINT: gangs, queues,
-elastic MPIJobs. With leader election (the default) it acts only while it holds its Lease; a standby
-keeps its caches warm and its webhook answering (the webhook keeps nothing: any replica may answer).
+recorder, metrics, the pin and gate webhooks with their certificates and checks) and runs the reconcile
+loop until SIGTERM or SIGINT: gangs, queues, elastic MPIJobs. With leader election (the default) it acts
+only while it holds its Lease; a standby keeps its caches warm and its webhooks answering (they keep
+nothing: any replica may answer). ``/readyz`` on the metrics port fails while the API server cannot call
+the gate webhook, or shortly after a pod was created around it (``placement.health``).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import time
 import uuid
 from collections.abc import Sequence
 
-from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client import CollectorRegistry
 
 from kubeio.cluster_cache import ClusterCache
 from kubeio.config import configure_logging
@@ -30,10 +32,11 @@ from kubeio.mpijobs import MpiJobWriter
 from kubeio.pins import PinWriter
 from kubeio.podgroups import PodGroupWriter
 from kubeio.queues import QueueWriter
-from kubeio.serving import BackgroundServer
 from placement.elastic import ElasticReconciler
+from placement.gate_bypass import BypassDetector
 from placement.gate_loop import run_gate_loop
 from placement.gates import GatePass, GateReleaser
+from placement.health import Reasons, serve_health
 from placement.leadership import Leadership
 from placement.metrics import PlacementMetrics
 from placement.queues import QueueReconciler
@@ -41,7 +44,7 @@ from placement.reconciler import Reconciler
 from placement.settings import PlacementSettings
 from placement.uninstall import remove_admission_gates, remove_pin_taints
 from placement.views import SharedView
-from placement.webhook import GATE_PATH, MUTATE_PATH, GateAdmitter, PinAdmitter, serve_webhook
+from placement.webhook_runtime import start_webhooks
 from scheduling.admission_gates import GateSettings, KeptRule
 from scheduling.elastic import ElasticSettings
 
@@ -59,8 +62,6 @@ def run(settings: PlacementSettings, stop: threading.Event) -> int:
     http = KubeHttp(load_api_client(settings.kubeconfig), user_agent="phalanx-placement")
     registry = CollectorRegistry()
     metrics = PlacementMetrics.create(registry)
-    if settings.metrics_port:
-        start_http_server(settings.metrics_port, registry=registry)
     cache = ClusterCache()
     metrics.cluster.show(cache.snapshot, time.time)  # wall clock: gang waits start at creationTimestamp
     cache.start(http, stop)
@@ -102,7 +103,21 @@ def run(settings: PlacementSettings, stop: threading.Event) -> int:
             cooldown_seconds=settings.elastic_cooldown_seconds,
         ),
     )
-    webhook = _serve_webhook(settings, MpiJobWriter(http), events, metrics)
+    webhooks = start_webhooks(settings, http, events, metrics, stop)
+    bypass = None
+    if webhooks is not None and settings.admission_gates:
+        bypass = BypassDetector(
+            cache,
+            events,
+            gate=webhooks.watch.gate,
+            clock=time.time,  # wall clock: compared with creationTimestamps
+            window=settings.gate_bypass_unready_seconds,
+            on_bypass=metrics.gate_bypassed.inc,
+        )
+    if settings.metrics_port:
+        reasons: list[Reasons] = [] if webhooks is None else [webhooks.watch.not_ready]
+        reasons += [] if bypass is None else [bypass.recent]
+        serve_health(settings.metrics_port, registry, reasons)
     if not cache.wait_synced(120):
         log.warning("caches not synced after 120s; reconciling with what is there")
     leadership = _leadership(settings, http, metrics)
@@ -139,12 +154,14 @@ def run(settings: PlacementSettings, stop: threading.Event) -> int:
                     done.pinned,
                     done.repinned,
                 )
+            if bypass is not None:
+                bypass.check()  # pods created around the gate webhook (placement.gate_bypass)
         except Exception:  # one bad pass must not end the manager
             log.exception("reconcile pass failed")
         metrics.pass_seconds.observe(time.monotonic() - started)
         stop.wait(settings.interval_seconds)
-    if webhook is not None:
-        webhook.shutdown()
+    if webhooks is not None:
+        webhooks.server.shutdown()
     if elector is not None:
         elector.join(10)  # gives the Lease up at a clean stop
     return 1 if leadership is not None and leadership.lost.is_set() else 0
@@ -216,33 +233,6 @@ def _leadership(settings: PlacementSettings, http: KubeHttp, metrics: PlacementM
         retry_seconds=settings.lease_retry_seconds,
         clock=time.monotonic,
         on_change=lambda leading: metrics.leader.set(1 if leading else 0),
-    )
-
-
-def _serve_webhook(
-    settings: PlacementSettings, jobs: MpiJobWriter, events: EventRecorder, metrics: PlacementMetrics
-) -> BackgroundServer | None:
-    """Serve the pin webhook when its certificate is there; without it the pass pins alone."""
-    cert, key = settings.webhook_cert_file, settings.webhook_key_file
-    if not (cert and key and os.path.isfile(cert) and os.path.isfile(key)):
-        log.info(
-            "pin webhook off: no certificate and key (--webhook-cert-file/--webhook-key-file); "
-            "waiting workers are pinned by the pass"
-        )
-        return None
-    admitter = PinAdmitter(
-        jobs,
-        events,
-        effect=settings.pin_taint_effect,
-        on_pin=metrics.elastic_actions.labels("pin_at_creation").inc,
-    )
-    gates = GateAdmitter(enabled=settings.admission_gates)
-    return serve_webhook(
-        {MUTATE_PATH: admitter.admit, GATE_PATH: gates.admit},
-        host=settings.webhook_bind_address,
-        port=settings.webhook_port,
-        cert_file=cert,
-        key_file=key,
     )
 
 

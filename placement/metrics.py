@@ -167,6 +167,12 @@ class PlacementMetrics:
     admission_idle_gpus: Gauge
     """``phalanx_admission_idle_gpus{rule}``: GPUs free while groups wait gated after the last pass, by the
     rule that keeps them waiting (``scheduling.admission_outcome.KeptRule`` values, and ``in_flight``)."""
+    webhook_trusted: Gauge
+    """``phalanx_webhook_trusted{configuration,webhook}``: 1 while the API server can call the webhook (its
+    caBundle verifies this replica's certificate), 0 while it cannot (``placement.webhook_watch``)."""
+    gate_bypassed: Counter
+    """``phalanx_gate_bypassed_pods_total``: pods of scheduler phalanx created around the admission gate
+    (``placement.gate_bypass``)."""
 
     @staticmethod
     def create(registry: CollectorRegistry) -> PlacementMetrics:
@@ -235,6 +241,17 @@ class PlacementMetrics:
                 "phalanx_admission_idle_gpus",
                 "GPUs free while groups wait gated, by the rule that keeps them waiting.",
                 ["rule"],
+                registry=registry,
+            ),
+            webhook_trusted=Gauge(
+                "phalanx_webhook_trusted",
+                "1 while the API server can call the webhook (its caBundle verifies this replica), else 0.",
+                ["configuration", "webhook"],
+                registry=registry,
+            ),
+            gate_bypassed=Counter(
+                "phalanx_gate_bypassed_pods",
+                "Pods of scheduler phalanx created around the admission gate webhook.",
                 registry=registry,
             ),
         )

@@ -40,18 +40,51 @@ class PlacementSettings:
     """Effect of the elastic pool's pin taints (``PHALANX_PIN_TAINT_EFFECT``): ``NoSchedule`` keeps new pods
     away and evicts nothing; ``NoExecute`` also evicts running pods that do not tolerate it."""
 
+    webhook_certs: str = "internal"
+    """Where the webhooks' TLS certificate comes from (``--webhook-certs``, ``PHALANX_WEBHOOK_CERTS``):
+    ``internal``, the placement manager makes its own CA and certificate, keeps them in the Secret
+    ``webhook_cert_secret`` and writes the CA into ``webhook_configurations``; ``files``, it serves
+    ``webhook_cert_file`` and ``webhook_key_file`` (cert-manager's or the admin's), and someone else sets
+    the configurations' caBundle. Either way a changed certificate is served without a restart."""
+
     webhook_cert_file: str = ""
-    """TLS certificate of the pin webhook (``PHALANX_WEBHOOK_CERT_FILE``); the webhook is served only when
-    this file and the key exist, otherwise waiting workers are pinned by the pass alone."""
+    """TLS certificate of the webhooks with ``--webhook-certs=files`` (``PHALANX_WEBHOOK_CERT_FILE``); without
+    it (and the key) no webhook is served in that mode, and waiting workers are pinned by the pass alone."""
 
     webhook_key_file: str = ""
     """Its private key (``PHALANX_WEBHOOK_KEY_FILE``)."""
 
     webhook_port: int = 9443
-    """Port of the pin webhook (``PHALANX_WEBHOOK_PORT``)."""
+    """Port of the webhooks (``PHALANX_WEBHOOK_PORT``); 0 serves none (and checks none)."""
 
     webhook_bind_address: str = "0.0.0.0"
-    """Address the pin webhook listens on (``PHALANX_WEBHOOK_BIND_ADDRESS``)."""
+    """Address the webhooks listen on (``PHALANX_WEBHOOK_BIND_ADDRESS``)."""
+
+    webhook_cert_secret: str = "phalanx-placement-webhook-certs"
+    """The Secret of internal certificate management, in ``webhook_namespace``
+    (``PHALANX_WEBHOOK_CERT_SECRET``)."""
+
+    webhook_namespace: str = "phalanx-system"
+    """Namespace of that Secret and of the webhook Service (``--webhook-namespace``; ``POD_NAMESPACE``)."""
+
+    webhook_service: str = "phalanx-placement-webhook"
+    """The Service in front of the webhooks (``PHALANX_WEBHOOK_SERVICE``): the name the API server expects
+    on the certificate is ``<service>.<namespace>.svc``."""
+
+    webhook_cert_names: tuple[str, ...] = ()
+    """Names of the internal serving certificate (``PHALANX_WEBHOOK_CERT_NAMES``, comma-separated; an IP
+    address is an IP name); empty means the Service's DNS names (``cert_names``)."""
+
+    webhook_configurations: tuple[str, ...] = ("phalanx-pin-webhook", "phalanx-admission-gate")
+    """The MutatingWebhookConfigurations served here (``PHALANX_WEBHOOK_CONFIGURATIONS``, comma-separated):
+    checked, and given the CA with internal certificates."""
+
+    webhook_check_seconds: float = 5.0
+    """Time between two checks of the certificates and configurations (``PHALANX_WEBHOOK_CHECK_SECONDS``)."""
+
+    gate_bypass_unready_seconds: float = 300.0
+    """How long the leader is not ready after it saw a pod created around the admission gate
+    (``PHALANX_GATE_BYPASS_UNREADY_SECONDS``)."""
 
     leader_elect: bool = True
     """Act only while holding the Lease ``lease_namespace/lease_name`` (``--leader-elect``,
@@ -104,6 +137,20 @@ class PlacementSettings:
     log_level: str = "INFO"
     """Python logging level name (``PHALANX_LOG_LEVEL``), given to ``logging.basicConfig`` as it is."""
 
+    @property
+    def cert_names(self) -> tuple[str, ...]:
+        """The internal serving certificate's names: ``webhook_cert_names``, or the Service's DNS names."""
+        if self.webhook_cert_names:
+            return self.webhook_cert_names
+        service = f"{self.webhook_service}.{self.webhook_namespace}.svc"
+        return (service, f"{service}.cluster.local")
+
+    @property
+    def serves_webhooks(self) -> bool:
+        """Whether this replica serves the webhooks: a port, and a certificate source."""
+        files = bool(self.webhook_cert_file and self.webhook_key_file)
+        return self.webhook_port != 0 and (self.webhook_certs == "internal" or files)
+
     @staticmethod
     def parse(argv: Sequence[str] | None, environ: Mapping[str, str]) -> PlacementSettings:
         """Read flags, each defaulting to its environment variable, then to the built-in default."""
@@ -142,6 +189,34 @@ class PlacementSettings:
             choices=("NoSchedule", "PreferNoSchedule", "NoExecute"),
             default=environ.get("PHALANX_PIN_TAINT_EFFECT", defaults.pin_taint_effect),
         )
+        parser.add_argument(
+            "--webhook-certs",
+            choices=("internal", "files"),
+            default=environ.get("PHALANX_WEBHOOK_CERTS", defaults.webhook_certs),
+        )
+        for flag, env, text in (
+            ("--webhook-cert-secret", "PHALANX_WEBHOOK_CERT_SECRET", defaults.webhook_cert_secret),
+            ("--webhook-service", "PHALANX_WEBHOOK_SERVICE", defaults.webhook_service),
+            ("--webhook-cert-names", "PHALANX_WEBHOOK_CERT_NAMES", ""),
+            (
+                "--webhook-configurations",
+                "PHALANX_WEBHOOK_CONFIGURATIONS",
+                ",".join(defaults.webhook_configurations),
+            ),
+        ):
+            parser.add_argument(flag, default=environ.get(env, text))
+        parser.add_argument(
+            "--webhook-namespace", default=environ.get("POD_NAMESPACE") or defaults.webhook_namespace
+        )
+        for flag, env, seconds in (
+            ("--webhook-check-seconds", "PHALANX_WEBHOOK_CHECK_SECONDS", defaults.webhook_check_seconds),
+            (
+                "--gate-bypass-unready-seconds",
+                "PHALANX_GATE_BYPASS_UNREADY_SECONDS",
+                defaults.gate_bypass_unready_seconds,
+            ),
+        ):
+            parser.add_argument(flag, type=positive_number, default=environ.get(env, seconds))
         parser.add_argument("--webhook-cert-file", default=environ.get("PHALANX_WEBHOOK_CERT_FILE", ""))
         parser.add_argument("--webhook-key-file", default=environ.get("PHALANX_WEBHOOK_KEY_FILE", ""))
         parser.add_argument(
@@ -206,10 +281,18 @@ class PlacementSettings:
             elastic_moves_per_job=int(args.elastic_moves_per_job),
             elastic_moves_per_round=int(args.elastic_moves_per_round),
             pin_taint_effect=str(args.pin_taint_effect),
+            webhook_certs=str(args.webhook_certs),
             webhook_cert_file=str(args.webhook_cert_file),
             webhook_key_file=str(args.webhook_key_file),
             webhook_port=int(args.webhook_port),
             webhook_bind_address=str(args.webhook_bind_address),
+            webhook_cert_secret=str(args.webhook_cert_secret),
+            webhook_namespace=str(args.webhook_namespace),
+            webhook_service=str(args.webhook_service),
+            webhook_cert_names=_names(str(args.webhook_cert_names)),
+            webhook_configurations=_names(str(args.webhook_configurations)),
+            webhook_check_seconds=positive_number(args.webhook_check_seconds),
+            gate_bypass_unready_seconds=positive_number(args.gate_bypass_unready_seconds),
             leader_elect=bool(args.leader_elect),
             lease_namespace=str(args.lease_namespace),
             lease_name=str(args.lease_name),
@@ -240,6 +323,11 @@ def _flag(text: str) -> bool:
         return False
     msg = f"expected true or false, got {text!r}"
     raise argparse.ArgumentTypeError(msg)
+
+
+def _names(text: str) -> tuple[str, ...]:
+    """A comma-separated list, blanks dropped."""
+    return tuple(n.strip() for n in text.split(",") if n.strip())
 
 
 def _at_least_one(value: int, flag: str, parser: argparse.ArgumentParser) -> int:

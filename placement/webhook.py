@@ -37,11 +37,12 @@ from typing import Protocol
 from kubeio.admission import PodAdmission, ReviewError, allow, read_gate_review, read_review
 from kubeio.convert import ConvertError
 from kubeio.errors import KubeError
-from kubeio.gates import gate_ops
+from kubeio.gates import gate_ops, stamp_ops
 from kubeio.mpijobs import JOB_NAME_LABEL, ROLE_LABEL, MpiJob, mpijob_ref, parse_plan, workers_of
 from kubeio.pins import pin_toleration
 from kubeio.ports import EventSink
 from kubeio.serving import BackgroundServer, FrontLimits, Reply, Request, serve_in_thread
+from placement.serving_tls import ServingTls
 from scheduling.elastic.pinning import choose_pins
 from scheduling.model import Pod
 
@@ -152,8 +153,10 @@ class PinAdmitter:
 class GateAdmitter:
     """Answers the gate webhook: adds the admission gate to a pod of scheduler ``phalanx`` being created.
 
-    With gates off (``--admission-gates=false``) it lets every pod through ungated: nothing would release
-    them.
+    Every pod of scheduler ``phalanx`` it answers for also gets the annotation ``phalanx.io/gate-webhook``:
+    the release pass ungates pods, so only this stamp tells a released pod from one created around the
+    webhook (``placement.gate_bypass``). With gates off (``--admission-gates=false``) it lets every pod
+    through ungated and unstamped: nothing would release them.
     """
 
     def __init__(self, *, enabled: bool, on_gate: Callable[[], None] = lambda: None) -> None:
@@ -170,24 +173,24 @@ class GateAdmitter:
         ops = gate_ops(review) if self._enabled else []
         if ops:
             self._on_gate()
-        return 200, allow(review.uid, patch=ops)
+        stamp = stamp_ops(review) if self._enabled else []
+        return 200, allow(review.uid, patch=[*ops, *stamp])
 
 
 Admit = Callable[[bytes], tuple[int, bytes]]
 """One webhook's answer to a review body: HTTP status and body."""
 
 
-def serve_webhook(
-    routes: Mapping[str, Admit], *, host: str, port: int, cert_file: str, key_file: str
-) -> BackgroundServer:
+def serve_webhook(routes: Mapping[str, Admit], *, host: str, port: int, tls: ServingTls) -> BackgroundServer:
     """Start serving ``routes`` (path to answer) over HTTPS on a daemon thread; ``shutdown()`` to stop.
 
+    Every TLS handshake is served with ``tls``'s context of that moment (``_front_context``), so a
+    certificate reloaded by ``tls`` is served from the next connection on; while ``tls`` has none, the
+    handshake is refused (the API server's call fails, and the webhook check says why).
+
     Raises:
-        OSError: the port is taken or the certificate cannot be read.
+        OSError: the port is taken.
     """
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.minimum_version = ssl.TLSVersion.TLSv1_2
-    context.load_cert_chain(cert_file, key_file)
 
     def handle(request: Request) -> Reply:
         path = request.target.split("?")[0]
@@ -200,11 +203,34 @@ def serve_webhook(
             return _reply(400, b"an AdmissionReview is expected in the body")
         return _reply(*admit(request.body))
 
+    context = _front_context(tls)
     server = serve_in_thread(
         handle, host=host, port=port, limits=LIMITS, threads=WEBHOOK_THREADS, context=context, name="webhook"
     )
     log.info("webhooks serving https://%s:%d %s", host, server.server_address[1], " ".join(sorted(routes)))
     return server
+
+
+def _front_context(tls: ServingTls) -> ssl.SSLContext:
+    """A server context that hands each handshake to ``tls``'s context of that moment.
+
+    The event loop of ``kubeio.serving`` wraps every connection with one context, given at start. Its
+    server-name callback runs for every ClientHello, with or without SNI (the API server sends none when
+    it calls a webhook by IP URL), before a certificate is chosen, and switches the connection to the
+    current context; without one yet, the handshake ends with an alert.
+    """
+    front = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    front.minimum_version = ssl.TLSVersion.TLSv1_2
+
+    def choose(connection: ssl.SSLObject, _name: str | None, _front: ssl.SSLContext) -> int | None:
+        current = tls.context()
+        if current is None:
+            return ssl.ALERT_DESCRIPTION_INTERNAL_ERROR
+        connection.context = current
+        return None
+
+    front.sni_callback = choose
+    return front
 
 
 def _reply(status: int, body: bytes) -> Reply:

@@ -37,6 +37,11 @@ ADMISSION_GATE = "phalanx.io/admission"
 scheduler ``phalanx`` at creation: kube-scheduler ignores the pod until the leader removes it, group by
 group, in the queues' fair order (``scheduling.admission_gates``)."""
 
+GATE_STAMP = "phalanx.io/gate-webhook"
+"""Annotation the gate webhook puts on every pod of scheduler ``phalanx`` it answers for as the pod is
+created (value ``answered``): such a pod without it was created around the webhook
+(``placement.gate_bypass``)."""
+
 DEFAULT_SCHEDULE_TIMEOUT_SECONDS = 60
 """scheduler-plugins' default for ``spec.scheduleTimeoutSeconds``."""
 
@@ -156,6 +161,7 @@ class Pod:
         tolerations: ``spec.tolerations``.
         affinity: the terms of its required node affinity (any one must hold); empty: none.
         gates: the names of ``spec.schedulingGates``, in order (a gate is removed by its index).
+        gate_stamped: it carries ``GATE_STAMP``: the gate webhook answered for it as it was created.
     """
 
     uid: str
@@ -178,6 +184,7 @@ class Pod:
     tolerations: tuple[Toleration, ...] = ()
     affinity: tuple[NodeSelectorTerm, ...] = ()
     gates: tuple[str, ...] = ()
+    gate_stamped: bool = False
 
     @property
     def key(self) -> str:

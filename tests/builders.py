@@ -113,6 +113,11 @@ class PodBuilder:
         self._pod = replace(self._pod, gates=(*self._pod.gates, ADMISSION_GATE))
         return self
 
+    def stamped(self) -> PodBuilder:
+        """The gate webhook answered for it as it was created (annotation ``phalanx.io/gate-webhook``)."""
+        self._pod = replace(self._pod, gate_stamped=True)
+        return self
+
     def started(self, at: float) -> PodBuilder:
         self._pod = replace(self._pod, started_at=at)
         return self

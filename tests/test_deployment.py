@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 import yaml
 
+from placement.settings import PlacementSettings
 from tests.conftest import REPO
 
 MANIFESTS = REPO / "manifests"
@@ -241,3 +242,59 @@ def test_the_extender_serves_its_metrics_on_a_declared_port_apart_from_its_loopb
     ports = {p["name"]: p["containerPort"] for p in extender.spec.get("ports") or []}
     assert env.get("PHALANX_BIND_ADDRESS") == "127.0.0.1", "the verbs stay on loopback"
     assert int(env["PHALANX_METRICS_PORT"]) == ports["metrics"] != int(env.get("PHALANX_PORT", "8888"))
+
+
+def test_the_placement_manager_is_ready_only_when_its_gate_can_be_called_yet_always_reachable() -> None:
+    """Readiness asks ``/readyz`` on the metrics port; the webhook Service still sends to a not-ready pod."""
+    (placement,) = [c for c in OURS if c.spec["name"] == "placement"]
+    env = {e["name"]: e.get("value") for e in placement.spec.get("env") or []}
+    ports = {p["name"]: p["containerPort"] for p in placement.spec.get("ports") or []}
+    probe = placement.spec["readinessProbe"]["httpGet"]
+    assert probe["path"] == "/readyz"
+    assert ports[probe["port"]] == int(env["PHALANX_PLACEMENT_METRICS_PORT"]), "the port /readyz is served on"
+    assert env.get("PHALANX_WEBHOOK_CERTS", "internal") == "internal", "the shipped default"
+    services = [
+        d
+        for d in yaml.safe_load_all((MANIFESTS / "pin-webhook.yaml").read_text())
+        if d and d["kind"] == "Service" and d["metadata"]["name"] == "phalanx-placement-webhook"
+    ]
+    assert [s["spec"].get("publishNotReadyAddresses") for s in services] == [True]
+
+
+def _documents(name: str) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all((MANIFESTS / name).read_text()) if d]
+
+
+def test_the_shipped_secret_rbac_and_webhook_names_are_the_placement_managers_defaults() -> None:
+    """``kubectl apply -k`` alone must give working webhooks: every name the defaults use is shipped."""
+    defaults = PlacementSettings()
+    placement = _documents("placement.yaml")
+    (secret,) = [d for d in placement if d["kind"] == "Secret"]
+    assert (secret["metadata"]["name"], secret["metadata"]["namespace"]) == (
+        defaults.webhook_cert_secret,
+        defaults.webhook_namespace,
+    )
+    assert "data" not in secret, "shipped empty: the placement manager fills it"
+    secret_rules = [
+        r for d in placement if d["kind"] == "Role" for r in d["rules"] if "secrets" in r["resources"]
+    ]
+    assert secret_rules == [
+        {
+            "apiGroups": [""],
+            "resources": ["secrets"],
+            "resourceNames": [defaults.webhook_cert_secret],
+            "verbs": ["get", "update"],
+        }
+    ]
+    (role,) = [d for d in placement if d["kind"] == "ClusterRole"]
+    (webhook_rule,) = [r for r in role["rules"] if "mutatingwebhookconfigurations" in r["resources"]]
+    assert webhook_rule["resourceNames"] == list(defaults.webhook_configurations)
+    configurations = [
+        d["metadata"]["name"]
+        for name in ("pin-webhook.yaml", "admission-gate-webhook.yaml")
+        for d in _documents(name)
+        if d["kind"] == "MutatingWebhookConfiguration"
+    ]
+    assert configurations == list(defaults.webhook_configurations)
+    services = [d["metadata"]["name"] for d in _documents("pin-webhook.yaml") if d["kind"] == "Service"]
+    assert services == [defaults.webhook_service]

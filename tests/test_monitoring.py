@@ -52,6 +52,8 @@ def test_the_dashboard_and_rules_cover_every_area_the_issue_lists() -> None:
         "phalanx_stale_gang_evictions_total",
         "phalanx_elastic_actions_total",
         "phalanx_placement_leader",
+        "phalanx_webhook_trusted",
+        "phalanx_gate_bypassed_pods_total",
     ):
         assert needed in named, needed
 

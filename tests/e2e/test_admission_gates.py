@@ -52,8 +52,8 @@ def gated_bed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Testbed]:
 
     A group skipped for 5 s (not 300) starves and keeps room, so a test sees that rule in seconds.
     """
-    starve = {"PHALANX_GATE_STARVE_AFTER_SECONDS": str(STARVE_AFTER)}
-    bed = Testbed(Path(tmp_path_factory.mktemp("gates")), admission_gates=True, placement_env=starve)
+    starve = ("--gate-starve-after-seconds", str(STARVE_AFTER))
+    bed = Testbed(Path(tmp_path_factory.mktemp("gates")), admission_gates=True, placement_args=starve)
     try:
         bed.start()
         bed.add_nodes(fleet(2, gpus=8))

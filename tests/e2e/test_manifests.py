@@ -18,5 +18,6 @@ def test_manifests_apply_cleanly_with_a_server_side_dry_run(testbed: Testbed) ->
         "configmap/phalanx-scheduler-config created (server dry run)",
         "configmap/phalanx-grafana-dashboard created (server dry run)",
         "clusterrole.rbac.authorization.k8s.io/phalanx-extender created (server dry run)",
+        "secret/phalanx-placement-webhook-certs created (server dry run)",
     ):
         assert expected in applied, applied

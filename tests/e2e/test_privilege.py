@@ -33,6 +33,10 @@ MANIFESTS = (
     "admission-gate-webhook.yaml",
 )
 
+WEBHOOK_CERTS = "phalanx-placement-webhook-certs"  # the Secret of the placement manager's certificates
+WEBHOOKS = ("phalanx-pin-webhook", "phalanx-admission-gate")
+ADMISSION = "admissionregistration.k8s.io"
+
 SCHEDULER = "phalanx-scheduler"  # kube-scheduler and the extender sidecar: one pod, one account
 PLACEMENT = "phalanx-placement"
 NODE_AGENT = "phalanx-node-agent"
@@ -109,6 +113,15 @@ NEEDS: dict[str, list[Ask]] = {
         Ask("create", "leases", "coordination.k8s.io", namespace=NAMESPACE),
         Ask("get", "leases", "coordination.k8s.io", namespace=NAMESPACE, name="phalanx-placement"),
         Ask("update", "leases", "coordination.k8s.io", namespace=NAMESPACE, name="phalanx-placement"),
+        # placement/cert_keeper.py via kubeio/secrets.py: read and replace the one Secret of its certificates
+        Ask("get", "secrets", namespace=NAMESPACE, name=WEBHOOK_CERTS),
+        Ask("update", "secrets", namespace=NAMESPACE, name=WEBHOOK_CERTS),
+        # placement/webhook_watch.py via kubeio/webhook_configs.py: read its configurations, write their CA
+        *(
+            Ask(v, "mutatingwebhookconfigurations", ADMISSION, name=n)
+            for v in ("get", "patch")
+            for n in WEBHOOKS
+        ),
     ],
     NODE_AGENT: [
         # kubeio/node_annotations.py: GET its Node, merge-patch the topology annotation
@@ -134,6 +147,8 @@ EVERYONE_DENIED = [
 MUST_NOT: dict[str, list[Ask]] = {
     SCHEDULER: [
         *EVERYONE_DENIED,
+        Ask("get", "secrets", namespace=NAMESPACE, name=WEBHOOK_CERTS),
+        Ask("patch", "mutatingwebhookconfigurations", ADMISSION, name="phalanx-admission-gate"),
         Ask("patch", "nodes", name="n"),  # the extender only reads nodes; node writes are not its job
         Ask("patch", "podgroups", "scheduling.x-k8s.io", "status", namespace=ANY_NS, name="g"),
         Ask("patch", "queues", "scheduling.phalanx.io", "status", name="q"),
@@ -147,6 +162,14 @@ MUST_NOT: dict[str, list[Ask]] = {
         Ask("update", "leases", "coordination.k8s.io", namespace=NAMESPACE, name="someone-else"),
         Ask("delete", "mpijobs", "kubeflow.org", namespace=ANY_NS, name="j"),
         Ask("patch", "podgroups", "scheduling.x-k8s.io", namespace=ANY_NS, name="g"),  # status only
+        # no create: with it and get by name it could mint a service-account token Secret of that name
+        Ask("create", "secrets", namespace=NAMESPACE),
+        Ask("get", "secrets", namespace=NAMESPACE, name="phalanx-scheduler-token"),
+        Ask("update", "secrets", namespace=NAMESPACE, name="phalanx-placement-webhook-tls"),
+        Ask("get", "secrets", namespace=ANY_NS, name=WEBHOOK_CERTS),
+        Ask("patch", "mutatingwebhookconfigurations", ADMISSION, name="someone-elses-webhook"),
+        Ask("list", "mutatingwebhookconfigurations", ADMISSION),
+        Ask("patch", "validatingwebhookconfigurations", ADMISSION, name="phalanx-admission-gate"),
     ],
     NODE_AGENT: [
         *EVERYONE_DENIED,

@@ -17,7 +17,7 @@ from placement.gates import WAITING_EVENT_AFTER, WAITING_EVENT_EVERY, GatePass, 
 from placement.webhook import GateAdmitter
 from scheduling.admission_flight import seconds
 from scheduling.admission_gates import GateSettings
-from scheduling.model import ADMISSION_GATE, Pod
+from scheduling.model import ADMISSION_GATE, GATE_STAMP, Pod
 from scheduling.topology import TopologyCache
 from tests.builders import FakeCluster, FakeEvents, a_gang, a_node, a_pod
 from tests.kubeio.test_admission import WORKER, review
@@ -124,7 +124,10 @@ def test_the_gate_webhook_gates_only_pods_of_scheduler_phalanx_and_only_when_on(
     on = GateAdmitter(enabled=True, on_gate=lambda: gated_count.append(1))
     assert answer(on, review(WORKER)) == (
         200,
-        [{"op": "add", "path": "/spec/schedulingGates", "value": [{"name": ADMISSION_GATE}]}],
+        [
+            {"op": "add", "path": "/spec/schedulingGates", "value": [{"name": ADMISSION_GATE}]},
+            {"op": "add", "path": "/metadata/annotations", "value": {GATE_STAMP: "answered"}},
+        ],
     )
     other = json.loads(json.dumps(WORKER))
     other["spec"]["schedulerName"] = "default-scheduler"

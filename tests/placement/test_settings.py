@@ -89,3 +89,38 @@ def test_leader_election_can_be_turned_off_and_its_lease_follows_the_pod_namespa
     settings = PlacementSettings.parse(["--leader-elect", "false"], {"POD_NAMESPACE": "gpu-sched"})
     assert (settings.leader_elect, settings.lease_namespace) == (False, "gpu-sched")
     assert PlacementSettings.parse([], {"PHALANX_LEADER_ELECT": "TRUE"}).leader_elect is True
+
+
+def test_internal_webhook_certificates_by_default_for_the_services_names() -> None:
+    settings = PlacementSettings.parse([], {"POD_NAMESPACE": "sched"})
+    assert (settings.webhook_certs, settings.webhook_namespace) == ("internal", "sched")
+    assert settings.cert_names == (
+        "phalanx-placement-webhook.sched.svc",
+        "phalanx-placement-webhook.sched.svc.cluster.local",
+    )
+    assert settings.webhook_configurations == ("phalanx-pin-webhook", "phalanx-admission-gate")
+    assert settings.serves_webhooks
+
+
+def test_webhook_certificate_settings_from_flags_and_environment() -> None:
+    environ = {
+        "PHALANX_WEBHOOK_CERTS": "files",
+        "PHALANX_WEBHOOK_CERT_NAMES": "127.0.0.1, webhook.example",
+        "PHALANX_WEBHOOK_CONFIGURATIONS": "a,b,",
+        "PHALANX_GATE_BYPASS_UNREADY_SECONDS": "30",
+    }
+    settings = PlacementSettings.parse(["--webhook-check-seconds", "1"], environ)
+    assert settings.webhook_certs == "files"
+    assert settings.cert_names == ("127.0.0.1", "webhook.example")
+    assert settings.webhook_configurations == ("a", "b")
+    assert (settings.webhook_check_seconds, settings.gate_bypass_unready_seconds) == (1.0, 30.0)
+    assert not settings.serves_webhooks, "files without files: no webhook"
+    with_files = PlacementSettings.parse(["--webhook-cert-file", "c", "--webhook-key-file", "k"], environ)
+    assert with_files.serves_webhooks
+    assert not PlacementSettings.parse(["--webhook-port", "0"], {}).serves_webhooks
+
+
+def test_an_unknown_certificate_source_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        PlacementSettings.parse(["--webhook-certs", "cert-manager"], {})
+    assert "invalid choice: 'cert-manager'" in capsys.readouterr().err

@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 
 from kubeio.errors import UnavailableError
 from kubeio.mpijobs import MpiJob, render_plan
+from placement.serving_tls import ServingTls, files_loader
 from placement.webhook import MUTATE_PATH, GateAdmitter, PinAdmitter, serve_webhook
 from scheduling.elastic.pinning import choose_pins
 from scheduling.model import Pod, Resources
@@ -137,9 +138,9 @@ def test_the_server_answers_over_tls_verified_against_the_ca(tmp_path: Path) -> 
     admitter = PinAdmitter(
         FakeJobReader({"ml/mnist": job({"n1": 4})}, RUNNING), FakeEvents(), effect="NoExecute"
     )
-    server = serve_webhook(
-        {MUTATE_PATH: admitter.admit}, host="127.0.0.1", port=0, cert_file=str(crt), key_file=str(key)
-    )
+    tls = ServingTls(files_loader(str(crt), str(key)))
+    assert tls.reload()
+    server = serve_webhook({MUTATE_PATH: admitter.admit}, host="127.0.0.1", port=0, tls=tls)
     try:
         port = server.server_address[1]
         context = ssl.create_default_context(cafile=str(tmp_path / "ca.crt"))
@@ -266,3 +267,23 @@ def test_a_mutated_review_gets_a_review_answer_or_a_400_with_a_reason(data: st.D
             assert answer["response"]["uid"] == body["request"]["uid"]
         else:
             assert status == 400 and reply and len(reply) < 1000
+
+
+def test_the_gate_webhook_stamps_every_phalanx_pod_it_answers_for_gated_or_not() -> None:
+    on = GateAdmitter(enabled=True)
+    stamp_path = "/metadata/annotations/phalanx.io~1gate-webhook"
+    annotated = json.loads(json.dumps(WORKER))
+    annotated["metadata"]["annotations"] = {"team": "a"}
+    _, ops = answer(on, review(annotated))
+    assert ops is not None and ops[-1] == {"op": "add", "path": stamp_path, "value": "answered"}
+    assert ops[0]["path"] == "/spec/schedulingGates", "gated too"
+    pre_gated = json.loads(json.dumps(annotated))
+    pre_gated["spec"]["schedulingGates"] = [{"name": "phalanx.io/admission"}]
+    assert answer(on, review(pre_gated)) == (200, [{"op": "add", "path": stamp_path, "value": "answered"}])
+    placed = json.loads(json.dumps(annotated))
+    placed["spec"]["nodeName"] = "n1"
+    assert answer(on, review(placed)) == (200, [{"op": "add", "path": stamp_path, "value": "answered"}])
+    other = json.loads(json.dumps(annotated))
+    other["spec"]["schedulerName"] = "default-scheduler"
+    assert answer(on, review(other)) == (200, None)
+    assert answer(GateAdmitter(enabled=False), review(annotated)) == (200, None), "gates off: no stamp"
