@@ -239,4 +239,3 @@ def build_module(
             raise
         log(f"{module.what} built in {time.monotonic() - started:.1f}s: {target}")
     return target
-
