@@ -76,7 +76,7 @@ class DeviceBed:
                 )
             self.start_agent(spec.name, plugin=plugin)
         for spec in specs:
-            _wait(f"{spec.name} to offer its GPUs", lambda s=spec: self._ready(s), timeout)  # type: ignore[misc]
+            _wait(f"{spec.name} to offer its GPUs", lambda s=spec: self._ready(s), timeout)
 
     def _ready(self, spec: SimNodeSpec) -> bool:
         node = self.bed.http.request("GET", f"/api/v1/nodes/{spec.name}")
