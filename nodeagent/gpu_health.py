@@ -81,10 +81,15 @@ class HealthWatcher:
         uuids: Iterable[str],
         on_unhealthy: Callable[[str, str], None],
         *,
+        wait_ms: int = WAIT_MS,
         log: logging.Logger | None = None,
     ) -> None:
-        """Watch the GPUs ``uuids``; ``on_unhealthy(uuid, reason)`` is called for each GPU that fails."""
+        """Watch the GPUs ``uuids``; ``on_unhealthy(uuid, reason)`` is called for each GPU that fails.
+
+        ``wait_ms`` is one wait for events, also the longest a stop waits.
+        """
         self._nvml = nvml
+        self._wait_ms = wait_ms
         self._uuids = tuple(uuids)
         self._on_unhealthy = on_unhealthy
         self._log = log or logging.getLogger(__name__)
@@ -137,13 +142,13 @@ class HealthWatcher:
         nvml = self._nvml
         while not stop.is_set():
             try:
-                event = nvml.nvmlEventSetWait_v2(event_set, WAIT_MS)
+                event = nvml.nvmlEventSetWait_v2(event_set, self._wait_ms)
             except nvml.NVMLError as exc:
                 if error_code(exc) == nvml.NVML_ERROR_TIMEOUT:
                     continue
                 for uuid in self._uuids:
                     self._on_unhealthy(uuid, f"waiting for NVML events failed ({error_name(exc)})")
-                stop.wait(WAIT_MS / 1000)
+                stop.wait(self._wait_ms / 1000)
                 continue
             self._handle(event)
 

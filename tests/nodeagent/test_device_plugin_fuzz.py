@@ -32,11 +32,11 @@ device_ids = st.one_of(
 
 
 def _call(served: Served, method: str, body: bytes) -> grpc.StatusCode:
-    raw = served.channel.unary_unary(f"/{DEVICE_PLUGIN}/{method}")
+    raw: grpc.UnaryUnaryMultiCallable[bytes, bytes] = served.channel.unary_unary(f"/{DEVICE_PLUGIN}/{method}")
     try:
         raw(body, timeout=5)
     except grpc.RpcError as exc:
-        code: grpc.StatusCode = exc.code()  # type: ignore[attr-defined]
+        code: grpc.StatusCode = exc.code()
         return code
     return grpc.StatusCode.OK
 
