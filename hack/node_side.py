@@ -58,6 +58,7 @@ class PodTrace:
     node: str = ""
     first_annotation: tuple[int, ...] | None = None
     devices: tuple[int, ...] | None = None
+    bound_at: float | None = None
     running_at: float | None = None
     agreed_at: float | None = None
     phase: str = "Pending"
@@ -70,10 +71,14 @@ class PodTrace:
 
     @property
     def detection_seconds(self) -> float | None:
-        """For a mismatch: from the pod seen running to its annotation seen equal to its devices."""
-        if not self.mismatched or self.running_at is None or self.agreed_at is None:
+        """For a mismatch: from the pod seen bound to its annotation seen equal to its devices.
+
+        An upper bound of the time from the kubelet's allocation to the correction (the pod is admitted
+        after it is bound), to the observer's polling interval.
+        """
+        if not self.mismatched or self.bound_at is None or self.agreed_at is None:
             return None
-        return self.agreed_at - self.running_at
+        return self.agreed_at - self.bound_at
 
 
 def _indices(text: object) -> tuple[int, ...] | None:
@@ -125,8 +130,8 @@ class Observer:
             trace = self.traces.setdefault(name, PodTrace(name, int(requests.get(GPU_RESOURCE, "0"))))
             annotation = _indices((meta.get("annotations") or {}).get(GPUS_ANNOTATION))
             node = spec.get("nodeName") or ""
-            if node and trace.first_annotation is None:
-                trace.node, trace.first_annotation = node, annotation
+            if node and trace.bound_at is None:
+                trace.node, trace.first_annotation, trace.bound_at = node, annotation, now
             trace.phase, trace.reason = status.get("phase", "Pending"), status.get("reason", "")
             devices = self._devices(node, status)
             if devices is not None and trace.devices is None:

@@ -9,6 +9,7 @@ serves the node), and every pod holding it gets a Warning event ``GPUUnhealthy``
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable, Mapping
 
 from kubeio.errors import KubeError
@@ -44,6 +45,7 @@ class HealthReporter:
         self._pods = pods
         self._metrics = metrics
         self._log = log or logging.getLogger(__name__)
+        self._unpublished = threading.Event()
 
     def on_unhealthy(self, uuid: str, reason: str) -> None:
         """GPU ``uuid`` failed for ``reason``."""
@@ -66,12 +68,20 @@ class HealthReporter:
             )
 
     def publish(self) -> bool:
-        """Write the unhealthy indices on the node; ``False`` when the API refused (retried next time)."""
+        """Write the unhealthy indices on the node; ``False`` when the API refused (:meth:`run` retries)."""
         value = ",".join(str(i) for i in sorted(self._devices.unhealthy())) or None
         try:
             if self._store.get(self._node, UNHEALTHY_GPUS_ANNOTATION) != value:
                 self._store.patch(self._node, UNHEALTHY_GPUS_ANNOTATION, value)
         except KubeError as exc:
             self._log.warning("could not publish the unhealthy GPUs of node %s: %s", self._node, exc)
+            self._unpublished.set()
             return False
+        self._unpublished.clear()
         return True
+
+    def run(self, stop: threading.Event, *, retry_seconds: float = 5.0) -> None:
+        """Publish again every ``retry_seconds`` while the last publish failed, until ``stop``."""
+        while not stop.wait(retry_seconds):
+            if self._unpublished.is_set():
+                self.publish()

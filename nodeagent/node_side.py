@@ -128,6 +128,7 @@ class NodeSide:
             metrics=self.metrics,
         )
         health.publish()
+        _thread("gpu-health-publisher", lambda: health.run(stop))
         watcher = HealthWatcher(self._nvml, [d.uuid for d in devices.devices], health.on_unhealthy)
         _thread("gpu-health", lambda: watcher.run(stop))
         if settings.device_plugin:

@@ -175,6 +175,11 @@ class GpuDevicePlugin:
             preference = prefer(ask, self._claims(), admitting=None, fallback=self._fallback)
         if preference.basis is Basis.GUESSED:
             preference = prefer(ask, self._claims(), admitting=self._admitting(), fallback=self._fallback)
+        if preference.basis is Basis.GUESSED:
+            # The kubelet named none of the contenders: this agent may not know the pod (or its
+            # containers) yet. Read the API and the kubelet once more before guessing.
+            self._refresh()
+            preference = prefer(ask, self._claims(), admitting=self._admitting(), fallback=self._fallback)
         return preference
 
     def _refresh(self) -> None:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from kubeio.errors import ConflictError
 from nodeagent.fake_nvml import FakeNvml
 from nodeagent.gpu_devices import GpuDevices
 from nodeagent.gpu_health import HealthWatcher
@@ -105,3 +106,20 @@ def test_a_failing_gpu_is_withdrawn_published_and_told_to_its_pods() -> None:
     assert [(n, r) for n, _, r, _ in recorder.events] == [("a", "GPUUnhealthy")]
     assert "GPU 3" in recorder.events[0][3]
     assert metrics.unhealthy_gpus._value.get() == 1
+
+
+def test_a_refused_publish_is_retried_until_it_lands() -> None:
+    nvml = FakeNvml(DOCUMENT)
+    read = NvmlTopologyReader(nvml).read().document
+    assert read is not None
+    devices = GpuDevices.from_document(read)
+    store = MemoryStore(nodes=frozenset({"n1"}), failures=[ConflictError(409, "Conflict", "try again")])
+    reporter = HealthReporter(devices, store, "n1", Recorder(), held=dict, pods=dict, metrics=NodeMetrics())
+    reporter.on_unhealthy(nvml.node.gpus[1].uuid, "critical Xid 79")
+    assert ("n1", "phalanx.io/unhealthy-gpus") not in store.annotations
+    stop = threading.Event()
+    thread = threading.Thread(target=reporter.run, args=(stop,), kwargs={"retry_seconds": 0.05}, daemon=True)
+    thread.start()
+    wait_for("the retry", lambda: store.annotations.get(("n1", "phalanx.io/unhealthy-gpus")) == "1")
+    stop.set()
+    thread.join(5)
