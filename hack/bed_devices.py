@@ -97,6 +97,28 @@ class DeviceBed:
         argv += ["--interval", "30", "--metrics-port", str(port)]
         self.bed._spawn(f"node-agent-{node}", argv)
 
+    def allocatable(self, node: str) -> str | None:
+        """The node's ``nvidia.com/gpu`` allocatable, as the simulated kubelet reports it."""
+        status = self.bed.http.request("GET", f"/api/v1/nodes/{node}").get("status") or {}
+        value = (status.get("allocatable") or {}).get(GPU_RESOURCE)
+        return None if value is None else str(value)
+
+    def wait_allocatable(self, node: str, gpus: int, timeout: float = 60.0) -> None:
+        """Wait until the node's device manager offers ``gpus`` GPUs (0: no plugin is registered)."""
+        _wait(f"{node} to offer {gpus} GPUs", lambda: self.allocatable(node) == str(gpus), timeout)
+
+    def swap_for_blind_plugin(self, node: str) -> None:
+        """Replace phalanx's plugin on the node by a topology-blind one; the agent only reads the truth.
+
+        Waits until the kubelet counted phalanx's plugin out (no GPU allocatable) before the blind one
+        registers, and until the blind one offers the GPUs: a pod admitted in between would be rejected.
+        """
+        self.kill_agent(node, signal.SIGTERM)
+        self.wait_allocatable(node, 0)
+        self.start_agent(node, plugin=False)
+        self.start_blind_plugin(node)
+        self.wait_allocatable(node, 8)
+
     def kill_agent(self, node: str, sig: int = signal.SIGKILL) -> None:
         """Stop the node's agent (a crash with ``SIGKILL``)."""
         self.bed.kill(f"node-agent-{node}", sig)

@@ -71,12 +71,13 @@ class PodTrace:
 
     @property
     def detection_seconds(self) -> float | None:
-        """For a mismatch: from the pod seen bound to its annotation seen equal to its devices.
+        """From the pod seen bound to its annotation seen equal to its devices.
 
-        An upper bound of the time from the kubelet's allocation to the correction (the pod is admitted
-        after it is bound), to the observer's polling interval.
+        For a corrected pod, an upper bound of the time from the kubelet's allocation to the correction
+        (the pod is admitted after it is bound), to the observer's polling interval: 0 when the
+        correction was made before the observer first saw the pod bound.
         """
-        if not self.mismatched or self.bound_at is None or self.agreed_at is None:
+        if self.bound_at is None or self.agreed_at is None:
             return None
         return self.agreed_at - self.bound_at
 
@@ -179,7 +180,10 @@ class Figures:
         """Printable lines."""
         times = sorted(self.detection_seconds)
         detection = (
-            f"max {times[-1]:.1f}s, median {times[len(times) // 2]:.1f}s" if times else "none to detect"
+            f"max {times[-1]:.2f}s, median {times[len(times) // 2]:.2f}s from the pod seen bound "
+            f"(observer polls every 0.25s)"
+            if times
+            else "none to detect"
         )
         return [
             f"pods {self.pods}: ran {self.ran}, rejected at admission {self.rejected}; {self.seconds:.0f}s",
@@ -205,7 +209,11 @@ def figures(observer: Observer, seconds: float, corrected: Mapping[str, str]) ->
         rejected=sum(1 for t in traces if t.phase == "Failed" and t.devices is None),
         mismatches=len({t.name for t in traces if t.mismatched} | set(corrected)),
         held_twice=len(observer.held_twice),
-        detection_seconds=tuple(d for t in traces if (d := t.detection_seconds) is not None),
+        detection_seconds=tuple(
+            d
+            for t in traces
+            if (t.mismatched or t.name in corrected) and (d := t.detection_seconds) is not None
+        ),
         seconds=seconds,
     )
 

@@ -21,7 +21,6 @@ import argparse
 import sys
 import tempfile
 import time
-from functools import partial
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -79,20 +78,11 @@ def main() -> int:
             title = f"{args.pods} pods of 1/2/4/8 GPUs in bursts of 25, {args.nodes} x 8-GPU NVLink nodes,"
             run(bed, devices, nodes, "enforce", args.pods, f"{title} phalanx's device plugin:")
             for node in nodes:
-                devices.kill_agent(node)
-                devices.start_agent(node, plugin=False)
-                devices.start_blind_plugin(node)
-            for node in nodes:
-                wait_for(f"{node}'s blind plugin", partial(_offers_eight, bed, node))
+                devices.swap_for_blind_plugin(node)
             run(bed, devices, nodes, "observe", args.blind_pods, "the same with a topology-blind plugin:")
         finally:
             bed.stop()
     return 0
-
-
-def _offers_eight(bed: Testbed, node: str) -> bool:
-    status = bed.http.request("GET", f"/api/v1/nodes/{node}").get("status") or {}
-    return bool((status.get("allocatable") or {}).get("nvidia.com/gpu") == "8")
 
 
 if __name__ == "__main__":

@@ -12,7 +12,6 @@ from __future__ import annotations
 import signal
 import time
 from collections.abc import Iterator
-from functools import partial
 
 import pytest
 from bed_devices import DeviceBed
@@ -30,7 +29,7 @@ from node_side import (
 from workload import create_pod, events_for, get_pod, list_pods, wait_for, wait_pod
 
 from kubeio.http import JsonObject, KubeHttp
-from scheduling.model import GPU_RESOURCE, GPUS_ANNOTATION, UNHEALTHY_GPUS_ANNOTATION
+from scheduling.model import GPUS_ANNOTATION, UNHEALTHY_GPUS_ANNOTATION
 from testbed.nodes import SimNodeSpec
 from tests.conftest import REPO
 
@@ -101,7 +100,7 @@ def test_restarting_the_agent_and_its_plugin_mid_burst_gives_no_pod_a_wrong_set(
             prefix="c",
         )
         for node in restarted:
-            wait_for(f"{node} to offer its 8 GPUs again", partial(_offers, devices, node, "8"))
+            devices.wait_allocatable(node, 8)
         wait_for("every pod to finish", lambda: settled(http, namespace), timeout=600, interval=2.0)
     result = figures(observer, time.monotonic() - started, corrected_pods(http, namespace))
     _report(f"agent and plugin of {restarted} killed and restarted mid-burst:", result.lines())
@@ -112,16 +111,6 @@ def test_restarting_the_agent_and_its_plugin_mid_burst_gives_no_pod_a_wrong_set(
     assert result.ran + result.rejected == result.pods
     after = [t for t in observer.traces.values() if t.node in restarted and (t.running_at or 0) > restart]
     assert after, "no pod was admitted on a restarted node after its plugin registered again"
-
-
-def _offers(devices: DeviceBed, node: str, gpus: str) -> bool:
-    return _allocatable(devices, node) == gpus
-
-
-def _allocatable(devices: DeviceBed, node: str) -> str | None:
-    status = devices.bed.http.request("GET", f"/api/v1/nodes/{node}").get("status") or {}
-    value = (status.get("allocatable") or {}).get(GPU_RESOURCE)
-    return None if value is None else str(value)
 
 
 def test_a_gpu_nvml_marks_unhealthy_is_not_chosen_again_and_its_pod_hears_of_it(
@@ -141,7 +130,7 @@ def test_a_gpu_nvml_marks_unhealthy_is_not_chosen_again_and_its_pod_hears_of_it(
             == str(failing)
         ),
     )
-    wait_for("the kubelet to count it out", lambda: _allocatable(devices, HEALTH_NODE) == "7")
+    devices.wait_allocatable(HEALTH_NODE, 7)
     event = wait_for(
         "a GPUUnhealthy event on the pod holding it",
         lambda: [e for e in events_for(http, namespace, "holder") if e["reason"] == "GPUUnhealthy"],
@@ -188,10 +177,7 @@ def test_a_topology_blind_plugin_is_caught_and_phalanx_then_chooses_from_the_tru
 ) -> None:
     """NVIDIA's-plugin mode: the kubelet picks any GPUs; the agent corrects the annotations within seconds."""
     http = devices.bed.http
-    devices.kill_agent(BLIND_NODE, signal.SIGTERM)
-    devices.start_agent(BLIND_NODE, plugin=False)
-    devices.start_blind_plugin(BLIND_NODE)
-    wait_for("the blind plugin's GPUs", lambda: _allocatable(devices, BLIND_NODE) == "8")
+    devices.swap_for_blind_plugin(BLIND_NODE)
     started = time.monotonic()
     with Observer(http, namespace, uuid_indices(http, [BLIND_NODE])) as observer:
         for i in range(5):
@@ -216,3 +202,25 @@ def test_a_topology_blind_plugin_is_caught_and_phalanx_then_chooses_from_the_tru
 def _agreed(observer: Observer, count: int) -> bool:
     traces = [t for t in observer.traces.values() if t.devices is not None and t.agreed_at is not None]
     return len(traces) >= count
+
+
+def test_a_gpu_pod_another_scheduler_placed_is_recorded_and_phalanx_places_around_it(
+    devices: DeviceBed, namespace: str
+) -> None:
+    """A pod bound without phalanx gets its real indices written on it; phalanx's next choices avoid them."""
+    http = devices.bed.http
+    node = BURST_NODES[2]
+    foreign = device_pod("foreign", 1, node=node)
+    foreign["spec"].pop("nodeSelector")
+    foreign["spec"].update({"schedulerName": "default-scheduler", "nodeName": node})
+    with Observer(http, namespace, uuid_indices(http, [node])) as observer:
+        create_pod(http, namespace, foreign)
+        wait_for("the foreign pod's GPU recorded on it", lambda: _agreed(observer, 1))
+        held = set(observer.traces["foreign"].devices or ())
+        for i in range(7):
+            create_pod(http, namespace, device_pod(f"ours-{i}", 1, node=node))
+        wait_for("seven pods of phalanx running", lambda: _agreed(observer, 8), timeout=120)
+    assert [e["reason"] for e in events_for(http, namespace, "foreign")].count("GPUsRecorded") == 1
+    chosen = {t.name: set(t.first_annotation or ()) for t in observer.traces.values() if t.name != "foreign"}
+    assert all(gpus and not gpus & held for gpus in chosen.values()), (held, chosen)
+    assert corrected_pods(http, namespace) == {}
