@@ -54,6 +54,7 @@ def flock(path: Path, log: Callable[[str], None], what: str) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
+
 def proc_stat(pid: int) -> tuple[str, int] | None:
     """Return (state, start time in clock ticks) of ``pid`` from /proc, or None if gone."""
     try:

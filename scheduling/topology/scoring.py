@@ -31,7 +31,6 @@ from scheduling.topology.search import search
 MAX_NODE_SCORE = 10
 """kube-scheduler's ``MaxExtenderPriority``."""
 
-
 @dataclass(frozen=True, slots=True)
 class GpuSetChoice:
     """The GPUs chosen for a request and why.
