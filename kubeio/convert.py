@@ -30,6 +30,7 @@ from scheduling.model import (
     GROUP_LABEL,
     PIN_KEY,
     TOPOLOGY_ANNOTATION,
+    UNHEALTHY_GPUS_ANNOTATION,
     Node,
     Pod,
     PodGroup,
@@ -207,6 +208,7 @@ def node_from_api(raw: object, topologies: TopologyCache | None = None) -> Node:
             isinstance(t, dict) and t.get("key") == PIN_KEY for t in _list(spec.get("taints"), "spec.taints")
         ),
         taints=taints_of(spec),
+        unhealthy_gpus=frozenset(parse_gpu_indices(annotations.get(UNHEALTHY_GPUS_ANNOTATION)) or ()),
     )
 
 

@@ -2,7 +2,8 @@
 
 The only place that builds real objects: settings from flags and environment, the NVML module (the real
 ``pynvml``, or a fake built from a file for machines without GPUs), the API client, the publisher and the
-loop, and the SIGTERM/SIGINT handlers that stop the loop after the current cycle.
+loop, the node-side duties (what pods really hold, GPU health, the device plugin: ``nodeagent.node_side``)
+and the SIGTERM/SIGINT handlers that stop the loop after the current cycle.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from kubeio.http import KubeHttp, load_api_client
 from kubeio.node_annotations import NodeAnnotations
 from nodeagent.agent import Backoff, CycleOutcome, NodeAgent
 from nodeagent.fake_nvml import FakeNvml
+from nodeagent.gpu_health import NvmlEvents
+from nodeagent.node_side import NodeSide
 from nodeagent.nvml_api import NvmlModule
 from nodeagent.nvml_reader import NvmlTopologyReader
 from nodeagent.publisher import TopologyPublisher
@@ -35,7 +38,8 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
     """Run the agent; returns the process exit status."""
     settings = parse_settings(argv, os.environ if environ is None else environ)
     configure_logging(settings.log_level)
-    reader = NvmlTopologyReader(nvml_module(settings), log=logging.getLogger("nodeagent.nvml"))
+    nvml = nvml_module(settings)
+    reader = NvmlTopologyReader(nvml, log=logging.getLogger("nodeagent.nvml"))
     if settings.print_only:
         reading = reader.read()
         if reading.document is None:
@@ -44,7 +48,7 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
         print(reading.document.to_json())
         return 0
     assert settings.node_name is not None  # parse_settings insists on it without --print
-    http = KubeHttp(load_api_client(settings.kubeconfig, pool_size=2), user_agent="phalanx-node-agent")
+    http = KubeHttp(load_api_client(settings.kubeconfig, pool_size=8), user_agent="phalanx-node-agent")
     publisher = TopologyPublisher(
         NodeAnnotations(http, timeout=settings.api_timeout_seconds), settings.node_name, log=log
     )
@@ -60,6 +64,8 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
+    events: NvmlEvents = nvml  # type: ignore[assignment]  # pynvml and the fake have the event calls too
+    NodeSide(settings, http, reader.read, events).start(stop)
     agent.run(stop)
     return 0
 
@@ -70,7 +76,9 @@ def nvml_module(settings: AgentSettings) -> NvmlModule:
         nvml: NvmlModule = pynvml
         return nvml
     log.warning("answering NVML calls from %s, not from the driver", settings.fake_topology)
-    return FakeNvml(load_topology(Path(settings.fake_topology), settings.fake_gpu_model))
+    return FakeNvml(
+        load_topology(Path(settings.fake_topology), settings.fake_gpu_model), xid_file=settings.fake_xid_file
+    )
 
 
 def load_topology(path: Path, gpu_model: str | None) -> TopologyDocument:

@@ -10,7 +10,8 @@ and switches comes from :mod:`nodeagent.fake_layout`.
 
 Failure knobs: ``init_error`` (``nvmlInit`` raises that code: library missing, driver not loaded),
 ``lose_gpu`` (a GPU answers ``GPU_IS_LOST`` from the first call of a given function on it onwards),
-``nvlink_unsupported``, ``mig_gpus`` and ``errors`` (a function always raises a given code).
+``nvlink_unsupported``, ``mig_gpus`` and ``errors`` (a function always raises a given code). NVML
+events (critical Xids) come from :mod:`nodeagent.fake_nvml_events` (``inject_xid``, ``xid_file``).
 """
 
 # ruff: noqa: N802 - the methods carry pynvml's own camelCase names
@@ -24,6 +25,7 @@ from typing import TypeVar
 
 from nodeagent import nvml_constants as c
 from nodeagent.fake_layout import FakeGpu, FakeLink, FakeNode, layout
+from nodeagent.fake_nvml_events import FakeNvmlEvents
 from nodeagent.nvml_api import nvml_topology_value, nvml_version_value
 from nodeagent.nvml_values import mask_from_cpulist
 from scheduling.topology import PcieLevel, TopologyDocument
@@ -64,7 +66,7 @@ class FakePciInfo:
     busIdLegacy: str  # noqa: N815 - pynvml's field name
 
 
-class FakeNvml(c.NvmlConstants):
+class FakeNvml(FakeNvmlEvents):
     """A module-like object with pynvml's names, answering consistently with one document.
 
     Attributes:
@@ -84,6 +86,7 @@ class FakeNvml(c.NvmlConstants):
         nvlink_unsupported: bool = False,
         mig_gpus: Iterable[int] = (),
         errors: Mapping[str, int] | None = None,
+        xid_file: str | None = None,
     ) -> None:
         self.node: FakeNode = layout(document)
         self.calls: Counter[str] = Counter()
@@ -95,6 +98,7 @@ class FakeNvml(c.NvmlConstants):
         self._mig = frozenset(mig_gpus)
         self._errors = dict(errors or {})
         self._sessions = 0
+        self._events_init(xid_file)
 
     @property
     def sessions(self) -> int:
@@ -198,6 +202,18 @@ class FakeNvml(c.NvmlConstants):
     def pcie_level(self, a: int, b: int) -> PcieLevel:
         """The level the fake reports for GPUs ``a`` and ``b``."""
         return self.node.levels[(a, b) if a < b else (b, a)]
+
+    def _handle_of(self, index: int) -> object:
+        return FakeHandle(index)
+
+    def _index_of_handle(self, handle: object, call: str) -> int:
+        return self._gpu(handle, call).index
+
+    def _uuids(self) -> tuple[str, ...]:
+        return tuple(gpu.uuid for gpu in self.node.gpus)
+
+    def _error(self, code: int) -> Exception:
+        return nvml_error(code)
 
     def _enter(self, call: str, *, needs_session: bool = True) -> None:
         self.calls[call] += 1

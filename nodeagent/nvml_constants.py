@@ -13,6 +13,7 @@ ERROR_CLASS_NAMES = {
     4: "NoPermission",
     6: "NotFound",
     9: "DriverNotLoaded",
+    10: "Timeout",
     12: "LibraryNotFound",
     13: "FunctionNotFound",
     15: "GpuIsLost",
@@ -29,6 +30,7 @@ ERROR_NAMES = {
     4: "Insufficient Permissions",
     6: "Not Found",
     9: "Driver Not Loaded",
+    10: "Timeout",
     12: "NVML Shared Library Not Found",
     13: "Function Not Found",
     15: "GPU is lost",
@@ -82,3 +84,9 @@ class NvmlConstants:
     NVML_NVLINK_VERSION_4_0: int = 6
     NVML_NVLINK_VERSION_5_0: int = 7
     NVML_NVLINK_VERSION_6_0: int = 8
+
+    NVML_ERROR_TIMEOUT: int = 10
+
+    nvmlEventTypeSingleBitEccError: int = 0x1  # noqa: N815 - pynvml's name
+    nvmlEventTypeDoubleBitEccError: int = 0x2  # noqa: N815 - pynvml's name
+    nvmlEventTypeXidCriticalError: int = 0x8  # noqa: N815 - pynvml's name

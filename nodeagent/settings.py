@@ -18,6 +18,17 @@ ENV_INTERVAL = "PHALANX_NODE_AGENT_INTERVAL_SECONDS"
 ENV_MAX_BACKOFF = "PHALANX_NODE_AGENT_MAX_BACKOFF_SECONDS"
 ENV_API_TIMEOUT = "PHALANX_API_TIMEOUT_SECONDS"
 ENV_LOG_LEVEL = LOG_LEVEL_ENV
+ENV_DEVICE_PLUGIN = "PHALANX_DEVICE_PLUGIN"
+ENV_DEVICE_PLUGIN_DIR = "PHALANX_DEVICE_PLUGIN_DIR"
+ENV_POD_RESOURCES = "PHALANX_POD_RESOURCES_SOCKET"
+ENV_TRUTH_INTERVAL = "PHALANX_TRUTH_INTERVAL_SECONDS"
+ENV_METRICS_PORT = "PHALANX_NODE_AGENT_METRICS_PORT"
+
+DEVICE_PLUGIN_DIR = "/var/lib/kubelet/device-plugins"
+"""Where the kubelet looks for device plugins (``kubelet.sock`` and the plugins' sockets)."""
+
+POD_RESOURCES_SOCKET = "/var/lib/kubelet/pod-resources/kubelet.sock"
+"""The kubelet's PodResources API."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +68,26 @@ class AgentSettings:
 
     log_level: str = "INFO"
     """Python logging level (``PHALANX_LOG_LEVEL``)."""
+
+    device_plugin: bool = False
+    """Serve phalanx's device plugin for ``nvidia.com/gpu`` (``--device-plugin`` /
+    ``PHALANX_DEVICE_PLUGIN=true``): the mode in which the container gets the GPUs phalanx chose. Off,
+    another plugin (NVIDIA's) allocates and the agent only reads back what it gave."""
+
+    device_plugin_dir: str = DEVICE_PLUGIN_DIR
+    """The kubelet's device-plugin directory (``--device-plugin-dir``)."""
+
+    pod_resources_socket: str = POD_RESOURCES_SOCKET
+    """The kubelet's PodResources socket (``--pod-resources-socket``); empty: do not read the truth."""
+
+    truth_interval_seconds: float = 1.0
+    """Time between reads of what each pod really holds (an ``Allocate`` triggers one at once)."""
+
+    metrics_port: int = 0
+    """Serve Prometheus metrics on this port (``--metrics-port``); 0: none."""
+
+    fake_xid_file: str | None = None
+    """With ``--fake-topology``: NVML events come from this file (lines ``<gpu index> <xid>``)."""
 
 
 def parse_settings(argv: Sequence[str] | None, environ: Mapping[str, str]) -> AgentSettings:
@@ -98,6 +129,39 @@ def parse_settings(argv: Sequence[str] | None, environ: Mapping[str, str]) -> Ag
     parser.add_argument("--fake-topology", metavar="FILE", help="answer NVML from a topo -m or JSON file")
     parser.add_argument("--fake-gpu-model", metavar="NAME", help="GPU model of a topo -m --fake-topology")
     parser.add_argument(
+        "--device-plugin",
+        type=_boolean,
+        nargs="?",
+        const=True,
+        default=environ.get(ENV_DEVICE_PLUGIN) or "false",
+        help=f"serve phalanx's device plugin for nvidia.com/gpu (${ENV_DEVICE_PLUGIN}; default %(default)s)",
+    )
+    parser.add_argument(
+        "--device-plugin-dir",
+        default=environ.get(ENV_DEVICE_PLUGIN_DIR) or DEVICE_PLUGIN_DIR,
+        help=f"the kubelet's device-plugin directory (${ENV_DEVICE_PLUGIN_DIR}; default %(default)s)",
+    )
+    parser.add_argument(
+        "--pod-resources-socket",
+        default=environ.get(ENV_POD_RESOURCES, POD_RESOURCES_SOCKET),
+        help=f"the kubelet's PodResources socket, empty for none (${ENV_POD_RESOURCES}; default %(default)s)",
+    )
+    parser.add_argument(
+        "--truth-interval",
+        type=positive_number,
+        default=environ.get(ENV_TRUTH_INTERVAL) or defaults.truth_interval_seconds,
+        help=f"seconds between reads of what pods hold (${ENV_TRUTH_INTERVAL}; default %(default)s)",
+    )
+    parser.add_argument(
+        "--metrics-port",
+        type=_port,
+        default=environ.get(ENV_METRICS_PORT) or "0",
+        help=f"serve Prometheus metrics on this port, 0 for none (${ENV_METRICS_PORT}; default %(default)s)",
+    )
+    parser.add_argument(
+        "--fake-xid-file", metavar="FILE", help="with --fake-topology: NVML Xid events from FILE"
+    )
+    parser.add_argument(
         "--log-level",
         default=environ.get(ENV_LOG_LEVEL) or defaults.log_level,
         choices=["DEBUG", "INFO", "WARNING", "ERROR"],
@@ -119,4 +183,42 @@ def parse_settings(argv: Sequence[str] | None, environ: Mapping[str, str]) -> Ag
         fake_topology=args.fake_topology,
         fake_gpu_model=args.fake_gpu_model,
         log_level=args.log_level,
+        device_plugin=args.device_plugin,
+        device_plugin_dir=args.device_plugin_dir,
+        pod_resources_socket=args.pod_resources_socket,
+        truth_interval_seconds=args.truth_interval,
+        metrics_port=args.metrics_port,
+        fake_xid_file=args.fake_xid_file,
     )
+
+
+def _boolean(text: object) -> bool:
+    """Argparse type: ``true``/``false`` (also ``1``/``0``, ``yes``/``no``), any case.
+
+    Raises:
+        argparse.ArgumentTypeError: anything else.
+    """
+    value = str(text).strip().lower()
+    if value in ("true", "1", "yes"):
+        return True
+    if value in ("false", "0", "no"):
+        return False
+    msg = f"{text!r} is not true or false"
+    raise argparse.ArgumentTypeError(msg)
+
+
+def _port(text: object) -> int:
+    """Argparse type: a TCP port, 0 to 65535 (0: off).
+
+    Raises:
+        argparse.ArgumentTypeError: not such a number.
+    """
+    try:
+        value = int(str(text))
+    except ValueError:
+        msg = f"{text!r} is not a port number"
+        raise argparse.ArgumentTypeError(msg) from None
+    if not 0 <= value <= 65535:
+        msg = f"{text!r} is not a port number (0 to 65535)"
+        raise argparse.ArgumentTypeError(msg)
+    return value

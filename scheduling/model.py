@@ -22,6 +22,10 @@ GPUS_ANNOTATION = "phalanx.io/gpus"
 TOPOLOGY_ANNOTATION = DOCUMENT_ANNOTATION
 """Node annotation holding the node's GPU topology document (see ``scheduling.topology``)."""
 
+UNHEALTHY_GPUS_ANNOTATION = "phalanx.io/unhealthy-gpus"
+"""Node annotation, written by the node agent, listing the GPU indices NVML reported failing ("3,5");
+phalanx gives them to no pod (the kubelet's allocatable already counts them out)."""
+
 GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
 """Pod label naming the pod's PodGroup (scheduler-plugins convention, used by MPI Operator v2)."""
 
@@ -234,6 +238,7 @@ class Node:
             phalanx then places no GPU pod there, since its GPU indices cannot be trusted.
         pin_taint: the node carries the ``phalanx.io/hostname`` taint of the elastic pool.
         taints: ``spec.taints``, the pin taint among them.
+        unhealthy_gpus: the indices of ``phalanx.io/unhealthy-gpus``: GPUs no pod may be given.
     """
 
     name: str
@@ -245,22 +250,38 @@ class Node:
     topology_problem: str | None = None
     pin_taint: bool = False
     taints: tuple[Taint, ...] = ()
+    unhealthy_gpus: frozenset[int] = frozenset()
+
+    @property
+    def _gpu_count(self) -> int:
+        """How many GPU indices the node has, healthy or not."""
+        if self.topology is not None:
+            return self.topology.gpu_count
+        return self.allocatable.gpus + len(self.unhealthy_gpus)
 
     @property
     def gpu_total(self) -> int:
         """How many GPUs the node offers (``len(gpu_indices)``, without building the set)."""
-        count = self.allocatable.gpus
-        if self.topology is not None:
-            count = min(count, self.topology.gpu_count)
-        return count
+        count = self._gpu_count
+        healthy = count - sum(1 for i in self.unhealthy_gpus if i < count)
+        return min(self.allocatable.gpus, healthy)
 
     @property
     def gpu_indices(self) -> frozenset[int]:
-        """The GPU indices the node offers, as the device plugin numbers them.
+        """The GPU indices the node offers, as NVML numbers them.
 
-        ``0 .. allocatable-1``, cut to the GPUs the topology document lists when it lists fewer.
+        The healthy indices (the topology document's GPUs, else as many as allocatable and unhealthy
+        together), lowest first, cut to ``allocatable`` (the kubelet counts an unhealthy GPU out of
+        allocatable; a GPU it counts out that phalanx was not told of costs the highest index).
+
+        >>> from scheduling.model import Resources
+        >>> sorted(Node("n", Resources(gpus=3), unhealthy_gpus=frozenset({1})).gpu_indices)
+        [0, 2, 3]
         """
-        return frozenset(range(self.gpu_total))
+        if not self.unhealthy_gpus:
+            return frozenset(range(self.gpu_total))
+        usable = [i for i in range(self._gpu_count) if i not in self.unhealthy_gpus]
+        return frozenset(usable[: self.allocatable.gpus])
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,6 +8,10 @@ placement. A node made not Ready (``testbed.nodes.set_ready``) is a node whose k
 pods are neither started nor finished, and their deletions hang, as on a real node that stopped
 reporting.
 
+A simulated node that names a kubelet device manager (``testbed.device_manager``) admits GPU pods
+through it, as a real kubelet does: the containers get their devices from the registered device plugin,
+and a pod the device manager cannot serve is rejected.
+
 MPI Operator jobs train: the launcher pod of an MPIJob annotated ``phalanx.io/sim-work-gpu-seconds``
 succeeds once its Running pods' GPUs have done that much work, slower when they span more nodes
 (the model is in ``testbed.training``); the progress is logged at every change of speed and every
@@ -33,6 +37,8 @@ from kubeio.convert import ConvertError, pod_requests
 from kubeio.errors import KubeError, NotFoundError
 from kubeio.http import JsonObject, KubeHttp, load_api_client
 from kubeio.reflector import Collection, Reflector
+from scheduling.model import GPU_RESOURCE
+from testbed.device_manager import Admission, DeviceNodes, rejected_status, with_devices
 from testbed.training import (
     JOB_NAME_LABEL,
     JOB_ROLE_LABEL,
@@ -119,7 +125,9 @@ def succeeded_status(pod: JsonObject, now: str) -> JsonObject:
 class SimKubelet:
     """Drives pods on simulated nodes through their lifecycle."""
 
-    def __init__(self, http: KubeHttp, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self, http: KubeHttp, *, clock: Callable[[], float] = time.time, stop: threading.Event | None = None
+    ) -> None:
         self._http = http
         self._clock = clock
         self._lock = threading.Lock()
@@ -128,16 +136,27 @@ class SimKubelet:
         self._timers: list[tuple[float, str, str, str]] = []  # (due, uid, namespace, name)
         self._training = TrainingBook()
         self._wake = threading.Event()
+        self._devices = DeviceNodes(
+            running=self._admitted,
+            rejected=self._rejected,
+            node_resources=self._node_resources,
+            stop=stop or threading.Event(),
+        )
 
     # node tracking
     def nodes_replaced(self, items: list[JsonObject]) -> None:
         """A full node list: remember which nodes are simulated and Ready (the ones this kubelet runs)."""
         with self._lock:
             self._sim_nodes = {n["metadata"]["name"] for n in items if _is_simulated(n) and _is_ready(n)}
+        for node in items:
+            if _is_simulated(node):
+                self._devices.node(node["metadata"]["name"], node["metadata"].get("annotations") or {})
 
     def node_event(self, kind: str, node: JsonObject) -> None:
         """A node watch event."""
         name = node["metadata"]["name"]
+        if kind != "DELETED" and _is_simulated(node):
+            self._devices.node(name, node["metadata"].get("annotations") or {})
         with self._lock:
             if kind != "DELETED" and _is_simulated(node) and _is_ready(node):
                 self._sim_nodes.add(name)
@@ -160,6 +179,7 @@ class SimKubelet:
             with self._lock:
                 self._started.discard(uid)
             self._stop_training(uid)
+            self._devices.remove(str(node), pod)
             return
         with self._lock:
             simulated = node in self._sim_nodes
@@ -171,13 +191,51 @@ class SimKubelet:
             return
         if status.get("phase") in ("Succeeded", "Failed"):
             self._stop_training(uid)
+            self._devices.remove(str(node), pod)
             return
         with self._lock:
             if uid in self._started:
                 return
             self._started.add(uid)
+        if self._devices.manages(node):
+            self._devices.admit(str(node), pod)  # _admitted or _rejected follows, in the node's order
+            return
         self._patch_status(meta, running_status(pod, _now_text(self._clock)))
-        self._start_training(pod, str(node))
+        self._run(pod, str(node))
+
+    def _admitted(self, pod: JsonObject, admission: Admission) -> None:
+        """The device manager gave every container its devices: the pod runs."""
+        patch = with_devices(running_status(pod, _now_text(self._clock)), admission.statuses)
+        self._patch_status(pod["metadata"], patch)
+        self._run(pod, str((pod.get("spec") or {}).get("nodeName")))
+
+    def _rejected(self, pod: JsonObject, admission: Admission) -> None:
+        """The device manager could not serve the pod: the kubelet rejects it (Failed)."""
+        self._patch_status(pod["metadata"], rejected_status(admission.reason, admission.message))
+
+    def _node_resources(self, node: str, capacity: dict[str, str], allocatable: dict[str, str]) -> None:
+        """Report the device manager's capacity and allocatable on the Node, as the kubelet does."""
+        body = {
+            "status": {
+                "capacity": {GPU_RESOURCE: "0", **capacity},
+                "allocatable": {GPU_RESOURCE: "0", **allocatable},
+            }
+        }
+        try:
+            self._http.request(
+                "PATCH",
+                f"/api/v1/nodes/{quote(node)}/status",
+                body=body,
+                content_type="application/merge-patch+json",
+            )
+        except KubeError as exc:
+            log.warning("node %s: reporting device capacity: %s", node, exc)
+
+    def _run(self, pod: JsonObject, node: str) -> None:
+        """A started pod: its training (MPIJobs) and its simulated duration begin."""
+        meta = pod["metadata"]
+        uid = meta["uid"]
+        self._start_training(pod, node)
         duration = (meta.get("annotations") or {}).get(DURATION_ANNOTATION)
         if duration is not None:
             try:
@@ -319,7 +377,7 @@ def _is_ready(node: JsonObject) -> bool:
 def run(kubeconfig: str | None, stop: threading.Event) -> None:
     """Watch nodes and pods and drive simulated pods until ``stop`` is set."""
     http = KubeHttp(load_api_client(kubeconfig), user_agent="phalanx-sim-kubelet")
-    kubelet = SimKubelet(http)
+    kubelet = SimKubelet(http, stop=stop)
     nodes = Reflector(
         http,
         Collection("/api/v1/nodes"),

@@ -22,6 +22,7 @@ from kubeio.errors import ConflictError
 from kubeio.http import JsonObject, KubeHttp, load_api_client
 from scheduling.model import GPU_RESOURCE, TOPOLOGY_ANNOTATION
 from scheduling.topology import parse_topo_matrix
+from testbed.device_manager import DEVICE_MANAGER_ANNOTATION
 from testbed.kubelet import SIMULATED_LABEL
 
 ZONE_LABEL = "topology.kubernetes.io/zone"
@@ -39,6 +40,9 @@ class SimNodeSpec:
         memory: memory allocatable, as a quantity string.
         labels: extra labels (zone, rack, ...).
         topology: the topology document JSON for the annotation, or ``None``.
+        device_manager: the control socket of the node's kubelet device manager (``hack/devicemanager``),
+            or ``None`` for a node whose pods simply run; with one, the node reports no GPUs until a
+            device plugin registers, as a real kubelet does.
     """
 
     name: str
@@ -47,6 +51,7 @@ class SimNodeSpec:
     memory: str = "512Gi"
     labels: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     topology: str | None = None
+    device_manager: str | None = None
 
 
 def fleet(
@@ -77,6 +82,8 @@ def fleet(
 def node_object(spec: SimNodeSpec) -> JsonObject:
     """The Node to create (status is set separately: creation ignores it)."""
     annotations = {TOPOLOGY_ANNOTATION: spec.topology} if spec.topology else {}
+    if spec.device_manager:
+        annotations[DEVICE_MANAGER_ANNOTATION] = spec.device_manager
     return {
         "apiVersion": "v1",
         "kind": "Node",
@@ -100,7 +107,7 @@ def status_patch(spec: SimNodeSpec, now: str) -> JsonObject:
     """The status a healthy kubelet reports: capacity, allocatable and ``Ready=True``."""
     resources = {"cpu": str(spec.cpu), "memory": spec.memory, "pods": "110", "ephemeral-storage": "1Ti"}
     if spec.gpus:
-        resources[GPU_RESOURCE] = str(spec.gpus)
+        resources[GPU_RESOURCE] = "0" if spec.device_manager else str(spec.gpus)
     return {
         "status": {
             "capacity": resources,

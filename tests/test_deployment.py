@@ -179,7 +179,17 @@ def test_the_dockerfile_user_is_numeric_and_not_root() -> None:
     assert not gid or (gid.isdigit() and int(gid) != 0)
 
 
-@pytest.mark.parametrize("container", OURS, ids=_ids(OURS))
+KUBELET_SOCKET_DIRS = {"/var/lib/kubelet/device-plugins", "/var/lib/kubelet/pod-resources"}
+"""The only host paths any container may mount: the kubelet's device-plugin and PodResources sockets."""
+
+NODE_SIDE = [c for c in OURS if c.spec["name"] == "node-agent"]
+"""The one container that talks to the kubelet's sockets; they belong to root, so it runs as uid 0."""
+ELSEWHERE = [c for c in CONTAINERS if c not in NODE_SIDE]
+
+
+@pytest.mark.parametrize(
+    "container", [c for c in OURS if c not in NODE_SIDE], ids=_ids([c for c in OURS if c not in NODE_SIDE])
+)
 def test_phalanx_containers_run_as_the_dockerfile_user(container: Container) -> None:
     uid, _, gid = DOCKERFILE.user.partition(":")
     assert container.security.get("runAsUser") == int(uid)
@@ -187,12 +197,33 @@ def test_phalanx_containers_run_as_the_dockerfile_user(container: Container) -> 
         assert container.security.get("runAsGroup") == int(gid)
 
 
-@pytest.mark.parametrize("container", CONTAINERS, ids=_ids(CONTAINERS))
-def test_every_container_is_locked_down(container: Container) -> None:
+@pytest.mark.parametrize("container", ELSEWHERE, ids=_ids(ELSEWHERE))
+def test_every_container_but_the_node_agent_runs_as_a_user_that_is_not_root(container: Container) -> None:
     security = container.security
     assert security.get("runAsNonRoot") is True
     assert isinstance(security.get("runAsUser"), int)
     assert security["runAsUser"] != 0
+    assert not [v for v in container.pod.get("volumes") or [] if "hostPath" in v]
+
+
+@pytest.mark.parametrize("container", NODE_SIDE, ids=_ids(NODE_SIDE))
+def test_the_node_agent_is_root_only_for_the_kubelet_sockets(container: Container) -> None:
+    """User 0 with every capability dropped, and of the host only the two kubelet socket directories."""
+    assert container.security.get("runAsUser") == 0
+    host = {v["name"]: v["hostPath"] for v in container.pod.get("volumes") or [] if "hostPath" in v}
+    assert {h["path"] for h in host.values()} == KUBELET_SOCKET_DIRS
+    assert all(h.get("type") == "Directory" for h in host.values())
+    mounts = {m["name"]: m for m in container.spec.get("volumeMounts") or []}
+    assert {mounts[name]["mountPath"] for name in host} == KUBELET_SOCKET_DIRS
+    assert (
+        mounts[next(n for n, h in host.items() if h["path"].endswith("pod-resources"))].get("readOnly")
+        is True
+    )
+
+
+@pytest.mark.parametrize("container", CONTAINERS, ids=_ids(CONTAINERS))
+def test_every_container_is_locked_down(container: Container) -> None:
+    security = container.security
     assert security.get("readOnlyRootFilesystem") is True
     assert security.get("allowPrivilegeEscalation") is False
     assert security.get("privileged") in (None, False)
@@ -200,7 +231,8 @@ def test_every_container_is_locked_down(container: Container) -> None:
     assert (container.pod.get("securityContext") or {}).get("seccompProfile") == {"type": "RuntimeDefault"}
     for key in ("hostNetwork", "hostPID", "hostIPC"):
         assert not container.pod.get(key), key
-    assert not [v for v in container.pod.get("volumes") or [] if "hostPath" in v]
+    host = [v["hostPath"]["path"] for v in container.pod.get("volumes") or [] if "hostPath" in v]
+    assert set(host) <= KUBELET_SOCKET_DIRS
 
 
 GUNICORN = [c for c in OURS if c.argv[0] == "gunicorn"]

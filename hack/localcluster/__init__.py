@@ -36,6 +36,7 @@ configuration), ``startup`` (bringing components up in order), ``cluster`` (``Lo
 from localcluster.build import (
     BUILD_TARGETS,
     CONTROL_PLANE,
+    DEVICE_MANAGER,
     MODULES,
     MPI_OPERATOR,
     GoModule,
@@ -59,6 +60,7 @@ __all__ = [
     "COMPONENTS",
     "CONTROL_PLANE",
     "DEFAULT_EXTENDER_URL",
+    "DEVICE_MANAGER",
     "KUBECONFIG_PLACEHOLDER",
     "MODULES",
     "MPI_OPERATOR",

@@ -1,11 +1,13 @@
 """Building the local cluster's binaries from the pinned Go modules under ``hack/``, once per source hash.
 
-Two modules, because their Kubernetes libraries cannot share one module graph: ``hack/controlplane``
-(etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl: Kubernetes v1.36, k8s.io/*
-v0.36) and ``hack/mpioperator`` (the Kubeflow MPI Operator v0.7.0, which pins k8s.io/* v0.34). The
-binaries are built rather than downloaded so they are exactly the pinned releases, stamped with their
-versions as the upstream release builds do; each module builds once per source hash into the shared
-cache, under a lock, so concurrent callers build once.
+Three modules: ``hack/controlplane`` (etcd, kube-apiserver, kube-controller-manager, kube-scheduler,
+kubectl: Kubernetes v1.36, k8s.io/* v0.36), ``hack/mpioperator`` (the Kubeflow MPI Operator v0.7.0,
+which pins k8s.io/* v0.34, so it cannot share the control plane's module graph) and
+``hack/devicemanager`` (the test bed's kubelet device manager, our own ``main`` over the same v1.36.3
+modules as the control plane, in a module of its own so that editing it never rebuilds the control
+plane). The binaries are built rather than downloaded so they are exactly the pinned releases, stamped
+with their versions as the upstream release builds do; each module builds once per source hash into the
+shared cache, under a lock, so concurrent callers build once.
 """
 
 from __future__ import annotations
@@ -104,7 +106,15 @@ MPI_OPERATOR = GoModule(
         "cluster-role.yaml": (MPI_OPERATOR_PACKAGE, "manifests/base/cluster-role.yaml"),
     },
 )
-MODULES = (CONTROL_PLANE, MPI_OPERATOR)
+DEVICE_MANAGER = GoModule(
+    "devicemanager",
+    {"devicemanager": "."},
+    # -checklinkname=0: the program reaches the device manager's unexported constructor (the one that
+    # takes the socket path) with a go:linkname pull, which Go 1.23+ refuses without it.
+    lambda source: "-s -w -checklinkname=0",
+    "the kubelet device manager",
+)
+MODULES = (CONTROL_PLANE, MPI_OPERATOR, DEVICE_MANAGER)
 """Every Go module ``build`` builds, in order."""
 
 
@@ -134,7 +144,7 @@ def _copy_files(go: str, module: GoModule, source: Path, env: Mapping[str, str],
 
 
 def build(repo_root: Path | None = None, log: Callable[[str], None] = log_to_stderr) -> Path:
-    """Build every module's binaries (control plane, MPI Operator) unless cached; return the control plane's.
+    """Build every module's binaries (control plane, MPI Operator, device manager) unless cached.
 
     Args:
         repo_root: The checkout whose ``hack/`` modules to build (default: this one).
@@ -142,7 +152,8 @@ def build(repo_root: Path | None = None, log: Callable[[str], None] = log_to_std
 
     Returns:
         The directory holding etcd, kube-apiserver, kube-controller-manager, kube-scheduler and
-        kubectl (the operator's is ``bin_dir(hack/mpioperator)``).
+        kubectl (the operator's is ``bin_dir(hack/mpioperator)``, the device manager's
+        ``bin_dir(hack/devicemanager)``).
 
     Raises:
         ClusterError: If Go is missing or a build fails (the compiler output is included).
@@ -228,4 +239,3 @@ def build_module(
             raise
         log(f"{module.what} built in {time.monotonic() - started:.1f}s: {target}")
     return target
-

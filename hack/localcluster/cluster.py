@@ -71,6 +71,7 @@ class LocalCluster:
         scheduler.kubeconfig    kubeconfig of user system:kube-scheduler
         controller-manager.kubeconfig   of user system:kube-controller-manager
         mpi-operator.kubeconfig of user system:serviceaccount:mpi-operator:mpi-operator
+        node-agent.kubeconfig   of user system:serviceaccount:phalanx-system:phalanx-node-agent
         scheduler-config.yaml   the rendered KubeSchedulerConfiguration
         pki/ auth/ etcd/        certificates and keys, static tokens, etcd data
         logs/<name>.log         stdout+stderr of each process (appended across restarts)
@@ -157,6 +158,11 @@ class LocalCluster:
     def mpi_operator_kubeconfig(self) -> Path:
         """A kubeconfig for the MPI Operator (user ``system:serviceaccount:mpi-operator:mpi-operator``)."""
         return self.state_dir / "mpi-operator.kubeconfig"
+
+    @property
+    def node_agent_kubeconfig(self) -> Path:
+        """A kubeconfig for node agents (the ServiceAccount of ``manifests/node-agent.yaml``)."""
+        return self.state_dir / "node-agent.kubeconfig"
 
     @property
     def ca_file(self) -> Path:

@@ -25,6 +25,10 @@ MPI_OPERATOR_USER = "system:serviceaccount:mpi-operator:mpi-operator"
 """The MPI Operator's identity: a static token named as the ServiceAccount its own install runs as, so
 the ClusterRoleBinding of a real install applies to it unchanged."""
 
+NODE_AGENT_USER = "system:serviceaccount:phalanx-system:phalanx-node-agent"
+"""The node agents' identity on the test bed: the ServiceAccount of ``manifests/node-agent.yaml``, so the
+manifest's RBAC is what the agents run with."""
+
 DAYS = "3650"
 """Validity of every certificate: longer than any local cluster lives."""
 
@@ -161,6 +165,7 @@ USERS: dict[str, tuple[str, str]] = {
     "system:kube-scheduler": ("phalanx-kube-scheduler", ""),
     "system:kube-controller-manager": ("phalanx-kube-controller-manager", ""),
     MPI_OPERATOR_USER: ("phalanx-mpi-operator", "system:serviceaccounts,system:serviceaccounts:mpi-operator"),
+    NODE_AGENT_USER: ("phalanx-node-agent", "system:serviceaccounts,system:serviceaccounts:phalanx-system"),
 }
 """User -> (uid, comma-separated groups) of every static token the apiserver accepts."""
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from localcluster.config import render_scheduler_config
 from localcluster.errors import ClusterError
 from localcluster.locations import kubernetes_version
-from localcluster.pki import MPI_OPERATOR_USER, ensure_pki, ensure_tokens, write_kubeconfig
+from localcluster.pki import MPI_OPERATOR_USER, NODE_AGENT_USER, ensure_pki, ensure_tokens, write_kubeconfig
 from localcluster.processes import Started, alive, http_get, pick_port, spawn_detached, tail
 
 if TYPE_CHECKING:
@@ -70,6 +70,7 @@ def start_all(cluster: LocalCluster, bins: Path) -> None:
         (cluster.scheduler_kubeconfig, "system:kube-scheduler"),
         (cluster.controller_manager_kubeconfig, "system:kube-controller-manager"),
         (cluster.mpi_operator_kubeconfig, MPI_OPERATOR_USER),
+        (cluster.node_agent_kubeconfig, NODE_AGENT_USER),
     )
     for path, user in users:
         write_kubeconfig(path, ports["kube-apiserver"], cluster.ca_file, user, tokens[user])

@@ -124,9 +124,17 @@ NEEDS: dict[str, list[Ask]] = {
         ),
     ],
     NODE_AGENT: [
-        # kubeio/node_annotations.py: GET its Node, merge-patch the topology annotation
+        # kubeio/node_annotations.py: GET its Node, merge-patch the topology and unhealthy-GPU annotations
         Ask("get", "nodes", name="n"),
         Ask("patch", "nodes", name="n"),
+        # kubeio/node_pods.py: list/watch the pods bound to its node (field selector spec.nodeName),
+        # re-list when the kubelet asks about a pod not seen yet, merge-patch phalanx.io/gpus
+        Ask("list", "pods"),
+        Ask("watch", "pods"),
+        Ask("get", "pods", namespace=ANY_NS, name="p"),
+        Ask("patch", "pods", namespace=ANY_NS, name="p"),
+        # kubeio/events.py: GPUsCorrected, GPUsGuessed, GPUUnhealthy on pods
+        Ask("create", "events", namespace=ANY_NS),
     ],
 }
 
@@ -175,8 +183,12 @@ MUST_NOT: dict[str, list[Ask]] = {
         *EVERYONE_DENIED,
         Ask("list", "nodes"),  # it reads only its own Node, by name
         Ask("patch", "nodes", subresource="status", name="n"),
-        Ask("get", "pods", namespace=ANY_NS, name="p"),
-        Ask("create", "events", namespace=ANY_NS),
+        Ask("patch", "pods", subresource="status", namespace=ANY_NS, name="p"),
+        Ask("create", "pods", subresource="binding", namespace=ANY_NS, name="p"),
+        Ask("create", "pods", subresource="eviction", namespace=ANY_NS, name="p"),
+        Ask("delete", "pods", namespace=ANY_NS, name="p"),
+        Ask("create", "pods", namespace=ANY_NS),
+        Ask("update", "pods", namespace=ANY_NS, name="p"),
     ],
 }
 

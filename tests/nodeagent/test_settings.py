@@ -50,6 +50,25 @@ CASES = [
         {},
         AgentSettings(node_name="n", once=True, fake_topology="t.txt", fake_gpu_model="NVIDIA L40S"),
     ),
+    Case(
+        "node-side-flags",
+        ["--node", "n", "--device-plugin", "--device-plugin-dir", "/d", "--pod-resources-socket", "/p.sock"],
+        {"PHALANX_TRUTH_INTERVAL_SECONDS": "0.5", "PHALANX_NODE_AGENT_METRICS_PORT": "9402"},
+        AgentSettings(
+            node_name="n",
+            device_plugin=True,
+            device_plugin_dir="/d",
+            pod_resources_socket="/p.sock",
+            truth_interval_seconds=0.5,
+            metrics_port=9402,
+        ),
+    ),
+    Case(
+        "observe-mode-from-env",
+        ["--fake-xid-file", "/x"],
+        {"NODE_NAME": "n", "PHALANX_DEVICE_PLUGIN": "False", "PHALANX_POD_RESOURCES_SOCKET": ""},
+        AgentSettings(node_name="n", device_plugin=False, pod_resources_socket="", fake_xid_file="/x"),
+    ),
 ]
 
 
@@ -66,8 +85,18 @@ def test_flags_fall_back_to_the_environment(case: Case) -> None:
         ([], {"NODE_NAME": "n", "PHALANX_NODE_AGENT_INTERVAL_SECONDS": "soon"}, "is not a number"),
         (["--node", "n", "--max-backoff", "inf"], {}, "must be a positive"),
         (["--node", "n", "--log-level", "chatty"], {}, "invalid choice"),
+        ([], {"NODE_NAME": "n", "PHALANX_DEVICE_PLUGIN": "maybe"}, "is not true or false"),
+        (["--node", "n", "--metrics-port", "70000"], {}, "is not a port number"),
     ],
-    ids=["no-node", "zero-interval", "bad-env-interval", "infinite-backoff", "bad-log-level"],
+    ids=[
+        "no-node",
+        "zero-interval",
+        "bad-env-interval",
+        "infinite-backoff",
+        "bad-log-level",
+        "bad-mode",
+        "bad-port",
+    ],
 )
 def test_bad_settings_exit_with_usage(
     argv: list[str], environ: dict[str, str], message: str, capsys: pytest.CaptureFixture[str]
