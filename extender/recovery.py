@@ -72,6 +72,13 @@ class GangRecovery:
             [(m.name, m.node) for m in plan],
             [(p.name, p.node_name, p.terminating) for p in pods.values()],
         )
+        if not recovery.done:  # the event before the binds and deletions: a crash cannot lose it then
+            self._teller.announce(
+                group,
+                "Warning" if recovery.delete else "Normal",
+                "GangRecovered",
+                f"gang {group.key}: {recovery.reason}",
+            )
         try:
             for member in recovery.bind:
                 self._bind(
@@ -85,12 +92,6 @@ class GangRecovery:
             return
         if not recovery.done:
             log.info("gang %s recovered: %s", group.key, recovery.reason)
-            self._teller.tell(
-                group,
-                "Warning" if recovery.delete else "Normal",
-                "GangRecovered",
-                f"gang {group.key}: {recovery.reason}",
-            )
             if self._teller.metrics is not None:
                 self._teller.metrics.recoveries.labels(
                     "rolled_back" if recovery.delete else "completed"

@@ -98,11 +98,13 @@ class GateReleaser:
         released: list[str] = []
         refused: list[str] = []
         for group in decision.released:
+            # The event before the ungating (``EventRecorder.record_now``), which a crash cannot then
+            # separate from it; a patch refused leaves the group to the next pass, which decides again.
+            self._record(
+                snapshot, group.group, group.pods, "AdmissionReleased", f"released: {group.reason}", now=True
+            )
             if self._ungate(snapshot, group.pods):
                 released.append(group.group)
-                self._record(
-                    snapshot, group.group, group.pods, "AdmissionReleased", f"released: {group.reason}"
-                )
             else:
                 refused.append(group.group)
                 book = book.without(group.group)
@@ -143,10 +145,18 @@ class GateReleaser:
         self._record(snapshot, group, pods, "AdmissionWaiting", f"kept gated: {reason}")
 
     def _record(
-        self, snapshot: ClusterSnapshot, group: str, pods: Sequence[str], reason: str, text: str
+        self,
+        snapshot: ClusterSnapshot,
+        group: str,
+        pods: Sequence[str],
+        reason: str,
+        text: str,
+        *,
+        now: bool = False,
     ) -> None:
+        write = self._events.record_now if now else self._events.record
         for ref in _refs(snapshot, group, pods):
-            self._events.record(ref, "Normal", reason, text)
+            write(ref, "Normal", reason, text)
 
 
 def _pods_of(snapshot: ClusterSnapshot, group: str) -> list[Pod]:
