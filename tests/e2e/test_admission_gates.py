@@ -4,8 +4,8 @@ Issue 15 (the soak's collapse): kube-scheduler retries every pod the extender tu
 thousands pending a reserved gang's members arrive minutes apart. With the gate webhook
 (``manifests/admission-gate-webhook.yaml``) a pod of scheduler ``phalanx`` is created with the gate
 ``phalanx.io/admission`` and kube-scheduler does not see it until the placement manager's leader
-releases its group. This module runs its own test bed with gates on (the session's runs without, so the
-extender's own gates are tested on pods that reach it ungated, as they do while the webhook is down).
+releases its group. The session's bed runs gates on, as shipped; a test about the extender's own gates
+takes the gate webhook away meanwhile (``tests/e2e/conftest.py``: ``ungated``), as while it is down.
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -38,22 +37,15 @@ from workload import (
 )
 
 from scheduling.model import ADMISSION_GATE
-from testbed.nodes import fleet
 from tests.conftest import REPO
 
 GATE = {"name": ADMISSION_GATE}
 
 
 @pytest.fixture(scope="module")
-def gated_bed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Testbed]:
-    """A test bed whose placement manager gates pods of scheduler phalanx; two 8-GPU nodes."""
-    bed = Testbed(Path(tmp_path_factory.mktemp("gates")), admission_gates=True)
-    try:
-        bed.start()
-        bed.add_nodes(fleet(2, gpus=8))
-        yield bed
-    finally:
-        bed.stop()
+def gated_bed(testbed: Testbed) -> Testbed:
+    """The session's bed: it runs the shipped configuration, gates on (three 8-GPU nodes)."""
+    return testbed
 
 
 @pytest.fixture
