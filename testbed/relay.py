@@ -52,9 +52,12 @@ def _join(client: socket.socket, connect: Callable[[], socket.socket]) -> None:
 
 
 def serve(listener: socket.socket, connect: Callable[[], socket.socket]) -> None:
-    """Accept connections on ``listener`` for ever, each relayed by its own thread."""
+    """Accept connections on ``listener`` until it is closed, each relayed by its own thread."""
     while True:
-        client, _ = listener.accept()
+        try:
+            client, _ = listener.accept()
+        except OSError:  # closed
+            return
         threading.Thread(target=_join, args=(client, connect), daemon=True).start()
 
 

@@ -7,11 +7,14 @@ release, the extender under gunicorn, the simulated kubelet, and simulated 8-GPU
 from __future__ import annotations
 
 import contextlib
+import subprocess
 import sys
 from collections.abc import Iterator
 from itertools import count
 from pathlib import Path
+from typing import Any
 
+import orjson
 import pytest
 
 from tests.conftest import REPO
@@ -107,10 +110,23 @@ def ungated(testbed: Testbed) -> Iterator[None]:
 def _created_gated(bed: Testbed) -> bool:
     """Whether a phalanx pod created now would carry the admission gate (a dry run: nothing is stored)."""
     probe = gpu_pod("gate-probe", 1)
-    created = bed.http.request(
-        "POST", "/api/v1/namespaces/default/pods", query={"dryRun": "All"}, body=probe
-    )
+    created = bed.http.request("POST", "/api/v1/namespaces/default/pods", query={"dryRun": "All"}, body=probe)
     return any(g.get("name") == ADMISSION_GATE for g in created["spec"].get("schedulingGates") or [])
+
+
+def why(bed: Testbed, *args: str) -> subprocess.CompletedProcess[str]:
+    """Run ``phalanx why ARGS`` against the test bed."""
+    argv = [sys.executable, "-m", "cli", "--kubeconfig", str(bed.kubeconfig), "why", *args]
+    return subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=120, check=False)
+
+
+def why_json(bed: Testbed, *args: str) -> dict[str, Any]:
+    """``phalanx why ARGS -o json``, decoded; the table is printed for the report."""
+    done = why(bed, *args, "-o", "json")
+    assert done.returncode == 0, done.stderr
+    answer: dict[str, Any] = orjson.loads(done.stdout)
+    print(why(bed, *args).stdout)  # the table, for the report
+    return answer
 
 
 _names = count()

@@ -29,8 +29,7 @@ from workload import (
 
 from kubeio.errors import NotFoundError
 from kubeio.http import JsonObject
-from tests.e2e.conftest import NODE_GRACE_SECONDS, session_nodes
-from tests.e2e.test_why import why_json
+from tests.e2e.conftest import NODE_GRACE_SECONDS, session_nodes, why_json
 
 UNREACHABLE = "node.kubernetes.io/unreachable"
 

@@ -24,8 +24,7 @@ from workload import (
 
 from kubeio.errors import NotFoundError
 from testbed.nodes import SimNodeSpec, topology_from_file
-from tests.e2e.conftest import BRIDGED_A6000
-from tests.e2e.test_why import why_json
+from tests.e2e.conftest import BRIDGED_A6000, why_json
 
 BRIDGE_PAIRS = {(0, 1), (2, 3), (4, 5), (6, 7)}  # NV4 pairs of the A6000 box the session nodes use
 

@@ -16,13 +16,10 @@ selectors where the layout matters, so kube-scheduler's bin-packing cannot chang
 from __future__ import annotations
 
 import contextlib
-import subprocess
-import sys
 import time
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-import orjson
 from localbed import Testbed
 from workload import (
     create_pod,
@@ -40,23 +37,9 @@ from workload import (
 )
 
 from kubeio.errors import NotFoundError
-from tests.conftest import REPO
+from tests.e2e.conftest import why, why_json
 
 HOST = "kubernetes.io/hostname"
-
-
-def why(bed: Testbed, *args: str) -> subprocess.CompletedProcess[str]:
-    """Run ``phalanx why ARGS`` against the test bed."""
-    argv = [sys.executable, "-m", "cli", "--kubeconfig", str(bed.kubeconfig), "why", *args]
-    return subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=120, check=False)
-
-
-def why_json(bed: Testbed, *args: str) -> dict[str, Any]:
-    done = why(bed, *args, "-o", "json")
-    assert done.returncode == 0, done.stderr
-    answer: dict[str, Any] = orjson.loads(done.stdout)
-    print(why(bed, *args).stdout)  # the table, for the report
-    return answer
 
 
 def pod(
