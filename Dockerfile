@@ -3,9 +3,14 @@
 #   gunicorn --config python:extender.gunicorn_conf 'extender.wsgi:create()'   (the default command)
 #   python -m placement
 #   python -m nodeagent
+# and the tools an admin runs in it: phalanx / kubectl-phalanx (the CLI), python -m simulator.
 # Build: docker build -t ghcr.io/phalanx-scheduler/phalanx:0.1.0 .
 # Not built in this repository's CI (no container engine there); tests/test_deployment.py checks that
-# this file and the manifests agree (image, entry points, user).
+# this file and the manifests agree (image, entry points, user) and builds the layout the build stage
+# makes, without Docker, from exactly the paths below, and runs every entry point's --help in it.
+#
+# Every dependency is pinned with its hashes in requirements.lock (refresh it with hack/lock), so two
+# builds of one commit install the same files.
 #
 # The base is pinned by version (Python 3.11.13 on Debian 12 "bookworm", slim). Pin its digest as well
 # (FROM python:3.11.13-slim-bookworm@sha256:...) where the build runs: no registry is reachable here to
@@ -18,14 +23,23 @@ FROM ${PYTHON_IMAGE} AS build
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 RUN python -m venv /opt/phalanx
 WORKDIR /src
+# The dependencies first, exactly as locked (a file whose hash differs fails the build), in their own
+# layer: a change of the sources does not download them again. setuptools and wheel come from the lock
+# too, so phalanx itself is built with them (--no-build-isolation) and nothing unpinned is fetched.
+COPY requirements.lock ./
+RUN /opt/phalanx/bin/pip install --require-hashes -r requirements.lock
+# Every package [tool.setuptools.packages.find] in pyproject.toml includes, and nothing else.
 COPY pyproject.toml README.md ./
 COPY scheduling scheduling
 COPY kubeio kubeio
 COPY extender extender
 COPY placement placement
 COPY nodeagent nodeagent
+COPY cli cli
+COPY simulator simulator
 # Bytecode is compiled here: the root filesystem is read-only at run time.
-RUN /opt/phalanx/bin/pip install . && /opt/phalanx/bin/python -m compileall -q /opt/phalanx
+RUN /opt/phalanx/bin/pip install --no-deps --no-build-isolation . \
+    && /opt/phalanx/bin/python -m compileall -q /opt/phalanx
 
 # Stage 2: the same base, the environment only: no pip cache, no sources, no build tools.
 FROM ${PYTHON_IMAGE}

@@ -112,6 +112,11 @@ class GangTeller:
         if self.events is not None and group is not None:
             self.events.record(podgroup_ref(group), type_, reason, message)
 
+    def announce(self, group: PodGroup, type_: str, reason: str, message: str) -> None:
+        """Write one event on ``group`` now, before the action it tells of (``EventRecorder.record_now``)."""
+        if self.events is not None:
+            self.events.record_now(podgroup_ref(group), type_, reason, message)
+
 
 class GangBinder:
     """Bind for pods that belong to a PodGroup."""

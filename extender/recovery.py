@@ -79,6 +79,14 @@ class GangRecovery:
             [(m.name, m.node) for m in plan],
             [(p.name, p.node_name, p.phase, p.terminating) for p in pods.values()],
         )
+        rolled_back = recovery.kind is RecoveryKind.ROLLED_BACK
+        # The event before the binds and deletions: a crash cannot lose it then.
+        self._teller.announce(
+            group,
+            "Warning" if rolled_back else "Normal",
+            "GangRecovered",
+            f"gang {group.key}: {recovery.reason}",
+        )
         try:
             for member in recovery.bind:
                 self._bind(
@@ -90,14 +98,7 @@ class GangRecovery:
         except KubeError as exc:
             log.warning("gang %s: recovery step failed (%s); will try again", group.key, exc)
             return
-        rolled_back = recovery.kind is RecoveryKind.ROLLED_BACK
         (log.warning if rolled_back else log.info)("gang %s recovered: %s", group.key, recovery.reason)
-        self._teller.tell(
-            group,
-            "Warning" if rolled_back else "Normal",
-            "GangRecovered",
-            f"gang {group.key}: {recovery.reason}",
-        )
         if self._teller.metrics is not None:
             self._teller.metrics.recoveries.labels(recovery.kind.value).inc()
         for member in plan:

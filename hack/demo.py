@@ -4,12 +4,15 @@ Run ``hack/demo`` (it bootstraps first). Five chapters (``demo_story``): GPUs ch
 wired, a gang that binds all at once, two teams converging to their fair shares through one reclaim, an
 elastic MPI job that grows, shrinks and is consolidated, and ``phalanx why`` on what cannot run.
 ``--keep`` leaves everything running and prints the commands to explore it; ``--only`` runs some chapters.
+Each run starts clean: whatever a previous run left in its directory is stopped, then deleted
+(``clear_previous``). Every port is free or its own: the MPI Operator, whose port 8080 is hard-coded,
+runs in a network namespace of its own; where the machine allows none and another process holds 8080,
+the demo names that process in one line and exits 2.
 """
 
 from __future__ import annotations
 
 import argparse
-import shutil
 import sys
 import time
 from pathlib import Path
@@ -17,7 +20,8 @@ from pathlib import Path
 sys.path.insert(1, str(Path(__file__).resolve().parents[1]))  # the checkout: testbed/ is not installed
 
 from demo_story import NAMESPACE, Story, elastic, gang, queues, topology, why
-from localbed import Testbed
+from localbed import PortTakenError, Testbed, check_mpi_operator_port, own_network_namespace
+from localcluster import ClusterError, LocalCluster
 from rich.console import Console
 from workload import ensure_namespace
 
@@ -26,6 +30,20 @@ from testbed.nodes import fleet, topology_from_file
 REPO = Path(__file__).resolve().parents[1]
 CUBE_MESH = REPO / "hack" / "topologies" / "v100-sxm2-8gpu-cubemesh_oneflow-dlperf-4x8v100.txt"
 CHAPTERS = {"topology": topology, "gang": gang, "queues": queues, "elastic": elastic, "why": why}
+NEEDS_MPI_OPERATOR = frozenset({"elastic"})
+
+
+def clear_previous(directory: Path) -> None:
+    """Stop every process a previous run left in ``directory``, then delete it.
+
+    ``--keep`` leaves the control plane and the test bed's processes running; each recorded its pid
+    (``LocalCluster.record_process``), so ``down`` stops exactly those before anything is deleted:
+    deleting first would lose the records and orphan the processes.
+
+    Raises:
+        ClusterError: ``directory`` holds something that is not a cluster's state (left untouched).
+    """
+    LocalCluster(directory, log=lambda line: None).down(purge=True)
 
 
 def main() -> int:
@@ -44,8 +62,19 @@ def main() -> int:
     if unknown:
         parser.error(f"unknown chapter(s) {', '.join(unknown)}; choose from {', '.join(CHAPTERS)}")
     console = Console(highlight=False)
-    shutil.rmtree(args.dir, ignore_errors=True)
-    bed = Testbed(args.dir, placement_grace=10.0, log=lambda line: None)
+    try:
+        clear_previous(args.dir)  # first: a previous run's operator may be what holds its port
+        if NEEDS_MPI_OPERATOR & set(chosen) and not own_network_namespace():
+            check_mpi_operator_port()  # before minutes of start-up, not after
+        return run(args.dir, chosen, keep=args.keep, console=console)
+    except (PortTakenError, ClusterError) as exc:
+        console.print(f"[bold red]hack/demo:[/] {exc}", soft_wrap=True)
+        return 2
+
+
+def run(directory: Path, chosen: list[str], *, keep: bool, console: Console) -> int:
+    """Start the test bed in ``directory``, tell the ``chosen`` chapters, stop it unless ``keep``."""
+    bed = Testbed(directory, placement_grace=10.0, log=lambda line: None)
     started = time.monotonic()
     try:
         with console.status(
@@ -62,7 +91,7 @@ def main() -> int:
         for name in chosen:
             CHAPTERS[name](story)
         console.rule(f"[bold]done in {time.monotonic() - started:.0f}s")
-        if args.keep:
+        if keep:
             phalanx = REPO / ".venv" / "bin" / "phalanx"
             console.print(f"left running. Explore it:\n  export KUBECONFIG={bed.kubeconfig}")
             for command in (
@@ -73,10 +102,10 @@ def main() -> int:
                 f"why podgroup/llm -n {NAMESPACE}",
             ):
                 console.print(f"  {phalanx} {command}")
-            console.print(f"stop it with: hack/cluster down --dir {args.dir}")
+            console.print(f"stop it with: hack/cluster down --dir {directory}")
             return 0
     finally:
-        if not args.keep:
+        if not keep:
             bed.stop()
     return 0
 

@@ -390,8 +390,8 @@ def why(story: Story) -> None:
     create_pod(http, NAMESPACE, gpu_pod("huge", 16))
     story.say("then a 16-GPU pod (no node has 16) and a gang of 2 x 8 GPUs are submitted")
     story.wait(
-        "the scheduler turning them down",
-        lambda: _turned_down(story, "huge") and _turned_down(story, "llm-0"),
+        "the placement manager keeping them gated, each with its reason",
+        lambda: _kept_gated(story, "huge") and _kept_gated(story, "llm"),
     )
     for target in ("demo/huge", "podgroup/llm"):
         story.console.print(
@@ -410,5 +410,6 @@ def why(story: Story) -> None:
         story.console.print(done.stdout.rstrip() or done.stderr.rstrip())
 
 
-def _turned_down(story: Story, name: str) -> bool:
-    return any(e["reason"] == "FailedScheduling" for e in events_for(story.bed.http, NAMESPACE, name))
+def _kept_gated(story: Story, name: str) -> bool:
+    """The release pass told ``name`` (a pod, or a gang's PodGroup) why it keeps it from kube-scheduler."""
+    return any(e["reason"] == "AdmissionWaiting" for e in events_for(story.bed.http, NAMESPACE, name))

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import os
 import signal
 import socket
@@ -22,6 +23,7 @@ import ssl
 import subprocess
 import sys
 import time
+import urllib.parse
 import urllib.request
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -30,6 +32,8 @@ from typing import IO
 from bed_webhooks import GATE_MANIFEST, PIN_MANIFEST, register, testbed_name, wait_callable
 from localcluster import MPI_OPERATOR, LocalCluster, build_module, render_scheduler_config
 from localcluster.pki import ensure_serving_cert
+from localcluster.processes import port_holder
+from localcluster.startup import NODE_MONITOR_GRACE_SECONDS
 
 from kubeio.errors import NotFoundError
 from kubeio.http import KubeHttp, load_api_client
@@ -57,7 +61,9 @@ MPI_OPERATOR_NAMESPACE = "mpi-operator"
 """Where the operator's Lease lives (its ``--lock-namespace``), as in its standalone install."""
 
 MPI_OPERATOR_HEALTH_PORT = 8080
-"""The stock operator serves /healthz on ``:8080``, hard-coded (no flag): one operator per machine."""
+"""The stock operator serves /healthz on ``:8080``, hard-coded (no flag): the test bed runs it in a network
+namespace of its own (``own_network_namespace``), or, where it cannot, checks the port first
+(``check_mpi_operator_port``): then only one runs per machine."""
 
 MPI_OPERATOR_ARGS = ("--gang-scheduling=phalanx", "--kube-api-qps=50", "--kube-api-burst=100")
 """PodGroups for the scheduler ``phalanx``; a client rate above the defaults (5/s, burst 10), which
@@ -65,6 +71,53 @@ would make a test that creates many jobs at once measure the operator's throttle
 
 MPI_OPERATOR_LEASE = f"/apis/coordination.k8s.io/v1/namespaces/{MPI_OPERATOR_NAMESPACE}/leases/mpi-operator"
 """The Lease the operator must hold before it acts (leader election is always on in the stock binary)."""
+
+
+class PortTakenError(RuntimeError):
+    """A port that cannot be chosen is held by another process; the message names it."""
+
+
+def check_mpi_operator_port() -> None:
+    """Raise ``PortTakenError`` naming the process that holds the MPI Operator's health port, if one does.
+
+    The stock operator v0.7.0 listens on ``:8080`` for ``/healthz`` (a constant in its
+    ``cmd/mpi-operator/app/server.go``, no flag) and exits when it cannot, so only one runs per machine.
+    """
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("", MPI_OPERATOR_HEALTH_PORT))
+        except OSError as exc:
+            if exc.errno != errno.EADDRINUSE:
+                raise
+        else:
+            return
+    holder = port_holder(MPI_OPERATOR_HEALTH_PORT) or "another process"
+    msg = (
+        f"port {MPI_OPERATOR_HEALTH_PORT} is taken by {holder}: the MPI Operator v0.7.0 serves its health "
+        "check there (hard-coded, no flag), so only one can run on this machine; stop that one first"
+    )
+    raise PortTakenError(msg)
+
+
+@functools.cache
+def own_network_namespace() -> tuple[str, ...]:
+    """The ``unshare`` command that gives a process a network namespace of its own here, or ``()``.
+
+    As root ``unshare --net``; otherwise with a user namespace of its own too, where the kernel allows
+    it. Tried once (with ``ip link set lo up``, which the relay needs).
+    """
+    for command in (("unshare", "--net"), ("unshare", "--net", "--map-root-user")):
+        with contextlib.suppress(OSError, subprocess.SubprocessError):
+            done = subprocess.run(
+                [*command, "--", "sh", "-c", "ip link set lo up"],
+                capture_output=True,
+                timeout=10,
+                check=False,
+            )
+            if done.returncode == 0:
+                return command
+    return ()
 
 
 def free_port() -> int:
@@ -76,7 +129,15 @@ def free_port() -> int:
 
 
 class Testbed:
-    """A running control plane, extender and simulated kubelet, with all state in ``state_dir``."""
+    """A running control plane, extender and simulated kubelet, with all state in ``state_dir``.
+
+    By default it runs what ``manifests/`` installs: the placement manager with admission gates on and
+    its two webhooks (the admission gate and the pin webhook) served over TLS and registered, and the
+    extender beside kube-scheduler on loopback over plain HTTP, as the shipped scheduler configuration
+    calls it (``manifests/scheduler-config.yaml``: a sidecar). One placement replica: a test about high
+    availability starts the second (``start_placement("placement-b")``). A bed that runs anything else
+    (gates off, say) is made by a test that says why in its docstring.
+    """
 
     __test__ = False  # not a pytest test class, despite the name
 
@@ -90,10 +151,11 @@ class Testbed:
         placement_grace: float = 60.0,
         mpi_operator: bool = False,
         pin_webhook: bool = True,
-        admission_gates: bool = False,
+        admission_gates: bool = True,
         webhook_certs: str = "internal",
         placement_args: Sequence[str] = (),
         scheduler_pairs: int = 1,
+        node_grace_seconds: int = NODE_MONITOR_GRACE_SECONDS,
         log: Callable[[str], None] = lambda line: print(line, file=sys.stderr, flush=True),
     ) -> None:
         self.state_dir = state_dir
@@ -119,8 +181,13 @@ class Testbed:
         self.scheduler_pairs = scheduler_pairs
         self.extender_b_port = free_port()
         self.extender_b_url = f"http://127.0.0.1:{self.extender_b_port}"
+        self.node_grace_seconds = node_grace_seconds
         self.cluster = LocalCluster(
-            state_dir, extender_url=self.extender_url, log=log, run_scheduler=scheduler_pairs == 1
+            state_dir,
+            extender_url=self.extender_url,
+            log=log,
+            run_scheduler=scheduler_pairs == 1,
+            node_monitor_grace_seconds=node_grace_seconds,
         )
         self.logs = state_dir / "logs"
         self._procs: dict[str, subprocess.Popen[bytes]] = {}
@@ -143,9 +210,11 @@ class Testbed:
         """Start the control plane, simulated kubelet, extender, placement manager (and the MPI Operator)."""
         self.cluster.up()
         self.logs.mkdir(parents=True, exist_ok=True)
-        self._spawn(
-            "sim-kubelet", [sys.executable, "-m", "testbed.kubelet", "--kubeconfig", str(self.kubeconfig)]
-        )
+        # Each node's Lease lasts 4/5 of the grace period and is renewed every quarter of that, as a
+        # kubelet's 40 s Lease is beside kube-controller-manager's 50 s grace period.
+        lease = max(4, self.node_grace_seconds * 4 // 5)
+        argv = [sys.executable, "-m", "testbed.kubelet", "--kubeconfig", str(self.kubeconfig)]
+        self._spawn("sim-kubelet", [*argv, "--node-lease-seconds", str(lease)])
         self.start_extender()
         if self.scheduler_pairs == 2:
             self._start_scheduler_pairs()
@@ -157,32 +226,24 @@ class Testbed:
         """Install the MPIJob CRD and the operator's RBAC, start the operator, wait until it leads.
 
         The operator runs with ``--gang-scheduling=phalanx`` as the identity its own install gives
-        it (ServiceAccount ``mpi-operator/mpi-operator``, bound to the ClusterRole shipped with it).
+        it (ServiceAccount ``mpi-operator/mpi-operator``, bound to the ClusterRole shipped with it), in a
+        network namespace of its own where the machine allows one, so its port 8080 is its own.
 
         Raises:
-            RuntimeError: If port 8080 is taken (the operator's hard-coded health port: another
-                operator runs on this machine) or the operator exits or does not lead in time.
+            PortTakenError: Without a namespace of its own, if port 8080 is taken.
+            RuntimeError: If the operator exits or does not lead in time.
         """
         if "mpi-operator" in self._procs:
             return
-        with socket.socket() as sock:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            try:
-                sock.bind(("", MPI_OPERATOR_HEALTH_PORT))
-            except OSError as exc:
-                if exc.errno != errno.EADDRINUSE:
-                    raise
-                msg = (
-                    f"port {MPI_OPERATOR_HEALTH_PORT} is taken: the MPI Operator v0.7.0 serves its health "
-                    "check there (hard-coded), so only one can run on this machine"
-                )
-                raise RuntimeError(msg) from None
+        unshare = own_network_namespace()
+        if not unshare:
+            check_mpi_operator_port()
         bins = build_module(MPI_OPERATOR, log=self.log)
         self._install_mpi_operator(bins)
         env = {"KUBECONFIG": str(self.cluster.mpi_operator_kubeconfig)}  # it prefers $KUBECONFIG
         argv = [str(bins / "mpi-operator"), f"--kubeConfig={env['KUBECONFIG']}"]
         argv += [f"--lock-namespace={MPI_OPERATOR_NAMESPACE}", *MPI_OPERATOR_ARGS]
-        self._spawn("mpi-operator", argv, env)
+        self._spawn("mpi-operator", self._in_own_network(unshare, argv) if unshare else argv, env)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             self._check_alive("mpi-operator")
@@ -194,9 +255,34 @@ class Testbed:
         msg = f"the MPI Operator did not take its Lease in {timeout:.0f}s (log: {log})"
         raise RuntimeError(msg)
 
+    def _in_own_network(self, unshare: Sequence[str], argv: list[str]) -> list[str]:
+        """``argv`` run in a network namespace of its own, reaching the API server through a relay.
+
+        The operator's hard-coded port 8080 is then its own, whatever else runs on the machine. A
+        ``testbed.relay`` outside passes connections from a Unix socket to the API server; one inside
+        listens on the API server's loopback address and runs the operator (``testbed/relay.py``).
+        """
+        path = self.state_dir / "mpi-operator-api.sock"
+        path.unlink(missing_ok=True)
+        port = urllib.parse.urlsplit(self.cluster.server).port
+        relay = [sys.executable, "-m", "testbed.relay"]
+        self._spawn(
+            "mpi-operator-relay", [*relay, "unix-to-tcp", "--listen", str(path), "--to", f"127.0.0.1:{port}"]
+        )
+        deadline = time.monotonic() + 30
+        while not path.exists():
+            self._check_alive("mpi-operator-relay")
+            if time.monotonic() > deadline:
+                msg = f"the API relay did not listen at {path} in 30s"
+                raise RuntimeError(msg)
+            time.sleep(0.05)
+        inside = [*relay, "tcp-to-unix", "--listen", f"127.0.0.1:{port}", "--to", str(path), "--", *argv]
+        return [*unshare, "--", "sh", "-c", 'ip link set lo up && exec "$@"', "sh", *inside]
+
     def stop_mpi_operator(self) -> None:
         """Stop the operator and delete its Lease, so a new one leads at once rather than after ~15 s."""
         self._kill("mpi-operator", signal.SIGTERM)
+        self._kill("mpi-operator-relay", signal.SIGTERM)
         with contextlib.suppress(NotFoundError):
             self.http.request("DELETE", MPI_OPERATOR_LEASE)
 
@@ -407,10 +493,11 @@ class Testbed:
         register_all(self.http, specs)
 
     def set_node_ready(self, name: str, status: str = "Unknown") -> None:
-        """Make a simulated node not Ready (``Unknown``: its kubelet stopped; ``False``) or Ready again.
+        """Stop a simulated node's kubelet (``Unknown``), make it report not Ready (``False``), or restart it.
 
-        See ``testbed.nodes.set_ready``: the condition only, no taints, and the simulated kubelet stops
-        acting for the node until it is Ready again.
+        See ``testbed.nodes.set_ready``: the real node lifecycle controller marks and taints the node
+        (``Unknown`` after ``node_grace_seconds``), and the simulated kubelet stops acting for its pods
+        until it is back (``True``).
         """
         set_ready(self.http, name, status)
 
@@ -422,7 +509,8 @@ class Testbed:
                 os.killpg(proc.pid, signal.SIGTERM)
                 proc.wait(15)
             except (ProcessLookupError, subprocess.TimeoutExpired):
-                os.killpg(proc.pid, signal.SIGKILL)
+                with contextlib.suppress(ProcessLookupError):  # stopped by someone else meanwhile
+                    os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait(5)
         for handle in self._files:
             handle.close()

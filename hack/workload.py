@@ -86,6 +86,29 @@ def events_for(http: KubeHttp, namespace: str, name: str) -> list[JsonObject]:
     return list(http.request("GET", f"/api/v1/namespaces/{namespace}/events", query=query).get("items") or [])
 
 
+def said(http: KubeHttp, namespace: str, name: str, reason: str, words: str = "") -> str | None:
+    """The message of the newest event ``reason`` about ``name`` that contains ``words``, or None."""
+    found = [e for e in events_for(http, namespace, name) if e["reason"] == reason and words in e["message"]]
+    return str(found[-1]["message"]) if found else None
+
+
+def kept_gated(http: KubeHttp, namespace: str, name: str, words: str = "", *, timeout: float = 60.0) -> str:
+    """The message (``kept gated: <sentence>``) of the release pass's ``AdmissionWaiting`` event.
+
+    Waits for one about ``name`` (a pod, or a gang's PodGroup) that contains ``words``.
+    """
+    try:
+        return wait_for(
+            f"{name} kept gated ({words})",
+            lambda: said(http, namespace, name, "AdmissionWaiting", words),
+            timeout=timeout,
+        )
+    except AssertionError as timed_out:
+        seen = [(e["reason"], e["message"]) for e in events_for(http, namespace, name)]
+        msg = f"{timed_out}; events of {name}: {seen}"
+        raise AssertionError(msg) from timed_out
+
+
 def wait_for(what: str, probe: Callable[[], T | None], *, timeout: float = 60.0, interval: float = 0.2) -> T:
     """Poll ``probe`` until it returns something truthy; fail with ``what`` after ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
@@ -177,11 +200,13 @@ def member(name: str, group: str, gpus: int, **kwargs: Any) -> JsonObject:
 
 
 class PodTimeline:
-    """Watches a namespace's pods in a thread and records when each first got a node, for ordering checks."""
+    """Watches a namespace's pods in a thread: when each was created (gated or not) and first got a node."""
 
     def __init__(self, http: KubeHttp, namespace: str) -> None:
         self.bound_at: dict[str, float] = {}
         self.created_at: dict[str, float] = {}
+        self.created_gated: set[str] = set()
+        """The pods that carried the admission gate ``phalanx.io/admission`` when they were created."""
         self._stop = threading.Event()
         self._http = http
         self._namespace = namespace
@@ -209,6 +234,9 @@ class PodTimeline:
                 name = obj.get("metadata", {}).get("name")
                 if event.get("type") == "ADDED":
                     self.created_at.setdefault(name, time.monotonic())
+                    gates = obj.get("spec", {}).get("schedulingGates") or []
+                    if any(g.get("name") == "phalanx.io/admission" for g in gates):
+                        self.created_gated.add(name)
                 if name and obj.get("spec", {}).get("nodeName"):
                     self.bound_at.setdefault(name, time.monotonic())
                 if self._stop.is_set():

@@ -1,10 +1,10 @@
 """Admission reviews of pods (``admission.k8s.io/v1``): read what is created, answer with a JSON patch.
 
 The placement manager's webhook is a mutating webhook on pod CREATE. The API server sends an
-``AdmissionReview`` whose ``request.object`` is the pod as it will be stored: no UID yet, and its
-namespace may be only in ``request.namespace``. The answer always allows the pod (a webhook that pins or
-gates must never be the reason a pod cannot be created); it may carry a JSON patch: one toleration (the
-pin), the admission gate (``kubeio.gates``), or both.
+``AdmissionReview`` whose ``request.object`` is the pod as it will be stored: no UID yet, its namespace
+may be only in ``request.namespace``, and a pod created with ``generateName`` has no name yet. The answer
+always allows the pod (a webhook that pins or gates must never be the reason a pod cannot be created); it
+may carry a JSON patch: one toleration (the pin), the admission gate (``kubeio.gates``), or both.
 
 Two readers, because the two webhooks need different amounts of the pod. The gate webhook's
 configuration says ``failurePolicy: Ignore``, so any review it refuses lets a pod in ungated, past the
@@ -44,6 +44,7 @@ class _Kind(msgspec.Struct, frozen=True):
 class _Request(msgspec.Struct, frozen=True):
     uid: str
     kind: _Kind = _Kind()
+    name: str = ""
     namespace: str = ""
     operation: str = ""
     object: dict[str, Any] | None = None
@@ -185,6 +186,12 @@ def _has_annotations(metadata: msgspec.Raw) -> bool:
     return bytes(meta.annotations) != b"null"
 
 
+def _unnamed(meta: Mapping[str, Any]) -> str:
+    """What a pod being created with ``generateName`` is called until the API server names it."""
+    prefix = meta.get("generateName")
+    return f"{prefix}<generated>" if isinstance(prefix, str) and prefix else ""
+
+
 def read_review(body: bytes) -> PodAdmission:
     """Decode an AdmissionReview of a pod CREATE.
 
@@ -202,6 +209,9 @@ def read_review(body: bytes) -> PodAdmission:
     meta = dict(meta)
     meta["uid"] = meta.get("uid") or request.uid
     meta["namespace"] = meta.get("namespace") or request.namespace
+    # A pod created with ``generateName`` (by a Job, a ReplicaSet: an MPIJob's launcher) has no name yet:
+    # the API server makes it after admission. It is named by its prefix here, for the logs.
+    meta["name"] = meta.get("name") or request.name or _unnamed(meta)
     raw["metadata"] = meta
     spec = raw.get("spec")
     try:

@@ -1,8 +1,14 @@
-"""Kubernetes Events, written off the hot path.
+"""Kubernetes Events: the reasons written off the hot path, the actions written before they are taken.
 
-``filter`` must not wait for the API server, yet every "no" must reach the user. Events are queued and
-written by one background thread; the same (object, reason, message) is written at most once per
-``repeat_after`` seconds, so a gang re-filtered on every cluster event does not flood the API.
+``filter`` must not wait for the API server, yet every "no" must reach the user. Such events are queued
+and written by one background thread (``record``). An action (an eviction, a resize, a move, a release,
+a gang's recovery) is different: its event says why a user's pod was deleted or changed, and a queued
+event lives only in this process's memory until the thread sends it, so a crash right after the action
+would lose it for good. ``record_now`` writes the event before it returns; the driver calls it before
+the action, so whatever the moment of a crash, the action is never without its event (a crash between
+the two leaves the event, and the next leader, deciding again, takes the action). Either way the same
+(object, reason, message) is written at most once per ``repeat_after`` seconds, so a gang re-filtered on
+every cluster event does not flood the API.
 """
 
 from __future__ import annotations
@@ -63,19 +69,34 @@ class EventRecorder:
 
     def record(self, ref: ObjectRef, type_: str, reason: str, message: str) -> None:
         """Queue an event unless the same one was recorded within ``repeat_after`` seconds."""
-        key = (ref.uid or f"{ref.namespace}/{ref.name}", reason, message)
-        now = self._clock()
-        with self._lock:
-            if now - self._last.get(key, float("-inf")) < self._repeat_after:
-                return
-            self._last[key] = now
-            if now - self._trimmed >= self._repeat_after:  # forget what can no longer repeat
-                self._last = {k: t for k, t in self._last.items() if now - t < self._repeat_after}
-                self._trimmed = now
+        if not self._fresh(ref, reason, message):
+            return
         try:
             self._queue.put_nowait(_Event(ref, type_, reason, message))
         except queue.Full:
             log.warning("event queue full; dropping %s %s: %s", reason, ref.name, message)
+
+    def record_now(self, ref: ObjectRef, type_: str, reason: str, message: str) -> None:
+        """Write an action's event before returning (unless written within ``repeat_after`` seconds).
+
+        Call it before the action: the event then survives a crash at any moment after it. A write that
+        fails is logged and the action goes ahead: an event is a report, never a condition of acting.
+        """
+        if self._fresh(ref, reason, message):
+            self._write(_Event(ref, type_, reason, message))
+
+    def _fresh(self, ref: ObjectRef, reason: str, message: str) -> bool:
+        """Whether this event was not recorded within ``repeat_after`` seconds; remembers it if so."""
+        key = (ref.uid or f"{ref.namespace}/{ref.name}", reason, message)
+        now = self._clock()
+        with self._lock:
+            if now - self._last.get(key, float("-inf")) < self._repeat_after:
+                return False
+            self._last[key] = now
+            if now - self._trimmed >= self._repeat_after:  # forget what can no longer repeat
+                self._last = {k: t for k, t in self._last.items() if now - t < self._repeat_after}
+                self._trimmed = now
+        return True
 
     @property
     def remembered(self) -> int:

@@ -95,4 +95,7 @@ class EventSink(Protocol):
     """Records an event (``kubeio.events.EventRecorder``)."""
 
     def record(self, ref: ObjectRef, type_: str, reason: str, message: str) -> None:
-        """Queue one event."""
+        """Queue one event (a reason: written off the caller's path)."""
+
+    def record_now(self, ref: ObjectRef, type_: str, reason: str, message: str) -> None:
+        """Write one event before returning (an action's, called before the action)."""

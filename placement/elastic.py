@@ -143,12 +143,14 @@ class ElasticReconciler:
         grown = 0
         for resize in plan.resizes:
             job = declared[resize.job]
+            # Each action's event is written before the action (``EventRecorder.record_now``): a crash
+            # right after the action then cannot lose it; one before it leaves the action to the next pass.
+            self._events.record_now(mpijob_ref(job), "Normal", "Resized", resize.reason)
             try:
                 self._jobs.set_workers(job.namespace, job.name, resize.after)
             except KubeError as exc:
                 log.warning("%s: resize failed (%s); next pass tries again", job.key, exc)
                 continue
-            self._events.record(mpijob_ref(job), "Normal", "Resized", resize.reason)
             resized.append(job.key)
             grown += resize.after > resize.before
         moved: list[str] = []
@@ -162,8 +164,8 @@ class ElasticReconciler:
             except KubeError as exc:
                 log.info("%s: move not recorded (%s); not moving this pass", job_key, exc)
                 continue
+            self._events.record_now(mpijob_ref(job), "Normal", "Moved", move.reason)
             if self._deleter.delete_pod(namespace, name, move.uid):
-                self._events.record(mpijob_ref(declared[job_key]), "Normal", "Moved", move.reason)
                 self._last_moved[job_key] = self._clock()
                 moved.append(move.pod)
         pinned = self._pin_waiting(jobs, layout)
@@ -236,16 +238,16 @@ class ElasticReconciler:
         repinned = []
         for job in jobs:
             for pod, node in stale_pins(layout.targets.get(job.key, {}), job.workers):
-                if not self._deleter.delete_pod(pod.namespace, pod.name, pod.uid):
-                    continue
                 old = ", ".join(sorted(pod.pinned))
-                self._events.record(
+                self._events.record_now(
                     mpijob_ref(declared[job.key]),
                     "Normal",
                     "Repinned",
                     f"deleted waiting {pod.name}, pinned to {old} where the plan of {job.key} has no place "
                     f"for it now; its operator re-creates it, to be pinned to {node}",
                 )
+                if not self._deleter.delete_pod(pod.namespace, pod.name, pod.uid):
+                    continue
                 repinned.append(pod.key)
         return tuple(repinned)
 

@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Protocol
 
 from kubeio.errors import KubeError
@@ -27,7 +28,7 @@ from kubeio.events import ObjectRef
 from kubeio.ports import ClusterSource, EventSink
 from kubeio.render import pod_ref, podgroup_ref
 from placement.views import SharedView
-from scheduling.admission_gates import GateSettings, ReleasedBook, release
+from scheduling.admission_gates import GateSettings, Released, ReleasedBook, release
 from scheduling.model import Pod
 from scheduling.promises import PromiseBook
 from scheduling.reasons import sentence_rule
@@ -40,9 +41,10 @@ WAITING_EVENT_EVERY = 60.0
 """Seconds between two ``AdmissionWaiting`` events of one group while its sentence's rule stays the same."""
 
 UNGATING_AT_ONCE = 8
-"""Groups ungated at the same time: one PATCH per pod is the pass's main cost after deciding, and a pass
-that released 50 single pods one PATCH after another kept the next pass (and every gated pod) waiting for
-them. A group's own pods go one after another, so a refused patch still stops the rest of its group."""
+"""Groups released at the same time: their event and one PATCH per pod are the pass's main cost after
+deciding, and a pass that released 50 single pods one call after another kept the next pass (and every
+gated pod) waiting for them. A group's own pods go one after another, so a refused patch still stops the
+rest of its group."""
 
 WAITING_EVENT_AFTER = 5.0
 """A group kept gated gets its first ``AdmissionWaiting`` event once it has waited this long: most groups
@@ -118,13 +120,10 @@ class GateReleaser:
         book = decision.in_flight
         released: list[str] = []
         refused: list[str] = []
-        ungated = list(self._pool.map(lambda group: self._ungate(snapshot, group.pods), decision.released))
+        ungated = list(self._pool.map(partial(self._release, snapshot), decision.released))
         for group, done in zip(decision.released, ungated, strict=True):
             if done:
                 released.append(group.group)
-                self._record(
-                    snapshot, group.group, group.pods, "AdmissionReleased", f"released: {group.reason}"
-                )
             else:
                 refused.append(group.group)
                 book = book.without(group.group)
@@ -137,6 +136,17 @@ class GateReleaser:
         self._kept_since = {g: self._kept_since.get(g, now) for g in waiting}
         gpus = _in_flight_gpus(snapshot, book)
         return GatePass(tuple(released), len(decision.kept), tuple(refused), gpus, decision.idle, decided)
+
+    def _release(self, snapshot: ClusterSnapshot, group: Released) -> bool:
+        """Tell, then ungate one released group (one task of the pool; ``False``: a patch was refused).
+
+        The event comes before the ungating (``EventRecorder.record_now``), which a crash cannot then
+        separate from it; a patch refused leaves the group to the next pass, which decides again.
+        """
+        self._record(
+            snapshot, group.group, group.pods, "AdmissionReleased", f"released: {group.reason}", now=True
+        )
+        return self._ungate(snapshot, group.pods)
 
     def _ungate(self, snapshot: ClusterSnapshot, keys: Sequence[str]) -> bool:
         """Ungate every pod of ``keys``; ``False`` as soon as one is refused (the rest wait a pass)."""
@@ -165,10 +175,18 @@ class GateReleaser:
         self._record(snapshot, group, pods, "AdmissionWaiting", f"kept gated: {reason}")
 
     def _record(
-        self, snapshot: ClusterSnapshot, group: str, pods: Sequence[str], reason: str, text: str
+        self,
+        snapshot: ClusterSnapshot,
+        group: str,
+        pods: Sequence[str],
+        reason: str,
+        text: str,
+        *,
+        now: bool = False,
     ) -> None:
+        write = self._events.record_now if now else self._events.record
         for ref in _refs(snapshot, group, pods):
-            self._events.record(ref, "Normal", reason, text)
+            write(ref, "Normal", reason, text)
 
 
 def _pods_of(snapshot: ClusterSnapshot, group: str) -> list[Pod]:

@@ -115,7 +115,7 @@ class QueueReconciler:
         for pod in members:
             if pod.node_name is None:
                 continue
-            self._events.record(
+            self._events.record_now(  # before the deletion, so that a crash cannot separate them
                 pod_ref(pod),
                 "Warning",
                 "Reclaimed",

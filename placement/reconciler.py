@@ -95,9 +95,10 @@ class Reconciler:
         if now - since < self._grace:
             return False
         log.warning("%s", shortage.message)
+        # The event first: written after, a crash between the deletions and it would lose it for good.
+        self._events.record_now(podgroup_ref(group), "Warning", "GangEvicted", shortage.message)
         for pod in shortage.holding:
             self._sink.delete_pod(pod.namespace, pod.name, pod.uid)
-        self._events.record(podgroup_ref(group), "Warning", "GangEvicted", shortage.message)
         del self._short_since[group.key]
         self._on_evict(group)
         return True

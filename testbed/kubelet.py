@@ -1,12 +1,15 @@
 """A simulated kubelet for the local test bed (like KWOK, in Python).
 
-For every pod bound to a simulated node (label ``phalanx.io/simulated=true``) whose ``Ready`` condition
-is ``True`` it reports the pod Running and Ready, finishes it (Succeeded) after the seconds in the
-annotation ``phalanx.io/sim-duration-seconds`` if present, and completes graceful deletions, as a
-kubelet would after the containers stopped. It only writes pod status and deletes; it never decides
-placement. A node made not Ready (``testbed.nodes.set_ready``) is a node whose kubelet stopped: its
-pods are neither started nor finished, and their deletions hang, as on a real node that stopped
-reporting.
+For every simulated node (label ``phalanx.io/simulated=true``) it renews the node's Lease and posts its
+``Ready`` condition as a kubelet does (``testbed.heartbeat``), so the real node lifecycle controller
+keeps it Ready. For every pod bound to a simulated node whose kubelet runs it reports the pod Running
+and Ready, finishes it (Succeeded) after the seconds in the annotation
+``phalanx.io/sim-duration-seconds`` if present, and completes graceful deletions, as a kubelet would
+after the containers stopped. It only writes pod status, Leases and node status, and deletes; it never
+decides placement. A test stops one node's kubelet (``testbed.nodes.set_ready``): then its Lease is no
+longer renewed (the node lifecycle controller marks the node unreachable), its pods are neither started
+nor finished, and their deletions hang, as on a real node that stopped reporting; a node whose kubelet
+reports it not Ready is left alone the same way.
 
 A simulated node that names a kubelet device manager (``testbed.device_manager``) admits GPU pods
 through it, as a real kubelet does: the containers get their devices from the registered device plugin,
@@ -30,7 +33,6 @@ import threading
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
 from urllib.parse import quote
 
 from kubeio.convert import ConvertError, pod_requests
@@ -39,6 +41,7 @@ from kubeio.http import JsonObject, KubeHttp, load_api_client
 from kubeio.reflector import Collection, Reflector
 from scheduling.model import GPU_RESOURCE
 from testbed.device_manager import Admission, DeviceNodes, rejected_status, with_devices
+from testbed.heartbeat import SIMULATED_LABEL, NodeHeartbeat, kubelet_state, node_is_simulated
 from testbed.training import (
     JOB_NAME_LABEL,
     JOB_ROLE_LABEL,
@@ -51,7 +54,8 @@ from testbed.training import (
 
 log = logging.getLogger(__name__)
 
-SIMULATED_LABEL = "phalanx.io/simulated"
+__all__ = ["SIMULATED_LABEL", "SimKubelet", "run"]
+
 DURATION_ANNOTATION = "phalanx.io/sim-duration-seconds"
 REPORT_SECONDS = 10.0
 """How often the progress of every training under way is logged (besides every change of speed)."""
@@ -145,20 +149,20 @@ class SimKubelet:
 
     # node tracking
     def nodes_replaced(self, items: list[JsonObject]) -> None:
-        """A full node list: remember which nodes are simulated and Ready (the ones this kubelet runs)."""
+        """A full node list: remember which simulated nodes' kubelets run and report Ready."""
         with self._lock:
-            self._sim_nodes = {n["metadata"]["name"] for n in items if _is_simulated(n) and _is_ready(n)}
+            self._sim_nodes = {n["metadata"]["name"] for n in items if kubelet_state(n) == "running"}
         for node in items:
-            if _is_simulated(node):
+            if node_is_simulated(node):
                 self._devices.node(node["metadata"]["name"], node["metadata"].get("annotations") or {})
 
     def node_event(self, kind: str, node: JsonObject) -> None:
         """A node watch event."""
         name = node["metadata"]["name"]
-        if kind != "DELETED" and _is_simulated(node):
+        if kind != "DELETED" and node_is_simulated(node):
             self._devices.node(name, node["metadata"].get("annotations") or {})
         with self._lock:
-            if kind != "DELETED" and _is_simulated(node) and _is_ready(node):
+            if kind != "DELETED" and kubelet_state(node) == "running":
                 self._sim_nodes.add(name)
             else:
                 self._sim_nodes.discard(name)
@@ -364,26 +368,22 @@ class SimKubelet:
             log.warning("deleting %s/%s: %s", meta["namespace"], meta["name"], exc)
 
 
-def _is_simulated(node: JsonObject) -> bool:
-    labels: dict[str, Any] = (node.get("metadata") or {}).get("labels") or {}
-    return labels.get(SIMULATED_LABEL) == "true"
-
-
-def _is_ready(node: JsonObject) -> bool:
-    conditions: list[Any] = (node.get("status") or {}).get("conditions") or []
-    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
-
-
-def run(kubeconfig: str | None, stop: threading.Event) -> None:
-    """Watch nodes and pods and drive simulated pods until ``stop`` is set."""
+def run(kubeconfig: str | None, stop: threading.Event, *, lease_seconds: int = 40) -> None:
+    """Watch nodes and pods, beat for the simulated nodes and drive their pods until ``stop`` is set."""
     http = KubeHttp(load_api_client(kubeconfig), user_agent="phalanx-sim-kubelet")
     kubelet = SimKubelet(http, stop=stop)
+    heartbeat = NodeHeartbeat(http, clock=time.time, lease_seconds=lease_seconds)
+
+    def nodes_replaced(items: list[JsonObject]) -> None:
+        kubelet.nodes_replaced(items)
+        heartbeat.nodes_replaced(items)
+
+    def node_event(kind: str, node: JsonObject) -> None:
+        kubelet.node_event(kind, node)
+        heartbeat.node_event(kind, node)
+
     nodes = Reflector(
-        http,
-        Collection("/api/v1/nodes"),
-        on_replace=kubelet.nodes_replaced,
-        on_event=kubelet.node_event,
-        stop=stop,
+        http, Collection("/api/v1/nodes"), on_replace=nodes_replaced, on_event=node_event, stop=stop
     )
     pods = Reflector(
         http,
@@ -396,6 +396,7 @@ def run(kubeconfig: str | None, stop: threading.Event) -> None:
     nodes.synced.wait(60)
     threading.Thread(target=pods.run, name="watch-pods", daemon=True).start()
     threading.Thread(target=kubelet.run_timers, args=(stop,), name="timers", daemon=True).start()
+    threading.Thread(target=heartbeat.run, args=(stop,), name="heartbeat", daemon=True).start()
     stop.wait()
 
 
@@ -403,12 +404,18 @@ def main() -> None:
     """Command line entry point."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--kubeconfig", default=None, help="kubeconfig path (default: in-cluster)")
+    parser.add_argument(
+        "--node-lease-seconds",
+        type=int,
+        default=40,
+        help="each node Lease's duration, renewed every quarter of it (default: the kubelet's 40)",
+    )
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s sim-kubelet %(levelname)s %(message)s")
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
-    run(args.kubeconfig, stop)
+    run(args.kubeconfig, stop, lease_seconds=args.node_lease_seconds)
 
 
 if __name__ == "__main__":

@@ -3,7 +3,7 @@
 Registers Node objects that look like real GPU nodes to kube-scheduler: allocatable cpu, memory, pods
 and ``nvidia.com/gpu``, a ``Ready`` condition, zone and rack labels, no not-ready taint, and the GPU
 topology document as the ``phalanx.io/gpu-topology`` annotation. The label ``phalanx.io/simulated=true``
-tells the simulated kubelet (``testbed.kubelet``) which nodes are its own.
+tells the simulated kubelet (``testbed.kubelet``) which nodes are its own: it keeps them alive.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from kubeio.http import JsonObject, KubeHttp, load_api_client
 from scheduling.model import GPU_RESOURCE, TOPOLOGY_ANNOTATION
 from scheduling.topology import parse_topo_matrix
 from testbed.device_manager import DEVICE_MANAGER_ANNOTATION
-from testbed.kubelet import SIMULATED_LABEL
+from testbed.heartbeat import KUBELET_ANNOTATION, NOT_READY, SIMULATED_LABEL, STOPPED, ready_condition
 
 ZONE_LABEL = "topology.kubernetes.io/zone"
 RACK_LABEL = "phalanx.io/rack"
@@ -112,16 +112,7 @@ def status_patch(spec: SimNodeSpec, now: str) -> JsonObject:
         "status": {
             "capacity": resources,
             "allocatable": resources,
-            "conditions": [
-                {
-                    "type": "Ready",
-                    "status": "True",
-                    "reason": "KubeletReady",
-                    "message": "simulated kubelet is posting ready status",
-                    "lastHeartbeatTime": now,
-                    "lastTransitionTime": now,
-                }
-            ],
+            "conditions": [ready_condition("True", now)],
             "nodeInfo": {
                 "kubeletVersion": "v1.36.3-phalanx-sim",
                 "architecture": "amd64",
@@ -141,8 +132,9 @@ def register(http: KubeHttp, spec: SimNodeSpec, *, clock: Callable[[], float] = 
         http.request(
             "PATCH", path, body={"metadata": obj["metadata"]}, content_type="application/merge-patch+json"
         )
-    # TaintNodesByCondition adds node.kubernetes.io/not-ready:NoSchedule at creation; a real kubelet's
-    # node lifecycle controller would clear it once Ready. There is none here, so clear it directly.
+    # TaintNodesByCondition adds node.kubernetes.io/not-ready:NoSchedule at creation, which the node
+    # lifecycle controller takes off once it sees the node Ready (within its --node-monitor-period);
+    # cleared here at once, as that controller would, so a test need not wait for it.
     http.request("PATCH", path, body={"spec": {"taints": None}}, content_type="application/merge-patch+json")
     now = datetime.fromtimestamp(clock(), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     http.request(
@@ -150,46 +142,34 @@ def register(http: KubeHttp, spec: SimNodeSpec, *, clock: Callable[[], float] = 
     )
 
 
-READY_STATES: Mapping[str, tuple[str, str]] = MappingProxyType(
-    {
-        "True": ("KubeletReady", "simulated kubelet is posting ready status"),
-        "False": ("KubeletNotReady", "simulated kubelet reports the node not ready"),
-        "Unknown": ("NodeStatusUnknown", "Kubelet stopped posting node status."),
-    }
+KUBELET_STATES: Mapping[str, str | None] = MappingProxyType(
+    {"True": None, "False": NOT_READY, "Unknown": STOPPED}
 )
-"""The ``Ready`` condition's reason and message per status: ``True`` and ``False`` as a kubelet posts
-them, ``Unknown`` as the node lifecycle controller writes it once a kubelet stopped posting."""
+"""Per ``Ready`` status, the simulated kubelet's state (``testbed.heartbeat``) that leads to it."""
 
 
-def set_ready(http: KubeHttp, name: str, status: str, *, clock: Callable[[], float] = time.time) -> None:
-    """Set node ``name``'s ``Ready`` condition to ``status`` (``True``, ``False`` or ``Unknown``).
+def set_ready(http: KubeHttp, name: str, status: str) -> None:
+    """Make node ``name`` die (``Unknown``), report not Ready (``False``) or live again (``True``).
 
-    This is how a node dies or recovers in the test bed: no kubelet heartbeats here and no node
-    lifecycle controller runs (``hack/localcluster``), so the condition is written directly, as that
-    controller would (``Unknown``) or a kubelet would. Its taints (``node.kubernetes.io/unreachable``)
-    are not added: kube-scheduler would then turn the node down itself before phalanx is asked. The
-    simulated kubelet stops acting for a node that is not Ready (``testbed.kubelet``).
+    Nothing here writes the condition: this sets how the node's simulated kubelet behaves
+    (``testbed.heartbeat``) and the real control plane does the rest. ``Unknown`` stops the kubelet:
+    its Lease is no longer renewed, so after ``--node-monitor-grace-period`` the node lifecycle
+    controller marks the node ``Ready=Unknown`` and taints it ``node.kubernetes.io/unreachable``, and the
+    taint eviction controller evicts its pods after their ``tolerationSeconds``. ``False`` keeps the
+    kubelet alive but reporting ``Ready=False`` (the controller taints ``node.kubernetes.io/not-ready``).
+    ``True`` starts it again: it posts ``Ready=True`` at once and the controller takes the taints off.
+    Either way the kubelet stops acting for the node's pods until it is back.
 
     Raises:
         ValueError: ``status`` is not one of the three.
     """
-    if status not in READY_STATES:
-        msg = f"Ready status must be one of {', '.join(READY_STATES)}, not {status!r}"
+    if status not in KUBELET_STATES:
+        msg = f"Ready status must be one of {', '.join(KUBELET_STATES)}, not {status!r}"
         raise ValueError(msg)
-    reason, message = READY_STATES[status]
-    now = datetime.fromtimestamp(clock(), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    condition = {
-        "type": "Ready",
-        "status": status,
-        "reason": reason,
-        "message": message,
-        "lastHeartbeatTime": now,
-        "lastTransitionTime": now,
-    }
     http.request(
         "PATCH",
-        f"/api/v1/nodes/{quote(name)}/status",
-        body={"status": {"conditions": [condition]}},
+        f"/api/v1/nodes/{quote(name)}",
+        body={"metadata": {"annotations": {KUBELET_ANNOTATION: KUBELET_STATES[status]}}},
         content_type="application/merge-patch+json",
     )
 
@@ -220,7 +200,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         metavar="NODE=STATUS",
         action="append",
         default=[],
-        help="only set a node's Ready condition (True, False or Unknown) and register nothing",
+        help="only stop (Unknown), degrade (False) or restart (True) a node's simulated kubelet",
     )
     args = parser.parse_args(argv)
     if args.set_ready:
@@ -228,7 +208,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         for item in args.set_ready:
             name, _, status = str(item).partition("=")
             set_ready(http, name, status)
-            print(f"node {name}: Ready={status}")
+            print(f"node {name}: its simulated kubelet makes it Ready={status}")
         return 0
     topology = topology_from_file(args.topology) if args.topology else None
     http = KubeHttp(load_api_client(args.kubeconfig), user_agent="phalanx-sim-nodes")

@@ -288,11 +288,18 @@ class FakeEvents:
     """An EventSink that keeps ``(kind, name, type, reason, message)`` for every event, in order."""
 
     events: list[tuple[str, str, str, str, str]] = field(default_factory=list)
+    written_now: list[str] = field(default_factory=list)
+    """The reasons of the events written at once (``record_now``: actions' events), in order."""
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def record(self, ref: ObjectRef, type_: str, reason: str, message: str) -> None:
         with self.lock:
             self.events.append((ref.kind, ref.name, type_, reason, message))
+
+    def record_now(self, ref: ObjectRef, type_: str, reason: str, message: str) -> None:
+        with self.lock:
+            self.written_now.append(reason)
+        self.record(ref, type_, reason, message)
 
     def reasons(self) -> list[str]:
         return [reason for _, _, _, reason, _ in self.events]

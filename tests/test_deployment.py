@@ -39,12 +39,16 @@ class Dockerfile:
     """The default command (exec form)."""
     copied: frozenset[str]
     """Every source path ``COPY`` takes from the build context."""
+    copies: tuple[tuple[tuple[str, ...], str, str], ...]
+    """Each ``COPY`` from the build context in order: its sources, its destination, the ``WORKDIR``."""
 
 
 def parse_dockerfile(text: str) -> Dockerfile:
     """Read the instructions of a Dockerfile (one per line, after joining continued lines)."""
     args: dict[str, str] = {}
     bases, copied, user, cmd = [], set(), "", ()
+    copies: list[tuple[tuple[str, ...], str, str]] = []
+    workdir = "/"
     logical = re.sub(r"\\\n", " ", text)
     for line in logical.splitlines():
         if not line.strip() or line.lstrip().startswith("#"):
@@ -57,15 +61,19 @@ def parse_dockerfile(text: str) -> Dockerfile:
         elif instruction == "FROM":
             base = re.sub(r"\$\{(\w+)\}|\$(\w+)", lambda m: args[m.group(1) or m.group(2)], rest.split()[0])
             bases.append(base)
+        elif instruction == "WORKDIR":
+            workdir = rest.strip()
         elif instruction == "COPY" and "--from=" not in rest:
-            copied.update(shlex.split(rest)[:-1])
+            *sources, destination = shlex.split(rest)
+            copied.update(sources)
+            copies.append((tuple(sources), destination, workdir))
         elif instruction == "USER":
             user = rest.strip()
         elif instruction == "CMD":
             cmd = tuple(json.loads(rest))
     built = re.search(r"docker build -t (\S+)", text)
     assert built, "the Dockerfile's header says what it is built as: docker build -t NAME ."
-    return Dockerfile(built.group(1), tuple(bases), user, cmd, frozenset(copied))
+    return Dockerfile(built.group(1), tuple(bases), user, cmd, frozenset(copied), tuple(copies))
 
 
 DOCKERFILE = parse_dockerfile((REPO / "Dockerfile").read_text())

@@ -23,7 +23,7 @@ from localcluster.errors import ClusterError, log_to_stderr
 from localcluster.locations import REPO_ROOT, bin_dir, default_cluster_dir
 from localcluster.pki import read_tokens
 from localcluster.processes import Started, alive, flock, http_get, pick_port, proc_stat, stop_process
-from localcluster.startup import start_all, start_scheduler
+from localcluster.startup import NODE_MONITOR_GRACE_SECONDS, start_all, start_scheduler
 
 COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler")
 """Processes a cluster runs, in start order (stopped in reverse)."""
@@ -93,6 +93,7 @@ class LocalCluster:
         run_controller_manager: bool = True,
         scheduler_verbosity: int = 2,
         start_timeout: float = 120.0,
+        node_monitor_grace_seconds: int = NODE_MONITOR_GRACE_SECONDS,
         log: Callable[[str], None] = log_to_stderr,
     ) -> None:
         """Describe a cluster; nothing is started until :meth:`up`.
@@ -105,9 +106,11 @@ class LocalCluster:
             repo_root: Checkout providing ``hack/controlplane`` and ``manifests/``.
             run_scheduler: False starts no kube-scheduler.
             run_controller_manager: False starts no kube-controller-manager (its Job
-                controller and garbage collector).
+                controller, garbage collectors and node lifecycle controllers).
             scheduler_verbosity: kube-scheduler ``-v`` (2 logs each scheduling attempt).
             start_timeout: Seconds each component gets to become ready.
+            node_monitor_grace_seconds: How long a node's Lease may go unrenewed before the node
+                lifecycle controller marks it unreachable (``--node-monitor-grace-period``).
             log: Receives progress lines (default: stderr).
         """
         self.state_dir = Path(state_dir or default_cluster_dir()).resolve()
@@ -120,6 +123,7 @@ class LocalCluster:
         self.run_controller_manager = run_controller_manager
         self.scheduler_verbosity = scheduler_verbosity
         self.start_timeout = start_timeout
+        self.node_monitor_grace_seconds = node_monitor_grace_seconds
         self.log = log
 
     # ---- paths and credentials

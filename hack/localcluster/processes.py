@@ -54,7 +54,6 @@ def flock(path: Path, log: Callable[[str], None], what: str) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-
 def proc_stat(pid: int) -> tuple[str, int] | None:
     """Return (state, start time in clock ticks) of ``pid`` from /proc, or None if gone."""
     try:
@@ -114,6 +113,54 @@ def _port_free(port: int) -> bool:
         except OSError:
             return False
     return True
+
+
+_LISTEN = "0A"
+"""The state of a listening socket in ``/proc/net/tcp``."""
+
+
+def port_holder(port: int, proc: Path = Path("/proc")) -> str | None:
+    """Which process listens on TCP ``port`` (any address): ``"pid N (command line)"``, or None if none does.
+
+    The kernel lists listening sockets with their inode in ``/proc/net/tcp`` and ``tcp6``; the process
+    holding one has a descriptor linking to ``socket:[inode]``. A listener whose process this user may
+    not look into is still reported, as ``"a process this user cannot see"``.
+    """
+    inodes = set()
+    for table in ("tcp", "tcp6"):
+        try:
+            rows = (proc / "net" / table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            fields = row.split()
+            if len(fields) > 9 and fields[3] == _LISTEN and int(fields[1].rpartition(":")[2], 16) == port:
+                inodes.add(f"socket:[{fields[9]}]")
+    if not inodes:
+        return None
+    for fd_dir in proc.glob("[0-9]*/fd"):
+        if not _links(fd_dir) & inodes:
+            continue
+        try:
+            argv = (fd_dir.parent / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            argv = []
+        command = " ".join(b" ".join(argv).decode(errors="replace").split()) or "?"  # one line
+        return f"pid {fd_dir.parent.name} ({command[:200]})"
+    return "a process this user cannot see"
+
+
+def _links(fd_dir: Path) -> set[str]:
+    """What each descriptor in ``/proc/<pid>/fd`` points at; those that close meanwhile are skipped."""
+    links: set[str] = set()
+    try:
+        fds = list(fd_dir.iterdir())
+    except OSError:  # the process is gone, or not ours to look into
+        return links
+    for fd in fds:
+        with contextlib.suppress(OSError):
+            links.add(os.readlink(fd))
+    return links
 
 
 def pick_port(preferred: int | None, taken: set[int]) -> int:

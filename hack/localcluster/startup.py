@@ -29,16 +29,44 @@ SERVICE_CLUSTER_IP_RANGE = "10.0.0.0/24"
 
 SERVICE_ACCOUNT_ISSUER = "https://kubernetes.default.svc.cluster.local"
 
-CONTROLLERS = ("job-controller", "garbage-collector-controller")
-"""The only controllers kube-controller-manager runs: the Job controller creates the pods of batch/v1
-Jobs (the MPI Operator's launcher is one), the garbage collector deletes what an owner reference points
-to a deleted owner (an MPIJob's pods, Jobs, ConfigMaps, PodGroup). Node lifecycle would mark the
-simulated, lease-less nodes unreachable; service accounts and their tokens are not used here."""
+CONTROLLERS = (
+    "job-controller",
+    "garbage-collector-controller",
+    "node-lifecycle-controller",
+    "taint-eviction-controller",
+    "pod-garbage-collector-controller",
+)
+"""The controllers kube-controller-manager runs: those a real cluster relies on for what phalanx meets.
+The Job controller creates the pods of batch/v1 Jobs (the MPI Operator's launcher is one); the garbage
+collector deletes what an owner reference points to a deleted owner (an MPIJob's pods, Jobs,
+ConfigMaps, PodGroup; a deleted node's Lease). For node loss: the node lifecycle controller marks a node
+whose Lease its kubelet stopped renewing ``Ready=Unknown`` and taints it ``node.kubernetes.io/unreachable``
+(``not-ready`` for ``Ready=False``), the taint eviction controller evicts the pods that do not tolerate
+the taint once their ``tolerationSeconds`` have passed, and the pod garbage collector deletes the pods
+of a deleted node (after its fixed 40 s quarantine) and finished pods past its threshold. The simulated
+kubelet renews the Leases (``testbed.heartbeat``). Not run: service accounts and their tokens are not
+used here."""
 
-CONTROLLER_ROLES = ("system:controller:job-controller", "system:controller:generic-garbage-collector")
-"""The bootstrap ClusterRoles of those controllers. kube-controller-manager runs them with its own
-credentials (``--use-service-account-credentials=false``: no token controller runs), so its user gets
-each role by a ClusterRoleBinding, besides the bootstrap policy's ``system:kube-controller-manager``."""
+CONTROLLER_ROLES = (
+    "system:controller:job-controller",
+    "system:controller:generic-garbage-collector",
+    "system:controller:node-controller",
+    "system:controller:pod-garbage-collector",
+)
+"""The bootstrap ClusterRoles of those controllers (the node lifecycle and taint eviction controllers
+share ``node-controller``'s). kube-controller-manager runs them with its own credentials
+(``--use-service-account-credentials=false``: no token controller runs), so its user gets each role by a
+ClusterRoleBinding, besides the bootstrap policy's ``system:kube-controller-manager``."""
+
+NODE_MONITOR_GRACE_SECONDS = 50
+"""``--node-monitor-grace-period``: kube-controller-manager's default. A test bed that kills nodes
+shortens it (``LocalCluster(node_monitor_grace_seconds=...)``) and its simulated kubelet renews each
+Lease in step (``Testbed``)."""
+
+NODE_MONITOR_PERIOD_SECONDS = 1
+"""``--node-monitor-period`` (default 5 s): how often the node lifecycle controller looks at every
+node's health; 1 s, so a node is marked and its taints follow within a second of the grace period,
+not five (a test waits on that)."""
 
 
 def start_all(cluster: LocalCluster, bins: Path) -> None:
@@ -156,6 +184,8 @@ def _start_controller_manager(cluster: LocalCluster, bins: Path, port: int) -> S
         f"--cert-dir={cluster._path('pki', 'controller-manager')}",
         f"--controllers={','.join(CONTROLLERS)}",
         "--use-service-account-credentials=false",
+        f"--node-monitor-grace-period={cluster.node_monitor_grace_seconds}s",
+        f"--node-monitor-period={NODE_MONITOR_PERIOD_SECONDS}s",
         "--leader-elect=false",  # a lone instance: a Lease would only delay its start
         "--v=1",
     ]
@@ -252,7 +282,7 @@ def _apiserver_argv(cluster: LocalCluster, bins: Path, ports: Mapping[str, int])
         f"--service-account-key-file={pki / 'sa.pub'}",
         f"--service-account-signing-key-file={pki / 'sa.key'}",
         f"--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}",
-        # No controller-manager runs, so nobody would create the `default`
+        # No service account controller runs, so nobody would create the `default`
         # ServiceAccount the ServiceAccount admission plugin insists on.
         "--disable-admission-plugins=ServiceAccount",
         # The endpoints of the `kubernetes` Service may not be a loopback address;

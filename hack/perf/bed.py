@@ -127,6 +127,9 @@ class BenchBed:
         self.bed = Testbed(
             state_dir / "bed",
             extender_env={"PHALANX_THREADS": str(extender_threads), "PHALANX_LOG_LEVEL": "WARNING"},
+            # Thousands of simulated nodes: each Lease renewed every 2 minutes (a 10-minute grace), not
+            # every 10 s, or the renewals alone would load the API server beside what is measured.
+            node_grace_seconds=600,
             log=progress,
         )
         self.phalanx_config = state_dir / "phalanx-scheduler-config.yaml"

@@ -7,11 +7,14 @@ release, the extender under gunicorn, the simulated kubelet, and simulated 8-GPU
 from __future__ import annotations
 
 import contextlib
+import subprocess
 import sys
 from collections.abc import Iterator
 from itertools import count
 from pathlib import Path
+from typing import Any
 
+import orjson
 import pytest
 
 from tests.conftest import REPO
@@ -26,6 +29,7 @@ from workload import (
     create_queue,
     delete_pods,
     ensure_namespace,
+    gpu_pod,
     list_pods,
     live,
     member,
@@ -35,7 +39,8 @@ from workload import (
 )
 
 from kubeio.errors import NotFoundError
-from testbed.nodes import fleet, topology_from_file
+from scheduling.model import ADMISSION_GATE
+from testbed.nodes import SimNodeSpec, fleet, topology_from_file
 
 BRIDGED_A6000 = REPO / "hack" / "topologies" / "rtx-a6000-8gpu-nvlink-bridge-pairs_unige-baobab-gpu048.txt"
 
@@ -47,16 +52,81 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.e2e)
 
 
+def session_nodes() -> list[SimNodeSpec]:
+    """The session bed's nodes: ``gpu-node-1..3``, 8 bridged RTX A6000 each, one per rack."""
+    return fleet(3, gpus=8, racks_per_zone=3, topology=topology_from_file(BRIDGED_A6000))
+
+
+NODE_GRACE_SECONDS = 15
+"""kube-controller-manager's ``--node-monitor-grace-period`` on the session's bed (default 50 s): a node
+whose simulated kubelet a test stops is marked unreachable 15 s later (tests/e2e/test_dead_nodes.py)."""
+
+
 @pytest.fixture(scope="session")
 def testbed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Testbed]:
-    """A running test bed with three simulated 8x RTX A6000 nodes (NVLink bridge pairs), torn down after."""
-    bed = Testbed(Path(tmp_path_factory.mktemp("testbed")), placement_grace=3.0)
+    """The shipped configuration (``Testbed``'s defaults) on three 8x RTX A6000 nodes, torn down after.
+
+    Admission gates on, both webhooks over TLS, one placement replica; stale gangs evicted after 3 s
+    instead of 60 and dead nodes marked after 15 s instead of 50, so that tests take seconds.
+    """
+    bed = Testbed(
+        Path(tmp_path_factory.mktemp("testbed")), placement_grace=3.0, node_grace_seconds=NODE_GRACE_SECONDS
+    )
     try:
         bed.start()
-        bed.add_nodes(fleet(3, gpus=8, racks_per_zone=3, topology=topology_from_file(BRIDGED_A6000)))
+        bed.add_nodes(session_nodes())
         yield bed
     finally:
         bed.stop()
+
+
+@contextlib.contextmanager
+def ungated_meanwhile(bed: Testbed) -> Iterator[None]:
+    """Pods created meanwhile reach kube-scheduler ungated: the gate webhook is taken away, then back.
+
+    The one way a test on the session's bed leaves the shipped configuration. With admission gates on,
+    the release pass keeps a group that cannot start away from kube-scheduler, so the extender's own
+    verdicts (its ``filter`` reasons in ``FailedScheduling`` events, its saved decisions, its holds and
+    wake-ups) are met only by pods created while the gate webhook is down (``failurePolicy: Ignore``:
+    created ungated, as here) or by a group released just before the cluster changed. A test about those
+    uses this (or the ``ungated`` fixture) and says why in its docstring.
+    """
+    bed.set_admission_gate(enabled=False)
+    try:
+        wait_for("pods created ungated", lambda: not _created_gated(bed), timeout=30)
+        yield
+    finally:
+        bed.set_admission_gate(enabled=True)
+        wait_for("pods created gated again", lambda: _created_gated(bed), timeout=30)
+
+
+@pytest.fixture
+def ungated(testbed: Testbed) -> Iterator[None]:
+    """The whole test runs ``ungated_meanwhile``: its pods reach kube-scheduler ungated."""
+    with ungated_meanwhile(testbed):
+        yield
+
+
+def _created_gated(bed: Testbed) -> bool:
+    """Whether a phalanx pod created now would carry the admission gate (a dry run: nothing is stored)."""
+    probe = gpu_pod("gate-probe", 1)
+    created = bed.http.request("POST", "/api/v1/namespaces/default/pods", query={"dryRun": "All"}, body=probe)
+    return any(g.get("name") == ADMISSION_GATE for g in created["spec"].get("schedulingGates") or [])
+
+
+def why(bed: Testbed, *args: str) -> subprocess.CompletedProcess[str]:
+    """Run ``phalanx why ARGS`` against the test bed."""
+    argv = [sys.executable, "-m", "cli", "--kubeconfig", str(bed.kubeconfig), "why", *args]
+    return subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=120, check=False)
+
+
+def why_json(bed: Testbed, *args: str) -> dict[str, Any]:
+    """``phalanx why ARGS -o json``, decoded; the table is printed for the report."""
+    done = why(bed, *args, "-o", "json")
+    assert done.returncode == 0, done.stderr
+    answer: dict[str, Any] = orjson.loads(done.stdout)
+    print(why(bed, *args).stdout)  # the table, for the report
+    return answer
 
 
 _names = count()
@@ -75,8 +145,8 @@ def namespace(testbed: Testbed) -> Iterator[str]:
 def operator(testbed: Testbed) -> Iterator[Testbed]:
     """The session's test bed with the MPI Operator running, from the first test that asks to the end.
 
-    Once per session: the stock operator's health port (8080) is hard-coded, so a stop and a start
-    between modules would race for it; left running, it acts only on MPIJobs.
+    Once per session: left running, it acts only on MPIJobs. It runs in a network namespace of its own
+    (``Testbed.start_mpi_operator``), so another test bed's operator on the machine does not matter.
     """
     testbed.start_mpi_operator()
     yield testbed

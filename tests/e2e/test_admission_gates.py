@@ -4,8 +4,8 @@ Issue 15 (the soak's collapse): kube-scheduler retries every pod the extender tu
 thousands pending a reserved gang's members arrive minutes apart. With the gate webhook
 (``manifests/admission-gate-webhook.yaml``) a pod of scheduler ``phalanx`` is created with the gate
 ``phalanx.io/admission`` and kube-scheduler does not see it until the placement manager's leader
-releases its group. This module runs its own test bed with gates on (the session's runs without, so the
-extender's own gates are tested on pods that reach it ungated, as they do while the webhook is down).
+releases its group. The session's bed runs gates on, as shipped; a test about the extender's own gates
+takes the gate webhook away meanwhile (``tests/e2e/conftest.py``: ``ungated``), as while it is down.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ import sys
 import time
 from collections.abc import Iterator
 from functools import partial
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -39,7 +38,6 @@ from workload import (
 )
 
 from scheduling.model import ADMISSION_GATE
-from testbed.nodes import fleet
 from tests.conftest import REPO
 
 GATE = {"name": ADMISSION_GATE}
@@ -47,19 +45,9 @@ STARVE_AFTER = 5
 
 
 @pytest.fixture(scope="module")
-def gated_bed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Testbed]:
-    """A test bed whose placement manager gates pods of scheduler phalanx; two 8-GPU nodes.
-
-    A group skipped for 5 s (not 300) starves and keeps room, so a test sees that rule in seconds.
-    """
-    starve = ("--gate-starve-after-seconds", str(STARVE_AFTER))
-    bed = Testbed(Path(tmp_path_factory.mktemp("gates")), admission_gates=True, placement_args=starve)
-    try:
-        bed.start()
-        bed.add_nodes(fleet(2, gpus=8))
-        yield bed
-    finally:
-        bed.stop()
+def gated_bed(testbed: Testbed) -> Testbed:
+    """The session's bed: it runs the shipped configuration, gates on (three 8-GPU nodes)."""
+    return testbed
 
 
 @pytest.fixture
@@ -227,16 +215,32 @@ def test_uninstalling_takes_the_gate_off_every_gated_pod(gated_bed: Testbed, ns:
         http.request("DELETE", f"{QUEUES}/{name}")
 
 
+@pytest.fixture
+def starving_soon(gated_bed: Testbed) -> Iterator[Testbed]:
+    """The placement manager restarted with a starvation rule of 5 s (not 300); restored after."""
+    shipped = gated_bed.placement_args
+    gated_bed.kill_placement(signal.SIGTERM)
+    gated_bed.placement_args = (*shipped, "--gate-starve-after-seconds", str(STARVE_AFTER))
+    gated_bed.start_placement()
+    try:
+        yield gated_bed
+    finally:
+        gated_bed.kill_placement(signal.SIGTERM)
+        gated_bed.placement_args = shipped
+        gated_bed.start_placement()
+
+
 @pytest.mark.parametrize("gpus", [9, 5000])
 def test_a_pod_that_can_never_fit_says_so_and_holds_no_room_from_the_others(
-    gated_bed: Testbed, ns: str, gpus: int
+    starving_soon: Testbed, ns: str, gpus: int
 ) -> None:
     """The hostile-input run: one such pod, once past the starvation rule, kept every GPU pod gated.
 
-    12 of the 16 GPUs are taken first, so the 4 left are fewer than the pod "needs": before, it kept
+    20 of the 24 GPUs are taken first, so the 4 left are fewer than the pod "needs": before, it kept
     them all once it had waited past the rule, and the 1-GPU pod stayed gated beside them.
     """
-    for name, size in (("filler-8", 8), ("filler-4", 4)):
+    gated_bed = starving_soon
+    for name, size in (("filler-a", 8), ("filler-b", 8), ("filler-c", 4)):
         create_pod(gated_bed.http, ns, gpu_pod(name, size))
         wait_for(f"{name} bound", partial(_node, gated_bed, ns, name), timeout=30)
     create_pod(gated_bed.http, ns, gpu_pod("never", gpus))

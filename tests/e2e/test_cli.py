@@ -6,6 +6,11 @@ have 8 GPUs free. Each subcommand runs as a user runs it (``python -m cli``, the
 in a subprocess) and its JSON is checked against the objects the API server holds, what the placement
 manager wrote and the Events the extender and kube-scheduler wrote. Then ``snapshot save`` and
 ``replay`` reproduce offline the sentence the extender turned the waiting gang down with.
+
+The running pods go through the admission gates, as shipped; the waiting gang is created while the gate
+webhook is away (``ungated``), as while it is down: kept gated, it would never reach kube-scheduler and
+the extender, and ``replay`` is checked here against what they said (``FailedScheduling``, the
+extender's saved decision).
 """
 
 from __future__ import annotations
@@ -29,12 +34,13 @@ from workload import (
     list_pods,
     live,
     running,
+    said,
     wait_for,
 )
 
 from scheduling.topology import from_json
 from tests.conftest import REPO
-from tests.e2e.conftest import gang
+from tests.e2e.conftest import gang, ungated_meanwhile
 
 NEEDS = "needs 16 GPUs for 2 pods (8 per pod); 8 free on 1 node, at most 8 on one node"
 
@@ -68,7 +74,10 @@ def build_state(bed: Testbed, namespace: str) -> str:
     solo["metadata"]["labels"] = {"phalanx.io/queue": "b"}
     create_pod(bed.http, namespace, solo)
     wait_for("solo runs", lambda: sum(running(p) for p in list_pods(bed.http, namespace)) == 3, timeout=60)
-    gang(bed, namespace, "big", "b", pods=2, gpus=8)
+    assert said(bed.http, namespace, "train", "AdmissionReleased"), "train went through the gates"
+    assert said(bed.http, namespace, "solo", "AdmissionReleased"), "solo went through the gates"
+    with ungated_meanwhile(bed):
+        gang(bed, namespace, "big", "b", pods=2, gpus=8)
 
     def waiting() -> str | None:
         for event in events_for(bed.http, namespace, "big"):

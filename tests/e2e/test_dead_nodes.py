@@ -1,7 +1,11 @@
-"""A node dies under a running gang: the gang is evicted whole, placed again, and filter says why.
+"""A node dies under a running gang, as in a real cluster: the real controllers mark it, phalanx acts.
 
-The test bed runs no node lifecycle controller, so the node is made not Ready as that controller would
-mark it (``Ready=Unknown``, ``Testbed.set_node_ready``), and the simulated kubelet stops acting for it.
+The test stops the node's simulated kubelet (``Testbed.set_node_ready``): its Lease is no longer renewed,
+so kube-controller-manager's node lifecycle controller marks the node ``Ready=Unknown`` and taints it
+``node.kubernetes.io/unreachable`` after ``--node-monitor-grace-period`` (15 s on the session's bed). The
+placement manager evicts the gang whole after its grace; the taint eviction controller evicts a pod that
+tolerates the taint for 5 s once the 5 s are over; and when the dead node is deleted, the pod garbage
+collector deletes the pods left on it, whose deletions a dead kubelet could never complete.
 """
 
 from __future__ import annotations
@@ -23,7 +27,11 @@ from workload import (
     wait_for,
 )
 
+from kubeio.errors import NotFoundError
 from kubeio.http import JsonObject
+from tests.e2e.conftest import NODE_GRACE_SECONDS, session_nodes, why_json
+
+UNREACHABLE = "node.kubernetes.io/unreachable"
 
 
 def _pods(testbed: Testbed, namespace: str, prefix: str) -> dict[str, JsonObject]:
@@ -49,11 +57,38 @@ def _event(testbed: Testbed, namespace: str, name: str, reason: str, text: str) 
     return None
 
 
-def test_a_gang_on_a_node_that_goes_not_ready_is_evicted_whole_and_placed_again_elsewhere(
+def _node(testbed: Testbed, name: str) -> JsonObject | None:
+    try:
+        return testbed.http.request("GET", f"/api/v1/nodes/{name}")
+    except NotFoundError:
+        return None
+
+
+def _taints(node: JsonObject | None) -> set[tuple[str, str]]:
+    return {(t["key"], t["effect"]) for t in ((node or {}).get("spec") or {}).get("taints") or []}
+
+
+def _ready(node: JsonObject | None) -> str | None:
+    conditions = ((node or {}).get("status") or {}).get("conditions") or []
+    return next((str(c["status"]) for c in conditions if c["type"] == "Ready"), None)
+
+
+def _evicted_by_taint(pod: JsonObject | None) -> bool:
+    conditions = ((pod or {}).get("status") or {}).get("conditions") or []
+    return any(
+        c["type"] == "DisruptionTarget" and c.get("reason") == "DeletionByTaintManager" for c in conditions
+    )
+
+
+def _gone(testbed: Testbed, namespace: str, names: list[str]) -> bool:
+    return not set(names) & set(_pods(testbed, namespace, ""))
+
+
+def test_a_dead_node_is_marked_by_the_real_controllers_and_its_gang_is_placed_again_elsewhere(
     testbed: Testbed, namespace: str
 ) -> None:
-    # 6 of 8 GPUs per member: the two members need two nodes, and the dead node keeps 2 GPUs free in
-    # kube-scheduler's eyes, so that it asks phalanx about that node for the probe below.
+    # 6 of 8 GPUs per member: the two members need two nodes, and the dead node keeps 2 GPUs free, one for
+    # a pod that tolerates the node being unreachable for 5 s.
     create_podgroup(testbed.http, namespace, podgroup("dead", 2))
     for i in range(2):
         create_pod(testbed.http, namespace, member(f"dead-{i}", "dead", 6))
@@ -62,24 +97,50 @@ def test_a_gang_on_a_node_that_goes_not_ready_is_evicted_whole_and_placed_again_
     )
     assert len(set(nodes.values())) == 2, f"6-GPU members need a node each: {nodes}"
     dead = nodes["dead-1"]
+    tolerant = gpu_pod("tolerant", 1, node_selector={"kubernetes.io/hostname": dead})
+    toleration = {"key": UNREACHABLE, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 5}
+    tolerant["spec"]["tolerations"] = [toleration]
+    create_pod(testbed.http, namespace, tolerant)
+    wait_for("tolerant running", lambda: _running_on(testbed, namespace, ["tolerant"]), timeout=60)
+
     started = time.monotonic()
-    testbed.set_node_ready(dead, "Unknown")
+    testbed.set_node_ready(dead, "Unknown")  # its kubelet stops: no Lease renewal, no status
+    deleted = False
     try:
+        wait_for(
+            "the node lifecycle controller's unreachable taints",
+            lambda: (
+                {(UNREACHABLE, "NoSchedule"), (UNREACHABLE, "NoExecute")} <= _taints(_node(testbed, dead))
+            ),
+            timeout=NODE_GRACE_SECONDS + 30,
+        )
+        tainted_at = time.monotonic()
+        print(f"{dead} tainted unreachable {tainted_at - started:.1f}s after its kubelet stopped")
+        assert tainted_at - started >= NODE_GRACE_SECONDS - 2, "not before the grace period"
+        assert _ready(_node(testbed, dead)) == "Unknown"
+
         evicted = wait_for(
             "GangEvicted naming the dead node",
             lambda: _event(testbed, namespace, "dead", "GangEvicted", f"dead-1 on node {dead}, not Ready"),
             timeout=testbed.placement_grace + 30,
         )
-        took = time.monotonic() - started
-        print(
-            f"evicted {took:.1f}s after {dead} went not Ready (grace {testbed.placement_grace}s): {evicted}"
-        )
+        print(f"evicted {time.monotonic() - started:.1f}s after the kubelet stopped: {evicted}")
         assert evicted.startswith("gang " + namespace + "/dead: only 1 of 2 members running (1 lost: ")
         wait_for(
             "the survivor deleted", lambda: "dead-0" not in _pods(testbed, namespace, "dead-"), timeout=30
         )
         stuck = get_pod(testbed.http, namespace, "dead-1")
         assert stuck["metadata"].get("deletionTimestamp"), "the member on the dead node was evicted too"
+
+        # The taint eviction controller evicts the pod that tolerates the taint for 5 s, once they are over.
+        wait_for(
+            "tolerant evicted by the taint eviction controller",
+            lambda: _evicted_by_taint(get_pod(testbed.http, namespace, "tolerant")),
+            timeout=40,
+        )
+        print(f"tolerant evicted {time.monotonic() - tainted_at:.1f}s after the taint (tolerationSeconds 5)")
+        assert time.monotonic() - tainted_at >= 4.5
+        assert get_pod(testbed.http, namespace, "tolerant")["metadata"].get("deletionTimestamp")
 
         # The gang's controller re-creates it: it is planned whole again, never on the dead node.
         for i in (2, 3):
@@ -92,16 +153,33 @@ def test_a_gang_on_a_node_that_goes_not_ready_is_evicted_whole_and_placed_again_
         assert dead not in again.values(), f"placed on the dead node: {again}"
         assert len(set(again.values())) == 2
 
-        # A pod that only the dead node could take: kube-scheduler asks phalanx, which turns it down.
+        # What phalanx says of the dead node, asked for a pod that only it could take and that tolerates
+        # every taint (kube-scheduler's own filters let it through): not Ready.
         probe = gpu_pod("probe", 1, node_selector={"kubernetes.io/hostname": dead})
+        probe["spec"]["tolerations"] = [{"operator": "Exists"}]
         create_pod(testbed.http, namespace, probe)
-        reason = wait_for(
-            "FailedScheduling saying the node is not Ready",
-            lambda: _event(testbed, namespace, "probe", "FailedScheduling", "not Ready"),
-            timeout=30,
-        )
-        print(f"probe: {reason}")
+        answer = why_json(testbed, f"{namespace}/probe")
+        print(f"probe: {answer['verdict']}; nodes: {answer['nodes']}")
+        assert any("not Ready" in group["message"] and group["nodes"] == [dead] for group in answer["nodes"])
         assert not get_pod(testbed.http, namespace, "probe")["spec"].get("nodeName")
         assert double_booked(list_pods(testbed.http)) == []
+
+        # The admin deletes the dead node: the pod garbage collector deletes the pods left on it.
+        testbed.http.request("DELETE", f"/api/v1/nodes/{dead}")
+        deleted, gone_at = True, time.monotonic()
+        wait_for(
+            "dead-1 and tolerant collected",
+            lambda: _gone(testbed, namespace, ["dead-1", "tolerant"]),
+            timeout=150,
+        )
+        print(f"the pods of the deleted node collected {time.monotonic() - gone_at:.1f}s after its deletion")
     finally:
-        testbed.set_node_ready(dead, "True")
+        if deleted:
+            testbed.add_nodes([spec for spec in session_nodes() if spec.name == dead])
+        else:
+            testbed.set_node_ready(dead, "True")
+        wait_for(  # as the next tests need it
+            f"{dead} Ready and untainted",
+            lambda: _ready(_node(testbed, dead)) == "True" and not _taints(_node(testbed, dead)),
+            timeout=60,
+        )

@@ -1,7 +1,8 @@
 """An elastic MPIJob through the real MPI Operator, phalanx's extender and its placement manager.
 
-Issue 11's acceptance: the job (min 2, max 6 workers of 2 GPUs) alone grows to 6; a gang that needs
-the room makes it shrink (the operator deletes the highest indices, ``discover_hosts.sh`` lists only
+With admission gates on, as shipped: every pod of the job is created gated and released by the placement
+manager. Issue 11's acceptance: the job (min 2, max 6 workers of 2 GPUs) alone grows to 6; a gang that
+needs the room makes it shrink (the operator deletes the highest indices, ``discover_hosts.sh`` lists only
 the workers left) and binds; when the gang is gone the job grows again. The three 8-GPU nodes are the
 managed pool: the placement manager taints them, pins the workers (those the operator creates as the job
 grows, through the pin webhook as they are created) and opens the pool to other pods.
@@ -18,10 +19,12 @@ from collections.abc import Iterator
 import pytest
 from localbed import Testbed
 from workload import (
+    PodTimeline,
     create_mpijob,
     create_pod,
     create_podgroup,
     elastic_mpijob,
+    events_for,
     get_mpijob,
     gpu_pod,
     list_pods,
@@ -100,10 +103,15 @@ def _discovered(bed: Testbed, namespace: str) -> list[str]:
 
 
 def test_an_elastic_job_grows_shrinks_for_a_gang_and_grows_back(pool: Testbed, namespace: str) -> None:
+    """The elastic path under the shipped configuration, gated pods and the pin webhook included.
+
+    Every pod is created gated and released by the placement manager: the job's first workers and
+    launcher, each worker it grows by, the gang's members.
+    """
     http = pool.http
     body = elastic_mpijob("elastic", workers=2, gpus_per_worker=2, max_workers="6", min_available=3)
-    create_mpijob(http, namespace, body)
-    with deleted_after(pool, namespace, "elastic"):
+    with PodTimeline(http, namespace) as timeline, deleted_after(pool, namespace, "elastic"):
+        create_mpijob(http, namespace, body)
         start = time.monotonic()
         wait_for("6 workers running", lambda: len(_running_workers(pool, namespace)) == 6, timeout=90)
         print(f"\nelastic job grew to 6 running workers {time.monotonic() - start:.1f}s after it was created")
@@ -157,6 +165,14 @@ def test_an_elastic_job_grows_shrinks_for_a_gang_and_grows_back(pool: Testbed, n
         start = time.monotonic()
         wait_for("6 workers running again", lambda: len(_running_workers(pool, namespace)) == 6, timeout=90)
         print(f"the job grew back to 6 {time.monotonic() - start:.1f}s after the gang was gone")
+        created = set(timeline.created_at)
+        print(f"created gated: {sorted(timeline.created_gated)} of {sorted(created)}")
+        assert {f"elastic-worker-{i}" for i in range(6)} | {"wide-0", "wide-1"} <= created
+        assert created == timeline.created_gated, (
+            f"created ungated: {sorted(created - timeline.created_gated)}"
+        )
+        released = [e for e in events_for(http, namespace, "elastic") if e["reason"] == "AdmissionReleased"]
+        assert released, "the placement manager released the job's pods, with an event on its PodGroup"
 
 
 def _pinned_at_creation(bed: Testbed, namespace: str, job: str = "elastic") -> list[str]:

@@ -16,7 +16,9 @@ from workload import (
     create_pod,
     create_podgroup,
     events_for,
+    get_pod,
     get_podgroup,
+    kept_gated,
     list_pods,
     member,
     podgroup,
@@ -26,13 +28,6 @@ from workload import (
 
 def _bound(testbed: Testbed, namespace: str) -> set[str]:
     return {p["metadata"]["name"] for p in list_pods(testbed.http, namespace) if p["spec"].get("nodeName")}
-
-
-def _turned_down(testbed: Testbed, namespace: str, pod: str, words: str) -> str | None:
-    for event in events_for(testbed.http, namespace, pod):
-        if event["reason"] == "FailedScheduling" and words in event["message"]:
-            return str(event["message"])
-    return None
 
 
 def test_a_podgroup_with_schedule_timeout_0_is_accepted_and_its_gang_binds(
@@ -48,16 +43,13 @@ def test_a_podgroup_with_schedule_timeout_0_is_accepted_and_its_gang_binds(
 def test_members_created_one_by_one_are_bound_within_seconds_of_the_last(
     testbed: Testbed, namespace: str
 ) -> None:
-    """The members turned down while the gang waited come back as soon as the last one reserves it."""
+    """The members kept gated while the gang waited are released and bound as soon as the last exists."""
     create_podgroup(testbed.http, namespace, podgroup("slow", 3))
     with PodTimeline(testbed.http, namespace) as timeline:
         for name in ("s0", "s1"):
             create_pod(testbed.http, namespace, member(name, "slow", 2))
-
-            def waiting(name: str = name) -> str | None:
-                return _turned_down(testbed, namespace, name, "waiting for members")
-
-            wait_for(f"{name} turned down while the gang waits", waiting, timeout=30)
+        kept_gated(testbed.http, namespace, "slow", "waiting for members: 2 of 3", timeout=30)
+        assert all(get_pod(testbed.http, namespace, n)["spec"].get("schedulingGates") for n in ("s0", "s1"))
         create_pod(testbed.http, namespace, member("s2", "slow", 2))
         wait_for("all 3 bound", lambda: len(_bound(testbed, namespace)) == 3, timeout=60)
         time.sleep(0.3)

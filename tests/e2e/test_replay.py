@@ -40,8 +40,13 @@ def _replay(path: Path) -> subprocess.CompletedProcess[str]:
 
 
 def test_a_gang_wait_saved_during_the_wait_replays_to_the_same_verdict(
-    testbed: Testbed, namespace: str, tmp_path: Path
+    testbed: Testbed, namespace: str, tmp_path: Path, ungated: None
 ) -> None:
+    """The extender's record of a gang's wait, replayed offline.
+
+    Ungated (``ungated``): the extender saves the decisions it makes, on pods kube-scheduler asks it
+    about; with gates on, a gang that cannot fit is kept gated and never asked about.
+    """
     create_podgroup(testbed.http, namespace, podgroup("wide", 4))
     for i in range(4):
         create_pod(testbed.http, namespace, member(f"wide-{i}", "wide", 8))

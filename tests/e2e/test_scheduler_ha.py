@@ -43,7 +43,7 @@ def pairs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Testbed]:
         "PHALANX_DUTY_WINDOW_SECONDS": "3",
         "PHALANX_RECOVERY_INTERVAL_SECONDS": "0.3",  # a standby acting alone would act within the bind
     }
-    bed = Testbed(Path(tmp_path_factory.mktemp("ha")), scheduler_pairs=2, extender_env=env, pin_webhook=False)
+    bed = Testbed(Path(tmp_path_factory.mktemp("ha")), scheduler_pairs=2, extender_env=env)
     try:
         bed.start()
         bed.add_nodes(fleet(3, gpus=8))

@@ -1,6 +1,8 @@
 """kube-scheduler calls the extender over verified TLS: the extender serves HTTPS only, and pods bind.
 
-A test bed of its own (one node), since the session's serves plain HTTP: the extender gets a
+A test bed of its own (one node), since the session's extender serves plain HTTP on loopback beside
+kube-scheduler, as ``manifests/scheduler-config.yaml`` ships it; this is the documented alternative for an
+extender reached over a network. Everything else is shipped as it is (gates on, webhooks). The extender gets a
 certificate for IP:127.0.0.1 from the local CA, and kube-scheduler's config gets ``enableHTTPS: true``
 and a ``tlsConfig`` with that CA (``localcluster.config.render_scheduler_config``). The extender is the
 binder, and it answers nothing over plain HTTP, so a pod bound with its GPU annotation was scheduled
@@ -26,7 +28,7 @@ from testbed.nodes import fleet
 @pytest.fixture(scope="module")
 def tls_bed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Testbed]:
     """A test bed whose extender serves HTTPS, with one simulated 8-GPU node."""
-    bed = Testbed(Path(tmp_path_factory.mktemp("tls-testbed")), extender_tls=True, pin_webhook=False)
+    bed = Testbed(Path(tmp_path_factory.mktemp("tls-testbed")), extender_tls=True)
     try:
         bed.start()
         bed.add_nodes(fleet(1, gpus=8))

@@ -1,10 +1,13 @@
 """``phalanx why`` end to end: the CLI's JSON against what the real control plane does.
 
-Each case sets a cluster state up through the real kube-scheduler and extender, asks ``phalanx why`` (the
-CLI in a subprocess, with the test bed's kubeconfig, as a user runs it), and checks the answer against
-the real state: the sentence kube-scheduler put on the pod's ``FailedScheduling`` event, the pods that
-really hold the GPUs, and, where a running group's finishing is predicted to make room, the node and
-GPU indices the pod really gets once that group is deleted.
+Each case sets a cluster state up through the shipped configuration (admission gates on: a pod that
+cannot start is kept gated by the placement manager's release pass and never reaches kube-scheduler),
+asks ``phalanx why`` (the CLI in a subprocess, with the test bed's kubeconfig, as a user runs it), and
+checks the answer against the real state: the sentence the release pass put on the pod's (or its
+PodGroup's) ``AdmissionWaiting`` event, which ``why`` gives as ``admission``, beside its own explanation
+(the extender's filter asked offline); the pods that really hold the GPUs; and, where a running group's
+finishing is predicted to make room, the node and GPU indices the pod really gets once that group is
+deleted.
 
 Three 8-GPU nodes (``gpu-node-1..3``). Pods are pinned to nodes with ``kubernetes.io/hostname`` node
 selectors where the layout matters, so kube-scheduler's bin-packing cannot change the scenario.
@@ -13,46 +16,30 @@ selectors where the layout matters, so kube-scheduler's bin-packing cannot chang
 from __future__ import annotations
 
 import contextlib
-import subprocess
-import sys
 import time
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-import orjson
 from localbed import Testbed
 from workload import (
     create_pod,
     create_podgroup,
-    events_for,
     get_pod,
     gpu_pod,
     gpus_of,
+    kept_gated,
     member,
     podgroup,
     running,
+    said,
     wait_for,
     wait_pod,
 )
 
 from kubeio.errors import NotFoundError
-from tests.conftest import REPO
+from tests.e2e.conftest import why, why_json
 
 HOST = "kubernetes.io/hostname"
-
-
-def why(bed: Testbed, *args: str) -> subprocess.CompletedProcess[str]:
-    """Run ``phalanx why ARGS`` against the test bed."""
-    argv = [sys.executable, "-m", "cli", "--kubeconfig", str(bed.kubeconfig), "why", *args]
-    return subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=120, check=False)
-
-
-def why_json(bed: Testbed, *args: str) -> dict[str, Any]:
-    done = why(bed, *args, "-o", "json")
-    assert done.returncode == 0, done.stderr
-    answer: dict[str, Any] = orjson.loads(done.stdout)
-    print(why(bed, *args).stdout)  # the table, for the report
-    return answer
 
 
 def pod(
@@ -85,24 +72,19 @@ def running_on(bed: Testbed, namespace: str, name: str) -> tuple[str, tuple[int,
     return found["spec"]["nodeName"], gpus_of(found)
 
 
-def turned_down(bed: Testbed, namespace: str, name: str, words: str = "") -> str:
-    """The message of ``name``'s latest ``FailedScheduling`` event containing ``words``."""
+def said_down(bed: Testbed, namespace: str, name: str, words: str) -> str:
+    """The message of the extender's (or kube-scheduler's) ``FailedScheduling`` event for an ungated pod."""
+    return wait_for(
+        f"{name} turned down ({words})", lambda: said(bed.http, namespace, name, "FailedScheduling", words)
+    )
 
-    def probe() -> str | None:
-        found = [
-            e
-            for e in events_for(bed.http, namespace, name)
-            if e["reason"] == "FailedScheduling" and words in e["message"]
-        ]
-        return str(found[-1]["message"]) if found else None
 
-    try:
-        return wait_for(f"{name} turned down ({words})", probe, timeout=60)
-    except AssertionError as timed_out:
-        seen = [(e["reason"], e["message"]) for e in events_for(bed.http, namespace, name)]
-        where = get_pod(bed.http, namespace, name)["spec"].get("nodeName")
-        msg = f"{timed_out}; {name} is on node {where}; its events: {seen}"
-        raise AssertionError(msg) from timed_out
+def gated_why(bed: Testbed, namespace: str, name: str, words: str, *args: str) -> tuple[str, dict[str, Any]]:
+    """The release pass's sentence for ``name`` kept gated, and ``phalanx why ARGS``, which gives it too."""
+    sentence = kept_gated(bed.http, namespace, name, words).removeprefix("kept gated: ")
+    answer = why_json(bed, *args)
+    assert answer["admission"] == f"kept gated by the placement manager: {sentence}"
+    return sentence, answer
 
 
 def delete(bed: Testbed, namespace: str, name: str) -> None:
@@ -133,11 +115,11 @@ def test_too_few_gpus_anywhere_names_the_group_whose_end_makes_room_and_the_plan
 ) -> None:
     fill(testbed, namespace, {"big1": (1, 8), "big2": (2, 8), "mid": (3, 6)})
     create_pod(testbed.http, namespace, pod("p", 4))
-    # No node has 4 GPUs left by count, so kube-scheduler turns them all down itself.
-    assert "3 Insufficient nvidia.com/gpu" in turned_down(testbed, namespace, "p")
-    answer = why_json(testbed, f"{namespace}/p")
+    sentence, answer = gated_why(testbed, namespace, "p", "needs 4 GPUs", f"{namespace}/p")
+    assert sentence == "waits for room: needs 4 GPUs, 2 free after 0 group(s) ahead"
     assert answer["cause"] == "no_capacity"
-    assert answer["filterMessage"] is None  # phalanx was not asked
+    # No node has 4 GPUs left by count: kube-scheduler would turn them all down itself.
+    assert answer["filterMessage"] is None
     assert answer["verdict"] == (
         f"pod {namespace}/p waits for GPUs: it needs 4 GPUs on one node; 2 are free on the 3 nodes it may "
         f"use; it fits once {namespace}/mid finishes (6 GPUs)"
@@ -155,8 +137,8 @@ def test_too_few_gpus_anywhere_names_the_group_whose_end_makes_room_and_the_plan
 def test_fragmentation_enough_gpus_in_all_not_on_one_node(testbed: Testbed, namespace: str) -> None:
     fill(testbed, namespace, {"a": (1, 4), "b": (2, 4), "c": (3, 4)})
     create_pod(testbed.http, namespace, pod("p", 8))
-    assert "3 Insufficient nvidia.com/gpu" in turned_down(testbed, namespace, "p")
-    answer = why_json(testbed, f"{namespace}/p")
+    sentence, answer = gated_why(testbed, namespace, "p", "room on one node", f"{namespace}/p")
+    assert sentence == f"waits for room on one node: no node has room for {namespace}/p now (8 GPUs)"
     assert answer["cause"] == "fragmented"
     assert answer["verdict"] == (
         f"pod {namespace}/p waits for room in one place: it needs 8 GPUs on one node; 12 GPUs are free on "
@@ -182,17 +164,16 @@ def test_a_queue_limit_holds_the_pod_with_the_filters_own_sentence(
     running_on(testbed, namespace, "a1")
     running_on(testbed, namespace, "a2")
     create_pod(testbed.http, namespace, pod("p", 4, queue="a"))
-    event = turned_down(testbed, namespace, "p", "allocated 12")
-    answer = why_json(testbed, f"{namespace}/p")
+    event, answer = gated_why(testbed, namespace, "p", "allocated 12", f"{namespace}/p")
     sentence = "queue a: over its GPU limit (limit 12, allocated 12, this job needs 4)"
-    assert sentence in event
+    assert event == sentence  # the release pass says what the extender's filter says
     assert answer["cause"] == "queue_limit"
     assert answer["verdict"] == f"pod {namespace}/p is held by its queue: {sentence}"
     queue = answer["queue"]
     assert (queue["name"], queue["rule"], queue["sentence"]) == ("a", "limit", sentence)
     gpu = next(s for s in queue["shares"] if s["resource"] == "nvidia.com/gpu")
     assert (gpu["quota"], gpu["limit"], gpu["allocated"], gpu["requested"]) == (8, 12, 12, 4)
-    assert any(e["reason"] == "FailedScheduling" and sentence in e["message"] for e in answer["events"])
+    assert any(e["reason"] == "AdmissionWaiting" and sentence in e["message"] for e in answer["events"])
 
 
 def test_a_non_preemptible_pod_over_its_queues_quota_is_held(
@@ -202,13 +183,12 @@ def test_a_non_preemptible_pod_over_its_queues_quota_is_held(
     create_pod(testbed.http, namespace, pod("np", 8, node=1, queue="b", labels=keep))
     running_on(testbed, namespace, "np")
     create_pod(testbed.http, namespace, pod("p", 4, queue="b", labels=keep))
-    event = turned_down(testbed, namespace, "p", "non-preemptible")
-    answer = why_json(testbed, f"{namespace}/p")
+    event, answer = gated_why(testbed, namespace, "p", "non-preemptible", f"{namespace}/p")
     sentence = (
         "queue b: non-preemptible jobs run only within the queue's quota "
         "(GPU quota 8, 8 held by non-preemptible jobs, this job needs 4)"
     )
-    assert sentence in event
+    assert event == sentence
     assert answer["cause"] == "non_preemptible_quota"
     assert (answer["queue"]["rule"], answer["queue"]["sentence"]) == ("non_preemptible_quota", sentence)
     # The queue rule, not room, holds it: two nodes have room for it.
@@ -216,12 +196,17 @@ def test_a_non_preemptible_pod_over_its_queues_quota_is_held(
 
 
 def test_a_group_ahead_in_the_fair_order_keeps_its_room_and_is_named(
-    testbed: Testbed, namespace: str, queues: None
+    testbed: Testbed, namespace: str, queues: None, ungated: None
 ) -> None:
     """A younger pod does not take the room a group ahead in its queue waits for.
 
     Gang ``first`` of queue a (2 x 5 GPUs) fits the 12 free GPUs in all but not the nodes (0, 4, 8 free),
     so it waits at the head of queue a; ``p`` (4 GPUs, queue a, younger) would fit node 2 or 3.
+
+    Ungated (``ungated``): this is the extender's hold for a group ahead that kube-scheduler is trying.
+    With gates on, ``first`` would be kept gated, not tried, and ``p`` released: the release pass holds
+    room for a group ahead only once it has waited ``--gate-starve-after-seconds`` (5 minutes), a rule
+    of the core's (tests/scheduling/test_admission_gates.py).
     """
     create_pod(testbed.http, namespace, elsewhere("x1", 1, (0, 1, 2, 3, 4, 5, 6, 7)))  # in no queue
     create_pod(testbed.http, namespace, elsewhere("x2", 2, (0, 1, 2, 3)))
@@ -230,12 +215,12 @@ def test_a_group_ahead_in_the_fair_order_keeps_its_room_and_is_named(
         body = member(f"first-{i}", "first", 5)
         body["metadata"]["labels"]["phalanx.io/queue"] = "a"
         create_pod(testbed.http, namespace, body)
-    turned_down(testbed, namespace, "first-0", "needs 10 GPUs")
+    said_down(testbed, namespace, "first-0", "needs 10 GPUs")
     # The extender rebuilds its queue view once a second; a group it does not list yet holds no room, so
     # p must come after the view lists first (the line is kept by the view, not by creation time).
     time.sleep(3)
     create_pod(testbed.http, namespace, pod("p", 4, queue="a"))
-    event = turned_down(testbed, namespace, "p", "ahead of this one")
+    event = said_down(testbed, namespace, "p", "ahead of this one")
     answer = why_json(testbed, f"{namespace}/p")
     sentence = (
         f"queue a: the 12 GPUs free are needed by 1 group(s) ahead of this one ({namespace}/first of queue a "
@@ -261,23 +246,15 @@ def test_an_incomplete_gang_says_how_many_members_exist(testbed: Testbed, namesp
     for i in range(2):
         create_pod(testbed.http, namespace, member(f"g-{i}", "g", 2))
 
-    def gang_event() -> str | None:  # the first member alone may have been turned down as "1 of 3" before
-        found = [
-            e
-            for e in events_for(testbed.http, namespace, "g")
-            if e["reason"] == "GangWaiting" and "2 of 3" in e["message"]
-        ]
-        return str(found[-1]["message"]) if found else None
-
-    event = wait_for("the PodGroup's GangWaiting event", gang_event, timeout=60)
-    answer = why_json(testbed, "podgroup/g", "-n", namespace)
+    event, answer = gated_why(testbed, namespace, "g", "2 of 3", "podgroup/g", "-n", namespace)
     assert event == f"gang {namespace}/g: waiting for members: 2 of 3 pods exist"
     assert answer["cause"] == "gang_incomplete"
     assert answer["verdict"] == f"gang {namespace}/g waits for members: 2 of 3 pods exist (minMember 3)"
     assert answer["gang"] == {"minMember": 3, "present": 2, "bound": 0, "waiting": 2, "podGroup": True}
     assert answer["filterMessage"] == event
     assert any(
-        e["object"] == f"PodGroup {namespace}/g" and e["reason"] == "GangWaiting" for e in answer["events"]
+        e["object"] == f"PodGroup {namespace}/g" and e["reason"] == "AdmissionWaiting"
+        for e in answer["events"]
     )
 
 
@@ -302,8 +279,11 @@ def test_a_taint_and_a_node_selector_that_exclude_the_node_with_room(
     with tainted(testbed, "gpu-node-1", {"key": "gpu", "value": "reserved", "effect": "NoSchedule"}):
         create_pod(testbed.http, namespace, pod("p", 4))
         create_pod(testbed.http, namespace, pod("q", 4, node=2))
-        assert "untolerated taint" in turned_down(testbed, namespace, "p")
-        turned_down(testbed, namespace, "q")
+        for name, args in (("p", (f"{namespace}/p",)), ("q", ("q", "-n", namespace))):
+            event, _ = gated_why(testbed, namespace, name, "room on one node", *args)
+            assert (
+                event == f"waits for room on one node: no node has room for {namespace}/{name} now (4 GPUs)"
+            )
         p, q = why_json(testbed, f"{namespace}/p"), why_json(testbed, "q", "-n", namespace)
         taint = "node(s) with taint gpu=reserved:NoSchedule the pod does not tolerate"
         assert p["cause"] == q["cause"] == "excluded"

@@ -142,3 +142,13 @@ def test_a_pod_that_changed_since_the_cache_saw_it_refuses_the_whole_patch(store
 
 def test_a_pod_without_the_admission_gate_needs_no_patch() -> None:
     assert ungate_patch("pod-uid-1", ["example.com/quota"]) is None
+
+
+def test_a_pod_created_with_generate_name_is_gated() -> None:
+    """A Job's pod (an MPIJob's launcher) has no name at admission: it was let through ungated."""
+    launcher = copy.deepcopy(WORKER)
+    del launcher["metadata"]["name"]
+    launcher["metadata"]["generateName"] = "mnist-launcher-"
+    assert read_review(review(launcher)).pod.name == "mnist-launcher-<generated>"  # the pin webhook reads it
+    gating = read_gate_review(review(launcher))
+    assert gate_ops(gating) == [{"op": "add", "path": "/spec/schedulingGates", "value": [GATE]}]

@@ -18,6 +18,8 @@ class FakeGangs:
     deleted: list[str] = field(default_factory=list)
     events: list[tuple[str, str]] = field(default_factory=list)
     node_map: dict[str, Node] | None = None
+    done: list[str] = field(default_factory=list)
+    """Deletions and event writes, in the order they were made."""
 
     def podgroups(self) -> list[PodGroup]:
         return list(self.groups.values())
@@ -36,11 +38,17 @@ class FakeGangs:
 
     def delete_pod(self, namespace: str, name: str, uid: str, *, grace_seconds: int | None = None) -> bool:
         self.deleted.append(name)
+        self.done.append(f"delete {name}")
         self.pods.pop(name, None)
         return True
 
     def record(self, ref: ObjectRef, type_: str, reason: str, message: str) -> None:
         self.events.append((reason, message))
+        self.done.append(f"queue {reason}")
+
+    def record_now(self, ref: ObjectRef, type_: str, reason: str, message: str) -> None:
+        self.events.append((reason, message))
+        self.done.append(f"write {reason}")
 
 
 def running(name: str) -> Pod:
@@ -69,6 +77,8 @@ def test_a_gang_that_lost_a_member_is_evicted_whole_after_the_grace_period_once(
     assert reconciler.reconcile_once().evicted == ("ml/g",)
     assert sorted(fake.deleted) == ["w0", "w2"]
     assert [reason for reason, _ in fake.events] == ["GangEvicted"]
+    # written before the first deletion, not queued: a crash after the deletions cannot lose it
+    assert fake.done == ["write GangEvicted", "delete w0", "delete w2"]
     now[0] = 30.0
     assert reconciler.reconcile_once().evicted == ()
 

@@ -1,4 +1,9 @@
-"""The simulated kubelet runs only the simulated nodes that are Ready: a not-Ready node's kubelet stopped."""
+"""The simulated kubelet acts for its nodes as a kubelet would, and only while a test has not stopped it.
+
+It renews each node's Lease and posts its ``Ready`` condition (``testbed.heartbeat``), so the real node
+lifecycle controller keeps the node alive; a node whose kubelet a test stopped gets neither, and its
+pods are left alone.
+"""
 
 from __future__ import annotations
 
@@ -6,24 +11,36 @@ from typing import Any, cast
 
 import pytest
 
+from kubeio.errors import NotFoundError
 from kubeio.http import JsonObject, KubeHttp
+from testbed.heartbeat import KUBELET_ANNOTATION, NODE_LEASES, STATUS_REPORT_SECONDS, NodeHeartbeat
 from testbed.kubelet import SIMULATED_LABEL, SimKubelet
 from testbed.nodes import set_ready
 
 
 class RecordingHttp:
-    def __init__(self) -> None:
+    def __init__(self, missing: frozenset[str] = frozenset()) -> None:
         self.calls: list[tuple[str, str, Any]] = []
+        self.missing = set(missing)
 
     def request(self, method: str, path: str, **kwargs: Any) -> JsonObject:
         self.calls.append((method, path, kwargs.get("body")))
+        if method == "PATCH" and path in self.missing:
+            self.missing.discard(path)
+            raise NotFoundError(404, "NotFound", path)
         return {}
 
 
-def node(name: str, ready: str) -> JsonObject:
+def node(name: str, ready: str = "True", kubelet: str | None = None) -> JsonObject:
+    annotations = {KUBELET_ANNOTATION: kubelet} if kubelet else {}
     return {
-        "metadata": {"name": name, "labels": {SIMULATED_LABEL: "true"}},
-        "status": {"conditions": [{"type": "Ready", "status": ready}]},
+        "metadata": {
+            "name": name,
+            "uid": f"uid-{name}",
+            "labels": {SIMULATED_LABEL: "true"},
+            "annotations": annotations,
+        },
+        "status": {"conditions": [{"type": "Ready", "status": ready, "lastTransitionTime": "earlier"}]},
     }
 
 
@@ -35,27 +52,104 @@ def pod(name: str, node_name: str, **meta: Any) -> JsonObject:
     }
 
 
-@pytest.mark.parametrize(("ready", "acts"), [("True", True), ("Unknown", False), ("False", False)])
-def test_pods_on_a_node_that_is_not_ready_are_neither_started_nor_deleted(ready: str, acts: bool) -> None:
+@pytest.mark.parametrize(
+    ("kubelet", "ready", "acts"),
+    [
+        (None, "True", True),
+        (None, "Unknown", True),
+        ("stopped", "Unknown", False),
+        ("not-ready", "False", False),
+    ],
+)
+def test_pods_are_started_and_deleted_only_while_the_nodes_kubelet_runs(
+    kubelet: str | None, ready: str, acts: bool
+) -> None:
+    """A node the lifecycle controller marked while its kubelet runs is still the kubelet's to run."""
     http = RecordingHttp()
-    kubelet = SimKubelet(cast(KubeHttp, http), clock=lambda: 0.0)
-    kubelet.nodes_replaced([node("n1", "True")])
-    kubelet.node_event("MODIFIED", node("n1", ready))
-    kubelet.pod_event("ADDED", pod("p", "n1"))
-    kubelet.pod_event("MODIFIED", pod("q", "n1", deletionTimestamp="2026-01-01T00:00:00Z"))
+    sim = SimKubelet(cast(KubeHttp, http), clock=lambda: 0.0)
+    sim.nodes_replaced([node("n1")])
+    sim.node_event("MODIFIED", node("n1", ready, kubelet))
+    sim.pod_event("ADDED", pod("p", "n1"))
+    sim.pod_event("MODIFIED", pod("q", "n1", deletionTimestamp="2026-01-01T00:00:00Z"))
     assert [method for method, _, _ in http.calls] == (["PATCH", "DELETE"] if acts else [])
 
 
-def test_set_ready_writes_the_condition_as_the_node_lifecycle_controller_would() -> None:
+@pytest.mark.parametrize(
+    ("status", "value"), [("Unknown", "stopped"), ("False", "not-ready"), ("True", None)]
+)
+def test_set_ready_tells_the_nodes_kubelet_and_writes_no_condition(status: str, value: str | None) -> None:
     http = RecordingHttp()
-    set_ready(cast(KubeHttp, http), "n1", "Unknown", clock=lambda: 0.0)
+    set_ready(cast(KubeHttp, http), "n1", status)
     [(method, path, body)] = http.calls
-    assert (method, path) == ("PATCH", "/api/v1/nodes/n1/status")
-    [condition] = body["status"]["conditions"]
-    assert (condition["type"], condition["status"], condition["reason"]) == (
-        "Ready",
-        "Unknown",
-        "NodeStatusUnknown",
-    )
+    assert (method, path) == ("PATCH", "/api/v1/nodes/n1")
+    assert body == {"metadata": {"annotations": {KUBELET_ANNOTATION: value}}}
     with pytest.raises(ValueError, match="Ready status must be one of"):
         set_ready(cast(KubeHttp, http), "n1", "Dead")
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_the_heartbeat_creates_then_renews_each_lease_owned_by_its_node() -> None:
+    http = RecordingHttp(missing=frozenset({f"{NODE_LEASES}/n1"}))
+    clock = Clock()
+    beat = NodeHeartbeat(cast(KubeHttp, http), clock=clock, lease_seconds=8)
+    beat.nodes_replaced([node("n1")])
+    beat.beat_once()
+    assert [(m, p) for m, p, _ in http.calls] == [
+        ("PATCH", f"{NODE_LEASES}/n1"),
+        ("POST", NODE_LEASES),
+        ("PATCH", "/api/v1/nodes/n1/status"),  # a kubelet that starts posts its status at once
+    ]
+    created = http.calls[1][2]
+    assert created["metadata"]["ownerReferences"] == [
+        {"apiVersion": "v1", "kind": "Node", "name": "n1", "uid": "uid-n1"}
+    ]
+    assert created["spec"]["renewTime"] == "1970-01-12T13:46:40.000000Z"
+    http.calls.clear()
+    beat.beat_once()
+    assert http.calls == [], "not due yet: renewed every quarter of the Lease"
+    clock.now += 2
+    beat.beat_once()
+    [(method, path, body)] = http.calls
+    assert (method, path) == ("PATCH", f"{NODE_LEASES}/n1")
+    assert body["spec"]["renewTime"] == "1970-01-12T13:46:42.000000Z"
+
+
+def test_a_stopped_kubelet_renews_nothing_and_a_restarted_one_posts_ready_at_once() -> None:
+    http = RecordingHttp()
+    clock = Clock()
+    beat = NodeHeartbeat(cast(KubeHttp, http), clock=clock, lease_seconds=8)
+    beat.nodes_replaced([node("n1", kubelet="stopped")])
+    clock.now += 60
+    beat.beat_once()
+    assert http.calls == []
+    beat.node_event("MODIFIED", node("n1", ready="Unknown"))  # the test restarts it
+    beat.beat_once()
+    status = [body for method, path, body in http.calls if path == "/api/v1/nodes/n1/status"]
+    [condition] = status[0]["status"]["conditions"]
+    assert (condition["status"], condition["reason"]) == ("True", "KubeletReady")
+    assert condition["lastTransitionTime"] == condition["lastHeartbeatTime"], "a change: a new transition"
+
+
+def test_a_not_ready_kubelet_keeps_its_lease_and_reports_false_then_its_status_every_five_minutes() -> None:
+    http = RecordingHttp()
+    clock = Clock()
+    beat = NodeHeartbeat(cast(KubeHttp, http), clock=clock, lease_seconds=8)
+    beat.nodes_replaced([node("n1", kubelet="not-ready")])
+    beat.beat_once()
+    posted = [body for _, path, body in http.calls if path.endswith("/status")]
+    assert [c["status"] for c in posted[0]["status"]["conditions"]] == ["False"]
+    beat.node_event("MODIFIED", node("n1", ready="False", kubelet="not-ready"))
+    http.calls.clear()
+    clock.now += STATUS_REPORT_SECONDS
+    beat.beat_once()
+    [(_, _, lease), (_, _, status)] = http.calls
+    assert lease["spec"]["renewTime"]
+    [condition] = status["status"]["conditions"]
+    assert (condition["status"], condition["lastTransitionTime"]) == ("False", "earlier"), "no change"
