@@ -30,7 +30,7 @@ from scheduling.model import Node, Pod, PodGroup, Resources, Taint
 from scheduling.promises import Promise, PromiseBook
 from scheduling.queue_gate import AdmittedBook, AdmittedGroup, TriedBook
 from scheduling.queue_view import view_of
-from scheduling.queues import Queue, QueueTree
+from scheduling.queues import Queue
 from scheduling.session import FilterInput, FilterOutcome, SessionSettings, filter_pod
 from scheduling.snapshot import ClusterSnapshot
 from scheduling.state import state_of
@@ -157,9 +157,7 @@ def load_filter(data: bytes, topologies: TopologyCache) -> tuple[FilterInput, Se
     view = None
     if saved.view_queues:
         source = snapshot if saved.view_cluster is None else restore_cluster(saved.view_cluster, topologies)
-        view = view_of(
-            source, PromiseBook.of(_by_uid(saved.view_promises)), QueueTree.build(saved.view_queues)
-        )
+        view = view_of(source, PromiseBook.of(_by_uid(saved.view_promises)))
     asked = FilterInput(
         saved.pod,
         tuple(saved.candidates),

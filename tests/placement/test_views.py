@@ -28,12 +28,12 @@ def test_a_change_the_view_reads_gets_a_new_view_that_shows_it() -> None:
     assert after.states["team-a"].allocated.gpus == 3
 
 
-def test_an_invalid_set_of_queues_keeps_the_last_valid_tree_across_builds() -> None:
+def test_a_queue_set_aside_leaves_the_others_in_force() -> None:
     state = state_of(nodes=[a_node("n0").gpus(8).build()], queues=QUEUES)
     views = SharedView()
     views.of(state.snapshot())
     state.put_queue(Queue("orphan", parent="missing"))
     view = views.of(state.snapshot())
-    assert view.problems
+    assert view.problems == ("queue orphan: parent missing does not exist",)
     assert "team-a" in view.tree.queues
     assert "orphan" not in view.tree.queues

@@ -40,7 +40,7 @@ LATE = a_pod("late").gpus(4).queue("a").created("2026-01-02T00:00:00Z").build()
 def test_a_replay_reads_when_each_group_was_last_tried() -> None:
     """LATE was let through because BIG had not been tried for a minute; the replay must agree."""
     snapshot = snapshot_of([a_node("n1").build()], [BIG, LATE], queues=[gpu_queue("a", quota=8)])
-    view = view_of(snapshot, PromiseBook(), None)
+    view = view_of(snapshot, PromiseBook())
     tried = TriedBook().with_try(BIG.key, 40.0)
     asked = FilterInput(LATE, ("n1",), snapshot, PromiseBook(), view, AdmittedBook(), 100.0, tried)
     settings = SessionSettings()
