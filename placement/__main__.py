@@ -38,6 +38,7 @@ from placement.leadership import Leadership
 from placement.metrics import PlacementMetrics
 from placement.queues import QueueReconciler
 from placement.reconciler import Reconciler
+from placement.refusals import RefusalReporter
 from placement.settings import PlacementSettings
 from placement.uninstall import remove_admission_gates, remove_pin_taints
 from placement.views import SharedView
@@ -99,6 +100,42 @@ def run(settings: PlacementSettings, stop: threading.Event) -> int:
             cooldown_seconds=settings.elastic_cooldown_seconds,
         ),
     )
+    refusals = RefusalReporter(cache.refusals.all, events)
+
+    def gangs() -> None:
+        result = reconciler.reconcile_once()
+        if result.evicted:
+            log.info("evicted stale gangs: %s", ", ".join(result.evicted))
+
+    def queue_pass() -> None:
+        reclaimed = queues.reconcile_once()
+        for message in reclaimed.messages:
+            log.info("%s", message)
+        metrics.queue_gpus.show(queues.view)
+
+    def elastic_pass() -> None:
+        done = elastic.reconcile_once()
+        metrics.elastic_actions.labels("grow").inc(done.grown)
+        metrics.elastic_actions.labels("shrink").inc(len(done.resized) - done.grown)
+        metrics.elastic_actions.labels("move").inc(len(done.moved))
+        metrics.elastic_actions.labels("pin").inc(len(done.pinned))
+        metrics.elastic_actions.labels("repin").inc(len(done.repinned))
+        metrics.elastic_waiting.set(done.waiting)
+        if done.resized or done.moved or done.pinned or done.repinned:
+            log.info(
+                "elastic: resized %s, moved %s, pinned %s, re-pinned %s",
+                done.resized,
+                done.moved,
+                done.pinned,
+                done.repinned,
+            )
+
+    passes = (
+        ("gang", gangs),
+        ("queue", queue_pass),
+        ("elastic", elastic_pass),
+        ("refusal", refusals.report_once),
+    )
     webhook = _serve_webhook(settings, MpiJobWriter(http), events, metrics)
     if not cache.wait_synced(120):
         log.warning("caches not synced after 120s; reconciling with what is there")
@@ -113,31 +150,12 @@ def run(settings: PlacementSettings, stop: threading.Event) -> int:
             stop.wait(0.1)
             continue
         started = time.monotonic()
-        try:
-            result = reconciler.reconcile_once()
-            if result.evicted:
-                log.info("evicted stale gangs: %s", ", ".join(result.evicted))
-            reclaimed = queues.reconcile_once()
-            for message in reclaimed.messages:
-                log.info("%s", message)
-            metrics.queue_gpus.show(queues.view)
-            done = elastic.reconcile_once()
-            metrics.elastic_actions.labels("grow").inc(done.grown)
-            metrics.elastic_actions.labels("shrink").inc(len(done.resized) - done.grown)
-            metrics.elastic_actions.labels("move").inc(len(done.moved))
-            metrics.elastic_actions.labels("pin").inc(len(done.pinned))
-            metrics.elastic_actions.labels("repin").inc(len(done.repinned))
-            metrics.elastic_waiting.set(done.waiting)
-            if done.resized or done.moved or done.pinned or done.repinned:
-                log.info(
-                    "elastic: resized %s, moved %s, pinned %s, re-pinned %s",
-                    done.resized,
-                    done.moved,
-                    done.pinned,
-                    done.repinned,
-                )
-        except Exception:  # one bad pass must not end the manager
-            log.exception("reconcile pass failed")
+        # Each pass on its own: one that fails (a bug its log shows) must not keep the others from running.
+        for name, one_pass in passes:
+            try:
+                one_pass()
+            except Exception:
+                log.exception("%s pass failed; the other passes go on", name)
         metrics.pass_seconds.observe(time.monotonic() - started)
         stop.wait(settings.interval_seconds)
     if webhook is not None:

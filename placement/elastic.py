@@ -193,7 +193,7 @@ class ElasticReconciler:
         pods: Sequence[Pod],
         view: QueueView | None,
     ) -> tuple[list[ElasticJob], tuple[str, ...]]:
-        gpus = sum(n.gpu_total for n in snapshot.nodes.values() if n.ready and not n.unschedulable)
+        gpus = sum(n.gpu_total for n in snapshot.nodes.values() if n.takes_pods)
         jobs, refused = [], []
         for job in declared:
             try:

@@ -173,7 +173,7 @@ def build_queue_view(
     queue it names.
     """
     tree = QueueTree.build(queues)
-    capacity = minus(total(n.allocatable for n in nodes if n.ready and not n.unschedulable), elsewhere)
+    capacity = minus(total(n.allocatable for n in nodes if n.takes_pods), elsewhere)
     # Sums kept as [milli_cpu, memory, gpus] while walking every pod (a Resources per pod added would
     # be one object per pod); the same totals, in the same order of queues, as Resources afterwards.
     held: dict[str, list[int]] = {}

@@ -63,6 +63,7 @@ class SavedNode:
     topology_problem: str | None = None
     pin_taint: bool = False
     taints: list[Taint] = field(default_factory=list)
+    gpu_problem: str | None = None
 
 
 @dataclass(frozen=True)
@@ -215,6 +216,7 @@ def saved_cluster(snapshot: ClusterSnapshot) -> SavedCluster:
             n.topology_problem,
             n.pin_taint,
             list(n.taints),
+            n.gpu_problem,
         )
         for _, n in sorted(snapshot.nodes.items())
     ]
@@ -238,6 +240,7 @@ def restore_cluster(saved: SavedCluster, topologies: TopologyCache) -> ClusterSn
             n.topology_problem,
             n.pin_taint,
             tuple(n.taints),
+            n.gpu_problem,
         )
         for n in saved.nodes
     ]

@@ -50,7 +50,7 @@ def elastic_room(snapshot: ClusterSnapshot, jobs: Sequence[ElasticJob]) -> dict[
     room = {}
     for name, node in sorted(snapshot.nodes.items()):
         free = snapshot.free_on(name, _NO_PROMISES)
-        usable = node.ready and not node.unschedulable and node.topology_problem is None
+        usable = node.takes_pods and node.topology_problem is None
         room[name] = (free.count if free is not None else 0) + held.get(name, 0) if usable else 0
     return room
 
