@@ -98,6 +98,7 @@ def run(settings: PlacementSettings, stop: threading.Event) -> int:
             moves_per_job=settings.elastic_moves_per_job,
             moves_per_round=settings.elastic_moves_per_round,
             cooldown_seconds=settings.elastic_cooldown_seconds,
+            grow_step=settings.elastic_grow_step,
         ),
     )
     refusals = RefusalReporter(cache.refusals.all, events)

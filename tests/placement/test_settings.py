@@ -89,3 +89,10 @@ def test_leader_election_can_be_turned_off_and_its_lease_follows_the_pod_namespa
     settings = PlacementSettings.parse(["--leader-elect", "false"], {"POD_NAMESPACE": "gpu-sched"})
     assert (settings.leader_elect, settings.lease_namespace) == (False, "gpu-sched")
     assert PlacementSettings.parse([], {"PHALANX_LEADER_ELECT": "TRUE"}).leader_elect is True
+
+
+def test_the_elastic_grow_step_is_a_setting_of_at_least_one() -> None:
+    assert PlacementSettings.parse([], {"PHALANX_ELASTIC_GROW_STEP": "4"}).elastic_grow_step == 4
+    assert PlacementSettings.parse(["--elastic-grow-step", "8"], {}).elastic_grow_step == 8
+    with pytest.raises(SystemExit):
+        PlacementSettings.parse(["--elastic-grow-step", "0"], {})
