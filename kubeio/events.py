@@ -102,10 +102,13 @@ class EventRecorder:
     def _write(self, event: _Event) -> None:
         now = datetime.fromtimestamp(self._clock(), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         ref = event.ref
+        # An event about a cluster-scoped object (a Node, a Queue) lives in "default", as client-go's
+        # recorder puts it: there is no namespace "" to create it in.
+        namespace = ref.namespace or "default"
         body = {
             "apiVersion": "v1",
             "kind": "Event",
-            "metadata": {"generateName": f"{ref.name}.", "namespace": ref.namespace},
+            "metadata": {"generateName": f"{ref.name}.", "namespace": namespace},
             "involvedObject": {
                 "kind": ref.kind,
                 "apiVersion": ref.api_version,
@@ -125,7 +128,7 @@ class EventRecorder:
         }
         try:
             self._http.request(
-                "POST", f"/api/v1/namespaces/{quote(ref.namespace, safe='')}/events", body=body
+                "POST", f"/api/v1/namespaces/{quote(namespace, safe='')}/events", body=body
             )
         except KubeError as exc:
             log.warning("could not record event %s on %s/%s: %s", event.reason, ref.namespace, ref.name, exc)
