@@ -176,3 +176,20 @@ def test_the_hostile_node_alone_turns_every_pod_down_with_its_own_reason() -> No
             "node(s) advertising more nvidia.com/gpu than phalanx models (64 per node; see its events)"
         )
         assert view_of(snapshot, PromiseBook()).capacity == Resources(), "none of its capacity counts"
+
+
+def test_a_released_pod_of_a_queue_set_aside_holds_no_room_for_the_groups_behind_it() -> None:
+    """It was released only so that the extender turns it down with its queue's reason: it never binds.
+
+    Counted in flight, it held the room it asked for until the release TTL (60 s): on the test bed a new
+    elastic worker waited 53 s beside free GPUs for it.
+    """
+    full = a_pod("full").gpus(7).on("n0", range(7)).queue("a").created(T0).build()
+    lost = a_pod("lost").gpus(1).queue("bad").created(T0).build()  # released a moment ago, unbound
+    waiting = a_pod("next").gpus(1).queue("a").created(T0).gated().build()
+    snapshot = snapshot_of([a_node("n0").build()], [full, lost, waiting], (), [*QUEUES, HOSTILE_QUEUES[0]])
+    view = view_of(snapshot, PromiseBook())
+    assert "ml/lost" in view.misplaced
+    book = ReleasedBook().with_released(["ml/lost"], NOW - 5)
+    decision = release(snapshot, PromiseBook(), view, book, TopologyCache(), now=NOW, settings=GateSettings())
+    assert [r.group for r in decision.released] == ["ml/next"], decision.kept
