@@ -37,3 +37,16 @@ def test_a_queue_set_aside_leaves_the_others_in_force() -> None:
     assert view.problems == ("queue orphan: parent missing does not exist",)
     assert "team-a" in view.tree.queues
     assert "orphan" not in view.tree.queues
+
+
+def test_a_deleted_queue_leaves_the_view_even_while_another_queue_is_invalid() -> None:
+    """It used to stay in force, its limit enforced, from the last valid tree."""
+    state = state_of(
+        nodes=[a_node("n0").gpus(8).build()], queues=[*QUEUES, Queue("capped", gpu=ResourceQuota(0, 1, 0))]
+    )
+    views = SharedView()
+    assert "capped" in views.of(state.snapshot()).tree.queues
+    state.put_queue(Queue("orphan", parent="missing"))
+    views.of(state.snapshot())
+    state.remove_queue("capped")
+    assert "capped" not in views.of(state.snapshot()).tree.queues
