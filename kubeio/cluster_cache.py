@@ -17,7 +17,7 @@ from kubeio.convert import ConvertError, node_from_api, pod_from_api, podgroup_f
 from kubeio.http import JsonObject, KubeHttp
 from kubeio.queues import QUEUES_PATH, queue_from_api
 from kubeio.reflector import Collection, Reflector
-from kubeio.refusals import Refusal, RefusalBook, identity, refusal_of
+from kubeio.refusals import Refusal, RefusalBook, identity, object_key, refusal_of
 from scheduling.model import Node, Pod, PodGroup
 from scheduling.queues import Queue
 from scheduling.snapshot import ClusterSnapshot
@@ -190,7 +190,7 @@ class ClusterCache:
         if kind == "DELETED":
             with self._lock:
                 old = self._state.remove_pod(identity(raw)[2])
-            self.refusals.clear("Pod", _key(raw))
+            self.refusals.clear("Pod", object_key(raw))
             self._notify([(old, None)])
             return
         pod = self._read("Pod", pod_from_api, raw)
@@ -214,8 +214,8 @@ class ClusterCache:
         """Apply one PodGroup watch event."""
         if kind == "DELETED":
             with self._lock:
-                self._state.remove_group(_key(raw))
-            self.refusals.clear("PodGroup", _key(raw))
+                self._state.remove_group(object_key(raw))
+            self.refusals.clear("PodGroup", object_key(raw))
             return
         group = self._read("PodGroup", podgroup_from_api, raw)
         if group is None:
@@ -265,10 +265,10 @@ class ClusterCache:
         return None
 
     def _standing(self, kind: str, raw: JsonObject) -> Refusal | None:
-        return self.refusals.standing(kind, _key(raw))
+        return self.refusals.standing(kind, object_key(raw))
 
     def _old_group(self, raw: JsonObject) -> PodGroup | None:
-        return self._state.group(_key(raw))
+        return self._state.group(object_key(raw))
 
     def _node(self, raw: object) -> Node:
         node = node_from_api(raw, self.topologies)
@@ -320,8 +320,3 @@ class ClusterCache:
         """Block until both collections are listed, or ``timeout`` seconds pass."""
         return all(r.synced.wait(timeout) for r in self._reflectors)
 
-
-def _key(raw: JsonObject) -> str:
-    """``namespace/name`` of raw API JSON, or the name of a cluster-scoped object."""
-    namespace, name, _ = identity(raw)
-    return f"{namespace}/{name}" if namespace else name

@@ -56,6 +56,12 @@ class Refusal:
         return ObjectRef(self.kind, API_VERSIONS[self.kind], self.namespace, self.name, self.uid)
 
 
+def object_key(raw: object) -> str:
+    """``namespace/name`` of raw API JSON, or the name of a cluster-scoped object (as ``Refusal.key``)."""
+    namespace, name, _ = identity(raw)
+    return f"{namespace}/{name}" if namespace else name
+
+
 def refusal_of(kind: str, raw: object, reason: str) -> Refusal:
     """The refusal of the object ``raw`` of ``kind`` for ``reason``."""
     namespace, name, uid = identity(raw)
