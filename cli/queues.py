@@ -108,9 +108,9 @@ def command(settings: CliSettings) -> None:
     quota while its own work waits, is marked in STATUS.
     """
     found = read(connect(settings))
-    view = view_of(found.snapshot, PromiseBook(), None)
+    view = view_of(found.snapshot, PromiseBook())
     for problem in view.problems:
-        click.echo(f"warning: queues are invalid, shown as the default queue alone: {problem}", err=True)
+        click.echo(f"warning: set aside, with every queue below it: {problem}", err=True)
     for pod, why in sorted(view.misplaced.items()):
         click.echo(f"warning: pod {pod} is in no queue: {why}", err=True)
     click.echo(render(queues_report(view), settings.output), nl=False)

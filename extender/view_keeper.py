@@ -86,10 +86,9 @@ class ViewKeeper:
     def refresh(self) -> QueueView:
         """Build the view now."""
         with self._lock:
-            previous = self._view.tree if self._view is not None else None
-            view = view_of(self._snapshot(), self._promises(), previous)
+            view = view_of(self._snapshot(), self._promises())
             if view.problems and (self._view is None or self._view.problems != view.problems):
-                log.warning("queues are invalid, keeping the last valid set: %s", "; ".join(view.problems))
+                log.warning("queues set aside, every other queue in force: %s", "; ".join(view.problems))
             before, self._view = self._view, view
         with self._admitted_lock:  # what the new view counts counts no more here
             self._admitted = self._admitted.live(float("-inf"), view.counted)

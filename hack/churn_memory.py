@@ -68,7 +68,7 @@ class Churn:
 
     def view(self) -> None:
         """Build the queue view from a fresh snapshot, as the extender's view keeper does."""
-        self.tree = view_of(self.cache.snapshot(), PromiseBook(), self.tree).tree
+        self.tree = view_of(self.cache.snapshot(), PromiseBook()).tree
 
     def cycle(self, n: int) -> None:
         """Cycle ``n``: its pods are added (pending), then bound, then deleted."""

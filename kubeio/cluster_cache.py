@@ -17,6 +17,7 @@ from kubeio.convert import ConvertError, node_from_api, pod_from_api, podgroup_f
 from kubeio.http import JsonObject, KubeHttp
 from kubeio.queues import QUEUES_PATH, queue_from_api
 from kubeio.reflector import Collection, Reflector
+from kubeio.refusals import Refusal, RefusalBook, identity, object_key, refusal_of
 from scheduling.model import Node, Pod, PodGroup
 from scheduling.queues import Queue
 from scheduling.snapshot import ClusterSnapshot
@@ -65,6 +66,8 @@ class ClusterCache:
         self._queue_listeners: list[Callable[[], None]] = []
         self._reflectors: list[Reflector] = []
         self._threads: list[threading.Thread] = []
+        self.refusals = RefusalBook()
+        """The objects refused now, each with its reason (``kubeio.refusals``)."""
 
     # -- reading -----------------------------------------------------------------------------------
 
@@ -116,14 +119,23 @@ class ClusterCache:
         return bool(self._reflectors) and all(r.synced.is_set() for r in self._reflectors)
 
     # -- feeding -----------------------------------------------------------------------------------
+    #
+    # Each object is converted on its own (``_read``): one that cannot be read is refused (logged once,
+    # kept in ``refusals`` for an event on it) and never stops the others or the watch. A refused object
+    # that was readable before keeps its last readable version: forgetting a node would make its pods
+    # lost, forgetting a pod would free GPUs it still holds. A DELETED event removes the object by its
+    # identity, whether or not its last state can be read, so a deleted object always leaves the cache.
 
     def replace_nodes(self, items: Iterable[JsonObject]) -> None:
         """Replace every node with a fresh list, then tell node listeners what changed."""
-        nodes = [n for n in (_convert(self._node, raw) for raw in items) if n is not None]
+        read = [(raw, self._read("Node", self._node, raw)) for raw in items]
+        refused = {r.key: r for raw, node in read if (r := self._node_refusal(raw, node)) is not None}
         with self._lock:
+            nodes = [n for raw, node in read if (n := node or self._state.node(identity(raw)[1])) is not None]
             before = {name: self._state.node(name) for name in self._state.node_names()}
             self._state.replace_nodes(nodes)
             self._nodes_listed = True
+        self.refusals.replace("Node", refused)
         after = {node.name: node for node in nodes}
         for name in sorted(before.keys() | after.keys()):
             old, new = before.get(name), after.get(name)
@@ -132,73 +144,131 @@ class ClusterCache:
 
     def node_event(self, kind: str, raw: JsonObject) -> None:
         """Apply one node watch event, then tell node listeners."""
-        node = _convert(self._node, raw)
+        if kind == "DELETED":
+            name = identity(raw)[1]
+            with self._lock:
+                old = self._state.node(name)
+                if old is not None:
+                    self._state.remove_node(name)
+            self.refusals.clear("Node", name)
+            if old is not None:
+                self._notify_nodes(name, old, None)
+            return
+        node = self._read("Node", self._node, raw)
+        self._node_refusal(raw, node)
         if node is None:
             return
         with self._lock:
             old = self._state.node(node.name)
-            if kind == "DELETED":
-                self._state.remove_node(node.name)
-            else:
-                self._state.put_node(node)
-        self._notify_nodes(node.name, old, None if kind == "DELETED" else node)
+            self._state.put_node(node)
+        self._notify_nodes(node.name, old, node)
+
+    def _node_refusal(self, raw: JsonObject, node: Node | None) -> Refusal | None:
+        """A node read with a GPU count phalanx does not model is refused too (kept, with no GPUs)."""
+        if node is None:
+            return self._standing("Node", raw)
+        if node.gpu_problem is None:
+            self.refusals.clear("Node", node.name)
+            return None
+        refusal = refusal_of("Node", raw, node.gpu_problem)
+        if self.refusals.refuse(refusal):
+            log.warning("%s", node.gpu_problem)
+        return refusal
 
     def replace_pods(self, items: Iterable[JsonObject]) -> None:
         """Replace every pod with a fresh list, then tell listeners what changed."""
-        pods = [p for p in (_convert(pod_from_api, raw) for raw in items) if p is not None]
+        read = [(raw, self._read("Pod", pod_from_api, raw)) for raw in items]
+        refused = {r.key: r for raw, pod in read if pod is None and (r := self._standing("Pod", raw))}
         with self._lock:
+            pods = [p for raw, pod in read if (p := pod or self._state.pod(identity(raw)[2])) is not None]
             changes = self._state.replace_pods(pods)
+        self.refusals.replace("Pod", refused)
         self._notify(changes)
 
     def pod_event(self, kind: str, raw: JsonObject) -> None:
         """Apply one pod watch event."""
-        pod = _convert(pod_from_api, raw)
+        if kind == "DELETED":
+            with self._lock:
+                old = self._state.remove_pod(identity(raw)[2])
+            self.refusals.clear("Pod", object_key(raw))
+            self._notify([(old, None)])
+            return
+        pod = self._read("Pod", pod_from_api, raw)
         if pod is None:
             return
+        self.refusals.clear("Pod", pod.key)
         with self._lock:
-            if kind == "DELETED":
-                old, new = self._state.remove_pod(pod.uid), None
-            else:
-                old, new = self._state.put_pod(pod), pod
-        self._notify([(old, new)])
+            old = self._state.put_pod(pod)
+        self._notify([(old, pod)])
 
     def replace_podgroups(self, items: Iterable[JsonObject]) -> None:
         """Replace every PodGroup with a fresh list."""
-        groups = [g for g in (_convert(podgroup_from_api, raw) for raw in items) if g is not None]
+        read = [(raw, self._read("PodGroup", podgroup_from_api, raw)) for raw in items]
+        refused = {r.key: r for raw, g in read if g is None and (r := self._standing("PodGroup", raw))}
         with self._lock:
+            groups = [g for raw, group in read if (g := group or self._old_group(raw)) is not None]
             self._state.replace_groups(groups)
+        self.refusals.replace("PodGroup", refused)
 
     def podgroup_event(self, kind: str, raw: JsonObject) -> None:
         """Apply one PodGroup watch event."""
-        group = _convert(podgroup_from_api, raw)
+        if kind == "DELETED":
+            with self._lock:
+                self._state.remove_group(object_key(raw))
+            self.refusals.clear("PodGroup", object_key(raw))
+            return
+        group = self._read("PodGroup", podgroup_from_api, raw)
         if group is None:
             return
+        self.refusals.clear("PodGroup", group.key)
         with self._lock:
-            if kind == "DELETED":
-                self._state.remove_group(group.key)
-            else:
-                self._state.put_group(group)
+            self._state.put_group(group)
 
     def replace_queues(self, items: Iterable[JsonObject]) -> None:
-        """Replace every Queue with a fresh list."""
-        queues = [q for q in (_convert(queue_from_api, raw) for raw in items) if q is not None]
+        """Replace every Queue with a fresh list (a Queue phalanx cannot read comes as a refused marker)."""
+        read = [(raw, self._read("Queue", queue_from_api, raw)) for raw in items]
+        refused = {r.key: r for raw, queue in read if queue is None and (r := self._standing("Queue", raw))}
         with self._lock:
-            changed = self._state.replace_queues(queues)
+            changed = self._state.replace_queues([q for _, q in read if q is not None])
+        self.refusals.replace("Queue", refused)
         if changed:
             self._notify_queues()
 
     def queue_event(self, kind: str, raw: JsonObject) -> None:
         """Apply one Queue watch event; a status-only update (the placement manager's) changes nothing."""
-        queue = _convert(queue_from_api, raw)
-        if queue is None:
-            return
-        with self._lock:
-            if kind == "DELETED":
-                changed = self._state.remove_queue(queue.name)
-            else:
+        name = identity(raw)[1]
+        if kind == "DELETED":
+            with self._lock:
+                changed = self._state.remove_queue(name)
+            self.refusals.clear("Queue", name)
+        else:
+            queue = self._read("Queue", queue_from_api, raw)
+            if queue is None:
+                return
+            self.refusals.clear("Queue", name)
+            with self._lock:
                 changed = self._state.put_queue(queue)
         if changed:
             self._notify_queues()
+
+    def _read(self, kind: str, convert: Callable[[JsonObject], T], raw: JsonObject) -> T | None:
+        """Convert one object, or refuse it (``None``) with the reason, logged when it is new."""
+        try:
+            return convert(raw)
+        except ConvertError as exc:
+            reason = str(exc)
+        except Exception as exc:  # any fault of one object's content stays with that object
+            reason = f"phalanx cannot read it: {type(exc).__name__}: {exc}"[:1024]
+        refusal = refusal_of(kind, raw, reason)
+        if self.refusals.refuse(refusal):
+            log.warning("refusing %s %s, which phalanx cannot read: %s", kind, refusal.key, reason)
+        return None
+
+    def _standing(self, kind: str, raw: JsonObject) -> Refusal | None:
+        return self.refusals.standing(kind, object_key(raw))
+
+    def _old_group(self, raw: JsonObject) -> PodGroup | None:
+        return self._state.group(object_key(raw))
 
     def _node(self, raw: object) -> Node:
         node = node_from_api(raw, self.topologies)
@@ -250,11 +320,3 @@ class ClusterCache:
         """Block until both collections are listed, or ``timeout`` seconds pass."""
         return all(r.synced.wait(timeout) for r in self._reflectors)
 
-
-def _convert(convert: Callable[[object], T], raw: JsonObject) -> T | None:
-    try:
-        return convert(raw)
-    except ConvertError as exc:
-        name = (raw.get("metadata") or {}).get("name", "?")
-        log.warning("ignoring object %s that phalanx cannot read: %s", name, exc)
-        return None

@@ -63,7 +63,8 @@ class ClusterRead:
         queues: every Queue object as written, sorted by name (not yet validated as a tree).
         skipped: objects left out, sorted by kind and name.
         warnings: other things the reader should know, sorted: a node whose topology annotation is
-            unreadable (kept, but phalanx places no GPU pod there), a CRD that is not installed.
+            unreadable (kept, but phalanx places no GPU pod there), a node that advertises more GPUs
+            than phalanx models (kept, its GPUs not counted), a CRD that is not installed.
     """
 
     snapshot: ClusterSnapshot
@@ -101,6 +102,7 @@ def read_cluster(http: JsonRequester, *, topologies: TopologyCache | None = None
     )
     queues = _convert_all("Queue", _list(http, QUEUES_PATH, warnings, "Queue"), queue_from_api, skipped)
     warnings.extend(f"node {n.name}: {n.topology_problem}" for n in nodes if n.topology_problem)
+    warnings.extend(n.gpu_problem for n in nodes if n.gpu_problem)
     snapshot = state_of(nodes, pods, groups, queues).snapshot()
     return ClusterRead(
         snapshot,
@@ -130,6 +132,8 @@ def _convert_all(
             converted.append(convert(raw))
         except ConvertError as exc:
             skipped.append(Skipped(kind, object_name(raw), str(exc)))
+        except Exception as exc:  # whatever one object holds, the rest of the cluster is still shown
+            skipped.append(Skipped(kind, object_name(raw), f"{type(exc).__name__}: {exc}"[:1024]))
     return converted
 
 

@@ -28,6 +28,7 @@ from scheduling.model import (
     GPU_RESOURCE,
     GPUS_ANNOTATION,
     GROUP_LABEL,
+    MAX_NODE_GPUS,
     PIN_KEY,
     TOPOLOGY_ANNOTATION,
     UNHEALTHY_GPUS_ANNOTATION,
@@ -84,21 +85,29 @@ def pod_requests(spec: Mapping[str, Any]) -> Resources:
     return total
 
 
+_INDEX_TEXT = len(",".join(str(i) for i in range(MAX_NODE_GPUS)))
+"""The longest well-formed ``phalanx.io/gpus`` text: every index of the largest node, once."""
+
+
 def parse_gpu_indices(text: object) -> tuple[int, ...] | None:
     """Parse ``phalanx.io/gpus`` ("0,1,5"); ``None`` when absent or malformed.
 
+    Malformed includes an index no node can have (``MAX_NODE_GPUS`` and up), a repeated index, and
+    text longer than every index of the largest node: such a pod holds GPUs without an index (counted,
+    never matched to one), and its text costs no more than that bound to read.
+
     >>> parse_gpu_indices("3,1")
     (1, 3)
-    >>> parse_gpu_indices("x") is None
-    True
+    >>> parse_gpu_indices("x") is None, parse_gpu_indices("²") is None, parse_gpu_indices("64") is None
+    (True, True, True)
     """
-    if not isinstance(text, str) or not text:
+    if not isinstance(text, str) or not text or len(text) > _INDEX_TEXT:
         return None
-    try:
-        indices = tuple(sorted(int(part) for part in text.split(",")))
-    except ValueError:
+    parts = text.split(",")
+    if not all(part.isascii() and part.isdigit() for part in parts):
         return None
-    if any(i < 0 for i in indices) or len(set(indices)) != len(indices):
+    indices = tuple(sorted(int(part) for part in parts))
+    if indices[-1] >= MAX_NODE_GPUS or len(set(indices)) != len(indices):
         return None
     return indices
 
@@ -195,10 +204,19 @@ def node_from_api(raw: object, topologies: TopologyCache | None = None) -> Node:
         cond = _obj(condition, f"status.conditions[{i}]", optional=False)
         if cond.get("type") == "Ready":
             ready = cond.get("status") == "True"
+    name = _str(meta.get("name"), "metadata.name", required=True)
+    allocatable = resources_of(status.get("allocatable"), "status.allocatable")
+    gpu_problem = None
+    if allocatable.gpus > MAX_NODE_GPUS:
+        gpu_problem = (
+            f"node {name} advertises {allocatable.gpus} {GPU_RESOURCE}, more than phalanx models "
+            f"({MAX_NODE_GPUS} per node); phalanx places nothing there and counts none of its capacity"
+        )
+        allocatable = Resources(allocatable.milli_cpu, allocatable.memory, 0)
     topology, problem = node_topology(annotations.get(TOPOLOGY_ANNOTATION), topologies or TopologyCache())
     return Node(
-        name=_str(meta.get("name"), "metadata.name", required=True),
-        allocatable=resources_of(status.get("allocatable"), "status.allocatable"),
+        name=name,
+        allocatable=allocatable,
         labels=_labels(meta.get("labels"), "metadata.labels"),
         unschedulable=bool(spec.get("unschedulable", False)),
         ready=ready,
@@ -209,6 +227,7 @@ def node_from_api(raw: object, topologies: TopologyCache | None = None) -> Node:
         ),
         taints=taints_of(spec),
         unhealthy_gpus=frozenset(parse_gpu_indices(annotations.get(UNHEALTHY_GPUS_ANNOTATION)) or ()),
+        gpu_problem=gpu_problem,
     )
 
 

@@ -123,11 +123,13 @@ class EventRecorder:
     def _write(self, event: _Event) -> None:
         now = datetime.fromtimestamp(self._clock(), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         ref = event.ref
-        where = ref.namespace or "default"  # a cluster-scoped object's events go to default, as client-go's
+        # An event about a cluster-scoped object (a Node, a Queue) lives in "default", as client-go's
+        # recorder puts it: there is no namespace "" to create it in.
+        namespace = ref.namespace or "default"
         body = {
             "apiVersion": "v1",
             "kind": "Event",
-            "metadata": {"generateName": f"{ref.name}.", "namespace": where},
+            "metadata": {"generateName": f"{ref.name}.", "namespace": namespace},
             "involvedObject": {
                 "kind": ref.kind,
                 "apiVersion": ref.api_version,
@@ -146,6 +148,8 @@ class EventRecorder:
             "count": 1,
         }
         try:
-            self._http.request("POST", f"/api/v1/namespaces/{quote(where, safe='')}/events", body=body)
+            self._http.request(
+                "POST", f"/api/v1/namespaces/{quote(namespace, safe='')}/events", body=body
+            )
         except KubeError as exc:
             log.warning("could not record event %s on %s/%s: %s", event.reason, ref.namespace, ref.name, exc)

@@ -21,6 +21,7 @@ from kubeio.convert import ConvertError, api_parts, pod_from_api, pod_requests
 from kubeio.errors import NotFoundError
 from kubeio.events import ObjectRef
 from kubeio.http import JsonObject, KubeHttp
+from kubeio.refusals import identity
 from scheduling.elastic import ElasticJob, check_job
 from scheduling.elastic.job import MAX_WORKERS_ANNOTATION
 from scheduling.model import Pod, Resources
@@ -66,7 +67,7 @@ def parse_plan(text: str | None) -> dict[str, int]:
     """
     try:
         nodes = json.loads(text or "{}").get("nodes")
-    except (ValueError, AttributeError):
+    except (ValueError, AttributeError, RecursionError):  # hand-edited text, however deeply nested
         return {}
     if not isinstance(nodes, dict):
         return {}
@@ -93,6 +94,8 @@ class MpiJob:
         queue: the queue label of the Worker template, or ``None`` (the default queue).
         plan: the ``phalanx.io/elastic-plan`` annotation the placement manager last wrote, if any.
         moved_at: the ``phalanx.io/elastic-moved-at`` annotation, if any and a number.
+        problem: why phalanx cannot read the MPIJob (a field of the wrong shape), or ``None``; such a
+            job is refused with this reason and left alone.
     """
 
     namespace: str
@@ -106,6 +109,7 @@ class MpiJob:
     queue: str | None
     plan: str | None = None
     moved_at: float | None = None
+    problem: str | None = None
 
     @property
     def key(self) -> str:
@@ -155,6 +159,21 @@ def mpijob_from_api(raw: object) -> MpiJob:
     )
 
 
+def refused_mpijob(raw: object, reason: str) -> MpiJob | None:
+    """The MPIJob ``raw`` that cannot be read, as a refused marker.
+
+    ``None`` when it declares nothing elastic (then it is the MPI Operator's alone, not phalanx's to
+    refuse) or has no name.
+    """
+    namespace, name, uid = identity(raw)
+    meta = raw.get("metadata") if isinstance(raw, dict) else None
+    annotations = meta.get("annotations") if isinstance(meta, dict) else None
+    declared = annotations.get(MAX_WORKERS_ANNOTATION) if isinstance(annotations, dict) else None
+    if declared is None or not name:
+        return None
+    return MpiJob(namespace, name, uid, "", 0, None, str(declared), Resources(), None, problem=reason)
+
+
 def _seconds(text: str | None) -> float | None:
     """A number of seconds, or ``None`` for none or for text that is not a finite number."""
     try:
@@ -176,7 +195,7 @@ def workers_of(namespace: str, job: str, pods: Iterable[Pod]) -> tuple[Pod, ...]
 
     def index(pod: Pod) -> tuple[int, str]:
         text = pod.labels.get(INDEX_LABEL, "")
-        return (int(text) if text.isdigit() else 1 << 30, pod.name)
+        return (int(text) if text.isascii() and text.isdigit() and len(text) < 10 else 1 << 30, pod.name)
 
     return tuple(sorted(mine, key=index))
 
@@ -187,9 +206,19 @@ def elastic_job(job: MpiJob, pods: Iterable[Pod], queue: str, gpus_in_cluster: i
     Raises:
         JobError: the declaration cannot be honoured; the message is for the MPIJob's event.
     """
-    low, high = check_job(job.key, job.min_available, job.max_workers, gpus_in_cluster, job.worker.gpus)
+    allowed = check_job(job.key, job.min_available, job.max_workers, gpus_in_cluster, job.worker.gpus)
     workers = workers_of(job.namespace, job.name, pods)
-    return ElasticJob(job.key, queue, low, high, job.worker, workers, job.created, job.replicas)
+    return ElasticJob(
+        job.key,
+        queue,
+        allowed.low,
+        allowed.high,
+        job.worker,
+        workers,
+        job.created,
+        job.replicas,
+        capped=allowed.capped,
+    )
 
 
 def mpijob_ref(job: MpiJob) -> ObjectRef:
@@ -205,7 +234,12 @@ class MpiJobWriter:
         self._timeout = timeout
 
     def list(self) -> list[MpiJob]:
-        """Every MPIJob the API server has (one that cannot be read is left out; none without the CRD)."""
+        """Every MPIJob the API server has (none without the CRD).
+
+        One that cannot be read and declares ``phalanx.io/max-workers`` comes back refused
+        (``MpiJob.problem``), so that the pass says so on it; one that declares nothing elastic is
+        the operator's alone and is left out.
+        """
         try:
             reply = self._http.request("GET", MPIJOBS_PATH, timeout=self._timeout)
         except NotFoundError:  # the MPI Operator's CRD is not installed: nothing elastic to manage
@@ -214,8 +248,10 @@ class MpiJobWriter:
         for raw in reply.get("items") or []:
             try:
                 jobs.append(mpijob_from_api(raw))
-            except ConvertError:
-                continue
+            except Exception as exc:  # whatever one job holds, the others are read
+                reason = str(exc) if isinstance(exc, ConvertError) else f"{type(exc).__name__}: {exc}"
+                if (refused := refused_mpijob(raw, reason[:1024])) is not None:
+                    jobs.append(refused)
         return sorted(jobs, key=lambda j: j.key)
 
     def get(self, namespace: str, name: str) -> MpiJob | None:

@@ -1,8 +1,9 @@
 """Queue objects (``queues.scheduling.phalanx.io``): API JSON -> ``scheduling.queues.Queue``, and status.
 
-The CRD's own validation (manifests/crds) refuses negative amounts and a limit below the quota at
-admission; what needs every queue at once (cycles, children over their parent's quota) is checked by
-``scheduling.queues.QueueTree.build`` and reported in each queue's status condition ``Valid``.
+The CRD's own validation (manifests/crds) refuses negative amounts, a limit below the quota and
+amounts that are no quantity at admission; what needs other queues (an unknown parent, cycles, depth,
+children over their parent's quota) is judged by ``scheduling.queues.QueueTree.build``, which sets a bad
+queue aside with its subtree, and reported in each queue's status condition ``Valid``.
 """
 
 from __future__ import annotations
@@ -48,10 +49,14 @@ def _share(resource: str, raw: object, where: str) -> ResourceQuota:
 
 
 def queue_from_api(raw: object) -> Queue:
-    """Convert a Queue object.
+    """Convert a Queue object; one whose spec cannot be read comes back *refused*, not dropped.
+
+    A refused queue keeps its name and, when readable, its parent, and carries the reason in
+    ``Queue.problem``: the core sets it aside with its subtree and its status says why, where dropping it
+    would silently orphan its children and send its pods to "queue does not exist".
 
     Raises:
-        ConvertError: a field has the wrong type or an amount is not a quantity.
+        ConvertError: the object has no readable name (nothing can be said about it).
     """
     parts = api_parts(raw, "queue")
     meta, spec = parts.metadata, parts.spec
@@ -59,20 +64,32 @@ def queue_from_api(raw: object) -> Queue:
     if not isinstance(name, str) or not name:
         msg = "metadata.name must be a non-empty string"
         raise ConvertError(msg)
-    resources: Mapping[str, Any] = spec.get("resources") or {}
+    parent = spec.get("parent")
+    parent = parent if isinstance(parent, str) and parent else None
+    created = str(meta.get("creationTimestamp") or "")
+    try:
+        return _queue(name, parent, spec, created)
+    except ConvertError as exc:
+        return Queue(name=name, parent=parent, created=created, problem=str(exc))
+
+
+def _queue(name: str, parent: str | None, spec: Mapping[str, Any], created: str) -> Queue:
+    resources = spec.get("resources") or {}
+    if not isinstance(resources, dict):
+        msg = "spec.resources must be an object"
+        raise ConvertError(msg)
     runtime = spec.get("minRuntimeSeconds")
     if runtime is not None and (not isinstance(runtime, int) or isinstance(runtime, bool)):
         msg = "spec.minRuntimeSeconds must be an integer"
         raise ConvertError(msg)
-    parent = spec.get("parent")
     return Queue(
         name=name,
-        parent=parent if isinstance(parent, str) and parent else None,
+        parent=parent,
         gpu=_share(GPU, resources.get(GPU), f"spec.resources.{GPU}"),
         cpu=_share(CPU, resources.get(CPU), f"spec.resources.{CPU}"),
         memory=_share(MEMORY, resources.get(MEMORY), f"spec.resources.{MEMORY}"),
         min_runtime_seconds=runtime,
-        created=str(meta.get("creationTimestamp") or ""),
+        created=created,
     )
 
 

@@ -45,29 +45,36 @@ def podgroup_status(status: GangStatus) -> dict[str, object]:
 
 
 def queue_status(view: QueueView, name: str) -> dict[str, Any]:
-    """Queue ``name``'s status: allocated, deserved, fair share and pending per resource, and validity."""
-    state, share = view.states[name], view.shares[name]
-    pending = pending_of(view, name)
+    """Queue ``name``'s status: allocated, deserved, fair share and pending per resource, and ``Valid``.
+
+    A queue set aside (``view.tree.rejected``) has no figures (they are removed: it is in no share) and
+    ``Valid=False`` with its own reason; every queue in force has ``Valid=True``, whatever the others.
+    """
+    rejected = view.tree.rejected.get(name)
     status: dict[str, Any] = {}
-    for resource, key in ((GPU, "gpu"), (CPU, "cpu"), (MEMORY, "memory")):
-        values = {
-            "allocated": amount(state.allocated, resource),
-            "deserved": amount(share.deserved, resource),
-            "fairShare": amount(share.fair_share, resource),
-            "pending": amount(pending, resource),
-        }
-        status[key] = (
-            values if resource == GPU else {k: format_quantity(resource, v) for k, v in values.items()}
-        )
-    problems = "; ".join(view.problems)
+    if name in view.tree.queues:
+        state, share = view.states[name], view.shares[name]
+        pending = pending_of(view, name)
+        for resource, key in ((GPU, "gpu"), (CPU, "cpu"), (MEMORY, "memory")):
+            values = {
+                "allocated": amount(state.allocated, resource),
+                "deserved": amount(share.deserved, resource),
+                "fairShare": amount(share.fair_share, resource),
+                "pending": amount(pending, resource),
+            }
+            status[key] = (
+                values if resource == GPU else {k: format_quantity(resource, v) for k, v in values.items()}
+            )
+    else:
+        status.update(gpu=None, cpu=None, memory=None)  # a merge patch's null removes the old figures
     status["conditions"] = [
-        {"type": "Valid", "status": "True", "reason": "Valid", "message": "the queue set is valid"}
-        if not problems
+        {"type": "Valid", "status": "True", "reason": "Valid", "message": "the queue is in force"}
+        if rejected is None
         else {
             "type": "Valid",
             "status": "False",
-            "reason": "InvalidQueueSet",
-            "message": f"{problems} (the last valid set stays in force)",
+            "reason": "SetAside",
+            "message": f"{rejected} (every queue not below it stays in force)",
         }
     ]
     return status

@@ -18,7 +18,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from prometheus_client import CollectorRegistry
 
@@ -41,6 +41,7 @@ from placement.leadership import Leadership
 from placement.metrics import PlacementMetrics
 from placement.queues import QueueReconciler
 from placement.reconciler import Reconciler
+from placement.refusals import RefusalReporter
 from placement.settings import PlacementSettings
 from placement.uninstall import remove_admission_gates, remove_pin_taints
 from placement.views import SharedView
@@ -101,6 +102,7 @@ def run(settings: PlacementSettings, stop: threading.Event) -> int:
             moves_per_job=settings.elastic_moves_per_job,
             moves_per_round=settings.elastic_moves_per_round,
             cooldown_seconds=settings.elastic_cooldown_seconds,
+            grow_step=settings.elastic_grow_step,
         ),
     )
     webhooks = start_webhooks(settings, http, events, metrics, stop)
@@ -118,6 +120,44 @@ def run(settings: PlacementSettings, stop: threading.Event) -> int:
         reasons: list[Reasons] = [] if webhooks is None else [webhooks.watch.not_ready]
         reasons += [] if bypass is None else [bypass.recent]
         serve_health(settings.metrics_port, registry, reasons)
+    refusals = RefusalReporter(cache.refusals.all, events)
+
+    def gangs() -> None:
+        result = reconciler.reconcile_once()
+        if result.evicted:
+            log.info("evicted stale gangs: %s", ", ".join(result.evicted))
+
+    def queue_pass() -> None:
+        reclaimed = queues.reconcile_once()
+        for message in reclaimed.messages:
+            log.info("%s", message)
+        metrics.queue_gpus.show(queues.view)
+
+    def elastic_pass() -> None:
+        done = elastic.reconcile_once()
+        metrics.elastic_actions.labels("grow").inc(done.grown)
+        metrics.elastic_actions.labels("shrink").inc(len(done.resized) - done.grown)
+        metrics.elastic_actions.labels("move").inc(len(done.moved))
+        metrics.elastic_actions.labels("pin").inc(len(done.pinned))
+        metrics.elastic_actions.labels("repin").inc(len(done.repinned))
+        metrics.elastic_waiting.set(done.waiting)
+        if done.resized or done.moved or done.pinned or done.repinned:
+            log.info(
+                "elastic: resized %s, moved %s, pinned %s, re-pinned %s",
+                done.resized,
+                done.moved,
+                done.pinned,
+                done.repinned,
+            )
+
+    passes: list[tuple[str, Callable[[], object]]] = [
+        ("gang", gangs),
+        ("queue", queue_pass),
+        ("elastic", elastic_pass),
+        ("refusal", refusals.report_once),
+    ]
+    if bypass is not None:
+        passes.append(("gate bypass", bypass.check))  # pods created around the gate webhook
     if not cache.wait_synced(120):
         log.warning("caches not synced after 120s; reconciling with what is there")
     leadership = _leadership(settings, http, metrics)
@@ -131,33 +171,12 @@ def run(settings: PlacementSettings, stop: threading.Event) -> int:
             stop.wait(0.1)
             continue
         started = time.monotonic()
-        try:
-            result = reconciler.reconcile_once()
-            if result.evicted:
-                log.info("evicted stale gangs: %s", ", ".join(result.evicted))
-            reclaimed = queues.reconcile_once()
-            for message in reclaimed.messages:
-                log.info("%s", message)
-            metrics.queue_gpus.show(queues.view)
-            done = elastic.reconcile_once()
-            metrics.elastic_actions.labels("grow").inc(done.grown)
-            metrics.elastic_actions.labels("shrink").inc(len(done.resized) - done.grown)
-            metrics.elastic_actions.labels("move").inc(len(done.moved))
-            metrics.elastic_actions.labels("pin").inc(len(done.pinned))
-            metrics.elastic_actions.labels("repin").inc(len(done.repinned))
-            metrics.elastic_waiting.set(done.waiting)
-            if done.resized or done.moved or done.pinned or done.repinned:
-                log.info(
-                    "elastic: resized %s, moved %s, pinned %s, re-pinned %s",
-                    done.resized,
-                    done.moved,
-                    done.pinned,
-                    done.repinned,
-                )
-            if bypass is not None:
-                bypass.check()  # pods created around the gate webhook (placement.gate_bypass)
-        except Exception:  # one bad pass must not end the manager
-            log.exception("reconcile pass failed")
+        # Each pass on its own: one that fails (a bug its log shows) must not keep the others from running.
+        for name, one_pass in passes:
+            try:
+                one_pass()
+            except Exception:
+                log.exception("%s pass failed; the other passes go on", name)
         metrics.pass_seconds.observe(time.monotonic() - started)
         stop.wait(settings.interval_seconds)
     if webhooks is not None:

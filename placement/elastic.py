@@ -7,8 +7,11 @@ Every decision is the core's (``scheduling.elastic.plan_elastic``); this pass re
    not pinned workers keep off pool nodes unless they tolerate ``phalanx.io/hostname`` (``Exists``),
    which waiting phalanx pods that are no managed workers get (``placement.pool``).
 2. **Declarations.** An MPIJob with the annotation ``phalanx.io/max-workers`` is elastic; one whose
-   declaration cannot be honoured gets a Warning event saying why (once per job and reason) and is left
-   alone.
+   declaration cannot be honoured (an annotation that is no whole number, workers that ask for no GPU,
+   a minimum the cluster cannot hold, a job phalanx cannot read) gets a Warning event saying why (once
+   per job and reason) and is left alone, and every other job is planned as if it were not there. A
+   maximum above what the cluster could ever hold, or above ``MAX_ELASTIC_WORKERS``, is capped, with a
+   ``MaxWorkersCapped`` event.
 3. **Plan** from the snapshot: the pool is the free GPUs plus what elastic workers hold, less what other
    waiting groups need; queue deficits from the queue view.
 4. **Apply**: show the plan on the MPIJob (annotation ``phalanx.io/elastic-plan``) first, so that the
@@ -195,17 +198,35 @@ class ElasticReconciler:
         pods: Sequence[Pod],
         view: QueueView | None,
     ) -> tuple[list[ElasticJob], tuple[str, ...]]:
-        gpus = sum(n.gpu_total for n in snapshot.nodes.values() if n.ready and not n.unschedulable)
+        gpus = sum(n.gpu_total for n in snapshot.nodes.values() if n.takes_pods)
         jobs, refused = [], []
-        for job in declared:
+        for job in declared:  # each job on its own: one that cannot be sized never stops the others
             try:
-                jobs.append(elastic_job(job, pods, _queue_of(job, view), gpus))
+                if job.problem is not None:
+                    msg = f"MPIJob {job.key}: phalanx cannot read it: {job.problem}"
+                    raise JobError(msg)
+                elastic = elastic_job(job, pods, _queue_of(job, view), gpus)
             except (JobError, QueueError) as exc:
                 refused.append(job.key)
-                if (job.uid, str(exc)) not in self._told:
-                    self._told.add((job.uid, str(exc)))
-                    self._events.record(mpijob_ref(job), "Warning", "InvalidElasticJob", str(exc))
+                self._tell(job, "Warning", "InvalidElasticJob", str(exc))
+                continue
+            except Exception as exc:  # a fault in one job's content stays with that job
+                log.exception("%s: refused, it could not be read", job.key)
+                refused.append(job.key)
+                self._tell(
+                    job, "Warning", "InvalidElasticJob", f"MPIJob {job.key}: phalanx cannot read it: {exc}"
+                )
+                continue
+            if elastic.capped is not None:
+                self._tell(job, "Normal", "MaxWorkersCapped", elastic.capped)
+            jobs.append(elastic)
         return jobs, tuple(refused)
+
+    def _tell(self, job: MpiJob, kind: str, reason: str, message: str) -> None:
+        """An event on the job, once per job and message (a pass runs every two seconds)."""
+        if (job.uid, message) not in self._told:
+            self._told.add((job.uid, message))
+            self._events.record(mpijob_ref(job), kind, reason, message)
 
     def _pin_waiting(self, jobs: Sequence[ElasticJob], layout: Layout) -> list[str]:
         """Pin each waiting worker where ``scheduling.elastic.pinning.choose_pins`` puts it."""

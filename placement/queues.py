@@ -97,7 +97,9 @@ class QueueReconciler:
 
     def _write_statuses(self, view: QueueView) -> tuple[str, ...]:
         written = []
-        for name in sorted(view.tree.queues):
+        names = view.tree.queues.keys() | view.tree.rejected.keys()
+        self._written = {n: status for n, status in self._written.items() if n in names}  # deleted: forgotten
+        for name in sorted(names):
             status = queue_status(view, name)
             if self._written.get(name) == status:
                 continue

@@ -36,6 +36,10 @@ class PlacementSettings:
     elastic_moves_per_round: int = 4
     """Workers moved in the whole cluster in one pass at most (``PHALANX_ELASTIC_MOVES_PER_ROUND``)."""
 
+    elastic_grow_step: int = 32
+    """Workers one elastic job grows by in one pass at most (``PHALANX_ELASTIC_GROW_STEP``): each is a pod
+    the operator creates and kube-scheduler places, so growth is paced; shrinking is not."""
+
     pin_taint_effect: str = "NoSchedule"
     """Effect of the elastic pool's pin taints (``PHALANX_PIN_TAINT_EFFECT``): ``NoSchedule`` keeps new pods
     away and evicts nothing; ``NoExecute`` also evicts running pods that do not tolerate it."""
@@ -185,6 +189,11 @@ class PlacementSettings:
             default=environ.get("PHALANX_ELASTIC_MOVES_PER_ROUND", defaults.elastic_moves_per_round),
         )
         parser.add_argument(
+            "--elastic-grow-step",
+            type=int,
+            default=environ.get("PHALANX_ELASTIC_GROW_STEP", defaults.elastic_grow_step),
+        )
+        parser.add_argument(
             "--pin-taint-effect",
             choices=("NoSchedule", "PreferNoSchedule", "NoExecute"),
             default=environ.get("PHALANX_PIN_TAINT_EFFECT", defaults.pin_taint_effect),
@@ -280,6 +289,7 @@ class PlacementSettings:
             elastic_cooldown_seconds=positive_number(args.elastic_cooldown_seconds),
             elastic_moves_per_job=int(args.elastic_moves_per_job),
             elastic_moves_per_round=int(args.elastic_moves_per_round),
+            elastic_grow_step=_at_least_one(int(args.elastic_grow_step), "--elastic-grow-step", parser),
             pin_taint_effect=str(args.pin_taint_effect),
             webhook_certs=str(args.webhook_certs),
             webhook_cert_file=str(args.webhook_cert_file),

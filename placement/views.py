@@ -25,15 +25,10 @@ class SharedView:
         self._version: int | None = None
 
     def of(self, snapshot: ClusterSnapshot) -> QueueView:
-        """The view of ``snapshot`` (no promises: the placement manager makes none).
-
-        The last valid queue tree stays in force while the Queue objects are invalid, as each pass's own
-        tree did before the passes shared one.
-        """
+        """The view of ``snapshot`` (no promises: the placement manager makes none)."""
         with self._lock:
             if self._view is not None and self._version == snapshot.version:
                 return self._view
-            previous = self._view.tree if self._view is not None else None
-            self._view = view_of(snapshot, PromiseBook(), previous)
+            self._view = view_of(snapshot, PromiseBook())
             self._version = snapshot.version
             return self._view

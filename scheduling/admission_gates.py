@@ -177,7 +177,8 @@ def release(
     )
     walk = _Walk(snapshot.free_total(promises).gpus, 0, 0, 0, {}, {})
     for key, pods in sorted(flight.counting.items()):
-        _count_in_flight(key, pods, walk, ctx)
+        if not any(p.key in view.misplaced for p in pods):  # released to be turned down: never binds
+            _count_in_flight(key, pods, walk, ctx)
     released: list[Released] = []
     kept: list[Kept] = []
     for key in sorted(gated):

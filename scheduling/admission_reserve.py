@@ -60,7 +60,7 @@ class Capacity:
     @staticmethod
     def of(nodes: Iterable[Node]) -> Capacity:
         """The capacity of the ready, uncordoned ones among ``nodes``."""
-        sizes = [n.gpu_total for n in nodes if n.ready and not n.unschedulable]
+        sizes = [n.gpu_total for n in nodes if n.takes_pods]
         return Capacity(max(sizes, default=0), sum(sizes))
 
     def shortfall(self, pods: Sequence[Pod], nodes: str = "the schedulable nodes") -> str | None:

@@ -92,7 +92,7 @@ def decode_plan(text: str) -> tuple[PlannedMember, ...]:
             PlannedMember(str(m["uid"]), str(m["name"]), str(m["node"]), tuple(int(g) for g in m["gpus"]))
             for m in body["members"]
         )
-    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
         if isinstance(exc, PlanError):
             raise
         msg = f"unreadable gang plan: {exc}"

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 
 from scheduling import reasons
-from scheduling.model import Pod
+from scheduling.model import MAX_NODE_GPUS, Pod
 from scheduling.promises import PromiseBook
 from scheduling.reasons import Rejection
 from scheduling.resources import fits_left, node_left
@@ -91,6 +91,8 @@ def _rejection(name: str, pod: Pod, snapshot: ClusterSnapshot, promises: Promise
             return reasons.reserved("CPU or memory")
     if need.gpus == 0:
         return None
+    if node.gpu_problem is not None:
+        return reasons.gpus_refused(MAX_NODE_GPUS)
     if node.topology_problem is not None:
         return reasons.unreadable_topology()
     total = node.gpu_total

@@ -12,9 +12,15 @@ from types import MappingProxyType
 
 from scheduling.topology import TOPOLOGY_ANNOTATION as DOCUMENT_ANNOTATION
 from scheduling.topology import NodeTopology
+from scheduling.topology.document import MAX_GPUS
 
 GPU_RESOURCE = "nvidia.com/gpu"
 """The extended resource name the NVIDIA device plugin advertises."""
+
+MAX_NODE_GPUS = MAX_GPUS
+"""The most GPUs phalanx models on one node (64, as many as a topology document describes): above any
+real machine (the largest single systems have 16), and a bound on what one node costs to keep, since
+phalanx keeps one entry per GPU index. A node that advertises more is refused (``Node.gpu_problem``)."""
 
 GPUS_ANNOTATION = "phalanx.io/gpus"
 """Pod annotation, written in the Binding, that lists the GPU indices phalanx gave the pod ("0,1")."""
@@ -239,6 +245,10 @@ class Node:
         pin_taint: the node carries the ``phalanx.io/hostname`` taint of the elastic pool.
         taints: ``spec.taints``, the pin taint among them.
         unhealthy_gpus: the indices of ``phalanx.io/unhealthy-gpus``: GPUs no pod may be given.
+        gpu_problem: why phalanx refuses the node: it advertises more GPUs than ``MAX_NODE_GPUS``,
+            which no real machine has (the adapter then keeps its ``allocatable.gpus`` at 0). Its
+            capacity cannot be trusted, so phalanx places nothing there and counts none of it; the node
+            stays known, so filter turns it down with this reason rather than as unknown.
     """
 
     name: str
@@ -251,6 +261,12 @@ class Node:
     pin_taint: bool = False
     taints: tuple[Taint, ...] = ()
     unhealthy_gpus: frozenset[int] = frozenset()
+    gpu_problem: str | None = None
+
+    @property
+    def takes_pods(self) -> bool:
+        """Whether phalanx may place pods here now: Ready, not cordoned, and not refused (``gpu_problem``)."""
+        return self.ready and not self.unschedulable and self.gpu_problem is None
 
     @property
     def _gpu_count(self) -> int:

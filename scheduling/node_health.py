@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 
 from scheduling import reasons
-from scheduling.model import Node
+from scheduling.model import MAX_NODE_GPUS, Node
 from scheduling.promises import Promise, PromiseBook
 from scheduling.reasons import Rejection
 
@@ -44,6 +44,8 @@ def node_rejection(node: Node | None) -> Rejection | None:
         return reasons.not_ready()
     if node.unschedulable:
         return reasons.cordoned()
+    if node.gpu_problem is not None:
+        return reasons.gpus_refused(MAX_NODE_GPUS)
     return None
 
 
@@ -53,14 +55,14 @@ def split_candidates(
     """Split kube-scheduler's candidates into the nodes a pod may go to and the rest, with reasons.
 
     The first part keeps the candidates' order (duplicates once when any node is turned down; as sent
-    otherwise); the second holds every candidate that is unknown, not ready or cordoned.
+    otherwise); the second holds every candidate that is unknown, not ready, cordoned or refused.
     """
     names = tuple(candidates)
     get = nodes.get
     bad: dict[str, Rejection] = {}
     for name in names:  # the hot path: thousands of candidates, nearly always all healthy
         node = get(name)
-        if node is None or not node.ready or node.unschedulable:
+        if node is None or not node.ready or node.unschedulable or node.gpu_problem is not None:
             rejection = node_rejection(node)
             if rejection is not None:
                 bad[name] = rejection

@@ -56,6 +56,6 @@ def open_room(node: Node, usage: NodeGpuUsage, free: FreeGpus) -> NodeRoom | Non
         usage: what live pods on it hold.
         free: its free GPUs after those pods (``scheduling.gpu_usage.free_gpus``).
     """
-    if node.unschedulable or not node.ready:
+    if not node.takes_pods:
         return None
     return NodeRoom(node, free.indices, usage.unindexed, node_left(node, usage.requested))

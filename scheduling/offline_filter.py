@@ -190,7 +190,7 @@ def replay_pending(
             why = "is not in the snapshot" if found is None else _not_waiting(found)
             msg = f"pod {key} {why}"
             raise ValueError(msg)
-    view = view_of(live, PromiseBook(), None)
+    view = view_of(live, PromiseBook())
     replays = []
     for key in keys:
         pod = waiting[key]

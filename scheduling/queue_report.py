@@ -108,7 +108,7 @@ def queue_report(view: QueueView) -> tuple[QueueFigures, ...]:
     >>> pod = Pod("u", "ml", "p", Resources(gpus=4), scheduler_name="phalanx",
     ...           labels={"phalanx.io/queue": "a"})
     >>> snapshot = state_of([Node("n", Resources(gpus=8))], [pod], [], [Queue("a", gpu=ResourceQuota(2))])
-    >>> rows = queue_report(view_of(snapshot.snapshot(), PromiseBook(), None))
+    >>> rows = queue_report(view_of(snapshot.snapshot(), PromiseBook()))
     >>> [(r.name, r.resources[0].quota, r.resources[0].pending, r.starved) for r in rows]
     [('a', 2, 4, True), ('default', 0, 0, False)]
     """

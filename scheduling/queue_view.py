@@ -41,15 +41,16 @@ class QueueView:
     """Queues at one moment.
 
     Attributes:
-        tree: the queue tree in force (the last valid one when the current set is invalid).
-        problems: why the current set of Queue objects is invalid (empty when it is valid).
+        tree: the queues in force, and those set aside with their reasons (``tree.rejected``).
+        problems: one sentence per queue set aside (empty when every queue is in force).
         capacity: what queues divide: ready nodes' allocatable minus what other schedulers' pods hold.
         free: capacity not held by queue workloads nor promised.
         shares: deserved quota and fair share per queue.
         states: per queue, shares and allocation, parents linked.
         pending: pending groups in the order they get their turn.
         running: groups holding resources now.
-        misplaced: pods whose label names a queue that cannot hold workloads, with the reason.
+        misplaced: pods whose label names a queue that cannot hold workloads (none such, set aside, or a
+            parent queue), with the reason; what they hold comes off the capacity.
         counted: UIDs of the pods counted in the queues' allocations.
         positions: each pending group's index in ``pending``.
         source: the snapshot and promises the view was built from (``view_of``), so that a decision that
@@ -115,15 +116,6 @@ def _within(a: Resources, b: Resources) -> bool:
     return a.milli_cpu <= b.milli_cpu and a.memory <= b.memory and a.gpus <= b.gpus
 
 
-def tree_of(queues: Sequence[Queue], previous: QueueTree | None) -> tuple[QueueTree, tuple[str, ...]]:
-    """The tree of ``queues``, or the previous valid tree (and the problems) when they are invalid."""
-    try:
-        return QueueTree.build(queues), ()
-    except QueueError as exc:
-        fallback = previous if previous is not None else QueueTree.build([])
-        return fallback, exc.problems
-
-
 def group_key(pod: Pod) -> str:
     """The key a pod is admitted, placed and evicted under: its PodGroup's, else its own."""
     return pod.group_key or pod.key
@@ -148,8 +140,8 @@ def pending_group(pod: Pod, members: Iterable[Pod], tree: QueueTree) -> PendingG
     )
 
 
-def view_of(snapshot: ClusterSnapshot, promises: PromiseBook, previous: QueueTree | None) -> QueueView:
-    """The view of ``snapshot`` after ``promises``; ``previous`` stays in force if the queues are invalid.
+def view_of(snapshot: ClusterSnapshot, promises: PromiseBook) -> QueueView:
+    """The view of ``snapshot`` after ``promises``.
 
     Finished pods (a placement manager's snapshot keeps them) hold nothing and wait for nothing. Only the
     pods the queue rules walk are walked (``ClusterSnapshot.queue_pod_list``); every other live pod is
@@ -157,7 +149,6 @@ def view_of(snapshot: ClusterSnapshot, promises: PromiseBook, previous: QueueTre
     """
     view = build_queue_view(
         snapshot.queue_list(),
-        previous,
         snapshot.nodes.values(),
         snapshot.queue_pod_list(),
         promises,
@@ -168,7 +159,6 @@ def view_of(snapshot: ClusterSnapshot, promises: PromiseBook, previous: QueueTre
 
 def build_queue_view(
     queues: Sequence[Queue],
-    previous: QueueTree | None,
     nodes: Iterable[Node],
     pods: Iterable[Pod],
     promises: PromiseBook,
@@ -178,10 +168,12 @@ def build_queue_view(
     """Build the view from every node and live pod (see the module docstring for the rules).
 
     ``elsewhere`` is what live pods left out of ``pods`` hold (pods of other schedulers: it only comes
-    off the capacity).
+    off the capacity). A pod in no queue (its queue is set aside or does not exist) is like them: what it
+    holds comes off the capacity, so that every other queue's shares are what they would be without the
+    queue it names.
     """
-    tree, problems = tree_of(queues, previous)
-    capacity = minus(total(n.allocatable for n in nodes if n.ready and not n.unschedulable), elsewhere)
+    tree = QueueTree.build(queues)
+    capacity = minus(total(n.allocatable for n in nodes if n.takes_pods), elsewhere)
     # Sums kept as [milli_cpu, memory, gpus] while walking every pod (a Resources per pod added would
     # be one object per pod); the same totals, in the same order of queues, as Resources afterwards.
     held: dict[str, list[int]] = {}
@@ -202,6 +194,8 @@ def build_queue_view(
             queue = workload_queue(labels.get(QUEUE_LABEL))
         except QueueError as exc:
             misplaced[pod.key] = str(exc)
+            if pod.holds_resources:
+                capacity = minus(capacity, pod.requests)
             continue
         holds = pod.holds_resources
         if holds or pod.uid in promised:
@@ -225,7 +219,7 @@ def build_queue_view(
     ordered = order_pending(pending, states, capacity)
     return QueueView(
         tree=tree,
-        problems=problems,
+        problems=tree.problems,
         capacity=capacity,
         free=free,
         shares=shares,

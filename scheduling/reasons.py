@@ -34,6 +34,7 @@ class Reason(enum.Enum):
     TOO_FEW_GPUS = "too_few_gpus"
     TOO_FEW_FREE_GPUS = "too_few_free_gpus"
     UNREADABLE_TOPOLOGY = "unreadable_topology"
+    GPUS_REFUSED = "gpus_refused"
     RESERVED = "reserved"
     GANG_WAITING = "gang_waiting"
     QUEUE_HOLD = "queue_hold"
@@ -112,6 +113,15 @@ def unreadable_topology() -> Rejection:
         Code.UNRESOLVABLE,
         Reason.UNREADABLE_TOPOLOGY,
         "node(s) whose GPU topology annotation phalanx.io/gpu-topology is unreadable (see the phalanx log)",
+    )
+
+
+def gpus_refused(most: int) -> Rejection:
+    """The node advertises more GPUs than phalanx models (``Node.gpu_problem``): nothing goes there."""
+    return Rejection(
+        Code.UNRESOLVABLE,
+        Reason.GPUS_REFUSED,
+        f"node(s) advertising more nvidia.com/gpu than phalanx models ({most} per node; see its events)",
     )
 
 

@@ -30,7 +30,7 @@ from scheduling.model import Node, Pod, PodGroup, Resources, Taint
 from scheduling.promises import Promise, PromiseBook
 from scheduling.queue_gate import AdmittedBook, AdmittedGroup, TriedBook
 from scheduling.queue_view import view_of
-from scheduling.queues import Queue, QueueTree
+from scheduling.queues import Queue
 from scheduling.session import FilterInput, FilterOutcome, SessionSettings, filter_pod
 from scheduling.snapshot import ClusterSnapshot
 from scheduling.state import state_of
@@ -63,6 +63,8 @@ class SavedNode:
     topology_problem: str | None = None
     pin_taint: bool = False
     taints: list[Taint] = field(default_factory=list)
+    gpu_problem: str | None = None
+    unhealthy_gpus: list[int] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -157,9 +159,7 @@ def load_filter(data: bytes, topologies: TopologyCache) -> tuple[FilterInput, Se
     view = None
     if saved.view_queues:
         source = snapshot if saved.view_cluster is None else restore_cluster(saved.view_cluster, topologies)
-        view = view_of(
-            source, PromiseBook.of(_by_uid(saved.view_promises)), QueueTree.build(saved.view_queues)
-        )
+        view = view_of(source, PromiseBook.of(_by_uid(saved.view_promises)))
     asked = FilterInput(
         saved.pod,
         tuple(saved.candidates),
@@ -217,6 +217,8 @@ def saved_cluster(snapshot: ClusterSnapshot) -> SavedCluster:
             n.topology_problem,
             n.pin_taint,
             list(n.taints),
+            n.gpu_problem,
+            sorted(n.unhealthy_gpus),
         )
         for _, n in sorted(snapshot.nodes.items())
     ]
@@ -240,6 +242,8 @@ def restore_cluster(saved: SavedCluster, topologies: TopologyCache) -> ClusterSn
             n.topology_problem,
             n.pin_taint,
             tuple(n.taints),
+            unhealthy_gpus=frozenset(n.unhealthy_gpus),
+            gpu_problem=n.gpu_problem,
         )
         for n in saved.nodes
     ]

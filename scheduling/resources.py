@@ -177,9 +177,9 @@ def fits_left(node: Node, left: Resources, need: Resources) -> bool:
 def node_room(node: Node, used: Resources, promised: Resources = ZERO) -> Resources:
     """What ``node`` adds to the free capacity queues divide: ``node_left``, never negative.
 
-    A cordoned or not-ready node adds nothing.
+    A cordoned, not-ready or refused node adds nothing.
     """
-    if not node.ready or node.unschedulable:
+    if not node.takes_pods:
         return ZERO
     left = node_left(node, used, promised)
     return Resources(max(0, left.milli_cpu), max(0, left.memory), max(0, left.gpus))

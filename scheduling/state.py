@@ -217,6 +217,10 @@ class ClusterState:
 
     # -- PodGroups and Queues ----------------------------------------------------------------------
 
+    def group(self, key: str) -> PodGroup | None:
+        """The PodGroup ``key`` as kept now."""
+        return self._groups.get(key)
+
     def replace_groups(self, groups: Iterable[PodGroup]) -> None:
         """Replace every PodGroup (after a list)."""
         self._groups = Map({group.key: group for group in groups})

@@ -63,7 +63,7 @@ class Statement:
             return snapshot.open_rooms.get(name)  # nothing promised here: the state keeps this room
         node = snapshot.nodes.get(name)
         free = snapshot.free_on(name, promises)
-        if node is None or free is None or node.unschedulable or not node.ready:
+        if node is None or free is None or not node.takes_pods:
             return None
         usage = snapshot.usage_of(name)
         left = node_left(node, usage.requested, promises.requested_on(name))

@@ -115,7 +115,6 @@ def _inputs(queues: int, groups: int) -> dict[str, Any]:
         "pending": pending,
         "allocated": allocated,
         "demand": demand,
-        "holding": leaves,
     }
 
 
@@ -131,7 +130,7 @@ def worker(queues: int, groups: int) -> None:
         print(orjson.dumps({"step": name, "seconds": time.perf_counter() - start}).decode(), flush=True)
         return value
 
-    tree = step("tree", lambda: q.QueueTree.build(inputs["queues"], holding_workloads=inputs["holding"]))
+    tree = step("tree", lambda: q.QueueTree.build(inputs["queues"]))
     shares = step("fair_shares", lambda: q.fair_shares(tree, inputs["capacity"], inputs["demand"]))
     states = step("queue_states", lambda: q.queue_states(tree, shares, inputs["allocated"]))
     order = step("order_pending", lambda: q.order_pending(inputs["pending"], states, inputs["capacity"]))

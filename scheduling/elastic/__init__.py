@@ -8,16 +8,25 @@ moves) under the guards: never below a job's minimum, moves rate-limited, and a 
 saves a node.
 """
 
-from scheduling.elastic.job import ElasticJob, ElasticSettings, JobError, check_job
+from scheduling.elastic.job import (
+    MAX_ELASTIC_WORKERS,
+    ElasticJob,
+    ElasticSettings,
+    JobError,
+    WorkerRange,
+    check_job,
+)
 from scheduling.elastic.layout import Layout, plan_layout
 from scheduling.elastic.planner import plan_elastic
 from scheduling.elastic.sizing import size_jobs
 
 __all__ = [
+    "MAX_ELASTIC_WORKERS",
     "ElasticJob",
     "ElasticSettings",
     "JobError",
     "Layout",
+    "WorkerRange",
     "check_job",
     "plan_elastic",
     "plan_layout",

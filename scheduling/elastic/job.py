@@ -5,7 +5,7 @@ An MPIJob is elastic when it declares a range of workers: its minimum from
 maximum from the annotation ``phalanx.io/max-workers`` (the MPIJob API has no field for it; Horovod's
 ``--max-np`` must match). The adapter reads those into an ``ElasticJob``; ``check_job`` refuses a
 declaration that cannot be honoured, with a sentence for the job's event, and the planner leaves such
-a job alone.
+a job alone; it caps a maximum the cluster could never hold, with a sentence too.
 """
 
 from __future__ import annotations
@@ -13,10 +13,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from scheduling.model import Pod, Resources
+from scheduling.model import GPU_RESOURCE, Pod, Resources
 
 MAX_WORKERS_ANNOTATION = "phalanx.io/max-workers"
 """MPIJob annotation: the most workers an elastic job may run."""
+
+MAX_ELASTIC_WORKERS = 1024
+"""The most workers phalanx grows one elastic job to, whatever its annotation says: each is a pod, and
+a job of more than a thousand workers is sized by hand, not by a pass every two seconds."""
 
 
 class JobError(ValueError):
@@ -37,6 +41,7 @@ class ElasticJob:
         created: the MPIJob's creation time (RFC 3339), the tie-break between equal claims.
         replicas: ``Worker.replicas`` as declared, the size its operator is bringing it to (workers may
             still be on their way); ``None``: as many as ``workers``.
+        capped: why ``max_workers`` is below the job's annotation (``WorkerRange.capped``), if it is.
     """
 
     key: str
@@ -47,6 +52,7 @@ class ElasticJob:
     workers: tuple[Pod, ...] = ()
     created: str = ""
     replicas: int | None = None
+    capped: str | None = None
 
     @property
     def size(self) -> int:
@@ -79,17 +85,50 @@ class ElasticSettings:
         moves_per_job: workers of one job moved in one round at most.
         moves_per_round: workers moved in the whole cluster in one round at most.
         cooldown_seconds: a job moved less than this long ago is not moved again.
+        grow_step: workers one job grows by in one round at most (``None``: no bound). Each new worker
+            is a pod its operator creates and kube-scheduler places; a job that may grow by hundreds
+            grows by this many a round (every 2 s by default), so the API server, the operator and
+            the scheduler are never handed hundreds of pods in one go. Shrinking is not bounded: it
+            gives GPUs back to waiting work and creates nothing.
     """
 
     moves_per_job: int = 1
     moves_per_round: int = 4
     cooldown_seconds: float = 60.0
+    grow_step: int | None = 32
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerRange:
+    """What an elastic declaration allows, once checked.
+
+    Attributes:
+        low: the fewest workers (``minAvailable`` less the launcher).
+        high: the most workers phalanx grows the job to: the annotation's value, capped.
+        capped: why ``high`` is below the annotation's value (the cluster cannot hold that many, or the
+            limit ``MAX_ELASTIC_WORKERS``), for an event on the job; ``None`` when it is not.
+    """
+
+    low: int
+    high: int
+    capped: str | None = None
+
+
+def _shown(value: object) -> str:
+    """``value`` for a message: its repr, cut short (an annotation may be 256 KiB of digits)."""
+    text = repr(value)
+    return text if len(text) <= 40 else f"{text[:32]}... ({len(text)} characters)"
 
 
 def check_job(
     key: str, min_available: object, max_workers: object, gpus_in_cluster: int, worker_gpus: int
-) -> tuple[int, int]:
-    """The (min, max) workers of a declaration, or ``JobError`` saying what is wrong.
+) -> WorkerRange:
+    """The range of workers of a declaration, or ``JobError`` saying what is wrong.
+
+    The annotation is read strictly (1 to 9 ASCII digits: ``"²"`` or 5,000 digits are refused, not
+    handed to ``int``), a job whose workers ask for no GPU is refused (sizing grows jobs into free
+    GPUs: a worker that needs none would grow without bound), and the maximum is capped by what the
+    cluster could ever hold (its GPUs over a worker's) and by ``MAX_ELASTIC_WORKERS``.
 
     Args:
         key: the MPIJob, for the message.
@@ -99,7 +138,9 @@ def check_job(
         worker_gpus: GPUs of one worker.
 
     >>> check_job("ml/j", 3, "6", 32, 2)
-    (2, 6)
+    WorkerRange(low=2, high=6, capped=None)
+    >>> check_job("ml/j", 3, "100", 32, 2).high
+    16
     >>> try:
     ...     check_job("ml/j", 5, "3", 32, 2)
     ... except JobError as exc:
@@ -109,17 +150,27 @@ def check_job(
     if isinstance(min_available, bool) or not isinstance(min_available, int) or min_available < 2:
         msg = (
             f"MPIJob {key}: an elastic job needs schedulingPolicy.minAvailable of at least 2 "
-            f"(launcher and one worker), got {min_available!r}"
+            f"(launcher and one worker), got {_shown(min_available)}"
         )
         raise JobError(msg)
-    if not isinstance(max_workers, str) or not max_workers.strip().isdigit():
-        msg = f"MPIJob {key}: annotation {MAX_WORKERS_ANNOTATION} must be a whole number, got {max_workers!r}"
+    text = max_workers.strip() if isinstance(max_workers, str) else ""
+    if not (0 < len(text) <= 9 and text.isascii() and text.isdigit()):
+        msg = (
+            f"MPIJob {key}: annotation {MAX_WORKERS_ANNOTATION} must be a whole number of at most 9 "
+            f"digits, got {_shown(max_workers)}"
+        )
         raise JobError(msg)
-    low, high = min_available - 1, int(max_workers)
-    if low > high:
+    if worker_gpus <= 0:
+        msg = (
+            f"MPIJob {key}: its workers ask for no {GPU_RESOURCE}; phalanx grows elastic jobs into free "
+            "GPUs only, so it does not size this job (it keeps the workers it declares)"
+        )
+        raise JobError(msg)
+    low, declared = min_available - 1, int(text)
+    if low > declared:
         msg = (
             f"MPIJob {key}: min workers {low} (minAvailable {min_available} less the launcher) "
-            f"is above max workers {high}"
+            f"is above max workers {declared}"
         )
         raise JobError(msg)
     if low * worker_gpus > gpus_in_cluster:
@@ -128,4 +179,16 @@ def check_job(
             f"the cluster's {gpus_in_cluster} GPUs"
         )
         raise JobError(msg)
-    return low, high
+    if low > MAX_ELASTIC_WORKERS:
+        msg = f"MPIJob {key}: min workers {low} is above phalanx's limit of {MAX_ELASTIC_WORKERS} workers"
+        raise JobError(msg)
+    fit = gpus_in_cluster // worker_gpus
+    high = min(declared, fit, MAX_ELASTIC_WORKERS)
+    if high == declared:
+        return WorkerRange(low, high)
+    why = (
+        f"the cluster's {gpus_in_cluster} GPUs hold at most {fit} workers of {worker_gpus} GPUs"
+        if fit <= MAX_ELASTIC_WORKERS
+        else f"phalanx grows an elastic job to at most {MAX_ELASTIC_WORKERS} workers"
+    )
+    return WorkerRange(low, high, f"MPIJob {key}: max workers {declared} capped to {high}: {why}")

@@ -21,7 +21,7 @@ so a shrinking job's layout is planned from the workers that remain.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Container, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -53,12 +53,17 @@ class Layout:
         return len(self.targets.get(job, {}))
 
 
-def kept_running(job: ElasticJob, size: int) -> dict[str, int]:
-    """Running workers per node among the ``size`` lowest replica indices the job keeps."""
+def kept_running(job: ElasticJob, size: int, nodes: Container[str]) -> dict[str, int]:
+    """Running workers per node among the ``size`` lowest replica indices the job keeps.
+
+    Only workers on ``nodes`` count: a worker still bound to a node that was deleted runs nowhere (the
+    API shows it until its pod is gone), so it is neither kept in place nor moved.
+    """
     counts: dict[str, int] = {}
     for pod in job.workers[:size]:
-        if pod.holds_resources and not pod.terminating and pod.node_name is not None:
-            counts[pod.node_name] = counts.get(pod.node_name, 0) + 1
+        node = pod.node_name
+        if pod.holds_resources and not pod.terminating and node is not None and node in nodes:
+            counts[node] = counts.get(node, 0) + 1
     return counts
 
 
@@ -74,11 +79,12 @@ def plan_layout(
         jobs: the elastic jobs.
         sizes: target workers per job (``scheduling.elastic.sizing.size_jobs``).
         room: per real node, the GPUs elastic workers may use: its usable GPUs less what other pods
-            hold (elastic workers' own GPUs count as room); 0 for a node that takes no pod.
+            hold (elastic workers' own GPUs count as room); 0 for a node that takes no pod. Workers on
+            a node missing here (deleted) do not count as running.
         racks: per real node, its rack (nodes missing here are in no rack).
     """
     bins, unplaced = pack_jobs(jobs, sizes, room)
-    current = {job.key: kept_running(job, sizes.get(job.key, 0)) for job in jobs}
+    current = {job.key: kept_running(job, sizes.get(job.key, 0), room) for job in jobs}
     per_gpu = {job.key: job.worker.gpus for job in jobs}
     names = sorted(room)
     placed = match_bins(bins, names, room, current, per_gpu, racks or {})

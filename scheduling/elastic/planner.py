@@ -3,7 +3,9 @@
 Rules, in the order they apply:
 
 1. **Sizes** (``sizing``): a job whose target differs from its size gets a ``Resize`` ("resized 2 -> 4
-   workers: ..."); the operator deletes the highest replica indices or creates the missing ones.
+   workers: ..."); the operator deletes the highest replica indices or creates the missing ones. A job
+   grows by at most ``grow_step`` workers a round (the rest in the rounds that follow); it shrinks at
+   once.
 2. **Layout** (``layout``): the fewest nodes per job, matched to the real nodes for fewest moves, in
    the job's home rack where that costs no move.
 3. **Moves**, only where they pay and never where they hurt:
@@ -16,12 +18,13 @@ Rules, in the order they apply:
      ``cooldown_seconds`` of its last move;
    - a move is tried on a ``Statement``: it goes only where the target node has the room now (a move
      into room another move frees waits for the next round).
+A worker still bound to a node that was deleted runs nowhere: it is neither kept in place nor moved.
 Every action carries its reason in words.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Container, Mapping, Sequence
 
 from scheduling.elastic.job import ElasticJob, ElasticSettings
 from scheduling.elastic.layout import Layout, kept_running, plan_layout
@@ -50,7 +53,7 @@ def elastic_room(snapshot: ClusterSnapshot, jobs: Sequence[ElasticJob]) -> dict[
     room = {}
     for name, node in sorted(snapshot.nodes.items()):
         free = snapshot.free_on(name, _NO_PROMISES)
-        usable = node.ready and not node.unschedulable and node.topology_problem is None
+        usable = node.takes_pods and node.topology_problem is None
         room[name] = (free.count if free is not None else 0) + held.get(name, 0) if usable else 0
     return room
 
@@ -67,7 +70,9 @@ def plan_elastic(
     topologies: TopologyCache,
 ) -> tuple[Plan, Layout]:
     """One round (see the module docstring); returns the plan and the layout it aimed at."""
-    sizes = size_jobs(jobs, pool_gpus, deficits)
+    goals = size_jobs(jobs, pool_gpus, deficits)
+    step = settings.grow_step
+    sizes = {j.key: _paced(j, goals[j.key], step) for j in jobs}
     racks = {name: node.labels[RACK_KEY] for name, node in snapshot.nodes.items() if RACK_KEY in node.labels}
     layout = plan_layout(jobs, sizes, elastic_room(snapshot, jobs), racks)
     statement = Statement(snapshot)
@@ -75,6 +80,8 @@ def plan_elastic(
         target = sizes[job.key]
         if target != job.size:
             why = "grows into free GPUs" if target > job.size else "gives GPUs back to waiting work"
+            if target < goals[job.key]:
+                why += f", {step} workers a round toward {goals[job.key]}"
             statement.resize(
                 job.key,
                 job.size,
@@ -83,11 +90,22 @@ def plan_elastic(
                 f"(min {job.min_workers}, max {job.max_workers})",
             )
     budget = settings.moves_per_round
-    for job in sorted(jobs, key=lambda j: (-(len(j.running_on()) - layout.nodes_of(j.key)), j.key)):
+    nodes = snapshot.nodes
+    for job in sorted(jobs, key=lambda j: (-(len(running_on(j, nodes)) - layout.nodes_of(j.key)), j.key)):
         if budget <= 0:
             break
         budget -= _move(job, sizes[job.key], layout, statement, now, last_moved, settings, topologies, budget)
     return statement.commit(), layout
+
+
+def _paced(job: ElasticJob, goal: int, step: int | None) -> int:
+    """The size a job goes to this round: ``goal``, but at most ``step`` workers more than it has."""
+    return goal if step is None else min(goal, max(job.size + step, job.min_workers))
+
+
+def running_on(job: ElasticJob, nodes: Container[str]) -> dict[str, int]:
+    """The job's running workers per node, on ``nodes`` only (a worker on a deleted node runs nowhere)."""
+    return {node: count for node, count in job.running_on().items() if node in nodes}
 
 
 def _move(
@@ -102,13 +120,14 @@ def _move(
     budget: int,
 ) -> int:
     """Move up to the job's allowance of workers toward its target; return how many moved."""
-    current = kept_running(job, size)
+    nodes = statement.snapshot.nodes
+    current = kept_running(job, size, nodes)
     target = layout.targets.get(job.key, {})
     if not layout.moves.get(job.key) or len(target) >= len(current):
         return 0  # nothing to move, or moving would not save a node
     if now - last_moved.get(job.key, float("-inf")) < settings.cooldown_seconds:
         return 0
-    allowance = min(settings.moves_per_job, budget, job.running - job.min_workers)
+    allowance = min(settings.moves_per_job, budget, sum(running_on(job, nodes).values()) - job.min_workers)
     surplus = [node for node in sorted(current) if current[node] > target.get(node, 0)]
     needy = [node for node in sorted(target) if target[node] > current.get(node, 0)]
     movers = [p for p in reversed(job.workers[:size]) if p.node_name in surplus and p.holds_resources]

@@ -168,7 +168,7 @@ def explain(
     if subject.pod is None:
         return Explanation(target.kind, target.key, Cause.FINISHED, f"{subject.name} has no live pod")
     pod, group, topologies = subject.pod, subject.group, topologies or TopologyCache()
-    view = view if view is not None else view_of(snapshot, promises, None)
+    view = view if view is not None else view_of(snapshot, promises)
     before = turned_down_before_phalanx(pod, snapshot)
     tried = kube_scheduler_tries(snapshot, view, group_key(pod), now)
     asked = FilterInput(

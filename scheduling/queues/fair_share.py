@@ -162,23 +162,21 @@ class FairShares:
 
 
 def _wants(tree: QueueTree, resource: str, demand: Mapping[str, Resources]) -> dict[str, int]:
-    """Per queue, what it can take of ``resource``: leaves from demand, parents from their children."""
-    result: dict[str, int] = {}
+    """Per queue, what it can take of ``resource``: leaves from demand, parents from their children.
 
-    def visit(name: str) -> int:
+    Children before parents, without recursion (``QueueTree.top_down`` reversed).
+    """
+    result: dict[str, int] = {}
+    for name in reversed(tree.top_down()):
         queue = tree[name].of(resource)
         if tree.is_leaf(name):
             wanted = amount(demand.get(name, ZERO), resource)
         else:
             wanted = 0
             for kid in tree.children[name]:
-                kid_wants, kid_quota = visit(kid), tree[kid].of(resource)
+                kid_wants, kid_quota = result[kid], tree[kid].of(resource)
                 wanted += kid_wants if kid_quota.over_quota_weight > 0 else min(kid_quota.quota, kid_wants)
         result[name] = wanted if queue.limit is None else min(wanted, queue.limit)
-        return result[name]
-
-    for root in tree.roots:
-        visit(root)
     return result
 
 

@@ -6,9 +6,9 @@ what others leave unused) and a ``limit`` (a hard ceiling; ``None`` is unlimited
 through ``parent``; only leaves hold workloads, so a team's share is always decided at every level above
 it. Workloads that name no queue go to ``DEFAULT_QUEUE``, which exists even when nobody created it.
 
-``QueueTree.build`` checks a whole set of queues at once and either returns the tree or raises
-``QueueError`` listing every problem, each naming the queue and the field: an invalid queue changes
-nothing, so the previous tree stays in force.
+``QueueTree.build`` judges every queue on its own (``scheduling.queues.validation``): a queue that is
+invalid is set aside with the queues below it, each with a sentence naming the queue and the rule, and
+every other queue stays in force, so one team's mistake never takes another team's queue down.
 """
 
 from __future__ import annotations
@@ -18,14 +18,15 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from scheduling.model import Resources
-from scheduling.resources import CPU, GPU, MEMORY, RESOURCE_NAMES, format_amount, resources_of
+from scheduling.queues.validation import judge
+from scheduling.resources import CPU, GPU, MEMORY, RESOURCE_NAMES, resources_of
 
 DEFAULT_QUEUE = "default"
 """The cluster-wide queue of workloads that name none; created implicitly with quota 0 and weight 1."""
 
 
 class QueueError(ValueError):
-    """A set of queues that cannot be used as it is; ``problems`` lists every reason, one sentence each."""
+    """A queue a workload cannot go to; ``problems`` lists every reason, one sentence each."""
 
     def __init__(self, problems: Iterable[str]) -> None:
         self.problems = tuple(problems)
@@ -63,6 +64,8 @@ class Queue:
         min_runtime_seconds: how long a workload of this queue runs before reclaim or preemption may take
             it; ``None`` inherits the nearest ancestor's value (none at all when no ancestor sets one).
         created: ``metadata.creationTimestamp`` as RFC 3339 text, the last tie-break between queues.
+        problem: why the adapter could not read the Queue object (an amount that is no quantity, a field
+            of the wrong type), or ``None``; such a queue is set aside with its subtree, with this reason.
     """
 
     name: str
@@ -72,6 +75,7 @@ class Queue:
     memory: ResourceQuota = UNLIMITED
     min_runtime_seconds: int | None = None
     created: str = ""
+    problem: str | None = None
 
     def of(self, resource: str) -> ResourceQuota:
         """The queue's settings for one resource name (``nvidia.com/gpu``, ``cpu``, ``memory``)."""
@@ -100,131 +104,56 @@ def default_queue() -> Queue:
     return Queue(DEFAULT_QUEUE)
 
 
-def _field_problems(queue: Queue) -> list[str]:
-    problems = []
-    for resource in RESOURCE_NAMES:
-        q = queue.of(resource)
-        where = f"queue {queue.name}: {resource}"
-        if q.quota < 0:
-            problems.append(f"{where} quota is {format_amount(resource, q.quota)}; it must be 0 or more")
-        if q.over_quota_weight < 0:
-            problems.append(f"{where} overQuotaWeight is {q.over_quota_weight}; it must be 0 or more")
-        if q.limit is not None and q.limit < 0:
-            problems.append(f"{where} limit is {format_amount(resource, q.limit)}; it must be 0 or more")
-        elif q.limit is not None and q.limit < q.quota:
-            limit, quota = format_amount(resource, q.limit), format_amount(resource, q.quota)
-            problems.append(f"{where} limit {limit} is below its quota {quota}")
-    if queue.min_runtime_seconds is not None and queue.min_runtime_seconds < 0:
-        problems.append(
-            f"queue {queue.name}: minRuntimeSeconds is {queue.min_runtime_seconds}; it must be 0 or more"
-        )
-    if queue.parent == queue.name:
-        problems.append(f"queue {queue.name}: parent names the queue itself")
-    return problems
-
-
-def _cycles(parents: Mapping[str, str | None]) -> list[str]:
-    """One sentence per parent cycle, starting at its smallest name so the text is stable."""
-    problems, settled = [], set[str]()
-    for start in sorted(parents):
-        chain: list[str] = []
-        node: str | None = start
-        while node is not None and node in parents and node not in settled and node not in chain:
-            chain.append(node)
-            node = parents[node]
-        if node is not None and node in chain:
-            cycle = chain[chain.index(node) :]
-            if len(cycle) > 1:
-                first = cycle.index(min(cycle))
-                cycle = cycle[first:] + cycle[:first]
-                path = " -> ".join([*cycle, cycle[0]])
-                problems.append(f"queues {', '.join(sorted(cycle))} form a parent cycle ({path})")
-        settled.update(chain)
-    return problems
-
-
-def _sum_problems(queues: Mapping[str, Queue], children: Mapping[str, tuple[str, ...]]) -> list[str]:
-    problems = []
-    for name, kids in sorted(children.items()):
-        for resource in RESOURCE_NAMES:
-            own = queues[name].of(resource).quota
-            parts = [(kid, queues[kid].of(resource).quota) for kid in kids]
-            summed = sum(quota for _, quota in parts)
-            if summed > own:
-                listed = ", ".join(f"{kid} {format_amount(resource, q)}" for kid, q in parts if q)
-                problems.append(
-                    f"queue {name}: its children's {resource} quotas sum to {format_amount(resource, summed)}"
-                    f" ({listed}), over its own quota {format_amount(resource, own)}"
-                )
-    return problems
-
-
 @dataclass(frozen=True, slots=True)
 class QueueTree:
-    """A validated set of queues; build it with ``QueueTree.build``.
+    """The queues in force, and those set aside with the reason; build it with ``QueueTree.build``.
 
     Attributes:
-        queues: every queue by name, the default queue included.
+        queues: every queue in force by name, the default queue included.
         children: each queue's direct children, sorted by name (leaves map to ``()``).
         roots: the top-level queues, sorted by name.
+        rejected: each queue set aside (``scheduling.queues.validation``) with the sentence that says why.
     """
 
     queues: Mapping[str, Queue]
     children: Mapping[str, tuple[str, ...]] = field(compare=False)
     roots: tuple[str, ...]
+    rejected: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
 
     @classmethod
-    def build(cls, queues: Iterable[Queue], *, holding_workloads: Iterable[str] = ()) -> QueueTree:
-        """Validate ``queues`` as a whole and return the tree, adding the default queue when absent.
+    def build(cls, queues: Iterable[Queue]) -> QueueTree:
+        """The tree of ``queues``: each queue judged on its own, a bad one set aside with its subtree.
 
-        Args:
-            queues: every queue of the cluster (or the proposed new set, when checking a change).
-            holding_workloads: names of queues that workloads currently name; such a queue must stay a
-                leaf.
-
-        Raises:
-            QueueError: listing every problem: a duplicate name, a negative quota, weight or limit, a
-                limit below the quota, an unknown parent, a parent cycle, children whose quotas sum over
-                their parent's, a queue with both workloads and children, a default queue with children.
+        Never raises: a queue that breaks a rule (``scheduling.queues.validation``) is left out of the
+        tree, with every queue below it, and listed in ``rejected`` with its reason; every other queue is
+        in force as if the bad one were not there. A name given twice sets both aside (the API server
+        keys Queues by name, so only a hand-made list can). The default queue is added when absent.
         """
-        problems: list[str] = []
-        by_name: dict[str, Queue] = {}
+        unique: dict[str, Queue] = {}
+        twice: dict[str, str] = {}
         for queue in queues:
-            if not queue.name:
-                problems.append("a queue has an empty name")
-            elif queue.name in by_name:
-                problems.append(f"queue {queue.name}: defined more than once")
-            by_name[queue.name] = queue
-        by_name.setdefault(DEFAULT_QUEUE, default_queue())
-        for name in sorted(by_name):
-            problems.extend(_field_problems(by_name[name]))
-            parent = by_name[name].parent
-            if parent is not None and parent != name and parent not in by_name:
-                problems.append(f"queue {name}: parent {parent} does not exist")
-        problems.extend(_cycles({n: q.parent for n, q in by_name.items()}))
-        if problems:
-            raise QueueError(problems)
-        kids: dict[str, list[str]] = {name: [] for name in by_name}
-        for name, queue in by_name.items():
+            if queue.name in unique:
+                twice[queue.name] = f"queue {queue.name}: defined more than once"
+            unique[queue.name] = queue
+        verdict = judge((q for name, q in unique.items() if name not in twice), default_queue())
+        kids: dict[str, list[str]] = {name: [] for name in verdict.in_force}
+        for name, queue in verdict.in_force.items():
             if queue.parent is not None:
                 kids[queue.parent].append(name)
         children = {name: tuple(sorted(names)) for name, names in kids.items()}
-        parents = {name: names for name, names in children.items() if names}
-        problems.extend(_sum_problems(by_name, parents))
-        for name in sorted(set(holding_workloads) & set(parents)):
-            problems.append(
-                f"queue {name}: holds workloads but has child queues ({', '.join(parents[name])}); "
-                "only leaf queues hold workloads"
-            )
-        if DEFAULT_QUEUE in parents:
-            problems.append(
-                f"queue {DEFAULT_QUEUE}: the default queue takes workloads that name no queue, "
-                "so it cannot have child queues"
-            )
-        if problems:
-            raise QueueError(problems)
-        roots = tuple(sorted(n for n, q in by_name.items() if q.parent is None))
-        return cls(MappingProxyType(dict(sorted(by_name.items()))), MappingProxyType(children), roots)
+        roots = tuple(sorted(n for n, q in verdict.in_force.items() if q.parent is None))
+        rejected = dict(sorted({**verdict.rejected, **twice}.items()))
+        return cls(
+            MappingProxyType(dict(verdict.in_force)),
+            MappingProxyType(children),
+            roots,
+            MappingProxyType(rejected),
+        )
+
+    @property
+    def problems(self) -> tuple[str, ...]:
+        """One sentence per queue set aside, by queue name (empty when every queue is in force)."""
+        return tuple(self.rejected.values())
 
     def __getitem__(self, name: str) -> Queue:
         return self.queues[name]
@@ -239,6 +168,16 @@ class QueueTree:
     def leaves(self) -> tuple[str, ...]:
         """Every leaf queue, sorted by name."""
         return tuple(name for name in self.queues if self.is_leaf(name))
+
+    def top_down(self) -> tuple[str, ...]:
+        """Every queue, each parent before its children (depth first, siblings by name), without recursion."""
+        order: list[str] = []
+        stack = list(reversed(self.roots))
+        while stack:
+            name = stack.pop()
+            order.append(name)
+            stack.extend(reversed(self.children[name]))
+        return tuple(order)
 
     def path(self, name: str) -> tuple[str, ...]:
         """The queue's ancestors from the top level down to the queue itself."""
@@ -268,10 +207,12 @@ class QueueTree:
         """The queue a workload goes to, from its ``phalanx.io/queue`` label (none: the default queue).
 
         Raises:
-            QueueError: the label names a queue that does not exist or that has child queues.
+            QueueError: the label names a queue that does not exist, is set aside, or has child queues.
         """
         name = label or DEFAULT_QUEUE
         if name not in self.queues:
+            if name in self.rejected:
+                raise QueueError([f"{self.rejected[name]}; the queue is set aside until that is fixed"])
             raise QueueError([f"queue {name} does not exist"])
         if not self.is_leaf(name):
             kids = ", ".join(self.children[name])

@@ -83,10 +83,17 @@ def queue_states(
     held_np = non_preemptible or {}
     states: dict[str, QueueState] = {}
 
-    def subtotal(name: str, by_leaf: Mapping[str, Resources]) -> Resources:
-        if tree.is_leaf(name):
-            return by_leaf.get(name, ZERO)
-        return total(subtotal(kid, by_leaf) for kid in tree.children[name])
+    bottom_up = tuple(reversed(tree.top_down()))
+
+    def subtotals(by_leaf: Mapping[str, Resources]) -> dict[str, Resources]:
+        """Per queue, the sum over its leaves: children before parents, each queue once, no recursion."""
+        sums: dict[str, Resources] = {}
+        for name in bottom_up:
+            kids = tree.children[name]
+            sums[name] = total(sums[kid] for kid in kids) if kids else by_leaf.get(name, ZERO)
+        return sums
+
+    held, held_non_preemptible = subtotals(allocated), subtotals(held_np)
 
     pending: list[tuple[str, QueueState | None]] = [(root, None) for root in reversed(tree.roots)]
     while pending:
@@ -98,8 +105,8 @@ def queue_states(
             queue.limits,
             share.deserved,
             share.fair_share,
-            subtotal(name, allocated),
-            subtotal(name, held_np),
+            held[name],
+            held_non_preemptible[name],
             tree.quota_resources,
             queue.created,
             parent,

@@ -45,7 +45,7 @@ def elastic_round(world: World, now: int, last_moved: Mapping[str, float], *, to
     if not running:
         return []
     snapshot = world.snapshot()
-    view = view_of(snapshot, PromiseBook(), None)
+    view = view_of(snapshot, PromiseBook())
     jobs = []
     for name in running:
         shape, spec = world.shapes[name], world.jobs[name]

@@ -90,7 +90,7 @@ class World:
     def reclaim(self, now: int) -> None:
         """Evict the gangs reclaim chooses; their jobs wait again."""
         snapshot = self.snapshot()
-        view = view_of(snapshot, PromiseBook(), None)
+        view = view_of(snapshot, PromiseBook())
         shrinking = frozenset(
             f"{NAMESPACE}/{name}"
             for name, w in self.workers.items()
@@ -105,7 +105,7 @@ class World:
     def admit(self, now: int) -> bool:
         """One admission round; whether it started any job."""
         snapshot = self.snapshot()
-        view = view_of(snapshot, PromiseBook(), None)
+        view = view_of(snapshot, PromiseBook())
         decision = release(
             snapshot,
             PromiseBook(),

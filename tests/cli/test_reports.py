@@ -60,7 +60,7 @@ def cluster() -> ClusterSnapshot:
 
 
 def test_queue_items_match_the_queue_status_the_placement_manager_writes() -> None:
-    view = view_of(cluster(), PromiseBook(), None)
+    view = view_of(cluster(), PromiseBook())
     report = queues_report(view)
     by_name = {item["name"]: item for item in report.items}
     for name, item in by_name.items():
@@ -84,7 +84,7 @@ def test_a_queue_tree_with_cpu_indents_children_and_adds_a_resource_column() -> 
         Queue("t1", parent="org", gpu=ResourceQuota(8), cpu=ResourceQuota(4000, 1, 6000)),
     ]
     pods = [a_pod("x").gpus(2).cpu(1500).queue("t1").on("n1", [0, 1]).build()]
-    view = view_of(snapshot_of([bridged("n1")], pods, [], queues), PromiseBook(), None)
+    view = view_of(snapshot_of([bridged("n1")], pods, [], queues), PromiseBook())
     report = queues_report(view)
     t1 = next(i for i in report.items if i["name"] == "t1")
     assert t1["resources"]["cpu"] == {

@@ -286,7 +286,7 @@ def test_a_bad_elastic_declaration_gets_an_event_and_nothing_changes(
 
         message = wait_for("an InvalidElasticJob event", told, timeout=30)
         print(f"\nInvalidElasticJob: {message}")
-        why = "annotation phalanx.io/max-workers must be a whole number, got 'lots'"
+        why = "annotation phalanx.io/max-workers must be a whole number of at most 9 digits, got 'lots'"
         assert message == f"MPIJob {namespace}/sloppy: {why}"
         time.sleep(3)  # three passes of the placement manager
         assert (

@@ -177,3 +177,80 @@ def test_node_listeners_hear_a_node_change_its_deletion_and_what_a_relist_change
     nodes = cache.nodes()
     assert nodes is not None
     assert sorted(nodes) == ["n1", "n3"]
+
+
+def absurd_node(name: str, gpus: str) -> dict[str, Any]:
+    node = raw_node(name)
+    node["metadata"]["uid"] = f"uid-{name}"
+    node["status"]["allocatable"] = {"nvidia.com/gpu": gpus, "cpu": "64"}
+    return node
+
+
+def test_a_node_advertising_absurdly_many_gpus_is_refused_and_costs_nothing_per_gpu() -> None:
+    cache = ClusterCache()
+    cache.replace_nodes([raw_node("n1"), absurd_node("big", "4000000")])
+    cache.node_event("ADDED", absurd_node("huge", "9223372036854775807"))  # "9999999999999999999Ei" as stored
+    snapshot = cache.snapshot()
+    for name, count in (("big", 4_000_000), ("huge", 2**63 - 1)):
+        node = snapshot.nodes[name]
+        assert node.gpu_total == 0 and node.gpu_indices == frozenset(), "no entry per GPU"
+        assert node.allocatable.milli_cpu == 64000, "its CPU and memory are still known"
+        assert node.gpu_problem == (
+            f"node {name} advertises {count} nvidia.com/gpu, more than phalanx models (64 per node); "
+            "phalanx places nothing there and counts none of its capacity"
+        )
+    assert snapshot.free_total(PromiseBook()).gpus == 8, "only n1's GPUs count"
+    assert [(r.kind, r.name, r.uid) for r in cache.refusals.all()] == [
+        ("Node", "big", "uid-big"),
+        ("Node", "huge", "uid-huge"),
+    ]
+    cache.node_event("MODIFIED", absurd_node("big", "8"))  # fixed: refused no more
+    assert cache.snapshot().nodes["big"].gpu_total == 8
+    assert [r.name for r in cache.refusals.all()] == ["huge"]
+    cache.node_event("DELETED", absurd_node("huge", "9223372036854775807"))
+    assert cache.refusals.all() == ()
+
+
+def test_a_deleted_object_leaves_the_cache_even_when_its_last_state_cannot_be_read() -> None:
+    cache = ClusterCache()
+    cache.replace_nodes([raw_node("n1"), raw_node("n2")])
+    cache.replace_pods([raw_pod("u1", "n2", (0, 1))])
+    cache.replace_podgroups([{"metadata": {"namespace": "ml", "name": "g"}, "spec": {"minMember": 2}}])
+    cache.replace_queues([raw_queue("a")])
+    unreadable: dict[str, Any] = {"spec": {"containers": "not a list"}, "status": {"allocatable": []}}
+    cache.node_event("DELETED", {"metadata": {"name": "n2"}, **unreadable})
+    cache.pod_event("DELETED", {"metadata": {"uid": "u1", "namespace": "ml", "name": "pod-u1"}, **unreadable})
+    cache.podgroup_event("DELETED", {"metadata": {"namespace": "ml", "name": "g"}, "spec": {"minMember": 0}})
+    cache.queue_event("DELETED", {"metadata": {"name": "a"}, "spec": {"resources": []}})
+    snapshot = cache.snapshot()
+    assert sorted(snapshot.nodes) == ["n1"]
+    assert snapshot.all_pods() == [] and snapshot.podgroups() == [] and snapshot.queue_list() == []
+
+
+def test_an_object_that_turns_unreadable_keeps_its_last_readable_state_and_is_refused() -> None:
+    cache = ClusterCache()
+    cache.replace_nodes([raw_node("n1")])
+    cache.replace_pods([raw_pod("u1", "n1", (0, 1))])
+    broken = raw_pod("u1", "n1", (0, 1))
+    broken["spec"]["containers"] = "not a list"
+    cache.pod_event("MODIFIED", broken)
+    assert sorted(cache.snapshot().usage_of("n1").held) == [0, 1], "its GPUs stay held, not freed"
+    cache.replace_pods([broken])  # a relist after a watch expiry: the same
+    assert sorted(cache.snapshot().usage_of("n1").held) == [0, 1]
+    [refusal] = cache.refusals.all()
+    assert (refusal.kind, refusal.key) == ("Pod", "ml/pod-u1")
+    assert refusal.reason == "spec.containers must be a list, got str"
+    cache.replace_pods([])  # deleted while the watch was down: gone, refusal and all
+    assert cache.snapshot().all_pods() == [] and cache.refusals.all() == ()
+
+
+def test_a_relist_after_a_watch_expiry_forgets_what_was_deleted_meanwhile() -> None:
+    cache = ClusterCache()
+    cache.replace_nodes([raw_node("n1"), raw_node("n2"), absurd_node("big", "4000000")])
+    cache.replace_queues([raw_queue("a", gpu_limit=8), raw_queue("b")])
+    cache.replace_nodes([raw_node("n1"), absurd_node("big", "4000000")])
+    cache.replace_queues([raw_queue("b")])
+    snapshot = cache.snapshot()
+    assert sorted(snapshot.nodes) == ["big", "n1"]
+    assert [q.name for q in snapshot.queue_list()] == ["b"]
+    assert [r.name for r in cache.refusals.all()] == ["big"]

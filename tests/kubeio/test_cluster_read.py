@@ -10,6 +10,8 @@ from kubeio.errors import NotFoundError
 from kubeio.http import JsonObject
 from kubeio.queues import QUEUES_PATH
 from kubeio.reflector import Collection, list_collection
+from scheduling.promises import PromiseBook
+from scheduling.queue_view import view_of
 from scheduling.topology import uniform
 from tests.kubeio.fake_api import FakeApi
 
@@ -120,7 +122,6 @@ def test_malformed_objects_are_skipped_each_named_with_the_field() -> None:
         ("Pod", "?"),
         ("Pod", "ml/broken"),
         ("PodGroup", "ml/zero"),
-        ("Queue", "c"),
     ]
     problems = "\n".join(found.problems())
     assert "Pod ml/broken skipped: spec.containers must be a list" in problems
@@ -128,6 +129,12 @@ def test_malformed_objects_are_skipped_each_named_with_the_field() -> None:
     assert "Node n9 skipped: status.allocatable" in problems
     assert "ml/broken" not in {p.key for p in found.snapshot.all_pods()}
     assert len(found.snapshot.pods) == 5, "the readable pods are all there"
+    # A Queue whose spec cannot be read is kept, refused: the core sets it aside with the reason.
+    [queue] = [q for q in found.queues if q.name == "c"]
+    assert queue.problem == (
+        "spec.resources.cpu.quota: a quantity must be a string such as '500m' or '16Gi', got list"
+    )
+    assert "c" in view_of(found.snapshot, PromiseBook()).tree.rejected
 
 
 def test_missing_crds_read_as_empty_with_a_warning_but_missing_pods_fail() -> None:

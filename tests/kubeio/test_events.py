@@ -40,3 +40,24 @@ def test_it_remembers_only_the_last_minute_of_events_however_many_objects_it_saw
             clock.now += 0.06
     assert recorder._queue.qsize() == 30_000, "every distinct event is recorded"
     assert recorder.remembered <= 2_000, "about a minute's worth, not all 30,000"
+
+
+@dataclass
+class Posts:
+    paths: list[tuple[str, str]]
+
+    def request(self, method: str, path: str, **kwargs: object) -> dict[str, object]:
+        body = kwargs["body"]
+        assert isinstance(body, dict)
+        self.paths.append((path, body["involvedObject"]["namespace"]))
+        return {}
+
+
+def test_an_event_about_a_cluster_scoped_object_is_written_in_the_default_namespace() -> None:
+    posts = Posts([])
+    recorder = EventRecorder(posts, clock=Clock())  # type: ignore[arg-type]
+    recorder.record(ObjectRef("Node", "v1", "", "big", "uid-big"), "Warning", "Refused", "too many GPUs")
+    recorder.record(pod(1), "Normal", "Pinned", "pinned")
+    while not recorder._queue.empty():
+        recorder._write(recorder._queue.get())
+    assert posts.paths == [("/api/v1/namespaces/default/events", ""), ("/api/v1/namespaces/ml/events", "ml")]

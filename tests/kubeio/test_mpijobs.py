@@ -10,10 +10,11 @@ from typing import Any
 import pytest
 
 from kubeio.convert import ConvertError
-from kubeio.mpijobs import elastic_job, mpijob_from_api, workers_of
+from kubeio.mpijobs import MPIJOBS_PATH, MpiJobWriter, elastic_job, mpijob_from_api, parse_plan, workers_of
 from scheduling.elastic import JobError
 from scheduling.model import Pod, Resources
 from tests.builders import a_pod
+from tests.kubeio.fake_api import FakeApi
 
 ELASTIC: dict[str, Any] = {
     "apiVersion": "kubeflow.org/v2beta1",
@@ -126,3 +127,23 @@ def test_the_time_of_the_last_move_is_read_when_it_is_a_number(
     if text is not None:
         raw["metadata"]["annotations"]["phalanx.io/elastic-moved-at"] = text
     assert mpijob_from_api(raw).moved_at == expected
+
+
+def test_listing_keeps_an_unreadable_elastic_job_as_refused_and_leaves_other_unreadable_jobs_out() -> None:
+    broken = copy.deepcopy(ELASTIC)
+    broken["metadata"]["name"] = "broken"
+    broken["spec"]["mpiReplicaSpecs"]["Worker"]["replicas"] = "two"
+    rigid = copy.deepcopy(broken)
+    rigid["metadata"] = {"name": "rigid", "namespace": "ml"}  # no max-workers: the operator's business
+    api = FakeApi({MPIJOBS_PATH: [broken, rigid, ELASTIC]})
+    jobs = MpiJobWriter(api).list()  # type: ignore[arg-type]
+    assert [(j.key, j.problem) for j in jobs] == [
+        ("ml/broken", "spec.mpiReplicaSpecs.Worker.replicas must be a whole number"),
+        ("ml/mnist", None),
+    ]
+    assert jobs[0].elastic
+
+
+def test_a_plan_annotation_nested_deeper_than_json_reads_is_no_plan() -> None:
+    assert parse_plan("[" * 100_000) == {}
+    assert parse_plan('{"nodes": {"n1": "²", "n2": 2}}') == {"n2": 2}

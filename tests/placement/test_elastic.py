@@ -234,3 +234,51 @@ def test_the_moves_cooldown_is_read_back_from_the_mpijob_after_a_restart() -> No
     for now, moved in ((1030.0, ()), (1061.0, ("ml/spread-worker-3",))):
         restarted, _, _, _, _ = rig(spread(), jobs.jobs, now=now, cooldown=60)  # a new process: no memory
         assert restarted.reconcile_once().moved == moved, f"at {now}: the cooldown from the MPIJob"
+
+
+HOSTILE = [
+    replace(mpijob("superscript", 2), max_workers="²"),  # isdigit() says yes, int() says no
+    replace(mpijob("digits", 2), max_workers="9" * 5000),  # more digits than int() converts
+    replace(mpijob("no-gpu", 2, high="100000"), worker=Resources(milli_cpu=500)),
+    replace(mpijob("unreadable", 2), problem="spec.mpiReplicaSpecs.Worker.replicas must be a whole number"),
+]
+
+
+def test_one_hostile_job_is_refused_with_its_reason_and_every_other_job_is_still_sized_and_pinned() -> None:
+    def run(jobs: list[MpiJob]) -> tuple[list[tuple[str, int]], list[tuple[str, str]], FakeEvents]:
+        cluster = FakeCluster().add(a_node("n1").build(), a_node("n2").build())
+        cluster.add(worker("mnist", 0, "n1"), worker("mnist", 1, "n1"), worker("mnist", 2))
+        for job in jobs:
+            cluster.add(*(worker(job.name, i, "n2") for i in range(2)))
+        reconciler, fake_jobs, pins, _, events = rig(cluster, [mpijob("mnist", 3), *jobs])
+        reconciler.reconcile_once()
+        return fake_jobs.resized, pins.pinned, events
+
+    alone = run([])
+    for hostile in HOSTILE:
+        resized, pinned, events = run([hostile])
+        assert (resized, pinned) == alone[:2], hostile.name
+        [told] = [e for e in events.events if e[1] == hostile.name]
+        assert told[2:4] == ("Warning", "InvalidElasticJob")
+        assert len(told[4]) < 300, "a 5,000-digit annotation is not echoed whole"
+    assert ("ml/mnist", 4) in alone[0]
+
+
+def test_a_max_the_cluster_could_never_hold_is_capped_with_an_event() -> None:
+    cluster = FakeCluster().add(a_node("n1").build(), a_node("n2").build())
+    cluster.add(worker("wide", 0, "n1"), worker("wide", 1, "n1"))
+    reconciler, jobs, _, _, events = rig(cluster, [mpijob("wide", 2, high="100000")])
+    reconciler.reconcile_once()
+    reconciler.reconcile_once()
+    assert jobs.resized == [("ml/wide", 8)], "16 GPUs hold 8 workers of 2"
+    capped = [e for e in events.events if e[3] == "MaxWorkersCapped"]
+    assert capped == [
+        (
+            "MPIJob",
+            "wide",
+            "Normal",
+            "MaxWorkersCapped",
+            "MPIJob ml/wide: max workers 100000 capped to 8: the cluster's 16 GPUs hold at most 8 workers "
+            "of 2 GPUs",
+        )
+    ]

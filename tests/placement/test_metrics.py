@@ -27,7 +27,7 @@ def a_view(queues: list[Queue]) -> QueueView:
         for q in ("a", "b")
         for i in (0, 1)
     ]
-    return build_queue_view(queues, None, [a_node("n0").build()], [running, *waiting], PromiseBook())
+    return build_queue_view(queues, [a_node("n0").build()], [running, *waiting], PromiseBook())
 
 
 def gpus(registry: CollectorRegistry, queue: str, kind: str) -> float | None:

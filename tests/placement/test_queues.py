@@ -121,6 +121,25 @@ def test_a_queue_status_counts_pending_work_of_its_whole_subtree(queue: str, pen
     assert dict(cluster.statuses)[queue]["gpu"]["pending"] == pending
 
 
+def test_a_bad_queue_and_its_subtree_say_why_and_every_other_queue_stays_valid_with_its_figures() -> None:
+    good = QueueCluster(list(TREE)).add(*gang("x1", "org-x", "n1"))
+    reconciler_for(good).reconcile_once()
+    bad = gpu_queue("org-z", quota=4, parent="org", created="2026-06-01T00:00:00Z")  # 8 + 8 + 4 > 16
+    cluster = QueueCluster([*TREE, bad, gpu_queue("org-z-1", parent="org-z")]).add(*gang("x1", "org-x", "n1"))
+    reconciler_for(cluster).reconcile_once()
+    statuses = dict(cluster.statuses)
+    for name in ("org-z", "org-z-1"):
+        [valid] = statuses[name]["conditions"]
+        assert (valid["status"], valid["reason"]) == ("False", "SetAside")
+        assert statuses[name]["gpu"] is None, "a queue set aside is in no share: its old figures go"
+    assert "does not fit in its parent org's quota 16 beside its older siblings" in (
+        statuses["org-z"]["conditions"][0]["message"]
+    )
+    assert "its parent org-z is set aside" in statuses["org-z-1"]["conditions"][0]["message"]
+    assert {name: statuses[name] for name in dict(good.statuses)} == dict(good.statuses)
+    assert all(s["conditions"][0]["status"] == "True" for n, s in good.statuses)
+
+
 def test_reclaim_evicts_whole_gangs_and_waits_while_they_terminate() -> None:
     cluster = QueueCluster([gpu_queue("a", quota=8), gpu_queue("b", quota=8)]).add(
         *gang("b1", "b", "n1"), *gang("b2", "b", "n2"), *gang("a1", "a", None)

@@ -124,3 +124,10 @@ def test_an_unknown_certificate_source_is_refused(capsys: pytest.CaptureFixture[
     with pytest.raises(SystemExit):
         PlacementSettings.parse(["--webhook-certs", "cert-manager"], {})
     assert "invalid choice: 'cert-manager'" in capsys.readouterr().err
+
+
+def test_the_elastic_grow_step_is_a_setting_of_at_least_one() -> None:
+    assert PlacementSettings.parse([], {"PHALANX_ELASTIC_GROW_STEP": "4"}).elastic_grow_step == 4
+    assert PlacementSettings.parse(["--elastic-grow-step", "8"], {}).elastic_grow_step == 8
+    with pytest.raises(SystemExit):
+        PlacementSettings.parse(["--elastic-grow-step", "0"], {})

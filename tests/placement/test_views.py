@@ -28,12 +28,25 @@ def test_a_change_the_view_reads_gets_a_new_view_that_shows_it() -> None:
     assert after.states["team-a"].allocated.gpus == 3
 
 
-def test_an_invalid_set_of_queues_keeps_the_last_valid_tree_across_builds() -> None:
+def test_a_queue_set_aside_leaves_the_others_in_force() -> None:
     state = state_of(nodes=[a_node("n0").gpus(8).build()], queues=QUEUES)
     views = SharedView()
     views.of(state.snapshot())
     state.put_queue(Queue("orphan", parent="missing"))
     view = views.of(state.snapshot())
-    assert view.problems
+    assert view.problems == ("queue orphan: parent missing does not exist",)
     assert "team-a" in view.tree.queues
     assert "orphan" not in view.tree.queues
+
+
+def test_a_deleted_queue_leaves_the_view_even_while_another_queue_is_invalid() -> None:
+    """It used to stay in force, its limit enforced, from the last valid tree."""
+    state = state_of(
+        nodes=[a_node("n0").gpus(8).build()], queues=[*QUEUES, Queue("capped", gpu=ResourceQuota(0, 1, 0))]
+    )
+    views = SharedView()
+    assert "capped" in views.of(state.snapshot()).tree.queues
+    state.put_queue(Queue("orphan", parent="missing"))
+    views.of(state.snapshot())
+    state.remove_queue("capped")
+    assert "capped" not in views.of(state.snapshot()).tree.queues

@@ -42,7 +42,7 @@ def decide(
     now: float = NOW,
 ) -> ReleaseDecision:
     snapshot = snapshot_of(nodes, pods, groups, queues)
-    view = view_of(snapshot, PromiseBook(), None)
+    view = view_of(snapshot, PromiseBook())
     return release(snapshot, PromiseBook(), view, book, TopologyCache(), now=now, settings=settings)
 
 

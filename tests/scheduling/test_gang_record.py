@@ -25,7 +25,10 @@ def pod(i: int, *, bound: bool, phase: str = "Running") -> Pod:
 
 def test_the_plan_round_trips_and_bad_text_is_refused() -> None:
     assert decode_plan(encode_plan(PLAN)) == PLAN
-    for bad in ("", "{}", '{"v": 2, "members": []}', '{"v": 1, "members": [{"uid": 1}]}', "[1]"):
+    nested = "[" * 100_000  # a hand-edited annotation past the JSON parser's depth: RecursionError
+    digits = '{"v": 1, "members": [{"uid": "u", "name": "m", "node": "n", "gpus": ["²"]}]}'
+    wrong = ("", "{}", '{"v": 2, "members": []}', '{"v": 1, "members": [{"uid": 1}]}', "[1]")
+    for bad in (*wrong, nested, digits):
         with pytest.raises(PlanError):
             decode_plan(bad)
 

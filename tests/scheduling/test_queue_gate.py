@@ -36,7 +36,7 @@ def gate(
     at: float = 0.0,
 ) -> str | None:
     """The gate's sentence for ``pod`` with a view built from ``then`` and a snapshot holding ``now``."""
-    view = view_of(snapshot_of(NODES, then, queues=queues), PromiseBook(), None)
+    view = view_of(snapshot_of(NODES, then, queues=queues), PromiseBook())
     snapshot = snapshot_of(NODES, now, queues=queues)
     free = snapshot.free_total(PromiseBook())
     return queue_gate(pod, snapshot, PromiseBook(), view, admitted, now=at, free=free).held
@@ -107,7 +107,7 @@ def test_a_group_admitted_a_moment_ago_counts_against_the_non_preemptible_quota(
 
 def test_a_let_through_non_preemptible_group_is_recorded_as_such() -> None:
     snapshot = snapshot_of(NODES, [NP_SECOND], queues=[gpu_queue("a", quota=8)])
-    view = view_of(snapshot, PromiseBook(), None)
+    view = view_of(snapshot, PromiseBook())
     answer = queue_gate(
         NP_SECOND,
         snapshot,
@@ -130,7 +130,7 @@ def test_a_group_does_not_count_against_itself() -> None:
 
 def test_a_let_through_group_is_recorded_with_its_waiting_members_and_expiry() -> None:
     snapshot = snapshot_of(NODES, [SECOND], queues=[gpu_queue("a", quota=8)])
-    view = view_of(snapshot, PromiseBook(), None)
+    view = view_of(snapshot, PromiseBook())
     free = snapshot.free_total(PromiseBook())
     answer = queue_gate(SECOND, snapshot, PromiseBook(), view, AdmittedBook(), now=10.0, free=free)
     assert answer.admitted == (
@@ -213,7 +213,7 @@ def held_behind_big(
     """The gate's sentence for ``pod``, with BIG ahead of it in queue a and both waiting."""
     queues = [gpu_queue("a", quota=16)]
     snapshot = snapshot_of(NODES, [BIG, pod], queues=queues)
-    view = view_of(snapshot, PromiseBook(), None)
+    view = view_of(snapshot, PromiseBook())
     free = snapshot.free_total(promises)
     answer = queue_gate(pod, snapshot, promises, view, AdmittedBook(), now=at, free=free, tried=tried)
     return answer.held
@@ -255,13 +255,12 @@ def test_the_book_forgets_groups_past_freshness_and_keeps_the_rest() -> None:
 
 def test_a_group_held_for_groups_ahead_may_pass_once_they_are_not_ahead_any_more() -> None:
     queues = [gpu_queue("a", quota=16)]
-    late_unknown = view_of(snapshot_of(NODES, [BIG], queues=queues), PromiseBook(), None)
-    both = view_of(snapshot_of(NODES, [BIG, LATE], queues=queues), PromiseBook(), None)
-    big_started = view_of(snapshot_of(NODES, [BIG_PLACED, LATE], queues=queues), PromiseBook(), None)
+    late_unknown = view_of(snapshot_of(NODES, [BIG], queues=queues), PromiseBook())
+    both = view_of(snapshot_of(NODES, [BIG, LATE], queues=queues), PromiseBook())
+    big_started = view_of(snapshot_of(NODES, [BIG_PLACED, LATE], queues=queues), PromiseBook())
     late_first = view_of(
         snapshot_of(NODES, [replace(BIG, created="2026-01-03T00:00:00Z"), LATE], queues=queues),
         PromiseBook(),
-        None,
     )
     assert not no_longer_ahead(late_unknown, LATE.key, (BIG.key,)), "a new group queues behind"
     assert not no_longer_ahead(both, LATE.key, (BIG.key,))

@@ -56,12 +56,12 @@ def test_the_view_from_the_kept_queue_pods_equals_the_view_from_every_pod(
         feed(state, event, {}, {})
     snap, promises = state.snapshot(), _promises(state, promised)
     try:
-        walking = view_of(walked(snap), promises, None)
+        walking = view_of(walked(snap), promises)
     except ValueError as exc:  # other schedulers' pods hold more than the nodes have: the same refusal
         with pytest.raises(ValueError, match=re.escape(str(exc))):
-            view_of(snap, promises, None)
+            view_of(snap, promises)
         return
-    kept = view_of(snap, promises, None)
+    kept = view_of(snap, promises)
     assert kept == walking
     assert kept.pending == walking.pending
     assert dict(kept.positions) == dict(walking.positions)
@@ -84,7 +84,7 @@ def test_the_release_pass_decides_the_same_from_the_kept_queue_pods(history: lis
         feed(state, event, {}, {})
     snap = state.snapshot()
     try:
-        view = view_of(walked(snap), PromiseBook(), None)
+        view = view_of(walked(snap), PromiseBook())
     except ValueError:
         return  # the view test above covers the refusal
     topologies, book = TopologyCache(), ReleasedBook()
@@ -107,7 +107,7 @@ def test_other_schedulers_pods_only_take_capacity_and_finished_pods_nothing() ->
     snap = state.snapshot()
     assert [p.name for p in snap.queue_pod_list()] == ["ours", "waits"]
     assert snap.held_elsewhere() == Resources(3000, 0, 1)
-    view = view_of(snap, PromiseBook(), None)
+    view = view_of(snap, PromiseBook())
     assert view.capacity.gpus == 7  # 8 less the other scheduler's one
     assert view.free.gpus == 5  # 7 less the 2 of "ours"; the finished pod holds nothing
     assert [g.key for g in view.pending] == ["ml/waits"]

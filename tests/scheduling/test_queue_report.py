@@ -14,7 +14,7 @@ from tests.scheduling.queues.builders import gpu_queue
 
 def view(pods: list[Pod], queues: list[Queue], nodes: int = 3) -> QueueView:
     cluster = snapshot_of([a_node(f"n{i}").build() for i in range(nodes)], pods, [], queues)
-    return view_of(cluster, PromiseBook(), None)
+    return view_of(cluster, PromiseBook())
 
 
 def test_rows_follow_the_tree_parents_first_siblings_by_name() -> None:
@@ -90,5 +90,5 @@ def test_a_gang_waiting_counts_in_pending_once_per_member() -> None:
     pods = members("g", 3, 2)
     labelled = [a_pod(p.name).gpus(2).group("g").queue("a").build() for p in pods]
     cluster = snapshot_of([a_node("n0").build()], labelled, [a_gang("g", 3)], [gpu_queue("a", 4)])
-    [a] = [r for r in queue_report(view_of(cluster, PromiseBook(), None)) if r.name == "a"]
+    [a] = [r for r in queue_report(view_of(cluster, PromiseBook())) if r.name == "a"]
     assert a.resources[0].pending == 6

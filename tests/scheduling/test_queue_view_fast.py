@@ -24,7 +24,6 @@ from scheduling.queue_view import (
     QueueView,
     build_queue_view,
     group_key,
-    tree_of,
 )
 from scheduling.queues import (
     PREEMPTIBLE_LABEL,
@@ -73,13 +72,12 @@ def reference_running(key: str, members: Sequence[Pod], tree: QueueTree) -> Runn
 
 def reference_view(
     queues: Sequence[Queue],
-    previous: None,
     nodes: Iterable[Node],
     pods: Iterable[Pod],
     promises: PromiseBook,
 ) -> QueueView:
     """``build_queue_view`` as it was before issue 13 (``plus`` per pod, the plain fair order)."""
-    tree, problems = tree_of(queues, previous)
+    tree = QueueTree.build(queues)
     capacity = total(n.allocatable for n in nodes if n.ready and not n.unschedulable)
     allocated: dict[str, Resources] = {}
     non_preemptible: dict[str, Resources] = {}
@@ -96,6 +94,8 @@ def reference_view(
             queue = tree.workload_queue(pod.labels.get(QUEUE_LABEL))
         except QueueError as exc:
             misplaced[pod.key] = str(exc)
+            if pod.holds_resources:  # a pod in no queue takes capacity away from all, as another scheduler's
+                capacity = minus(capacity, pod.requests)
             continue
         if pod.holds_resources or pod.uid in promises.by_uid:
             counted.add(pod.uid)
@@ -116,7 +116,7 @@ def reference_view(
     ordered = reference_order(pending, states, capacity)
     return QueueView(
         tree=tree,
-        problems=problems,
+        problems=tree.problems,
         capacity=capacity,
         free=free,
         shares=shares,
@@ -137,6 +137,12 @@ QUEUE_SETS = {
         Queue("dept", gpu=ResourceQuota(12, 1)),
         Queue("q0", parent="dept", gpu=ResourceQuota(4, 2)),
         Queue("q1", parent="dept", gpu=ResourceQuota(8, 1)),
+        Queue("q2", gpu=ResourceQuota(0, 3)),
+    ],
+    "one set aside": [  # q1 does not fit dept's quota beside q0: its pods are in no queue
+        Queue("dept", gpu=ResourceQuota(8, 1)),
+        Queue("q0", parent="dept", gpu=ResourceQuota(4, 2), created="2026-01-01T00:00:00Z"),
+        Queue("q1", parent="dept", gpu=ResourceQuota(8, 1), created="2026-01-02T00:00:00Z"),
         Queue("q2", gpu=ResourceQuota(0, 3)),
     ],
 }
@@ -224,12 +230,12 @@ def test_the_fast_view_equals_the_reference_on_random_clusters(
     pods, promises = _pods(specs)
     live = [p for p in pods if p.phase not in ("Succeeded", "Failed")]
     try:
-        slow = reference_view(QUEUE_SETS[queues], None, nodes, live, promises)
+        slow = reference_view(QUEUE_SETS[queues], nodes, live, promises)
     except ValueError as exc:  # e.g. other schedulers' pods hold more than the nodes have
         with pytest.raises(ValueError, match=re.escape(str(exc))):
-            build_queue_view(QUEUE_SETS[queues], None, nodes, live, promises)
+            build_queue_view(QUEUE_SETS[queues], nodes, live, promises)
         return
-    fast = build_queue_view(QUEUE_SETS[queues], None, nodes, live, promises)
+    fast = build_queue_view(QUEUE_SETS[queues], nodes, live, promises)
     assert fast == slow
     assert fast.pending == slow.pending  # order included (tuple equality), and their positions:
     assert dict(fast.positions) == dict(slow.positions)

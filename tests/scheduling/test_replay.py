@@ -33,6 +33,19 @@ def test_taints_tolerations_selector_and_affinity_survive_a_save_and_a_load() ->
     assert dict(loaded.pod.node_selector) == {"gpu-type": "h100"}
 
 
+def test_a_nodes_unhealthy_gpus_and_refusal_survive_a_save_and_a_load() -> None:
+    """A replay must see the GPUs the node agent withdrew, or it would place pods on them."""
+    node = replace(a_node("n1").build(), unhealthy_gpus=frozenset({1, 5}), gpu_problem=None)
+    refused = replace(a_node("n2").build(), gpu_problem="node n2 advertises 4000000 nvidia.com/gpu")
+    snapshot = snapshot_of([node, refused], [POD])
+    asked = FilterInput(POD, ("n1", "n2"), snapshot, PromiseBook(), None, AdmittedBook(), 1.0)
+    outcome = filter_pod(asked, topologies=TopologyCache(), settings=SessionSettings())
+    loaded, _, _ = load_filter(save_filter(asked, outcome, SessionSettings()), TopologyCache())
+    assert loaded.snapshot.nodes["n1"].unhealthy_gpus == frozenset({1, 5})
+    assert loaded.snapshot.nodes["n1"].gpu_indices == node.gpu_indices
+    assert loaded.snapshot.nodes["n2"].gpu_problem == refused.gpu_problem
+
+
 BIG = a_pod("big").gpus(6).queue("a").created("2026-01-01T00:00:00Z").build()
 LATE = a_pod("late").gpus(4).queue("a").created("2026-01-02T00:00:00Z").build()
 
@@ -40,7 +53,7 @@ LATE = a_pod("late").gpus(4).queue("a").created("2026-01-02T00:00:00Z").build()
 def test_a_replay_reads_when_each_group_was_last_tried() -> None:
     """LATE was let through because BIG had not been tried for a minute; the replay must agree."""
     snapshot = snapshot_of([a_node("n1").build()], [BIG, LATE], queues=[gpu_queue("a", quota=8)])
-    view = view_of(snapshot, PromiseBook(), None)
+    view = view_of(snapshot, PromiseBook())
     tried = TriedBook().with_try(BIG.key, 40.0)
     asked = FilterInput(LATE, ("n1",), snapshot, PromiseBook(), view, AdmittedBook(), 100.0, tried)
     settings = SessionSettings()

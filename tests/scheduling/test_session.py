@@ -52,7 +52,7 @@ def decide(
     groups: Sequence[PodGroup] = (a_gang("g", 2),),
 ) -> FilterOutcome:
     snapshot = snapshot_of(NODES, pods, groups, QUEUES if queues else ())
-    view = view_of(snapshot, book, None) if queues else None
+    view = view_of(snapshot, book) if queues else None
     request = FilterInput(pod, CANDIDATES, snapshot, book, view, AdmittedBook(), now)
     return filter_pod(request, topologies=TopologyCache(), settings=SessionSettings())
 
@@ -263,7 +263,7 @@ def test_a_group_no_node_takes_is_never_counted_as_admitted(
     else:
         pods = [a_pod("p").gpus(need).queue("b").build()]
     snapshot = snapshot_of(NODES, [*filler, *pods], [a_gang("g", 2)], ROOMY)
-    view = view_of(snapshot, PromiseBook(), None)
+    view = view_of(snapshot, PromiseBook())
     request = FilterInput(pods[0], CANDIDATES, snapshot, PromiseBook(), view, AdmittedBook(), 1.0)
     outcome = filter_pod(request, topologies=TopologyCache(), settings=SessionSettings(gangs=True))
     assert outcome.feasible or outcome.admitted is None
@@ -273,7 +273,7 @@ def test_a_pod_that_fits_nowhere_does_not_hold_its_queue_mate_over_the_limit() -
     filler = [a_pod(f"busy{i}").gpus(4).on(f"n{i}", range(4)).build() for i in (1, 2)]  # 4 free on each
     wide, narrow = a_pod("wide").gpus(6).queue("b").build(), a_pod("narrow").gpus(4).queue("b").build()
     snapshot = snapshot_of(NODES, [*filler, wide, narrow], (), ROOMY)
-    view = view_of(snapshot_of(NODES, filler, (), ROOMY), PromiseBook(), None)  # built before they came
+    view = view_of(snapshot_of(NODES, filler, (), ROOMY), PromiseBook())  # built before they came
     book = AdmittedBook()
     for pod in (wide, narrow):
         request = FilterInput(pod, CANDIDATES, snapshot, PromiseBook(), view, book, 1.0)

@@ -40,7 +40,7 @@ def _moves(
         for b, node in nodes.items():
             if bins[int(b)].get(job.key):
                 target[node] = bins[int(b)][job.key]
-        current = kept_running(job, sizes[job.key])
+        current = kept_running(job, sizes[job.key], set(nodes.values()))
         total += sum(max(0, count - target.get(node, 0)) for node, count in current.items())
     return total
 

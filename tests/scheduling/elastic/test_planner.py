@@ -104,3 +104,37 @@ def test_moves_stay_within_the_limits_and_never_take_a_job_below_its_minimum(
         assert len(mine) <= per_job
         assert job.running - len(mine) >= job.min_workers
         assert all(isinstance(m, Migration) and m.source != m.target for m in mine)
+
+
+def test_workers_bound_to_a_deleted_node_run_nowhere_and_break_nothing() -> None:
+    """The node gpu-node-2 was deleted while two workers were bound to it (the API still shows them)."""
+    job = a_job("orphaned", ["n1", "n1", "gpu-node-2", "gpu-node-2"], low=2, high=6)
+    other = a_job("other", [None, None], low=2, high=4)
+    pods = [p for j in (job, other) for p in j.workers]
+    result, layout = plan_elastic(
+        [job, other],
+        snapshot_of(NODES, pods),  # gpu-node-2 is not among them
+        pool_gpus=24,
+        deficits={"q": 0},
+        now=100.0,
+        last_moved={},
+        settings=ElasticSettings(),
+        topologies=TopologyCache(),
+    )
+    assert "gpu-node-2" not in {n for target in layout.targets.values() for n in target}
+    assert all(m.source != "gpu-node-2" for m in result.migrations), "a worker that runs nowhere is not moved"
+    assert sum(layout.targets["ml/other"].values()) == 4, "the other job is still sized and laid out"
+
+
+def test_a_job_grows_by_at_most_the_step_a_round_and_shrinks_at_once() -> None:
+    big = a_job("big", ["n1", "n1"], low=2, high=64, gpus=1)
+    [grow] = plan([big], pool=32, guards=ElasticSettings(grow_step=8)).resizes
+    assert grow == Resize(
+        "ml/big",
+        2,
+        10,
+        "resized 2 -> 10 workers: grows into free GPUs, 8 workers a round toward 32 (min 2, max 64)",
+    )
+    assert plan([big], pool=32, guards=ElasticSettings(grow_step=None)).resizes[0].after == 32
+    shrink = replace(big, replicas=40)
+    assert plan([shrink], pool=4, guards=ElasticSettings(grow_step=8)).resizes[0].after == 4

@@ -5,6 +5,7 @@ from dataclasses import dataclass
 import pytest
 
 from scheduling.queues.model import DEFAULT_QUEUE, Queue, QueueError, QueueTree, ResourceQuota
+from scheduling.queues.validation import MAX_QUEUE_DEPTH
 from tests.scheduling.queues.builders import gpu_queue
 
 
@@ -12,111 +13,154 @@ from tests.scheduling.queues.builders import gpu_queue
 class Invalid:
     name: str
     queues: tuple[Queue, ...]
-    problems: tuple[str, ...]
-    holding: tuple[str, ...] = ()
+    rejected: dict[str, str]
+    in_force: tuple[str, ...] = (DEFAULT_QUEUE,)
 
 
 INVALID = [
     Invalid(
         "negative quota",
         (gpu_queue("team-a", -1),),
-        ("queue team-a: nvidia.com/gpu quota is -1; it must be 0 or more",),
+        {"team-a": "queue team-a: nvidia.com/gpu quota is -1; it must be 0 or more"},
     ),
     Invalid(
         "negative weight",
         (gpu_queue("team-a", 4, weight=-2),),
-        ("queue team-a: nvidia.com/gpu overQuotaWeight is -2; it must be 0 or more",),
+        {"team-a": "queue team-a: nvidia.com/gpu overQuotaWeight is -2; it must be 0 or more"},
     ),
     Invalid(
         "limit below quota",
         (gpu_queue("team-a", 8, limit=4),),
-        ("queue team-a: nvidia.com/gpu limit 4 is below its quota 8",),
+        {"team-a": "queue team-a: nvidia.com/gpu limit 4 is below its quota 8"},
     ),
     Invalid(
         "negative limit",
         (Queue("team-a", cpu=ResourceQuota(0, 1, -1000)),),
-        ("queue team-a: cpu limit is -1; it must be 0 or more",),
+        {"team-a": "queue team-a: cpu limit is -1; it must be 0 or more"},
     ),
     Invalid(
         "memory limit below quota, in Gi",
         (Queue("team-a", memory=ResourceQuota(16 * 2**30, 1, 8 * 2**30)),),
-        ("queue team-a: memory limit 8Gi is below its quota 16Gi",),
+        {"team-a": "queue team-a: memory limit 8Gi is below its quota 16Gi"},
     ),
     Invalid(
         "negative minimum runtime",
         (gpu_queue("team-a", min_runtime=-5),),
-        ("queue team-a: minRuntimeSeconds is -5; it must be 0 or more",),
+        {"team-a": "queue team-a: minRuntimeSeconds is -5; it must be 0 or more"},
     ),
     Invalid(
-        "unknown parent",
-        (gpu_queue("team-a", parent="org"),),
-        ("queue team-a: parent org does not exist",),
+        "a value the adapter could not read",
+        (Queue("team-a", problem="spec.resources.nvidia.com/gpu.quota: 'lots' is not a quantity"),),
+        {"team-a": "queue team-a: spec.resources.nvidia.com/gpu.quota: 'lots' is not a quantity"},
+    ),
+    Invalid(
+        "unknown parent, and the subtree below it",
+        (gpu_queue("team-a", parent="org"), gpu_queue("vision", parent="team-a"), gpu_queue("ok", 4)),
+        {
+            "team-a": "queue team-a: parent org does not exist",
+            "vision": "queue vision: its parent team-a is set aside "
+            "(queue team-a: parent org does not exist)",
+        },
+        (DEFAULT_QUEUE, "ok"),
     ),
     Invalid(
         "parent is itself",
         (gpu_queue("team-a", parent="team-a"),),
-        ("queue team-a: parent names the queue itself",),
+        {"team-a": "queue team-a: parent names the queue itself"},
     ),
     Invalid(
         "three-queue cycle",
         (gpu_queue("b", parent="c"), gpu_queue("c", parent="a"), gpu_queue("a", parent="b")),
-        ("queues a, b, c form a parent cycle (a -> b -> c -> a)",),
+        {q: f"queue {q}: queues a, b, c form a parent cycle (a -> b -> c -> a)" for q in "abc"},
     ),
     Invalid(
-        "cycle hanging off a valid root still reported once",
+        "cycle hanging off a valid root: the root stays, the cycle and what hangs off it go",
         (
             gpu_queue("root"),
             gpu_queue("x", parent="y"),
             gpu_queue("y", parent="x"),
             gpu_queue("z", parent="x"),
         ),
-        ("queues x, y form a parent cycle (x -> y -> x)",),
+        {
+            "x": "queue x: queues x, y form a parent cycle (x -> y -> x)",
+            "y": "queue y: queues x, y form a parent cycle (x -> y -> x)",
+            "z": "queue z: its parent x is set aside "
+            "(queue x: queues x, y form a parent cycle (x -> y -> x))",
+        },
+        (DEFAULT_QUEUE, "root"),
     ),
     Invalid(
-        "children's quotas over the parent's",
-        (gpu_queue("org", 10), gpu_queue("team-a", 8, parent="org"), gpu_queue("team-b", 4, parent="org")),
+        "children's quotas over the parent's: the child created last that does not fit goes",
         (
-            "queue org: its children's nvidia.com/gpu quotas sum to 12 (team-a 8, team-b 4), "
-            "over its own quota 10",
+            gpu_queue("org", 10),
+            gpu_queue("team-a", 8, parent="org", created="2026-01-01T00:00:00Z"),
+            gpu_queue("team-b", 4, parent="org", created="2026-01-02T00:00:00Z"),
+            gpu_queue("team-c", 2, parent="org", created="2026-01-03T00:00:00Z"),
         ),
-    ),
-    Invalid(
-        "a queue holding workloads gets children",
-        (gpu_queue("org", 8), gpu_queue("team-a", 8, parent="org")),
-        ("queue org: holds workloads but has child queues (team-a); only leaf queues hold workloads",),
-        holding=("org", "team-a"),
+        {
+            "team-b": "queue team-b: its nvidia.com/gpu quota 4 does not fit in its parent org's quota 10 "
+            "beside its older siblings (team-a 8)",
+        },
+        (DEFAULT_QUEUE, "org", "team-a", "team-c"),
     ),
     Invalid(
         "the default queue gets children",
         (gpu_queue("team-a", parent=DEFAULT_QUEUE),),
-        (
-            "queue default: the default queue takes workloads that name no queue, "
-            "so it cannot have child queues",
-        ),
+        {
+            "team-a": "queue team-a: its parent is the default queue, which takes the workloads that name "
+            "no queue and so cannot have child queues",
+        },
+    ),
+    Invalid(
+        "a default queue set aside: the implicit one stands in",
+        (gpu_queue(DEFAULT_QUEUE, -1),),
+        {
+            DEFAULT_QUEUE: "queue default: nvidia.com/gpu quota is -1; it must be 0 or more; "
+            "the implicit default queue (no quota, weight 1) stands in",
+        },
     ),
     Invalid(
         "duplicate name",
         (gpu_queue("team-a", 1), gpu_queue("team-a", 2)),
-        ("queue team-a: defined more than once",),
+        {"team-a": "queue team-a: defined more than once"},
     ),
     Invalid(
         "every problem is listed, sorted by queue",
         (gpu_queue("b", -1), gpu_queue("a", 2, limit=1), gpu_queue("c", parent="nowhere")),
-        (
-            "queue a: nvidia.com/gpu limit 1 is below its quota 2",
-            "queue b: nvidia.com/gpu quota is -1; it must be 0 or more",
-            "queue c: parent nowhere does not exist",
-        ),
+        {
+            "a": "queue a: nvidia.com/gpu limit 1 is below its quota 2",
+            "b": "queue b: nvidia.com/gpu quota is -1; it must be 0 or more",
+            "c": "queue c: parent nowhere does not exist",
+        },
     ),
 ]
 
 
 @pytest.mark.parametrize("case", INVALID, ids=lambda c: c.name)
-def test_invalid_queues_are_rejected_with_every_problem(case: Invalid) -> None:
-    with pytest.raises(QueueError) as raised:
-        QueueTree.build(case.queues, holding_workloads=case.holding)
-    assert raised.value.problems == case.problems
-    assert str(raised.value) == "; ".join(case.problems)
+def test_an_invalid_queue_is_set_aside_with_its_subtree_and_the_rest_stays(case: Invalid) -> None:
+    tree = QueueTree.build(case.queues)
+    assert dict(tree.rejected) == case.rejected
+    assert list(tree.rejected) == sorted(case.rejected), "sorted by queue name"
+    assert tree.problems == tuple(case.rejected[name] for name in sorted(case.rejected))
+    assert tuple(tree.queues) == case.in_force
+    for name in case.rejected:
+        if name != DEFAULT_QUEUE:
+            with pytest.raises(QueueError) as raised:
+                tree.workload_queue(name)
+            assert str(raised.value) == f"{case.rejected[name]}; the queue is set aside until that is fixed"
+
+
+def test_a_chain_deeper_than_the_limit_is_cut_below_the_limit_without_recursion() -> None:
+    chain = [gpu_queue("q0")] + [gpu_queue(f"q{i}", parent=f"q{i - 1}") for i in range(1, 1100)]
+    tree = QueueTree.build(chain)
+    assert tree.path(f"q{MAX_QUEUE_DEPTH - 1}") == tuple(f"q{i}" for i in range(MAX_QUEUE_DEPTH))
+    first = f"q{MAX_QUEUE_DEPTH}"
+    assert tree.rejected[first] == (
+        f"queue {first}: it is {MAX_QUEUE_DEPTH + 1} levels deep; phalanx allows {MAX_QUEUE_DEPTH}"
+    )
+    why = tree.rejected[first]
+    assert tree.rejected["q1099"] == f"queue q1099: its ancestor {first} is set aside ({why})"
+    assert len(tree.rejected) == 1100 - MAX_QUEUE_DEPTH
 
 
 def test_default_queue_is_added_when_absent() -> None:
