@@ -13,6 +13,7 @@ the simulated nodes and kubelet it starts, and with ``hack/`` on ``sys.path`` on
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import errno
 import functools
@@ -29,7 +30,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO
 
-from bed_webhooks import GATE_MANIFEST, PIN_MANIFEST, register, testbed_name, wait_callable
+from bed_webhooks import CONFIGS, GATE_MANIFEST, PIN_MANIFEST, register, testbed_name, wait_callable
 from localcluster import MPI_OPERATOR, LocalCluster, build_module, render_scheduler_config
 from localcluster.pki import ensure_serving_cert
 from localcluster.processes import port_holder
@@ -385,6 +386,16 @@ class Testbed:
     def _ca_file(self) -> Path | None:
         """The caBundle the test bed registers: the cluster's CA for files; none when the replica sets it."""
         return self.cluster.ca_file if self.webhook_certs == "files" else None
+
+    def webhook_context(self) -> ssl.SSLContext:
+        """A client TLS context that trusts what the API server trusts when it calls the gate webhook.
+
+        That is the gate configuration's ``caBundle``: the placement manager's own CA with internal
+        certificates, the cluster's CA with files.
+        """
+        config = self.http.request("GET", f"{CONFIGS}/{testbed_name(GATE_MANIFEST)}")
+        bundle = base64.b64decode(config["webhooks"][0]["clientConfig"]["caBundle"]).decode()
+        return ssl.create_default_context(cadata=bundle)
 
     @property
     def _webhook_url(self) -> str:

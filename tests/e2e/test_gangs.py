@@ -117,7 +117,10 @@ def test_a_gang_larger_than_the_cluster_binds_nothing_and_says_why(testbed: Test
 
     # Kept gated whole by the release pass, its sentence on the PodGroup: kube-scheduler never tries it.
     message = kept_gated(testbed.http, namespace, "huge", "needs 32 GPUs")
-    assert message == "kept gated: waits for room: needs 32 GPUs, 24 free after 0 group(s) ahead"
+    assert message == (
+        "kept gated: can never be placed on this cluster as it is: it needs 32 GPUs; the schedulable nodes "
+        "offer 24 in all"
+    )
     time.sleep(2)
     assert bound_names(testbed, namespace) == set()
 

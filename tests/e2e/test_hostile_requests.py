@@ -79,7 +79,8 @@ def extender(testbed: Testbed) -> Endpoint:
 
 
 def webhook(testbed: Testbed) -> Endpoint:
-    return Endpoint("127.0.0.1", testbed.webhook_port, _context(testbed))
+    """The webhooks as the API server calls them, trusting the CA it trusts (``Testbed.webhook_context``)."""
+    return Endpoint("127.0.0.1", testbed.webhook_port, testbed.webhook_context())
 
 
 def captured(verb: str) -> dict[str, Any]:

@@ -92,11 +92,14 @@ def test_no_gpu_index_is_ever_given_to_two_live_pods(testbed: Testbed, namespace
 
 
 def test_a_pod_that_fits_nowhere_stays_pending_and_says_why(testbed: Testbed, namespace: str) -> None:
-    """Kept gated by the release pass (no node has 16 GPUs), with its sentence; never tried, never bound."""
+    """Kept gated by the release pass, which says no node can ever hold 16 GPUs; never tried, never bound."""
     create_pod(testbed.http, namespace, gpu_pod("too-big", 16))
     message = kept_gated(testbed.http, namespace, "too-big", "16 GPUs")
     print(message)
-    assert f"no node has room for {namespace}/too-big" in message
+    assert message == (
+        "kept gated: can never be placed on this cluster as it is: a pod needs 16 GPUs on one node; the "
+        "largest of the schedulable nodes offers 8"
+    )
     pod = get_pod(testbed.http, namespace, "too-big")
     assert not pod["spec"].get("nodeName")
     assert pod["status"]["phase"] == "Pending"
