@@ -42,6 +42,9 @@ from testbed.nodes import SimNodeSpec, register_all, set_ready
 
 REPO = Path(__file__).resolve().parents[1]
 
+PLACEMENT_REPLICAS = ("placement", "placement-b")
+"""The names of the placement manager replicas a bed starts (``Testbed.placement_replicas``)."""
+
 PLACEMENT_LEASE = "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/phalanx-placement"
 """The placement manager's Lease on the test bed."""
 
@@ -156,6 +159,7 @@ class Testbed:
         webhook_certs: str = "internal",
         placement_args: Sequence[str] = (),
         scheduler_pairs: int = 1,
+        placement_replicas: int = 1,
         node_grace_seconds: int = NODE_MONITOR_GRACE_SECONDS,
         log: Callable[[str], None] = lambda line: print(line, file=sys.stderr, flush=True),
     ) -> None:
@@ -176,6 +180,11 @@ class Testbed:
         self.placement_args = tuple(placement_args)
         """More flags for every placement manager replica (last, so they override the test bed's)."""
         self._webhook_replica = "placement"
+        self.placement_replicas = PLACEMENT_REPLICAS[:placement_replicas]
+        """The replicas ``start`` starts. With two, as the manifests ship them, both serve the webhooks,
+        each on a port of its own, behind a relay on ``webhook_port`` that stands in for their Service
+        (``testbed.relay tcp-to-tcp``), so the API server's calls reach whichever replica is alive."""
+        self.replica_webhook_ports = {name: free_port() for name in self.placement_replicas[1:]}
         self.placement_metrics_ports: dict[str, int] = {}
         """Replica name -> the port of its ``/metrics`` (``--metrics-port``), kept across restarts."""
         self.log = log
@@ -219,9 +228,21 @@ class Testbed:
         self.start_extender()
         if self.scheduler_pairs == 2:
             self._start_scheduler_pairs()
-        self.start_placement()
+        if len(self.placement_replicas) > 1:
+            self._start_webhook_service()
+        for name in self.placement_replicas:
+            self.start_placement(name, webhook=self.pin_webhook)
         if self.mpi_operator:
             self.start_mpi_operator()
+
+    def _start_webhook_service(self) -> None:
+        """The webhooks' Service: ``webhook_port`` relays each connection to a replica that answers."""
+        self.replica_webhook_ports[self.placement_replicas[0]] = free_port()
+        backends = ",".join(f"127.0.0.1:{self.replica_webhook_ports[n]}" for n in self.placement_replicas)
+        relay = [sys.executable, "-m", "testbed.relay", "tcp-to-tcp"]
+        self._spawn(
+            "webhook-service", [*relay, "--listen", f"127.0.0.1:{self.webhook_port}", "--to", backends]
+        )
 
     def start_mpi_operator(self, timeout: float = 60.0) -> None:
         """Install the MPIJob CRD and the operator's RBAC, start the operator, wait until it leads.
@@ -323,7 +344,8 @@ class Testbed:
         argv += ["--renew-deadline-seconds", "2", "--lease-retry-seconds", "0.5"]
         argv += ["--admission-gates", "true" if self.admission_gates else "false"]
         if serve:
-            argv += ["--webhook-port", str(self.webhook_port), "--webhook-bind-address", "127.0.0.1"]
+            port = self.replica_webhook_ports.get(name, self.webhook_port)
+            argv += ["--webhook-port", str(port), "--webhook-bind-address", "127.0.0.1"]
             configurations = ",".join(testbed_name(m) for m in (PIN_MANIFEST, GATE_MANIFEST))
             argv += ["--webhook-configurations", configurations]
             argv += ["--webhook-certs", self.webhook_certs, "--webhook-check-seconds", "1"]

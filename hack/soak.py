@@ -14,16 +14,19 @@ first 5 minutes, 0 partial gangs past timeout, 0 double GPUs, 0 promises left on
 With admission gates (the default, as the manifests ship): pods are created gated and released by
 the placement manager; each report also says how many pods wait gated and the median seconds from
 creation to scheduled of the pods scheduled in the last minute. ``--no-gates`` runs the extender alone.
-Run: ``hack/soak --minutes 30 [--rate 1000] [--nodes 64] [--seed 1] [--no-gates]``.
+Every minute it also prints the share of the GPUs held while pods waited, and pods lost; at the end the
+whole run's share (goal: >= 95%) with the idle GPUs split by the rule that kept them, and the memory
+growth of every process after its first ten minutes (``hack/soak_ledger.py``). With ``--faults`` it runs
+the high-availability configuration the manifests ship and kills leaders, deletes nodes and breaks a
+Queue on a timetable (``hack/soak_faults.py``), and prints the timeline at the end.
+Run: ``hack/soak --minutes 30 [--rate 1000] [--nodes 64] [--seed 1] [--no-gates] [--faults]``.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import os
 import random
-import re
 import signal
 import statistics
 import sys
@@ -35,7 +38,9 @@ from pathlib import Path
 
 sys.path.insert(1, str(Path(__file__).resolve().parents[1]))  # the checkout: testbed/ is not installed
 
-from localbed import Testbed
+from localbed import PLACEMENT_REPLICAS, Testbed
+from soak_faults import FaultPlan, Faults
+from soak_ledger import Ledger, leader_metrics, product_processes
 from workload import (
     PODGROUPS,
     create_pod,
@@ -60,6 +65,10 @@ from testbed.nodes import fleet
 NAMESPACE = "soak"
 QUEUES = ("team-a", "team-b", "team-c")
 GANG_TIMEOUT = 60
+GOAL_SHARE = 0.95
+"""GPUs allocated while pods wait, at least (the reliability goal of the release pass)."""
+GOAL_GROWTH = 5.0
+"""Memory growth of any process after its first ten minutes, at most, in percent."""
 
 
 @dataclass
@@ -71,24 +80,17 @@ class Load:
     gangs: dict[str, tuple[int, float]] = field(default_factory=dict)  # name -> (size, created at)
     partial_since: dict[str, float] = field(default_factory=dict)  # gang -> bound in part since
     seq: int = 0
+    ledger: Ledger = field(default_factory=Ledger)
+    worst_partial: int = 0
+    worst_double: int = 0
 
 
-def _rss_and_fds(pid: int) -> tuple[float, int]:
-    """Resident MiB and open descriptors of a process (0 when it is gone)."""
+def _fds(pid: int) -> int:
+    """Open descriptors of a process (0 when it is gone)."""
     try:
-        status = Path(f"/proc/{pid}/status").read_text()
-        rss = int(re.search(r"VmRSS:\s+(\d+) kB", status).group(1)) / 1024  # type: ignore[union-attr]
-        return rss, len(os.listdir(f"/proc/{pid}/fd"))
-    except (OSError, AttributeError):
-        return 0.0, 0
-
-
-def _children(pid: int) -> list[int]:
-    try:
-        text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
+        return len(list(Path(f"/proc/{pid}/fd").iterdir()))
     except OSError:
-        return []
-    return [int(p) for p in text.split()]
+        return 0
 
 
 def _submit(bed: Testbed, load: Load, rng: random.Random, pool: ThreadPoolExecutor) -> None:
@@ -110,6 +112,7 @@ def _submit(bed: Testbed, load: Load, rng: random.Random, pool: ThreadPoolExecut
         load.gangs[name] = (size, time.monotonic())
     list(pool.map(lambda body: create_pod(bed.http, NAMESPACE, body), pods))  # as a controller would: at once
     load.created += len(pods)
+    load.ledger.created |= {p["metadata"]["name"] for p in pods}
 
 
 def _tidy(
@@ -133,6 +136,7 @@ def _tidy(
         with contextlib.suppress(NotFoundError):
             bed.http.request("DELETE", path)
 
+    load.ledger.deleted_by_soak |= set(doomed)
     paths = [f"/api/v1/namespaces/{NAMESPACE}/pods/{name}" for name in doomed]
     gone = sorted(g for g in load.gangs if g not in alive_groups)
     paths += [PODGROUPS.format(namespace=NAMESPACE) + f"/{g}" for g in gone]
@@ -206,41 +210,68 @@ def _release_passes(bed: Testbed) -> str:
     return f", {count:.0f} release passes of {1000 * total / count:.0f} ms on average" if count else ""
 
 
-def _report(bed: Testbed, minute: float, load: Load, pods: list[JsonObject], baseline: list[float]) -> str:
+def _report(bed: Testbed, minute: float, load: Load, pods: list[JsonObject], lost: list[str]) -> str:
     bound = sum(1 for p in pods if p["spec"].get("nodeName"))
     gated = sum(1 for p in pods if p["spec"].get("schedulingGates"))
     scheduled = _scheduled_p50(pods, time.time())
-    extender_master = bed.pid("extender")
-    worker = (_children(extender_master) or [extender_master])[0]
-    ext_rss, ext_fds = _rss_and_fds(worker)
-    pl_rss, pl_fds = _rss_and_fds(bed.pid("placement"))
-    page = scrape(f"{bed.extender_url}/metrics")
+    try:
+        page = scrape(f"{bed.extender_url}/metrics")
+    except OSError:
+        page = ""
     promises = metric_value(page, "phalanx_extender_open_promises") or 0.0
     reservations = metric_value(page, "phalanx_gang_reservations") or 0.0
     decisions = metric_value(page, "phalanx_extender_decisions_kept") or 0.0
     blocks = (metric_value(page, "phalanx_extender_python_allocated_blocks") or 0.0) / 1e6
     passes = _release_passes(bed)
-    if minute >= 5 and not baseline:
-        baseline += [ext_rss, pl_rss]
-    growth = (
-        f"  growth since min 5: extender {100 * (ext_rss / baseline[0] - 1):+.1f}%, "
-        f"placement {100 * (pl_rss / baseline[1] - 1):+.1f}%"
-        if baseline and baseline[0] and baseline[1]
-        else ""
-    )
     partial = _partial_past_timeout(load)
+    doubles = double_booked(pods)
+    load.worst_partial = max(load.worst_partial, len(partial))
+    load.worst_double = max(load.worst_double, len(doubles))
+    processes = product_processes(bed, PLACEMENT_REPLICAS)
+    memory = ", ".join(f"{n} {load.ledger.memory.get((n, pid), (0, 0, 0))[2]:.0f} MiB {_fds(pid)} fds"
+                       for n, pid in sorted(processes.items()))  # fmt: skip
     rate = load.created / max(minute, 1e-9)
     return (
         f"[{minute:5.1f} min] created {load.created} ({rate:.0f}/min), live {len(pods)}, bound now {bound} "
-        f"holding {_gpus_bound(pods)} GPUs, "
-        f"gated {gated}, created->scheduled p50 {scheduled}, "
+        f"holding {_gpus_bound(pods)} GPUs, gated {gated}, created->scheduled p50 {scheduled}, "
+        f"GPUs held while pods waited {load.ledger.minute_share()}, "
         f"deleted early {load.deleted_early}; partial gangs past timeout {len(partial)}"
         f"{' (' + ', '.join(partial[:3]) + ')' if partial else ''}; "
-        f"double GPUs {len(double_booked(pods))}; promises {promises:g}, reservations {reservations:g}, "
-        f"decisions kept {decisions:g}; "
-        f"extender {ext_rss:.0f} MiB {ext_fds} fds {blocks:.2f}M Python blocks, "
-        f"placement {pl_rss:.0f} MiB {pl_fds} fds{passes}{growth}"
+        f"double GPUs {len(doubles)}; pods lost {len(lost)}{_listed(lost)}; "
+        f"promises {promises:g}, reservations {reservations:g}, decisions kept {decisions:g}; "
+        f"{blocks:.2f}M extender Python blocks; {memory}{passes}"
     )
+
+
+def _listed(names: list[str]) -> str:
+    return f" ({', '.join(names[:3])})" if names else ""
+
+
+def _summary(load: Load, faults: Faults | None, lost: list[str], capacity: int) -> list[str]:
+    """The end of the run: each figure against its goal, the idle GPUs by rule, the faults' timeline."""
+    share = load.ledger.share()
+    growth = load.ledger.worst_growth()
+    held = "n/a" if share is None else f"{100 * share:.1f}%"
+    share_goal = "met" if share is not None and share >= GOAL_SHARE else "MISSED"
+    growth_goal = "met" if growth < GOAL_GROWTH else "MISSED"
+    shown = f" {', '.join(lost[:10])}" if lost else ""
+    lines = [
+        "-- summary",
+        f"GPUs allocated while pods waited: {held} of {capacity} "
+        f"(goal >= {100 * GOAL_SHARE:.0f}%: {share_goal})",
+        f"GPUs idle while pods waited, mean by rule: {load.ledger.idle_breakdown()}",
+        f"partial gangs past timeout, worst minute: {load.worst_partial}; GPU indices held twice, worst "
+        f"minute: {load.worst_double}; pods lost: {len(lost)}{shown}",
+        f"memory growth after each process's first 10 minutes, worst {growth:+.1f}% "
+        f"(goal < {GOAL_GROWTH:.0f}%: {growth_goal})",
+        *(f"  {line}" for line in load.ledger.memory_growth()),
+    ]
+    if faults is not None:
+        lines += ["-- fault timeline", *faults.timeline]
+        lines.append(
+            f"pods that were on a deleted node (the pod garbage collector's): {len(faults.on_lost_node)}"
+        )
+    return lines
 
 
 def main() -> int:
@@ -252,38 +283,54 @@ def main() -> int:
     parser.add_argument(
         "--gates", action=argparse.BooleanOptionalAction, default=True, help="admission gates (default on)"
     )
+    parser.add_argument("--faults", action="store_true", help="kill leaders, lose nodes, break a Queue")
+    parser.add_argument("--kill-every", type=float, default=15.0, help="minutes between leader kills")
+    parser.add_argument("--node-every", type=float, default=10.0, help="minutes between node losses")
+    parser.add_argument("--bad-queue-at", type=float, default=20.0, help="minute of the broken Queue")
     args = parser.parse_args()
     # SIGTERM and SIGINT end the run through the ``finally`` below, which stops every process of the
     # test bed (a plain SIGTERM would leave the control plane running).
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     signal.signal(signal.SIGINT, lambda *_: sys.exit(130))
     rng = random.Random(args.seed)
-    load, baseline = Load(), list[float]()
+    load = Load()
     pool = ThreadPoolExecutor(8, thread_name_prefix="soak")
     with tempfile.TemporaryDirectory(prefix="phalanx-soak-") as state:
         bed = Testbed(
             Path(state),
             extender_env={"PHALANX_LOG_LEVEL": "WARNING"},
-            pin_webhook=args.gates,  # the webhook server also serves the gate
             admission_gates=args.gates,
+            scheduler_pairs=2 if args.faults else 1,
+            placement_replicas=2 if args.faults else 1,
         )
+        nodes = fleet(args.nodes, gpus=8, racks_per_zone=4)
+        faults: Faults | None = None
         try:
             bed.start()
-            bed.add_nodes(fleet(args.nodes, gpus=8, racks_per_zone=4))
+            bed.add_nodes(nodes)
             ensure_namespace(bed.http, NAMESPACE)
             for name in QUEUES:
                 create_queue(bed.http, queue(name, quota=args.nodes * 8 // 4, weight=1))
+            if args.faults:
+                plan = FaultPlan(args.kill_every, args.node_every, args.bad_queue_at)
+                faults = Faults(bed, nodes, NAMESPACE, plan, random.Random(args.seed + 1))
             start = time.monotonic()
             next_report = start + 60
             mean_pods = 0.7 * 1 + 0.3 * 16.5  # pods per arrival on average (see _submit)
             arrivals_per_second = args.rate / 60 / mean_pods
+            replicas = bed.placement_replicas
+            lost: list[str] = []
             while time.monotonic() - start < args.minutes * 60:
                 tick = time.monotonic()
+                if faults is not None:
+                    faults.tick()
                 whole, part = divmod(arrivals_per_second, 1)
                 for _ in range(int(whole) + (rng.random() < part)):
                     _submit(bed, load, rng, pool)
                 try:
                     pods = list_pods(bed.http, NAMESPACE)
+                    capacity = 8 * len(bed.http.request("GET", "/api/v1/nodes").get("items") or [])
+                    load.ledger.sample(pods, capacity, leader_metrics(bed, replicas))
                     _tidy(bed, pods, load, rng, pool)
                     _track_partial(pods, load)
                 except KubeError as exc:
@@ -291,7 +338,11 @@ def main() -> int:
                     pods = []
                 if time.monotonic() >= next_report:
                     next_report += 60
-                    print(_report(bed, (time.monotonic() - start) / 60, load, pods, baseline), flush=True)
+                    load.ledger.collect_evictions(bed, NAMESPACE)
+                    load.ledger.remember_memory(product_processes(bed, replicas))
+                    on_lost_node = faults.on_lost_node if faults is not None else set()
+                    lost = load.ledger.lost({p["metadata"]["name"] for p in pods}, on_lost_node)
+                    print(_report(bed, (time.monotonic() - start) / 60, load, pods, lost), flush=True)
                 time.sleep(max(0.0, 1.0 - (time.monotonic() - tick)))
             print("-- drained: no new work for 90 s", flush=True)
             drain_end = time.monotonic() + 90
@@ -300,7 +351,13 @@ def main() -> int:
                 _tidy(bed, pods, load, rng, pool)
                 time.sleep(2)
             pods = list_pods(bed.http, NAMESPACE)
-            print(_report(bed, (time.monotonic() - start) / 60, load, pods, baseline), flush=True)
+            load.ledger.sample(pods, 0, None)
+            load.ledger.collect_evictions(bed, NAMESPACE)
+            on_lost_node = faults.on_lost_node if faults is not None else set()
+            lost = load.ledger.lost({p["metadata"]["name"] for p in pods}, on_lost_node)
+            print(_report(bed, (time.monotonic() - start) / 60, load, pods, lost), flush=True)
+            for line in _summary(load, faults, lost, 8 * args.nodes):
+                print(line, flush=True)
         finally:
             bed.stop()
     return 0

@@ -11,6 +11,12 @@ namespaces, to a ``unix-to-tcp`` relay outside that connects to the API server.
 ``tcp-to-unix`` runs the command after ``--`` once it listens and exits with it, so the namespace lives
 exactly as long as the operator. Run: ``python -m testbed.relay unix-to-tcp --listen PATH --to HOST:PORT``
 and ``python -m testbed.relay tcp-to-unix --listen HOST:PORT --to PATH -- COMMAND...``.
+
+``tcp-to-tcp`` stands in for a Service in front of several replicas: the placement manager ships as two
+replicas that both serve the webhooks behind ``phalanx-placement-webhook``, so the API server's calls
+reach whichever is alive. Each connection goes to the next backend in turn (kube-proxy spreads them too),
+and to the one after it when that one refuses (a replica being restarted): ``python -m testbed.relay
+tcp-to-tcp --listen HOST:PORT --to HOST:PORT,HOST:PORT``.
 """
 
 from __future__ import annotations
@@ -61,6 +67,34 @@ def serve(listener: socket.socket, connect: Callable[[], socket.socket]) -> None
         threading.Thread(target=_join, args=(client, connect), daemon=True).start()
 
 
+class Backends:
+    """The replicas behind a ``tcp-to-tcp`` relay; ``connect`` opens a connection to one that answers."""
+
+    def __init__(self, addresses: Sequence[tuple[str, int]]) -> None:
+        self._addresses = list(addresses)
+        self._next = 0
+        self._lock = threading.Lock()
+
+    def connect(self) -> socket.socket:
+        """A connection to the next backend in turn that accepts one.
+
+        Raises:
+            OSError: none does (every replica is down).
+        """
+        with self._lock:
+            start = self._next
+            self._next = (self._next + 1) % len(self._addresses)
+        failure: OSError | None = None
+        for i in range(len(self._addresses)):
+            address = self._addresses[(start + i) % len(self._addresses)]
+            try:
+                return socket.create_connection(address, timeout=2)
+            except OSError as exc:
+                failure = exc
+        assert failure is not None
+        raise failure
+
+
 def _address(text: str) -> tuple[str, int]:
     host, _, port = text.rpartition(":")
     return host, int(port)
@@ -69,9 +103,11 @@ def _address(text: str) -> tuple[str, int]:
 def main(argv: Sequence[str] | None = None) -> int:
     """Command line entry point; returns the command's exit code for ``tcp-to-unix``."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("direction", choices=("tcp-to-unix", "unix-to-tcp"))
+    parser.add_argument("direction", choices=("tcp-to-unix", "unix-to-tcp", "tcp-to-tcp"))
     parser.add_argument("--listen", required=True, help="HOST:PORT (tcp-to-unix) or a socket path")
-    parser.add_argument("--to", required=True, help="a socket path (tcp-to-unix) or HOST:PORT")
+    parser.add_argument(
+        "--to", required=True, help="a socket path (tcp-to-unix), HOST:PORT, or HOST:PORT,... (tcp-to-tcp)"
+    )
     words = list(sys.argv[1:] if argv is None else argv)
     cut = words.index("--") if "--" in words else len(words)
     args = parser.parse_args(words[:cut])
@@ -86,6 +122,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         serve(listener, lambda: socket.create_connection(target))
         return 0
     listener = socket.create_server(_address(args.listen), backlog=64)
+    if args.direction == "tcp-to-tcp":
+        backends = Backends([_address(a) for a in args.to.split(",") if a])
+        serve(listener, backends.connect)
+        return 0
 
     def to_unix() -> socket.socket:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)

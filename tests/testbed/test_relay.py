@@ -6,7 +6,7 @@ import socket
 import threading
 from pathlib import Path
 
-from testbed.relay import serve
+from testbed.relay import Backends, serve
 
 
 def _echo_upper(listener: socket.socket) -> None:
@@ -48,4 +48,26 @@ def test_a_connection_goes_through_both_relays_and_back(tmp_path: Path) -> None:
             received += chunk
     assert received == payload.upper()
     for sock in (server, outside, inside):
+        sock.close()
+
+
+def _ask(address: tuple[str, int]) -> bytes:
+    with socket.create_connection(address, timeout=10) as client:
+        client.sendall(b"who")
+        client.shutdown(socket.SHUT_WR)
+        return client.recv(1024)
+
+
+def test_a_service_relay_spreads_connections_and_skips_a_replica_that_is_down() -> None:
+    """Two webhook replicas behind one address, as behind their Service: one down, the other answers."""
+    up = socket.create_server(("127.0.0.1", 0))
+    threading.Thread(target=_echo_upper, args=(up,), daemon=True).start()
+    down = socket.create_server(("127.0.0.1", 0))
+    down_address = down.getsockname()
+    down.close()  # a replica being restarted: its port refuses connections
+    front = socket.create_server(("127.0.0.1", 0))
+    backends = Backends([down_address, up.getsockname()])
+    threading.Thread(target=serve, args=(front, backends.connect), daemon=True).start()
+    assert [_ask(front.getsockname()) for _ in range(4)] == [b"WHO"] * 4
+    for sock in (up, front):
         sock.close()

@@ -1,0 +1,198 @@
+"""What the soak measures besides its per-minute report: GPUs used while pods wait, pods lost, memory.
+
+- **GPUs allocated while pods wait.** Every second the soak lists its pods; when any waits (not bound,
+  not finished, not being deleted), it samples the GPUs its bound pods hold over the GPUs of the nodes
+  present. The mean of those samples is the figure the goal names (>= 95%). Beside it, the placement
+  leader's ``phalanx_admission_idle_gpus{rule}`` is sampled at the same moments, so the GPUs left idle
+  are split by the rule that kept them (``scheduling.admission_outcome.KeptRule``).
+- **Pods lost.** Every pod the soak creates must end in one of: running or waiting now, finished, deleted
+  by the soak, on a node a fault deleted (the pod garbage collector's), or evicted by phalanx with an
+  event (a stale gang or a reclaim, collected every minute, before the API server's one-hour event TTL
+  takes them). Any other pod that vanished is lost.
+- **Memory.** The resident size of each process of the product (the extender's worker, each placement
+  replica, by pid: a restarted process starts again) ten minutes after it started, against its last
+  size; the growth of every process that lived past that is reported.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from localbed import Testbed
+from workload import metric_value, scrape
+
+from kubeio.errors import KubeError
+from kubeio.http import JsonObject
+from scheduling.admission_outcome import KeptRule
+
+EVICTION_REASONS = frozenset({"GangEvicted", "Reclaimed", "Preempted"})
+"""Event reasons of actions that delete pods: phalanx's (on the pod or its PodGroup), kube-scheduler's."""
+
+MEMORY_AFTER = 600.0
+"""Seconds a process runs before its memory is taken as the baseline."""
+
+IDLE_RULES = ("in_flight", *(rule.value for rule in KeptRule))
+
+
+def rss_mib(pid: int) -> float:
+    """Resident MiB of a process (0 when it is gone)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return 0.0
+    found = re.search(r"VmRSS:\s+(\d+) kB", status)
+    return int(found.group(1)) / 1024 if found else 0.0
+
+
+def _requested_gpus(pod: JsonObject) -> int:
+    total = 0
+    for container in pod["spec"].get("containers") or []:
+        total += int(((container.get("resources") or {}).get("requests") or {}).get("nvidia.com/gpu", 0))
+    return total
+
+
+@dataclass
+class Ledger:
+    """The soak's books, kept from the pod lists and scrapes of the main loop."""
+
+    created: set[str] = field(default_factory=set)
+    deleted_by_soak: set[str] = field(default_factory=set)
+    evicted: set[str] = field(default_factory=set)
+    seen: set[str] = field(default_factory=set)
+    finished: set[str] = field(default_factory=set)
+    samples: list[float] = field(default_factory=list)
+    minute_samples: list[float] = field(default_factory=list)
+    idle: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+    idle_samples: int = 0
+    memory: dict[tuple[str, int], tuple[float, float, float]] = field(default_factory=dict)
+    """(process, pid) -> (first seen, baseline MiB at MEMORY_AFTER or 0, last MiB)."""
+
+    def sample(self, pods: list[JsonObject], capacity: int, leader_metrics: str | None) -> None:
+        """One second's look: GPUs held while pods wait, and what each pod is now."""
+        waiting = bound = 0
+        for pod in pods:
+            name = pod["metadata"]["name"]
+            self.seen.add(name)
+            phase = (pod.get("status") or {}).get("phase")
+            if phase in ("Succeeded", "Failed"):
+                self.finished.add(name)
+                continue
+            if pod["spec"].get("nodeName"):
+                bound += _requested_gpus(pod)
+            elif not pod["metadata"].get("deletionTimestamp"):
+                waiting += 1
+        if not waiting or not capacity:
+            return
+        share = min(1.0, bound / capacity)
+        self.samples.append(share)
+        self.minute_samples.append(share)
+        if leader_metrics:
+            self.idle_samples += 1
+            for rule in IDLE_RULES:
+                self.idle[rule] += (
+                    metric_value(leader_metrics, "phalanx_admission_idle_gpus", rule=rule) or 0.0
+                )
+
+    def collect_evictions(self, bed: Testbed, namespace: str) -> None:
+        """Remember the pods phalanx evicted with an event (every minute: events expire after an hour)."""
+        try:
+            events = bed.http.request("GET", f"/api/v1/namespaces/{namespace}/events").get("items") or []
+        except KubeError:
+            return
+        groups = set()
+        for event in events:
+            if event.get("reason") not in EVICTION_REASONS:
+                continue
+            involved = event.get("involvedObject") or {}
+            if involved.get("kind") == "PodGroup":
+                groups.add(str(involved.get("name")))
+            else:
+                self.evicted.add(str(involved.get("name")))
+        # a gang's members are named after it (hack/soak.py: g<seq>-<i>)
+        self.evicted |= {n for n in self.created if n.rsplit("-", 1)[0] in groups}
+
+    def lost(self, present: set[str], on_lost_node: set[str]) -> list[str]:
+        """Pods created and gone for no reason the soak knows (see the module docstring)."""
+        explained = present | self.finished | self.deleted_by_soak | self.evicted | on_lost_node
+        return sorted(n for n in self.created & self.seen if n not in explained)
+
+    def remember_memory(self, processes: dict[str, int]) -> None:
+        """Note the resident size of each (name, pid); the baseline once it has run ``MEMORY_AFTER``."""
+        now = time.monotonic()
+        for name, pid in processes.items():
+            if not pid:
+                continue
+            mib = rss_mib(pid)
+            first, base, _ = self.memory.get((name, pid), (now, 0.0, 0.0))
+            if not base and now - first >= MEMORY_AFTER and mib:
+                base = mib
+            self.memory[(name, pid)] = (first, base, mib)
+
+    def memory_growth(self) -> list[str]:
+        """Each process's growth since its baseline, as text."""
+        return [
+            f"{name} (pid {pid}) {base:.0f} -> {last:.0f} MiB ({100 * (last / base - 1):+.1f}%)"
+            for (name, pid), (_, base, last) in sorted(self.memory.items())
+            if base and last
+        ]
+
+    def worst_growth(self) -> float:
+        """The largest growth in percent, 0 when no process lived past its baseline."""
+        growths = [100 * (last / base - 1) for (_, base, last) in self.memory.values() if base and last]
+        return max(growths, default=0.0)
+
+    def minute_share(self) -> str:
+        """The GPUs held while pods waited in the last minute, and forget them."""
+        samples, self.minute_samples = self.minute_samples, []
+        return f"{100 * sum(samples) / len(samples):.1f}%" if samples else "n/a (nothing waited)"
+
+    def share(self) -> float | None:
+        """The GPUs held while pods waited, over the whole run (0..1), or ``None``."""
+        return sum(self.samples) / len(self.samples) if self.samples else None
+
+    def idle_breakdown(self) -> str:
+        """Mean GPUs idle by rule while pods waited, the largest first."""
+        if not self.idle_samples:
+            return "n/a"
+        means = sorted(((v / self.idle_samples, k) for k, v in self.idle.items() if v), reverse=True)
+        return ", ".join(f"{k} {v:.1f}" for v, k in means) or "none"
+
+
+def leader_metrics(bed: Testbed, names: tuple[str, ...]) -> str | None:
+    """The ``/metrics`` page of the placement replica that leads now, or ``None``."""
+    for name in names:
+        port = bed.placement_metrics_ports.get(name)
+        if not port or not bed.is_running(name):
+            continue
+        try:
+            page = scrape(f"http://127.0.0.1:{port}/metrics")
+        except OSError:
+            continue
+        if metric_value(page, "phalanx_placement_leader") == 1.0:
+            return page
+    return None
+
+
+def children(pid: int) -> list[int]:
+    """The child processes of ``pid`` (gunicorn's worker of the extender)."""
+    try:
+        return [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
+
+
+def product_processes(bed: Testbed, names: tuple[str, ...]) -> dict[str, int]:
+    """Name -> pid of the processes whose memory the soak watches."""
+    found: dict[str, int] = {}
+    for extender in ("extender", "extender-b"):
+        master = bed.pid(extender)
+        if master:
+            found[extender] = (children(master) or [master])[0]
+    for name in names:
+        found[name] = bed.pid(name)
+    return {k: v for k, v in found.items() if v and os.path.exists(f"/proc/{v}")}
