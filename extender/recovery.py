@@ -4,7 +4,8 @@ What to do with each member is the core's (``scheduling.gang_record.plan_recover
 members that are still unbound, or delete the bound ones when a planned member is gone. This module
 reads the PodGroups, reads each such gang's members from the API server (the cache holds live pods
 only, and a member that finished after its Binding still counts as bound), performs those writes,
-removes the annotation and tells the users: every gang recovered gets an event, whatever the outcome.
+removes the annotation and tells the users: a gang completed or rolled back gets an event (one found
+bound whole, which is also how a gang bound the normal way looks for a moment, does not).
 """
 
 from __future__ import annotations
@@ -80,13 +81,16 @@ class GangRecovery:
             [(p.name, p.node_name, p.phase, p.terminating) for p in pods.values()],
         )
         rolled_back = recovery.kind is RecoveryKind.ROLLED_BACK
-        # The event before the binds and deletions: a crash cannot lose it then.
-        self._teller.announce(
-            group,
-            "Warning" if rolled_back else "Normal",
-            "GangRecovered",
-            f"gang {group.key}: {recovery.reason}",
-        )
+        if recovery.kind is not RecoveryKind.BOUND:
+            # The event before the binds and deletions: a crash cannot lose it then. A gang found bound
+            # whole has nothing to tell: the binder's own last step (removing the plan) can come after
+            # this pass looked, so that is also how every gang bound in the normal way may look.
+            self._teller.announce(
+                group,
+                "Warning" if rolled_back else "Normal",
+                "GangRecovered",
+                f"gang {group.key}: {recovery.reason}",
+            )
         try:
             for member in recovery.bind:
                 self._bind(
@@ -98,7 +102,10 @@ class GangRecovery:
         except KubeError as exc:
             log.warning("gang %s: recovery step failed (%s); will try again", group.key, exc)
             return
-        (log.warning if rolled_back else log.info)("gang %s recovered: %s", group.key, recovery.reason)
+        if recovery.kind is RecoveryKind.BOUND:
+            log.debug("gang %s: %s; plan removed", group.key, recovery.reason)
+        else:
+            (log.warning if rolled_back else log.info)("gang %s recovered: %s", group.key, recovery.reason)
         if self._teller.metrics is not None:
             self._teller.metrics.recoveries.labels(recovery.kind.value).inc()
         for member in plan:
