@@ -18,7 +18,7 @@ from cli.settings import CliSettings
 from kubeio.cluster_read import ClusterRead, read_cluster
 from kubeio.errors import KubeconfigError, KubeError
 from kubeio.http import KubeHttp, load_api_client
-from scheduling.replay import ReplayError
+from scheduling.offline.replay import ReplayError
 
 T = TypeVar("T")
 

@@ -1,6 +1,6 @@
 """``phalanx gangs``: every PodGroup with its queue, phase, members bound against minMember, wait and reason.
 
-State and wait are the core's (``scheduling.gang_report``). Why a gang is not placed is not in the cluster
+State and wait are the core's (``scheduling.gang.table``). Why a gang is not placed is not in the cluster
 state but on its Events: phalanx's sentence on the PodGroup (``GangWaiting``, ``QueueHold``) and
 kube-scheduler's ``FailedScheduling`` on each member, which quotes phalanx's sentence beside its own
 counts. The reason shown is the newest of those, for a gang with fewer than ``minMember`` members bound
@@ -20,8 +20,8 @@ from cli.render import Report, render
 from cli.settings import CliSettings
 from kubeio.errors import KubeError
 from kubeio.event_read import EventInfo, list_events
-from scheduling.gang_report import GangReport, gang_report
-from scheduling.snapshot import ClusterSnapshot
+from scheduling.cluster.snapshot import ClusterSnapshot
+from scheduling.gang.table import GangRow, gang_rows
 
 GANG_EVENTS = "involvedObject.kind=PodGroup,type=Warning"
 """The PodGroup events that say why a gang waits (phalanx's ``GangWaiting`` and ``QueueHold``)."""
@@ -30,7 +30,7 @@ MEMBER_EVENTS = "involvedObject.kind=Pod,reason=FailedScheduling"
 """The member events that say why a pod was not placed (kube-scheduler's)."""
 
 
-def gang_reason(row: GangReport, members: Iterable[str], events: Iterable[EventInfo]) -> EventInfo | None:
+def gang_reason(row: GangRow, members: Iterable[str], events: Iterable[EventInfo]) -> EventInfo | None:
     """The newest event saying why ``row``'s gang is not placed, or ``None`` when it is placed.
 
     Candidates are the PodGroup's own Warning events and its ``members``' (``namespace/name``)
@@ -72,7 +72,7 @@ def gang_items(
 ) -> list[dict[str, Any]]:
     """The JSON items, sorted by ``namespace/name``."""
     items = []
-    for row in gang_report(snapshot, now):
+    for row in gang_rows(snapshot, now):
         if namespace is not None and row.namespace != namespace:
             continue
         members = [m.key for m in snapshot.members(row.key)]

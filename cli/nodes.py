@@ -1,6 +1,6 @@
 """``phalanx nodes``: per node, its state, GPUs free and total, who holds which index, free NVLink islands.
 
-The figures are the core's (``scheduling.node_report``): holders from the pods' ``phalanx.io/gpus``
+The figures are the core's (``scheduling.nodes.table``): holders from the pods' ``phalanx.io/gpus``
 annotations, free counts as the placement manager's metrics count them, islands from the node's topology
 document. GPUs promised to a bind in flight are in the extender's memory only and show as free here.
 """
@@ -16,8 +16,8 @@ from cli.cluster import connect, read
 from cli.options import cluster_options
 from cli.render import Report, render
 from cli.settings import CliSettings
-from scheduling.node_report import NodeReport, node_report
-from scheduling.snapshot import ClusterSnapshot
+from scheduling.cluster.snapshot import ClusterSnapshot
+from scheduling.nodes.table import NodeRow, node_rows
 
 
 def holdings(holders: Mapping[int, tuple[str, ...]]) -> list[dict[str, Any]]:
@@ -33,7 +33,7 @@ def holdings(holders: Mapping[int, tuple[str, ...]]) -> list[dict[str, Any]]:
     return [{"pod": pod, "gpus": gpus} for pod, gpus in sorted(by_pod.items(), key=lambda kv: (kv[1], kv[0]))]
 
 
-def node_items(rows: Sequence[NodeReport]) -> list[dict[str, Any]]:
+def node_items(rows: Sequence[NodeRow]) -> list[dict[str, Any]]:
     """The JSON items, sorted by node name."""
     return [
         {
@@ -94,7 +94,7 @@ def status_of(item: Mapping[str, Any]) -> str:
 
 def nodes_report(snapshot: ClusterSnapshot) -> Report:
     """The report of every node of ``snapshot``."""
-    items = node_items(node_report(snapshot))
+    items = node_items(node_rows(snapshot))
     headers, rows = node_table(items)
     return Report("NodeList", items, headers, rows)
 

@@ -1,6 +1,6 @@
 """``phalanx queues``: the queue tree with quota, weight, limit, allocated, fair share and pending.
 
-The figures are the queue view's (``scheduling.queue_view``, laid out by ``scheduling.queue_report``),
+The figures are the queue view's (``scheduling.queues.view``, laid out by ``scheduling.queues.table``),
 built from one read of the cluster as the placement manager builds it for the Queue status: no promises,
 so a bind in flight counts once its Binding is written. A queue holding more than its fair share, or
 less than its quota while its own work waits, is marked.
@@ -17,9 +17,9 @@ from cli.cluster import connect, read
 from cli.options import cluster_options
 from cli.render import Report, render
 from cli.settings import CliSettings
-from scheduling.promises import PromiseBook
-from scheduling.queue_report import QueueFigures, ResourceFigures, queue_report
-from scheduling.queue_view import QueueView, view_of
+from scheduling.cluster.promises import PromiseBook
+from scheduling.queues.table import QueueFigures, ResourceFigures, queue_rows
+from scheduling.queues.view import QueueView, view_of
 from scheduling.resources import GPU, format_amount
 
 SHORT_NAMES = {GPU: "gpu", "cpu": "cpu", "memory": "memory"}
@@ -94,7 +94,7 @@ def queue_table(items: Sequence[dict[str, Any]]) -> tuple[list[str], list[list[s
 
 def queues_report(view: QueueView) -> Report:
     """The report of ``view``."""
-    items = queue_items(queue_report(view))
+    items = queue_items(queue_rows(view))
     headers, rows = queue_table(items)
     return Report("QueueList", items, headers, rows)
 

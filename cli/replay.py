@@ -2,7 +2,7 @@
 
 - A snapshot (``phalanx snapshot save``): for the named pending pod, or every pending phalanx pod sorted,
   the nodes that pass and the others grouped by reason, kube-scheduler's own first
-  (``scheduling.offline_filter`` says what is approximated and what a snapshot cannot hold).
+  (``scheduling.offline.pending_filter`` says what is approximated and what a snapshot cannot hold).
 - A decision the extender saved (``/debug/decision``): the decision re-run, shown then and now, and
   whether it came out the same (exit status 1 when not), as ``hack/replay`` does.
 
@@ -21,9 +21,9 @@ from cli.cluster import ReplayFileError, replay_errors
 from cli.options import cluster_options
 from cli.render import Report, render
 from cli.settings import CliSettings
-from scheduling.offline_filter import PHALANX, PodReplay, group_reasons, replay_pending
-from scheduling.replay import DECISION, SavedAnswer, load_filter, replay_filter, saved_kind
-from scheduling.snapshot_file import load_snapshot
+from scheduling.offline.pending_filter import PHALANX, PodReplay, group_reasons, replay_pending
+from scheduling.offline.replay import DECISION, SavedAnswer, load_filter, replay_filter, saved_kind
+from scheduling.offline.snapshot_file import load_snapshot
 from scheduling.topology import TopologyCache
 
 

@@ -1,7 +1,7 @@
 """``phalanx snapshot save FILE``: the cluster as the core sees it, in one file anyone can replay offline.
 
-The file is ``scheduling.snapshot_file``'s: nodes with their topology documents, every pod, PodGroup and
-Queue, the time it was taken, and the session settings a replay decides with (the defaults: the
+The file is ``scheduling.offline.snapshot_file``'s: nodes with their topology documents, every pod, PodGroup
+and Queue, the time it was taken, and the session settings a replay decides with (the defaults: the
 extender's environment is not visible from here). ``phalanx replay FILE`` re-runs the core's filter on
 it with no cluster, so the file can be attached to a bug report.
 """
@@ -15,7 +15,7 @@ import click
 from cli.cluster import connect, read, wall_clock
 from cli.options import cluster_options
 from cli.settings import CliSettings
-from scheduling.snapshot_file import save_snapshot
+from scheduling.offline.snapshot_file import save_snapshot
 
 
 @click.group("snapshot")

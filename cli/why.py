@@ -25,8 +25,8 @@ from cli.settings import CliSettings, Output
 from cli.why_text import explanation_text
 from kubeio.event_read import EventInfo, list_events
 from kubeio.http import KubeHttp
+from scheduling.cluster.snapshot import ClusterSnapshot
 from scheduling.explain import ExplainError, Explanation, PlacedPod, Target, explain
-from scheduling.snapshot import ClusterSnapshot
 
 EVENTS_SHOWN = 10
 """How many of the newest events are shown."""

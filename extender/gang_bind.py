@@ -23,11 +23,11 @@ from kubeio.binding import BindRefusedError
 from kubeio.errors import KubeError
 from kubeio.ports import EventSink, PlanWriter
 from kubeio.render import gpu_annotations, podgroup_ref
-from scheduling.gang_record import PlannedMember, encode_plan
+from scheduling.cluster.snapshot import ClusterSnapshot
+from scheduling.gang.record import PlannedMember, encode_plan
 from scheduling.model import Pod, PodGroup
 from scheduling.reasons import GroupVerdict
 from scheduling.session import gang_bind_terms
-from scheduling.snapshot import ClusterSnapshot
 
 log = logging.getLogger(__name__)
 

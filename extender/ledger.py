@@ -11,7 +11,7 @@ import threading
 from collections.abc import Callable
 from typing import TypeVar
 
-from scheduling.promises import PromiseBook
+from scheduling.cluster.promises import PromiseBook
 
 T = TypeVar("T")
 

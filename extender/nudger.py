@@ -13,7 +13,7 @@ pods (an annotation bump, which kube-scheduler treats as a pod update and requeu
 A group held by the queue rule "groups ahead keep their room" may pass once the fair order changes (it
 was held against a view built before it existed, or the group ahead started); kube-scheduler sees no
 event for that, so after each rebuild of the queue view the pods so held whose groups ahead moved are
-touched (``scheduling.queue_gate.no_longer_ahead`` decides).
+touched (``scheduling.admission.queue_hold.no_longer_ahead`` decides).
 
 A gang's members are turned down while the gang waits for members; when the last one arrives and the
 whole gang is reserved, the members turned down before must come back at once, or the first of them

@@ -1,6 +1,6 @@
 """Complete or roll back a gang that a crashed extender left half-bound, from its plan annotation.
 
-What to do with each member is the core's (``scheduling.gang_record.plan_recovery``): bind the planned
+What to do with each member is the core's (``scheduling.gang.record.plan_recovery``): bind the planned
 members that are still unbound, or delete the bound ones when a planned member is gone. This module
 reads the PodGroups, reads each such gang's members from the API server (the cache holds live pods
 only, and a member that finished after its Binding still counts as bound), performs those writes,
@@ -20,9 +20,9 @@ from extender.ledger import PromiseLedger
 from kubeio.errors import KubeError
 from kubeio.ports import RecoveryWriter
 from kubeio.render import gpu_annotations
-from scheduling.gang_record import PlanError, RecoveryKind, decode_plan, plan_recovery
+from scheduling.cluster.snapshot import ClusterSnapshot
+from scheduling.gang.record import PlanError, RecoveryKind, decode_plan, plan_recovery
 from scheduling.model import PodGroup
-from scheduling.snapshot import ClusterSnapshot
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +59,7 @@ class GangRecovery:
         return handled
 
     def recover(self, group: PodGroup) -> None:
-        """Finish one gang from its plan annotation (see ``scheduling.gang_record``)."""
+        """Finish one gang from its plan annotation (see ``scheduling.gang.record``)."""
         try:
             plan = decode_plan(group.plan or "")
         except PlanError as exc:

@@ -20,7 +20,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from extender import wire
 from extender.metrics import ExtenderMetrics
 from extender.service import Extender, UnknownNodeError
-from scheduling.replay import save_filter
+from scheduling.offline.replay import save_filter
 
 log = logging.getLogger(__name__)
 
@@ -138,8 +138,8 @@ def preempt() -> Response:
 def debug_decision() -> Response:
     """The newest decision that turned ``?pod=namespace/name`` down, with everything it read, to replay.
 
-    ``hack/replay FILE`` (``scheduling.replay.replay_filter``) re-runs it offline, with no cluster. The
-    extender is reachable only by its kube-scheduler (it listens on loopback in the shipped manifests),
+    ``hack/replay FILE`` (``scheduling.offline.replay.replay_filter``) re-runs it offline, with no cluster.
+    The extender is reachable only by its kube-scheduler (it listens on loopback in the shipped manifests),
     and the file holds what that scheduler may read anyway: nodes, pods, PodGroups and Queues.
     """
     service, _ = _parts()

@@ -23,17 +23,18 @@ from kubeio.binding import BindRefusedError, BindStatus
 from kubeio.errors import KubeError
 from kubeio.ports import Binder, ClusterSource
 from kubeio.render import gpu_annotations
-from scheduling.gang_planner import DEFAULT_LOCALITY_KEYS
-from scheduling.gpu_choice import NoGpusError
-from scheduling.gpu_fit import FilterDecision
+from scheduling.admission.queue_hold import AdmittedBook, RoomMemo
+from scheduling.cluster.promises import Promise, PromiseBook
+from scheduling.cluster.snapshot import ClusterSnapshot
+from scheduling.gang.planner import DEFAULT_LOCALITY_KEYS
+from scheduling.gpu.choice import NoGpusError
+from scheduling.gpu.fit import FilterDecision
 from scheduling.model import Node, Pod
-from scheduling.node_health import promises_ended
-from scheduling.node_ranking import ScoreMemo
+from scheduling.nodes.ranking import ScoreMemo
+from scheduling.nodes.readiness import promises_ended
 from scheduling.preempt_session import Victims, narrow_victims
-from scheduling.promises import Promise, PromiseBook
-from scheduling.queue_gate import AdmittedBook, RoomMemo
-from scheduling.queue_view import QueueView, group_key
 from scheduling.queues import AdmissionRule
+from scheduling.queues.view import QueueView, group_key
 from scheduling.session import (
     FilterInput,
     FilterOutcome,
@@ -42,7 +43,6 @@ from scheduling.session import (
     filter_pod,
     prioritize_pod,
 )
-from scheduling.snapshot import ClusterSnapshot
 from scheduling.topology import TopologyCache
 
 log = logging.getLogger(__name__)
@@ -175,7 +175,7 @@ class Extender:
                 self.nudger.reserved(p.pod.uid for p in outcome.plan.placements if p.pod.uid != pod.uid)
 
     def prioritize(self, pod: Pod, node_names: tuple[str, ...]) -> tuple[tuple[str, int], ...]:
-        """Integer 0..10 scores: GPU connectivity first, packing second (``scheduling.node_ranking``)."""
+        """Integer 0..10 scores: GPU connectivity first, packing second (``scheduling.nodes.ranking``)."""
         return prioritize_pod(
             pod, node_names, self._cluster.snapshot(), self.ledger.book, self._topologies, self._score_memo
         )
@@ -213,7 +213,7 @@ class Extender:
     def node_changed(self, name: str, old: Node | None, new: Node | None) -> None:
         """Cache listener: GPUs promised on a node that is not Ready or was deleted are released.
 
-        Which promises end is the core's (``scheduling.node_health.promises_ended``): every promise on
+        Which promises end is the core's (``scheduling.nodes.readiness.promises_ended``): every promise on
         the node, and a gang member's whole reservation, so its next filter plans it again whole.
         """
         if new is not None and new.ready:

@@ -2,7 +2,7 @@
 
 Building the queues' view walks every pod, so it is rebuilt in a background thread (at most every
 ``interval`` seconds, and only when the cluster changed); a decision reads the latest view, which is at
-most that old. The corrections for that lag are the core's (``scheduling.queue_gate``); this module
+most that old. The corrections for that lag are the core's (``scheduling.admission.queue_hold``); this module
 only holds the values they need, each swapped atomically: the view, the ``AdmittedBook`` and the
 ``TriedBook`` (when kube-scheduler last tried each group).
 """
@@ -13,12 +13,12 @@ import logging
 import threading
 from collections.abc import Callable
 
+from scheduling.admission.queue_hold import TRIED_FRESH, AdmittedBook, AdmittedGroup, TriedBook
+from scheduling.cluster.promises import PromiseBook
+from scheduling.cluster.snapshot import ClusterSnapshot
 from scheduling.model import Pod
-from scheduling.promises import PromiseBook
-from scheduling.queue_gate import TRIED_FRESH, AdmittedBook, AdmittedGroup, TriedBook
-from scheduling.queue_view import QueueView, view_of
+from scheduling.queues.view import QueueView, view_of
 from scheduling.resources import within
-from scheduling.snapshot import ClusterSnapshot
 
 log = logging.getLogger(__name__)
 

@@ -35,7 +35,7 @@ from kubeio.config import configure_logging
 from kubeio.events import EventRecorder
 from kubeio.http import KubeHttp, load_api_client
 from kubeio.podgroups import PodGroupWriter
-from scheduling.queue_gate import no_longer_ahead
+from scheduling.admission.queue_hold import no_longer_ahead
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """Benchmark: one release pass of the placement manager over 1,000 gated pods on a busy cluster.
 
-Not a test: it prints figures. The pass is the real one (``placement.gates.GateReleaser`` over a
+Not a test: it prints figures. The pass is the real one (``placement.release_pass.ReleasePass`` over a
 ``kubeio.cluster_cache.ClusterCache`` fed with Pod JSON as the watch delivers it, the queue view shared as
 in production); only the API server is replaced: ungating and binding are applied to the cache as the
 watch would report them. Between passes the cluster churns as the soak's does: each released pod is bound
@@ -27,9 +27,9 @@ from typing import Any
 sys.path.insert(1, str(Path(__file__).resolve().parents[1]))  # the checkout: testbed/ is not installed
 
 from kubeio.cluster_cache import ClusterCache
-from placement.gates import GateReleaser
+from placement.release_pass import ReleasePass
 from placement.views import SharedView
-from scheduling.admission_gates import GateSettings
+from scheduling.admission.release import GateSettings
 from scheduling.model import ADMISSION_GATE, Pod
 from scheduling.topology import TopologyCache
 from testbed.nodes import SimNodeSpec, node_object, status_patch
@@ -169,7 +169,7 @@ def run(nodes: int, gated: int, passes: int, seed: int) -> tuple[list[float], li
     cache.replace_queues([_queue(q, nodes * 8 // 4) for q in QUEUES])
     world = World(cache, rng, {s.name: list(range(8)) for s in specs})
     now = [T0]
-    releaser = GateReleaser(
+    releaser = ReleasePass(
         cache,
         world,
         NoEvents(),
@@ -181,7 +181,7 @@ def run(nodes: int, gated: int, passes: int, seed: int) -> tuple[list[float], li
     while world.gated() < gated:  # fill the cluster and the backlog before measuring
         world.arrive(now[0])
         if world.gated() >= gated // 2:
-            releaser.reconcile_once()
+            releaser.run()
             world.schedule()
     decide, whole, released = [], [], 0
     for _ in range(passes):
@@ -190,7 +190,7 @@ def run(nodes: int, gated: int, passes: int, seed: int) -> tuple[list[float], li
         while world.gated() < gated:
             world.arrive(now[0])
         started = time.perf_counter()
-        outcome = releaser.reconcile_once()
+        outcome = releaser.run()
         whole.append(time.perf_counter() - started)
         decide.append(outcome.decide_seconds)
         released += sum(1 for _ in outcome.released)

@@ -21,9 +21,9 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from kubeio.cluster_cache import ClusterCache
-from scheduling.promises import PromiseBook
-from scheduling.queue_view import view_of
+from scheduling.cluster.promises import PromiseBook
 from scheduling.queues import QueueTree
+from scheduling.queues.view import view_of
 
 NODES = 64
 

@@ -12,7 +12,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from scheduling.replay import ReplayError, SavedAnswer, replay_filter
+from scheduling.offline.replay import ReplayError, SavedAnswer, replay_filter
 from scheduling.topology import TopologyCache
 
 

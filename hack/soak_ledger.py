@@ -4,7 +4,7 @@
   not finished, not being deleted), it samples the GPUs its bound pods hold over the GPUs of the nodes
   present. The mean of those samples is the figure the goal names (>= 95%). Beside it, the placement
   leader's ``phalanx_admission_idle_gpus{rule}`` is sampled at the same moments, so the GPUs left idle
-  are split by the rule that kept them (``scheduling.admission_outcome.KeptRule``).
+  are split by the rule that kept them (``scheduling.admission.outcome.KeptRule``).
 - **Pods lost.** Every pod the soak creates must end in one of: running or waiting now, finished, deleted
   by the soak, on a node a fault deleted (the pod garbage collector's), or evicted by phalanx with an
   event (a stale gang or a reclaim, collected every minute, before the API server's one-hour event TTL
@@ -28,7 +28,7 @@ from workload import metric_value, scrape
 
 from kubeio.errors import KubeError
 from kubeio.http import JsonObject
-from scheduling.admission_outcome import KeptRule
+from scheduling.admission.outcome import KeptRule
 
 EVICTION_REASONS = frozenset({"GangEvicted", "Reclaimed", "Preempted"})
 """Event reasons of actions that delete pods: phalanx's (on the pod or its PodGroup), kube-scheduler's."""

@@ -1,6 +1,6 @@
 """The watches that feed the core's ``ClusterState``: nodes, pods, PodGroups and Queues.
 
-The accounting (GPU usage, free GPUs, room) is the core's (``scheduling.state``), so a simulator or a
+The accounting (GPU usage, free GPUs, room) is the core's (``scheduling.cluster.state``), so a simulator or a
 replay keeps the cluster exactly as the extender does; this module only converts API objects, applies
 them under a lock, and tells listeners. Terminal pods are filtered out server-side for the extender:
 they hold nothing, and at 150,000 pods memory matters.
@@ -15,13 +15,13 @@ from typing import TypeVar
 
 from kubeio.convert import ConvertError, node_from_api, pod_from_api, podgroup_from_api
 from kubeio.http import JsonObject, KubeHttp
-from kubeio.queues import QUEUES_PATH, queue_from_api
+from kubeio.queue_objects import QUEUES_PATH, queue_from_api
 from kubeio.reflector import Collection, Reflector
 from kubeio.refusals import Refusal, RefusalBook, identity, object_key, refusal_of
+from scheduling.cluster.snapshot import ClusterSnapshot
+from scheduling.cluster.state import ClusterState
 from scheduling.model import Node, Pod, PodGroup
 from scheduling.queues import Queue
-from scheduling.snapshot import ClusterSnapshot
-from scheduling.state import ClusterState
 from scheduling.topology import TopologyCache
 
 log = logging.getLogger(__name__)
@@ -319,4 +319,3 @@ class ClusterCache:
     def wait_synced(self, timeout: float) -> bool:
         """Block until both collections are listed, or ``timeout`` seconds pass."""
         return all(r.synced.wait(timeout) for r in self._reflectors)
-

@@ -3,7 +3,7 @@
 The extender and the placement manager keep the cluster in a cache fed by watches
 (``kubeio.cluster_cache``); a one-shot command (``phalanx queues``, ``phalanx snapshot save``,
 ``phalanx why``) needs the same facts once. :func:`read_cluster` LISTs nodes, pods, PodGroups and
-Queues, converts them with the cache's own converters (``kubeio.convert``, ``kubeio.queues``) into the
+Queues, converts them with the cache's own converters (``kubeio.convert``, ``kubeio.queue_objects``) into the
 core's ``ClusterSnapshot``, and names every object it could not read instead of failing: one malformed
 object must not hide the rest of the cluster from the person asking about it.
 
@@ -21,12 +21,12 @@ from kubeio.cluster_cache import PODGROUPS_PATH
 from kubeio.convert import ConvertError, node_from_api, pod_from_api, podgroup_from_api
 from kubeio.errors import NotFoundError
 from kubeio.http import JsonObject, JsonRequester
-from kubeio.queues import QUEUES_PATH, queue_from_api
+from kubeio.queue_objects import QUEUES_PATH, queue_from_api
 from kubeio.reflector import Collection, list_collection
+from scheduling.cluster.snapshot import ClusterSnapshot
+from scheduling.cluster.state import state_of
 from scheduling.model import Node
 from scheduling.queues import Queue
-from scheduling.snapshot import ClusterSnapshot
-from scheduling.state import state_of
 from scheduling.topology import TopologyCache
 
 T = TypeVar("T")

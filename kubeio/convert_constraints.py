@@ -3,7 +3,7 @@
 ``spec.nodeSelector``, ``spec.tolerations`` and the required part of ``spec.affinity.nodeAffinity`` of
 a pod, and ``spec.taints`` of a node. The extender never needs them (kube-scheduler applies them before
 it sends the candidates), but ``phalanx why`` must say which nodes they exclude
-(``scheduling.node_constraints``), so they are read into the model with the same checks as every other
+(``scheduling.nodes.constraints``), so they are read into the model with the same checks as every other
 field: a wrongly typed one raises ``ConvertError`` with its path.
 """
 

@@ -148,8 +148,6 @@ class EventRecorder:
             "count": 1,
         }
         try:
-            self._http.request(
-                "POST", f"/api/v1/namespaces/{quote(namespace, safe='')}/events", body=body
-            )
+            self._http.request("POST", f"/api/v1/namespaces/{quote(namespace, safe='')}/events", body=body)
         except KubeError as exc:
             log.warning("could not record event %s on %s/%s: %s", event.reason, ref.namespace, ref.name, exc)

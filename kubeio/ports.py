@@ -12,8 +12,8 @@ from typing import Any, Protocol
 
 from kubeio.binding import BindStatus
 from kubeio.events import ObjectRef
+from scheduling.cluster.snapshot import ClusterSnapshot
 from scheduling.model import Node, Pod, PodGroup
-from scheduling.snapshot import ClusterSnapshot
 
 
 class ClusterSource(Protocol):
@@ -85,7 +85,7 @@ class GroupStatusSink(PodDeleter, Protocol):
 
 
 class QueueSink(Protocol):
-    """Writes queue status (``kubeio.queues.QueueWriter``)."""
+    """Writes queue status (``kubeio.queue_objects.QueueWriter``)."""
 
     def set_status(self, name: str, status: Mapping[str, Any]) -> None:
         """Merge a queue's status."""

@@ -5,7 +5,7 @@ of the wrong shape, a value no parser takes) or that phalanx will not model (a n
 GPUs than ``scheduling.model.MAX_NODE_GPUS``) is refused and every other object is unaffected. A log
 line alone is silent to the user, so each refusal is kept here, keyed by the object, until the object is
 fixed or deleted, and the placement manager's leader turns each into a Warning event on the object
-(``placement.refusals``).
+(``placement.refusal_pass``).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The core's values as the API's JSON: event objects, annotations and status bodies, rendered once.
 
-The core decides in its own records (``scheduling.model``, ``scheduling.gang_health``,
-``scheduling.queue_view``); only this adapter knows the API's field names.
+The core decides in its own records (``scheduling.model``, ``scheduling.gang.status``,
+``scheduling.queues.view``); only this adapter knows the API's field names.
 """
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from typing import Any
 
 from kubeio.convert import format_gpu_indices
 from kubeio.events import ObjectRef
-from scheduling.gang_health import GangStatus
+from scheduling.gang.status import GangStatus
 from scheduling.model import GPUS_ANNOTATION, Pod, PodGroup
-from scheduling.queue_view import QueueView, pending_of
+from scheduling.queues.view import QueueView, pending_of
 from scheduling.resources import CPU, GPU, MEMORY, amount, format_quantity
 
 PODGROUP_API_VERSION = "scheduling.x-k8s.io/v1alpha1"

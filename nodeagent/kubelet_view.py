@@ -16,7 +16,7 @@ from kubeio.kubeletapi import podresources_v1_pb2 as pr
 from kubeio.kubeletapi.services import PodResourcesClient, unix_channel
 from kubeio.node_pods import NodePod
 from nodeagent.gpu_devices import GpuDevices
-from scheduling.device_truth import PodDevices
+from scheduling.devices.truth import PodDevices
 from scheduling.model import GPU_RESOURCE
 
 

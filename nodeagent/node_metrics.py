@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
-from scheduling.device_claims import Preference
-from scheduling.device_truth import Kind
+from scheduling.devices.claims import Preference
+from scheduling.devices.truth import Kind
 
 
 class NodeMetrics:

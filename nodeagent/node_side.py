@@ -36,7 +36,7 @@ from nodeagent.node_metrics import NodeMetrics
 from nodeagent.nvml_reader import NvmlReading
 from nodeagent.settings import AgentSettings
 from nodeagent.truth_keeper import TruthKeeper
-from scheduling.device_claims import DeviceClaim, best_available
+from scheduling.devices.claims import DeviceClaim, best_available
 from scheduling.topology import TopologyCache, TopologyDocument, prepare_topology
 
 log = logging.getLogger("nodeagent.node_side")

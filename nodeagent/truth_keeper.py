@@ -1,7 +1,7 @@
 """Keep every pod's ``phalanx.io/gpus`` equal to the GPUs its containers really hold.
 
 Each cycle reads the kubelet (:mod:`nodeagent.kubelet_view`) and the node's pods (the API), compares them
-(``scheduling.device_truth``) and writes each difference back as the pod's annotation, with an event on
+(``scheduling.devices.truth``) and writes each difference back as the pod's annotation, with an event on
 the pod and a metric, so phalanx's accounting (which reads the annotation) follows the truth. A cycle
 runs every ``interval`` seconds and at once when poked (after every ``Allocate``, after a pod changes),
 so a difference is repaired within about a second of the kubelet's allocation.
@@ -25,7 +25,7 @@ from kubeio.errors import KubeError
 from kubeio.events import ObjectRef
 from kubeio.node_pods import NodePod
 from nodeagent.kubelet_view import KubeletView
-from scheduling.device_truth import Correction, Kind, PodRecord, TruthReport, reconcile
+from scheduling.devices.truth import Correction, Kind, PodRecord, TruthReport, reconcile
 from scheduling.model import GPUS_ANNOTATION
 
 

@@ -25,28 +25,28 @@ from prometheus_client import CollectorRegistry
 from kubeio.cluster_cache import ClusterCache
 from kubeio.config import configure_logging
 from kubeio.events import EventRecorder
-from kubeio.gates import GateWriter
+from kubeio.gate_patches import GateWriter
 from kubeio.http import KubeHttp, load_api_client
 from kubeio.lease import LeaseClient
 from kubeio.mpijobs import MpiJobWriter
 from kubeio.pins import PinWriter
 from kubeio.podgroups import PodGroupWriter
-from kubeio.queues import QueueWriter
-from placement.elastic import ElasticReconciler
+from kubeio.queue_objects import QueueWriter
+from placement.elastic_pass import ElasticPass
+from placement.gang_pass import GangPass
 from placement.gate_bypass import BypassDetector
-from placement.gate_loop import run_gate_loop
-from placement.gates import GatePass, GateReleaser
 from placement.health import Reasons, serve_health
 from placement.leadership import Leadership
 from placement.metrics import PlacementMetrics
-from placement.queues import QueueReconciler
-from placement.reconciler import Reconciler
-from placement.refusals import RefusalReporter
+from placement.queue_pass import QueuePass
+from placement.refusal_pass import RefusalPass
+from placement.release_loop import run_gate_loop
+from placement.release_pass import ReleasePass, ReleaseReport
 from placement.settings import PlacementSettings
 from placement.uninstall import remove_admission_gates, remove_pin_taints
 from placement.views import SharedView
 from placement.webhook_runtime import start_webhooks
-from scheduling.admission_gates import GateSettings, KeptRule
+from scheduling.admission.release import GateSettings, KeptRule
 from scheduling.elastic import ElasticSettings
 
 log = logging.getLogger("placement")
@@ -68,7 +68,7 @@ def run(settings: PlacementSettings, stop: threading.Event) -> int:
     cache.start(http, stop)
     events = EventRecorder(http, component="phalanx-placement", clock=time.time)
     events.start(stop)
-    reconciler = Reconciler(
+    reconciler = GangPass(
         cache,
         PodGroupWriter(http),
         events,
@@ -78,7 +78,7 @@ def run(settings: PlacementSettings, stop: threading.Event) -> int:
     )
     writer = PodGroupWriter(http)
     views = SharedView()  # one queue view per cluster version for the queue and the release passes
-    queues = QueueReconciler(
+    queues = QueuePass(
         cache,
         QueueWriter(http),
         writer,
@@ -89,7 +89,7 @@ def run(settings: PlacementSettings, stop: threading.Event) -> int:
         shrinking=lambda: elastic.above_minimum,
         views=views,
     )
-    elastic = ElasticReconciler(
+    elastic = ElasticPass(
         cache,
         MpiJobWriter(http),
         PinWriter(http, effect=settings.pin_taint_effect),
@@ -120,21 +120,21 @@ def run(settings: PlacementSettings, stop: threading.Event) -> int:
         reasons: list[Reasons] = [] if webhooks is None else [webhooks.watch.not_ready]
         reasons += [] if bypass is None else [bypass.recent]
         serve_health(settings.metrics_port, registry, reasons)
-    refusals = RefusalReporter(cache.refusals.all, events)
+    refusals = RefusalPass(cache.refusals.all, events)
 
     def gangs() -> None:
-        result = reconciler.reconcile_once()
+        result = reconciler.run()
         if result.evicted:
             log.info("evicted stale gangs: %s", ", ".join(result.evicted))
 
     def queue_pass() -> None:
-        reclaimed = queues.reconcile_once()
+        reclaimed = queues.run()
         for message in reclaimed.messages:
             log.info("%s", message)
         metrics.queue_gpus.show(queues.view)
 
     def elastic_pass() -> None:
-        done = elastic.reconcile_once()
+        done = elastic.run()
         metrics.elastic_actions.labels("grow").inc(done.grown)
         metrics.elastic_actions.labels("shrink").inc(len(done.resized) - done.grown)
         metrics.elastic_actions.labels("move").inc(len(done.moved))
@@ -154,7 +154,7 @@ def run(settings: PlacementSettings, stop: threading.Event) -> int:
         ("gang", gangs),
         ("queue", queue_pass),
         ("elastic", elastic_pass),
-        ("refusal", refusals.report_once),
+        ("refusal", refusals.run),
     ]
     if bypass is not None:
         passes.append(("gate bypass", bypass.check))  # pods created around the gate webhook
@@ -196,8 +196,8 @@ def _start_release_loop(
     stop: threading.Event,
     views: SharedView,
 ) -> None:
-    """Release gated groups on their own thread, woken by every pod change (``placement.gate_loop``)."""
-    releaser = GateReleaser(
+    """Release gated groups on their own thread, woken by every pod change (``placement.release_loop``)."""
+    releaser = ReleasePass(
         cache,
         GateWriter(http),
         events,
@@ -214,7 +214,7 @@ def _start_release_loop(
     wake = threading.Event()
     cache.add_listener(lambda _old, _new: wake.set())
 
-    def on_pass(outcome: GatePass, seconds: float) -> None:
+    def on_pass(outcome: ReleaseReport, seconds: float) -> None:
         metrics.admission_pass_seconds.observe(seconds)
         metrics.admission_decide_seconds.observe(outcome.decide_seconds)
         for rule in IDLE_RULES:

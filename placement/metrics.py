@@ -14,11 +14,11 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 
-from scheduling.gang_wait import size_class, waiting_gangs
-from scheduling.gpu_fragmentation import gpu_fragmentation
-from scheduling.queue_view import QueueView, pending_of
+from scheduling.cluster.snapshot import ClusterSnapshot
+from scheduling.gang.wait import size_class, waiting_gangs
+from scheduling.gpu.fragmentation import gpu_fragmentation
+from scheduling.queues.view import QueueView, pending_of
 from scheduling.resources import GPU, amount
-from scheduling.snapshot import ClusterSnapshot
 
 
 class QueueGpus:
@@ -67,7 +67,7 @@ class ClusterFigures:
     ``phalanx_gpu_largest_free_block``, ``phalanx_gangs_waiting{size}``,
     ``phalanx_gang_oldest_wait_seconds{size}`` and ``phalanx_gangs_past_timeout{size}`` (waiting longer
     than ``scheduleTimeoutSeconds``), sizes in power-of-two classes. The figures are the core's
-    (``scheduling.gpu_fragmentation``, ``scheduling.gang_wait``); every replica reports them, a standby
+    (``scheduling.gpu.fragmentation``, ``scheduling.gang.wait``); every replica reports them, a standby
     from its warm cache.
     """
 
@@ -166,7 +166,7 @@ class PlacementMetrics:
     """``phalanx_admission_decide_seconds``: the deciding part of a release pass (one snapshot, the core)."""
     admission_idle_gpus: Gauge
     """``phalanx_admission_idle_gpus{rule}``: GPUs free while groups wait gated after the last pass, by the
-    rule that keeps them waiting (``scheduling.admission_outcome.KeptRule`` values, and ``in_flight``)."""
+    rule that keeps them waiting (``scheduling.admission.outcome.KeptRule`` values, and ``in_flight``)."""
     webhook_trusted: Gauge
     """``phalanx_webhook_trusted{configuration,webhook}``: 1 while the API server can call the webhook (its
     caBundle verifies this replica's certificate), 0 while it cannot (``placement.webhook_watch``)."""

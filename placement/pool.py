@@ -14,8 +14,8 @@ from collections.abc import Sequence, Set
 from typing import Protocol
 
 from kubeio.errors import KubeError
+from scheduling.cluster.snapshot import ClusterSnapshot
 from scheduling.model import SCHEDULER_NAME, Pod
-from scheduling.snapshot import ClusterSnapshot
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ import logging
 
 from kubeio.convert import ConvertError, pod_from_api
 from kubeio.errors import KubeError
-from kubeio.gates import GateWriter
+from kubeio.gate_patches import GateWriter
 from kubeio.http import KubeHttp
 from kubeio.pins import PinWriter
 

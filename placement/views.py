@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import threading
 
-from scheduling.promises import PromiseBook
-from scheduling.queue_view import QueueView, view_of
-from scheduling.snapshot import ClusterSnapshot
+from scheduling.cluster.promises import PromiseBook
+from scheduling.cluster.snapshot import ClusterSnapshot
+from scheduling.queues.view import QueueView, view_of
 
 
 class SharedView:

@@ -14,10 +14,10 @@ Ignore``). ``docs/elastic-mpijobs.md`` has the measured difference (creation to 
 
 The same server answers the gate webhook on ``GATE_PATH`` (``GateAdmitter``): every pod of scheduler
 ``phalanx`` is created with the admission gate, released later by the leader's release pass
-(``placement.gates``). Two webhook configurations, two paths: the pin one selects workers by label, the
+(``placement.release_pass``). Two webhook configurations, two paths: the pin one selects workers by label, the
 gate one sees every pod, and a worker passes both. Both configurations say ``failurePolicy: Ignore``, so
 a review either webhook refuses lets the pod in as it is: the gate webhook gates every pod the API server
-can send, reading only what gating decides on (``kubeio.admission.read_gate_review``), the pin webhook
+can send, reading only what gating decides on (``kubeio.admission_review.read_gate_review``), the pin webhook
 allows a pod it cannot read, unpinned, and only a body that is no AdmissionReview of a pod gets 400.
 
 The server is ``kubeio.serving``'s front on its own event loop thread: the API server's requests are
@@ -34,10 +34,10 @@ import ssl
 from collections.abc import Callable, Mapping
 from typing import Protocol
 
-from kubeio.admission import PodAdmission, ReviewError, allow, read_gate_review, read_review
+from kubeio.admission_review import PodAdmission, ReviewError, allow, read_gate_review, read_review
 from kubeio.convert import ConvertError
 from kubeio.errors import KubeError
-from kubeio.gates import gate_ops, stamp_ops
+from kubeio.gate_patches import gate_ops, stamp_ops
 from kubeio.mpijobs import JOB_NAME_LABEL, ROLE_LABEL, MpiJob, mpijob_ref, parse_plan, workers_of
 from kubeio.pins import pin_toleration
 from kubeio.ports import EventSink

@@ -35,6 +35,12 @@ phalanx gives them to no pod (the kubelet's allocatable already counts them out)
 GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
 """Pod label naming the pod's PodGroup (scheduler-plugins convention, used by MPI Operator v2)."""
 
+QUEUE_LABEL = "phalanx.io/queue"
+"""Pod and PodGroup label naming the workload's (leaf) queue; absent means ``DEFAULT_QUEUE``."""
+
+DEFAULT_QUEUE = "default"
+"""The cluster-wide queue of workloads that name none; created implicitly with quota 0 and weight 1."""
+
 PIN_KEY = "phalanx.io/hostname"
 """Taint key on nodes of the managed pool (value: the node's name) and toleration key on a pod pinned to
 one of them: the placement manager pins an elastic job's worker to its planned node this way."""
@@ -45,7 +51,7 @@ GANG_PLAN_ANNOTATION = "phalanx.io/gang-plan"
 ADMISSION_GATE = "phalanx.io/admission"
 """Scheduling gate (``spec.schedulingGates``) the placement manager's webhook adds to every pod of
 scheduler ``phalanx`` at creation: kube-scheduler ignores the pod until the leader removes it, group by
-group, in the queues' fair order (``scheduling.admission_gates``)."""
+group, in the queues' fair order (``scheduling.admission.release``)."""
 
 GATE_STAMP = "phalanx.io/gate-webhook"
 """Annotation the gate webhook puts on every pod of scheduler ``phalanx`` it answers for as the pod is

@@ -1,7 +1,7 @@
 """What a planner decided, as data: the actions a driver applies, each with the reason it gives.
 
-A ``Statement`` (``scheduling.statement``) records actions as a planner tries them on a working copy of
-a snapshot and hands them out as one ``Plan`` when the planner commits. The driver applies the plan
+A ``Statement`` (``scheduling.cluster.statement``) records actions as a planner tries them on a working copy
+of a snapshot and hands them out as one ``Plan`` when the planner commits. The driver applies the plan
 (binds, deletes, patches) and writes each action's reason into an event; the simulator applies the
 same plan to its own state.
 """

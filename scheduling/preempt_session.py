@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from scheduling.cluster.snapshot import ClusterSnapshot
 from scheduling.model import Pod
-from scheduling.queue_view import group_key
 from scheduling.queues import (
     PREEMPTIBLE_LABEL,
     QUEUE_LABEL,
@@ -25,7 +25,7 @@ from scheduling.queues import (
     is_preemptible,
     preempt_within_queue,
 )
-from scheduling.snapshot import ClusterSnapshot
+from scheduling.queues.view import group_key
 
 Victims = Mapping[str, tuple[tuple[str, ...], int]]
 """Per candidate node: the victims' UIDs and kube-scheduler's count of PodDisruptionBudget violations."""

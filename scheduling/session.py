@@ -1,25 +1,25 @@
 """The scheduler's verbs as decisions of the core: each request goes down here once and comes back once.
 
-Every driver (the extender's HTTP verbs, a simulator, ``scheduling.replay``) asks these functions, with
-one snapshot and the promise book it read, and applies what comes back. Nothing here reads a clock, the
+Every driver (the extender's HTTP verbs, a simulator, ``scheduling.offline.replay``) asks these functions,
+with one snapshot and the promise book it read, and applies what comes back. Nothing here reads a clock, the
 API or a cache: time comes in as ``now``, everything else in the arguments.
 
 **filter**, composed in this order (the one place the order is written):
 
-1. *Node health* (``scheduling.node_health``): a candidate that is unknown, not Ready or cordoned is
+1. *Node health* (``scheduling.nodes.readiness``): a candidate that is unknown, not Ready or cordoned is
    turned down with its own reason for every pod, and the steps below see only the other candidates
    (so a gang's reservation on a node that died is planned again).
 2. *Lapsed promises* of a gang member's decision are dropped (a gang's reservation expires unless
    bind consumes it); the book that comes back is the one to keep.
-3. *Queue gate* (``scheduling.queue_gate``), unless the pod already holds its gang's reservation (the
-   gang was admitted when it was reserved): a group its queue may not start now is turned down on
-   every node with the queue's sentence, and a group let through is recorded as admitted.
-4. *Gang gate* (``scheduling.gang_filter``), for a member of a PodGroup: its reserved node; or the whole
+3. *Queue hold* (``scheduling.admission.queue_hold``), unless the pod already holds its gang's
+   reservation (the gang was admitted when it was reserved): a group its queue may not start now is
+   turned down on every node with the queue's sentence, and a group let through is recorded as admitted.
+4. *Gang gate* (``scheduling.gang.filter``), for a member of a PodGroup: its reserved node; or the whole
    gang planned and reserved, and its node; or every node turned down with what the gang waits for.
-5. *Fit* (``scheduling.gpu_fit``), for a pod on its own: the nodes with enough free GPUs, and a reason
+5. *Fit* (``scheduling.gpu.fit``), for a pod on its own: the nodes with enough free GPUs, and a reason
    for each other node.
 
-**prioritize** ranks the feasible nodes (``scheduling.node_ranking``). **bind** chooses the GPU indices
+**prioritize** ranks the feasible nodes (``scheduling.nodes.ranking``). **bind** chooses the GPU indices
 and promises them (``choose_for_bind``), and for a gang member says what its bind barrier waits for
 (``gang_bind_terms``). **preempt** is ``scheduling.preempt_session.narrow_victims``.
 """
@@ -30,18 +30,25 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from types import MappingProxyType
 
-from scheduling.gang_filter import decide_gang_member
-from scheduling.gang_planner import DEFAULT_LOCALITY_KEYS, GangPlan
-from scheduling.gpu_choice import NoGpusError, choose_gpus
-from scheduling.gpu_fit import FilterDecision, filter_nodes
+from scheduling.admission.queue_hold import (
+    AdmittedBook,
+    AdmittedGroup,
+    GateAnswer,
+    RoomMemo,
+    TriedBook,
+    queue_gate,
+)
+from scheduling.cluster.promises import Promise, PromiseBook
+from scheduling.cluster.snapshot import ClusterSnapshot
+from scheduling.gang.filter import decide_gang_member
+from scheduling.gang.planner import DEFAULT_LOCALITY_KEYS, GangPlan
+from scheduling.gpu.choice import NoGpusError, choose_gpus
+from scheduling.gpu.fit import FilterDecision, filter_nodes
 from scheduling.model import Pod, PodGroup
-from scheduling.node_health import split_candidates
-from scheduling.node_ranking import ScoreMemo, rank_nodes
-from scheduling.promises import Promise, PromiseBook
-from scheduling.queue_gate import AdmittedBook, AdmittedGroup, GateAnswer, RoomMemo, TriedBook, queue_gate
-from scheduling.queue_view import QueueView
+from scheduling.nodes.ranking import ScoreMemo, rank_nodes
+from scheduling.nodes.readiness import split_candidates
+from scheduling.queues.view import QueueView
 from scheduling.reasons import GroupVerdict, Rejection, Verdict
-from scheduling.snapshot import ClusterSnapshot
 from scheduling.topology import TopologyCache
 
 
@@ -210,7 +217,7 @@ def prioritize_pod(
     topologies: TopologyCache,
     memo: ScoreMemo,
 ) -> tuple[tuple[str, int], ...]:
-    """Integer 0..10 scores: GPU connectivity first, packing second (``scheduling.node_ranking``)."""
+    """Integer 0..10 scores: GPU connectivity first, packing second (``scheduling.nodes.ranking``)."""
     return rank_nodes(pod, candidates, snapshot, promises, topologies, memo)
 
 

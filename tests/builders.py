@@ -15,11 +15,11 @@ from extender.ledger import PromiseLedger
 from kubeio.binding import BindRefusedError, BindStatus
 from kubeio.errors import KubeError
 from kubeio.events import ObjectRef
+from scheduling.cluster.promises import Promise
+from scheduling.cluster.snapshot import ClusterSnapshot
+from scheduling.cluster.state import state_of
 from scheduling.model import ADMISSION_GATE, Node, Pod, PodGroup, Resources
-from scheduling.promises import Promise
 from scheduling.queues import QUEUE_LABEL, Queue
-from scheduling.snapshot import ClusterSnapshot
-from scheduling.state import state_of
 
 
 class NodeBuilder:

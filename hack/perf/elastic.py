@@ -13,9 +13,9 @@ import time
 from typing import Any
 
 from perf.common import Progress
+from scheduling.cluster.state import state_of
 from scheduling.elastic import ElasticJob, ElasticSettings, plan_elastic
 from scheduling.model import Node, Pod, Resources
-from scheduling.state import state_of
 from scheduling.topology import TopologyCache
 
 

@@ -15,7 +15,7 @@ from kubeio.events import ObjectRef
 from kubeio.node_pods import NodePod
 from nodeagent.node_metrics import NodeMetrics
 from nodeagent.truth_keeper import Recorder
-from scheduling.device_claims import Basis, Preference
+from scheduling.devices.claims import Basis, Preference
 
 
 class PluginOutcomes:

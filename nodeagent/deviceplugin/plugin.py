@@ -1,7 +1,7 @@
 """phalanx's device plugin for ``nvidia.com/gpu``: the kubelet takes exactly the GPUs phalanx chose.
 
 The kubelet calls ``GetPreferredAllocation`` for a container without saying which pod it admits; the
-answer comes from ``scheduling.device_claims``: the one pod on this node that can be in admission, or,
+answer comes from ``scheduling.devices.claims``: the one pod on this node that can be in admission, or,
 when several can, the one the kubelet's own PodResources lists as being admitted. ``Allocate`` answers
 what NVIDIA's plugin answers with its default ``envvar`` device-list strategy: the GPUs' UUIDs in
 ``NVIDIA_VISIBLE_DEVICES``, which the NVIDIA container runtime turns into the container's devices (CDI
@@ -25,7 +25,7 @@ import grpc
 from kubeio.kubeletapi import deviceplugin_v1beta1_pb2 as dp
 from kubeio.kubeletapi.services import HEALTHY, UNHEALTHY
 from nodeagent.gpu_devices import GpuDevices
-from scheduling.device_claims import AllocationAsk, Basis, DeviceClaim, Preference, prefer
+from scheduling.devices.claims import AllocationAsk, Basis, DeviceClaim, Preference, prefer
 
 VISIBLE_DEVICES_ENV = "NVIDIA_VISIBLE_DEVICES"
 """The variable NVIDIA's container runtime reads the container's GPUs from (UUIDs, comma-separated)."""

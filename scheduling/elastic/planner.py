@@ -26,16 +26,16 @@ from __future__ import annotations
 
 from collections.abc import Container, Mapping, Sequence
 
+from scheduling.cluster.promises import PromiseBook
+from scheduling.cluster.snapshot import ClusterSnapshot
+from scheduling.cluster.statement import Statement
+from scheduling.cluster.usage import FreeGpus
 from scheduling.elastic.job import ElasticJob, ElasticSettings
 from scheduling.elastic.layout import Layout, kept_running, plan_layout
 from scheduling.elastic.sizing import size_jobs
-from scheduling.gang_planner import DEFAULT_LOCALITY_KEYS
-from scheduling.gpu_choice import choose_gpus
-from scheduling.gpu_usage import FreeGpus
+from scheduling.gang.planner import DEFAULT_LOCALITY_KEYS
+from scheduling.gpu.choice import choose_gpus
 from scheduling.plan import Plan
-from scheduling.promises import PromiseBook
-from scheduling.snapshot import ClusterSnapshot
-from scheduling.statement import Statement
 from scheduling.topology import TopologyCache
 
 _NO_PROMISES = PromiseBook()

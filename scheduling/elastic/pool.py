@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from scheduling.cluster.snapshot import ClusterSnapshot
 from scheduling.elastic.job import ElasticJob
 from scheduling.elastic.planner import elastic_room
-from scheduling.queue_view import QueueView
-from scheduling.snapshot import ClusterSnapshot
+from scheduling.queues.view import QueueView
 
 
 def elastic_pool(snapshot: ClusterSnapshot, view: QueueView | None, jobs: Sequence[ElasticJob]) -> int:

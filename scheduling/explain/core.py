@@ -4,7 +4,7 @@ An explanation is a decision of the core like any other: from one snapshot, the 
 view and the time, and nothing else, so ``phalanx why`` says what the extender would say. It is made by
 the functions the extender's ``filter`` runs (``scheduling.session.filter_pod`` and what it composes),
 never by a second copy of their rules; what the filter does not see (the nodes kube-scheduler's own
-filters exclude first) comes from ``scheduling.node_constraints``.
+filters exclude first) comes from ``scheduling.nodes.constraints``.
 
 Order: a pod that is not phalanx's, is being deleted, finished or bound is said so at once (a bound pod
 with its node and GPU indices). A waiting one is explained on the snapshot without finished pods, as the
@@ -16,22 +16,22 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from scheduling.admission_flight import ReleasedBook
-from scheduling.admission_gates import release
+from scheduling.admission.flight import ReleasedBook
+from scheduling.admission.queue_hold import AHEAD_CHECKED, AdmittedBook, TriedBook
+from scheduling.admission.release import release
+from scheduling.cluster.promises import PromiseBook
+from scheduling.cluster.snapshot import ClusterSnapshot
 from scheduling.explain.model import Cause, Explanation, GangCount, NodeGroup, PlacedPod
 from scheduling.explain.nodes import candidates, group_nodes, turned_down_before_phalanx
 from scheduling.explain.queue_place import queue_place
 from scheduling.explain.target import Subject, Target, subject_of
 from scheduling.explain.waiting import Finding, fits_now, held_by_queue, short_of_room
-from scheduling.gang_filter import members_to_plan
+from scheduling.gang.filter import members_to_plan
 from scheduling.model import SCHEDULER_NAME, TERMINAL_PHASES, Pod
-from scheduling.offline_filter import live_snapshot
-from scheduling.promises import PromiseBook
-from scheduling.queue_gate import AHEAD_CHECKED, AdmittedBook, TriedBook
-from scheduling.queue_view import QueueView, group_key, view_of
+from scheduling.offline.pending_filter import live_snapshot
+from scheduling.queues.view import QueueView, group_key, view_of
 from scheduling.reasons import Rejection, Verdict
 from scheduling.session import FilterInput, FilterOutcome, SessionSettings, filter_pod
-from scheduling.snapshot import ClusterSnapshot
 from scheduling.topology import TopologyCache
 
 _NO_PROMISES = PromiseBook()
@@ -119,10 +119,10 @@ def _finding(
 def kube_scheduler_tries(snapshot: ClusterSnapshot, view: QueueView, key: str, now: float) -> TriedBook:
     """The groups ahead of ``key`` that kube-scheduler would send phalanx, as tried at ``now``.
 
-    The extender counts a group ahead only while kube-scheduler tries it (``scheduling.queue_gate``); a
-    group no node passes kube-scheduler's own filters for (a 16-GPU pod on 8-GPU nodes) is never sent,
-    so it holds no room. A driver outside the extender cannot see the tries; this is what they would be
-    with kube-scheduler keeping up with its queue.
+    The extender counts a group ahead only while kube-scheduler tries it
+    (``scheduling.admission.queue_hold``); a group no node passes kube-scheduler's own filters for (a 16-GPU
+    pod on 8-GPU nodes) is never sent, so it holds no room. A driver outside the extender cannot see the
+    tries; this is what they would be with kube-scheduler keeping up with its queue.
     """
     tried = TriedBook()
     for ahead in view.ahead_of(key, limit=AHEAD_CHECKED):

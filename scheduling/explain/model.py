@@ -174,7 +174,7 @@ class Explanation:
         bound: where it (or its gang's bound members) runs, by pod name.
         what_if: the plan it gets now (``fits_now``) or once the named running groups finish.
         admission: for a group still carrying the admission gate, what the placement manager's release
-            pass decides for it now (``scheduling.admission_gates``): kube-scheduler has not tried it.
+            pass decides for it now (``scheduling.admission.release``): kube-scheduler has not tried it.
     """
 
     kind: str

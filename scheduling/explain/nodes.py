@@ -1,13 +1,13 @@
 """Every node's answer for one pod, grouped: what kube-scheduler filters out, what phalanx turns down.
 
 A pod reaches phalanx's ``filter`` only with the nodes kube-scheduler's in-tree filters kept
-(``scheduling.node_constraints``), so a node's reason is the first of, in the order they run:
+(``scheduling.nodes.constraints``), so a node's reason is the first of, in the order they run:
 
-1. its health (``scheduling.node_health``: not Ready, cordoned), which both turn down;
+1. its health (``scheduling.nodes.readiness``: not Ready, cordoned), which both turn down;
 2. kube-scheduler's own filters: an untolerated taint, the node selector, required node affinity, too
    little free CPU, memory or GPUs by count (when no node passes them, kube-scheduler does not ask
    phalanx at all);
-3. phalanx's GPU fit (``scheduling.gpu_fit.filter_nodes``, the filter's own function) for the pod, or for
+3. phalanx's GPU fit (``scheduling.gpu.fit.filter_nodes``, the filter's own function) for the pod, or for
    a gang its largest waiting member: free GPUs by index, unreadable topology, reserved.
 
 Nodes with the same sentence form one group, so a user reads "5 nodes with too few free GPUs (3 free,
@@ -19,14 +19,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 
+from scheduling.cluster.promises import PromiseBook
+from scheduling.cluster.snapshot import ClusterSnapshot
 from scheduling.explain.model import NodeGroup
-from scheduling.gpu_fit import filter_nodes
+from scheduling.gpu.fit import filter_nodes
 from scheduling.model import Pod
-from scheduling.node_constraints import placement_rejection, room_rejection
-from scheduling.node_health import node_rejection
-from scheduling.promises import PromiseBook
+from scheduling.nodes.constraints import placement_rejection, room_rejection
+from scheduling.nodes.readiness import node_rejection
 from scheduling.reasons import Reason, Rejection
-from scheduling.snapshot import ClusterSnapshot
 
 FITS = "fits"
 """The kind of the group of nodes that have room for the pod now."""

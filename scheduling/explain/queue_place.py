@@ -3,18 +3,18 @@
 The fair order (``scheduling.queues.order_pending``) decides who goes next, so a user whose job waits
 wants to see how many groups are ahead of it, where its queue stands against its quota and fair share,
 and, when a queue rule holds it, that rule's sentence exactly as the filter gave it to kube-scheduler
-(``scheduling.queue_gate``'s answer, kept on the filter's outcome).
+(``scheduling.admission.queue_hold``'s answer, kept on the filter's outcome).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from scheduling.admission.queue_hold import GateAnswer
 from scheduling.explain.model import QueuePlace, ShareFigures
 from scheduling.model import Pod
-from scheduling.queue_gate import GateAnswer
-from scheduling.queue_view import QueueView, pending_group
 from scheduling.queues import DEFAULT_QUEUE, QUEUE_LABEL, QueueError, QueueState, Standing, standing
+from scheduling.queues.view import QueueView, pending_group
 from scheduling.resources import GPU, RESOURCE_NAMES, amount
 
 AHEAD_SHOWN = 5

@@ -2,7 +2,7 @@
 
 When capacity is what keeps a group waiting, a user wants to know what it waits for: which running
 groups must finish, and where it would then go. The answer is the gang planner's own
-(``scheduling.gang_planner.plan_gang``) on a ``Statement`` from which those groups' pods were evicted, so
+(``scheduling.gang.planner.plan_gang``) on a ``Statement`` from which those groups' pods were evicted, so
 it is the plan the filter would make at that moment, with nodes and GPU indices.
 
 Choice, deterministic: the fewest groups; among as few, the fewest GPUs freed; then by names. Running
@@ -18,13 +18,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import combinations
 
+from scheduling.cluster.promises import PromiseBook
+from scheduling.cluster.snapshot import ClusterSnapshot
+from scheduling.cluster.statement import Statement
 from scheduling.explain.model import PlacedPod, WhatIf
-from scheduling.gang_planner import DEFAULT_LOCALITY_KEYS, GangPlan, plan_gang
+from scheduling.gang.planner import DEFAULT_LOCALITY_KEYS, GangPlan, plan_gang
 from scheduling.model import Pod
-from scheduling.promises import PromiseBook
-from scheduling.queue_view import group_key
-from scheduling.snapshot import ClusterSnapshot
-from scheduling.statement import Statement
+from scheduling.queues.view import group_key
 from scheduling.topology import TopologyCache
 
 MOST_GROUPS = 3

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from scheduling.cluster.snapshot import ClusterSnapshot
 from scheduling.model import GROUP_LABEL, Pod, PodGroup
-from scheduling.snapshot import ClusterSnapshot
 
 GROUP_WORDS = frozenset({"podgroup", "podgroups", "pg"})
 POD_WORDS = frozenset({"pod", "pods", "po"})

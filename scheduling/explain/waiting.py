@@ -23,16 +23,16 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
+from scheduling.cluster.statement import Statement
 from scheduling.explain.model import Cause, NodeGroup, PlacedPod, WhatIf
 from scheduling.explain.nodes import PLACEMENT_KINDS, unconstrained, usable
 from scheduling.explain.room import planned, room_once_finished
-from scheduling.gpu_choice import choose_gpus
+from scheduling.gpu.choice import choose_gpus
 from scheduling.model import Pod
-from scheduling.node_ranking import rank_nodes
+from scheduling.nodes.ranking import rank_nodes
 from scheduling.queues import AdmissionRule
 from scheduling.reasons import Rejection
 from scheduling.session import FilterInput, FilterOutcome, SessionSettings, filter_pod
-from scheduling.statement import Statement
 from scheduling.topology import TopologyCache
 
 RULE_CAUSES = {

@@ -10,6 +10,10 @@
   just-enough victim set.
 - ``preemption``: kube-scheduler's victims narrowed to the preemptor's queue: a gang's surplus members
   alone, else gangs whole; ``surplus``: a gang's members above its ``minMember`` and its leader.
+- ``view``: the queues' view of the cluster at one moment (what each holds, deserves and waits for),
+  ``report`` one row per queue for the CLI; ``reclaim_pass`` one reclaim pass over the starved groups and
+  ``reclaim_fit`` its node-level check. These read the cluster's snapshot, so the package's own
+  ``__init__`` does not import them: import them by their module.
 
 Like the rest of ``scheduling``, nothing here reads a clock, the environment or a random source: ``now``,
 half-lives and usage are arguments.

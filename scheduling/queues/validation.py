@@ -6,7 +6,7 @@ down with it. So no rule here refuses the set as a whole: a queue that breaks a 
 every queue below it, each with a sentence saying why, and every other queue stays in force exactly as it
 would if the bad one were not there (``tests/scheduling/queues/test_validation.py`` checks that on random
 trees). Pods that name a queue set aside are in no queue: the extender turns them down with the queue's
-reason, and what they hold comes off every queue's capacity (``scheduling.queue_view``).
+reason, and what they hold comes off every queue's capacity (``scheduling.queues.view``).
 
 The rules, in the order they apply:
 
@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING
 from scheduling.resources import RESOURCE_NAMES, format_amount
 
 if TYPE_CHECKING:  # model.py builds its tree with this module; the names are only for the types here
-    from scheduling.queues.model import Queue
+    from scheduling.cluster.queue_specs import Queue
 
 MAX_QUEUE_DEPTH = 16
 """The most levels a queue tree may have (a top-level queue is on level 1): far more than any

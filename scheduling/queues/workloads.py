@@ -10,10 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from scheduling.model import QUEUE_LABEL as QUEUE_LABEL  # a pod's label: the model's, named here too
 from scheduling.model import Resources
-
-QUEUE_LABEL = "phalanx.io/queue"
-"""Pod and PodGroup label naming the workload's (leaf) queue; absent means ``DEFAULT_QUEUE``."""
 
 PREEMPTIBLE_LABEL = "phalanx.io/preemptible"
 """Pod and PodGroup label overriding the priority rule: ``"true"`` or ``"false"``."""

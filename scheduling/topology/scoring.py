@@ -31,6 +31,7 @@ from scheduling.topology.search import search
 MAX_NODE_SCORE = 10
 """kube-scheduler's ``MaxExtenderPriority``."""
 
+
 @dataclass(frozen=True, slots=True)
 class GpuSetChoice:
     """The GPUs chosen for a request and why.

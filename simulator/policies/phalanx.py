@@ -4,12 +4,13 @@ Each 60-s step lets the product's control loops run to completion on the simulat
 placement manager's order (``placement.__main__``), each through the same core function its entrypoint
 calls:
 
-1. **Reclaim** (``scheduling.reclaim_pass.reclaim_plans``): whole gangs of queues above their fair share
-   are evicted for a starved queue; the evicted job waits again, keeping its progress (a checkpoint, as
-   the loop assumes for every preemption), and pays the restart penalty when it runs again.
-2. **Admission rounds** (``scheduling.admission_gates.release``): the gated groups that can start now, in
+1. **Reclaim** (``scheduling.queues.reclaim_pass.reclaim_plans``): whole gangs of queues above their
+   fair share are evicted for a starved queue; the evicted job waits again, keeping its progress (a
+   checkpoint, as the loop assumes for every preemption), and pays the restart penalty when it runs
+   again.
+2. **Admission rounds** (``scheduling.admission.release.release``): the gated groups that can start now, in
    the queues' fair order; each released group's pods then go through kube-scheduler's cycle one at a
-   time (``scheduling.pod_cycle.schedule_pod``: filter, prioritize, bind through
+   time (``scheduling.offline.cycle.schedule_pod``: filter, prioritize, bind through
    ``scheduling.session``): the first member's filter plans and reserves the whole gang, the others
    take their reservation. A gang binds whole or not at all. Rounds repeat until one releases nothing
    (the product runs a round every few seconds; a step is 60 s).
@@ -28,7 +29,7 @@ from dataclasses import dataclass, field, replace
 
 from immutables import Map
 
-from scheduling.admission_gates import GateSettings
+from scheduling.admission.release import GateSettings
 from scheduling.model import Node
 from scheduling.queues import Queue
 from scheduling.topology import TopologyCache, TopologyDocument

@@ -23,16 +23,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from scheduling.cluster.promises import PromiseBook
+from scheduling.cluster.snapshot import ClusterSnapshot
 from scheduling.elastic import ElasticJob, ElasticSettings, plan_elastic
 from scheduling.elastic.pinning import choose_pins
 from scheduling.elastic.pool import elastic_pool, queue_deficits
-from scheduling.gpu_choice import NoGpusError
+from scheduling.gpu.choice import NoGpusError
 from scheduling.model import Pod, Resources
-from scheduling.promises import PromiseBook
-from scheduling.queue_view import view_of
 from scheduling.queues import QUEUE_LABEL
+from scheduling.queues.view import view_of
 from scheduling.session import SessionSettings, choose_for_bind
-from scheduling.snapshot import ClusterSnapshot
 from simulator.cluster import NAMESPACE, Worker, created_at, job_of
 from simulator.policies.world import World
 

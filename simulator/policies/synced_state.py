@@ -2,8 +2,8 @@
 
 The phalanx policy shows the core the simulated cluster as a snapshot several times per decision
 (reclaim, each admission round before and after its gates open, the elastic round). Building it from
-every pod each time (``scheduling.state.state_of``) recounted every node twice, which made the snapshot
-half of a decision's cost and grew with the cluster (1,000 nodes) rather than with what changed.
+every pod each time (``scheduling.cluster.state.state_of``) recounted every node twice, which made the
+snapshot half of a decision's cost and grew with the cluster (1,000 nodes) rather than with what changed.
 
 ``SyncedState`` holds one ``ClusterState`` per policy and cluster, and ``sync`` rewrites only the pods of
 the jobs whose entry (workers, queue, submission, minimum) differs from the one it holds, and forgets
@@ -16,10 +16,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
+from scheduling.cluster.snapshot import ClusterSnapshot
+from scheduling.cluster.state import state_of
 from scheduling.model import Node
 from scheduling.queues import Queue
-from scheduling.snapshot import ClusterSnapshot
-from scheduling.state import state_of
 from simulator.cluster import NAMESPACE, Worker, job_group, job_pods
 
 

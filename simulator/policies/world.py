@@ -13,18 +13,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
-from scheduling.admission_gates import GateSettings, ReleasedBook, release
+from scheduling.admission.queue_hold import AdmittedBook, RoomMemo
+from scheduling.admission.release import GateSettings, ReleasedBook, release
+from scheduling.cluster.promises import PromiseBook
+from scheduling.cluster.snapshot import ClusterSnapshot
+from scheduling.cluster.state import state_of
 from scheduling.model import Node, Pod
-from scheduling.node_ranking import ScoreMemo
-from scheduling.pod_cycle import CycleContext, active_queue_order, schedule_pod
-from scheduling.promises import PromiseBook
-from scheduling.queue_gate import AdmittedBook, RoomMemo
-from scheduling.queue_view import view_of
+from scheduling.nodes.ranking import ScoreMemo
+from scheduling.offline.cycle import CycleContext, active_queue_order, schedule_pod
 from scheduling.queues import Queue, ReclaimOutcome
-from scheduling.reclaim_pass import reclaim_plans
+from scheduling.queues.reclaim_pass import reclaim_plans
+from scheduling.queues.view import view_of
 from scheduling.session import SessionSettings
-from scheduling.snapshot import ClusterSnapshot
-from scheduling.state import state_of
 from scheduling.topology import TopologyCache
 from simulator.cluster import NAMESPACE, JobShape, Worker, job_group, job_of, job_pods
 from simulator.loop import JobView

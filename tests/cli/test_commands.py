@@ -12,7 +12,7 @@ from cli.app import main
 from kubeio.cluster_cache import PODGROUPS_PATH
 from kubeio.cluster_read import NODES_PATH, PODS_PATH
 from kubeio.http import JsonObject
-from kubeio.queues import QUEUES_PATH
+from kubeio.queue_objects import QUEUES_PATH
 from tests.kubeio.fake_api import FakeApi
 from tests.kubeio.test_cluster_read import raw_group, raw_node, raw_pod
 

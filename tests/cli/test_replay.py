@@ -10,13 +10,13 @@ import orjson
 import pytest
 
 from cli.app import main
+from scheduling.admission.queue_hold import AdmittedBook
+from scheduling.cluster.promises import PromiseBook
+from scheduling.cluster.snapshot import ClusterSnapshot
 from scheduling.model import Node
-from scheduling.promises import PromiseBook
-from scheduling.queue_gate import AdmittedBook
-from scheduling.replay import save_filter
+from scheduling.offline.replay import save_filter
+from scheduling.offline.snapshot_file import save_snapshot
 from scheduling.session import FilterInput, SessionSettings, filter_pod
-from scheduling.snapshot import ClusterSnapshot
-from scheduling.snapshot_file import save_snapshot
 from scheduling.topology import TopologyCache
 from tests.builders import a_gang, a_node, a_pod, snapshot_of
 from tests.scheduling.queues.builders import gpu_queue

@@ -13,12 +13,12 @@ from cli.render import render
 from cli.settings import Output
 from kubeio.event_read import EventInfo
 from kubeio.render import queue_status
-from scheduling.gang_report import GangReport
+from scheduling.cluster.promises import PromiseBook
+from scheduling.cluster.snapshot import ClusterSnapshot
+from scheduling.gang.table import GangRow
 from scheduling.model import Node
-from scheduling.promises import PromiseBook
-from scheduling.queue_view import view_of
 from scheduling.queues import Queue, ResourceQuota
-from scheduling.snapshot import ClusterSnapshot
+from scheduling.queues.view import view_of
 from scheduling.topology import TopologyCache
 from tests.builders import a_gang, a_node, a_pod, snapshot_of
 from tests.scheduling.queues.builders import gpu_queue
@@ -103,7 +103,7 @@ def event(kind: str, name: str, reason: str, at: str, type_: str = "Warning") ->
     return EventInfo("ml", kind, name, "", type_, reason, f"{reason} of {name} at {at}", 1, at, "x")
 
 
-WAITING = GangReport("ml", "big", "b", "Pending", 2, 0, 2, 30.0, 60)
+WAITING = GangRow("ml", "big", "b", "Pending", 2, 0, 2, 30.0, 60)
 
 
 def test_the_reason_is_the_newest_gang_or_member_event_and_the_podgroups_wins_a_tie() -> None:

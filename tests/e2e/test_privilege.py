@@ -95,7 +95,7 @@ NEEDS: dict[str, list[Ask]] = {
         # kubeio/podgroups.py set_status, delete_pod (stale gang eviction, reclaim, elastic moves)
         Ask("patch", "podgroups", "scheduling.x-k8s.io", "status", namespace=ANY_NS, name="g"),
         Ask("delete", "pods", namespace=ANY_NS, name="p"),
-        # kubeio/queues.py QueueWriter.set_status
+        # kubeio/queue_objects.py QueueWriter.set_status
         Ask("patch", "queues", "scheduling.phalanx.io", "status", name="q"),
         # kubeio/mpijobs.py: list all MPIJobs, get one, patch it (replicas, plan); list a job's workers
         Ask("list", "mpijobs", "kubeflow.org"),

@@ -12,7 +12,7 @@ import orjson
 from localbed import Testbed
 from workload import create_pod, create_podgroup, events_for, member, podgroup, wait_for
 
-from scheduling.replay import replay_filter
+from scheduling.offline.replay import replay_filter
 from scheduling.topology import TopologyCache
 from tests.conftest import REPO
 

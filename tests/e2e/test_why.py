@@ -206,7 +206,7 @@ def test_a_group_ahead_in_the_fair_order_keeps_its_room_and_is_named(
     Ungated (``ungated``): this is the extender's hold for a group ahead that kube-scheduler is trying.
     With gates on, ``first`` would be kept gated, not tried, and ``p`` released: the release pass holds
     room for a group ahead only once it has waited ``--gate-starve-after-seconds`` (5 minutes), a rule
-    of the core's (tests/scheduling/test_admission_gates.py).
+    of the core's (tests/scheduling/admission/test_release.py).
     """
     create_pod(testbed.http, namespace, elsewhere("x1", 1, (0, 1, 2, 3, 4, 5, 6, 7)))  # in no queue
     create_pod(testbed.http, namespace, elsewhere("x2", 2, (0, 1, 2, 3)))

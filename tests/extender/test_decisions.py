@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from extender.decisions import DecisionLog
+from scheduling.admission.queue_hold import AdmittedBook
+from scheduling.cluster.promises import PromiseBook
 from scheduling.model import Pod
-from scheduling.promises import PromiseBook
-from scheduling.queue_gate import AdmittedBook
 from scheduling.session import FilterInput, FilterOutcome, SessionSettings, filter_pod
 from scheduling.topology import TopologyCache
 from tests.builders import a_node, a_pod, snapshot_of

@@ -11,9 +11,9 @@ from extender.gang_bind import GangBind, GangBinder, GangSettings, GangTeller
 from extender.metrics import GangMetrics
 from kubeio.binding import BindStatus
 from kubeio.errors import KubeError
-from scheduling.gang_record import PlannedMember, decode_plan
+from scheduling.cluster.promises import Promise
+from scheduling.gang.record import PlannedMember, decode_plan
 from scheduling.model import Pod
-from scheduling.promises import Promise
 from tests.builders import (
     FakeBinder,
     FakeCluster,

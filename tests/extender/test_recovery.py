@@ -6,8 +6,8 @@ from extender.barrier import BarrierBoard
 from extender.gang_bind import GangTeller
 from extender.recovery import GangRecovery
 from kubeio.errors import UnavailableError
-from scheduling.gang_record import PlannedMember, encode_plan
-from scheduling.promises import Promise
+from scheduling.cluster.promises import Promise
+from scheduling.gang.record import PlannedMember, encode_plan
 from tests.builders import (
     FakeBinder,
     FakeCluster,

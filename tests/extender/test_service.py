@@ -13,9 +13,9 @@ from extender.service import Extender, UnknownNodeError
 from extender.view_keeper import ViewKeeper
 from kubeio.binding import BindRefusedError
 from kubeio.errors import UnavailableError
-from scheduling.promises import Promise
+from scheduling.cluster.promises import Promise
+from scheduling.cluster.snapshot import ClusterSnapshot
 from scheduling.queues import Queue
-from scheduling.snapshot import ClusterSnapshot
 from tests.builders import (
     FakeBinder,
     FakeCluster,
@@ -228,7 +228,6 @@ def test_the_tried_book_stays_bounded_by_the_groups_being_tried() -> None:
         keeper.tried_now(f"ml/g{i}", float(i))
     assert len(keeper.tried.at) < 1_100
     assert keeper.tried.fresh("ml/g4999", 4_999.0, 1.0)
-
 
 
 def test_a_gang_that_can_never_be_reserved_wakes_a_member_told_it_waited_for_members() -> None:

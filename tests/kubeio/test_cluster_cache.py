@@ -8,9 +8,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kubeio.cluster_cache import ClusterCache
+from scheduling.cluster.promises import Promise, PromiseBook
+from scheduling.cluster.snapshot import total_room
 from scheduling.model import Pod, Resources
-from scheduling.promises import Promise, PromiseBook
-from scheduling.snapshot import total_room
 
 
 def raw_node(name: str, gpus: int = 8) -> dict[str, Any]:

@@ -8,10 +8,10 @@ from kubeio.cluster_cache import PODGROUPS_PATH, ClusterCache
 from kubeio.cluster_read import NODES_PATH, PODS_PATH, read_cluster
 from kubeio.errors import NotFoundError
 from kubeio.http import JsonObject
-from kubeio.queues import QUEUES_PATH
+from kubeio.queue_objects import QUEUES_PATH
 from kubeio.reflector import Collection, list_collection
-from scheduling.promises import PromiseBook
-from scheduling.queue_view import view_of
+from scheduling.cluster.promises import PromiseBook
+from scheduling.queues.view import view_of
 from scheduling.topology import uniform
 from tests.kubeio.fake_api import FakeApi
 

@@ -15,7 +15,7 @@ import pytest
 from kubeio.kubeletapi.services import DevicePluginClient, device_plugin_handler, unix_channel, unix_target
 from nodeagent.deviceplugin.plugin import GpuDevicePlugin
 from nodeagent.gpu_devices import GpuDevice, GpuDevices
-from scheduling.device_claims import AllocationAsk, DeviceClaim, Preference
+from scheduling.devices.claims import AllocationAsk, DeviceClaim, Preference
 
 
 def wait_for(what: str, probe: Callable[[], object], timeout: float = 10.0) -> None:

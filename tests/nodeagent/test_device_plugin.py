@@ -6,7 +6,7 @@ import grpc
 import pytest
 
 from kubeio.kubeletapi import deviceplugin_v1beta1_pb2 as dp
-from scheduling.device_claims import Basis, DeviceClaim
+from scheduling.devices.claims import Basis, DeviceClaim
 from tests.nodeagent.plugin_fixtures import Served, served, uuid
 
 __all__ = ["served"]

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from kubeio.kubeletapi import deviceplugin_v1beta1_pb2 as dp
 from kubeio.kubeletapi.services import DEVICE_PLUGIN
-from scheduling.device_claims import DeviceClaim
+from scheduling.devices.claims import DeviceClaim
 from tests.nodeagent.plugin_fixtures import Served, served, uuid
 
 __all__ = ["served"]

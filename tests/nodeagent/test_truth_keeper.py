@@ -18,7 +18,7 @@ from nodeagent.kubelet_view import KubeletView, view_of
 from nodeagent.node_metrics import NodeMetrics
 from nodeagent.node_side import claims_of
 from nodeagent.truth_keeper import TruthKeeper
-from scheduling.device_truth import Kind
+from scheduling.devices.truth import Kind
 from tests.nodeagent.plugin_fixtures import uuid
 
 DEVICES = GpuDevices([GpuDevice(i, uuid(i)) for i in range(8)])

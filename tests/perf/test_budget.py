@@ -54,7 +54,7 @@ RAW = "\n".join(
         "filter_ (extender/routes.py:74);decode (extender/wire.py:60) 4",
         "thread (1): ThreadPoolExecutor-0_3;handle (extender/worker.py:50);"
         "filter_ (extender/routes.py:74);filter (extender/service.py:120);"
-        "filter_nodes (scheduling/gpu_fit.py:60) 10",
+        "filter_nodes (scheduling/gpu/fit.py:60) 10",
         "thread (1): ThreadPoolExecutor-0_3;handle (extender/worker.py:50);"
         "prioritize (extender/routes.py:90);pod_from_api (kubeio/convert.py:10);"
         "parse (scheduling/quantity.py:5) 2",

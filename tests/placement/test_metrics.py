@@ -8,9 +8,9 @@ from prometheus_client import CollectorRegistry
 
 from kubeio.render import queue_status
 from placement.metrics import PlacementMetrics
-from scheduling.promises import PromiseBook
-from scheduling.queue_view import QueueView, build_queue_view
+from scheduling.cluster.promises import PromiseBook
 from scheduling.queues import Queue, ResourceQuota
+from scheduling.queues.view import QueueView, build_queue_view
 from tests.builders import a_gang, a_node, a_pod, snapshot_of
 
 QUEUES = [

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from placement.views import SharedView
+from scheduling.cluster.state import state_of
 from scheduling.queues import Queue, ResourceQuota
-from scheduling.state import state_of
 from tests.builders import a_gang, a_node, a_pod
 
 QUEUES = [Queue("team-a", gpu=ResourceQuota(4, 1))]

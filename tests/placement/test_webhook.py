@@ -30,8 +30,8 @@ from scheduling.elastic.pinning import choose_pins
 from scheduling.model import Pod, Resources
 from tests.builders import FakeEvents
 from tests.conftest import REPO
-from tests.kubeio.test_admission import WORKER, review
-from tests.placement.test_elastic import worker
+from tests.kubeio.test_admission_review import WORKER, review
+from tests.placement.test_elastic_pass import worker
 
 
 @dataclass
@@ -207,7 +207,7 @@ def test_any_pod_the_api_server_can_send_is_gated_and_allowed_by_the_pin_webhook
 @pytest.mark.parametrize(
     ("body", "reason"),
     [
-        (b"{\"a\":" * 100_000 + b"null" + b"}" * 100_000, b"nested too deeply"),
+        (b'{"a":' * 100_000 + b"null" + b"}" * 100_000, b"nested too deeply"),
         (b"{not json", b"not an AdmissionReview"),
         (review([1, 2]), b"not an AdmissionReview"),
         (b'{"apiVersion": "admission.k8s.io/v1"}', b"with a request"),

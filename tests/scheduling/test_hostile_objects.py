@@ -16,16 +16,16 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scheduling.admission_flight import ReleasedBook, seconds
-from scheduling.admission_gates import GateSettings, release
+from scheduling.admission.flight import ReleasedBook, seconds
+from scheduling.admission.queue_hold import AdmittedBook
+from scheduling.admission.release import GateSettings, release
+from scheduling.cluster.promises import PromiseBook
+from scheduling.cluster.snapshot import ClusterSnapshot
 from scheduling.model import MAX_NODE_GPUS, Node, Pod, Resources
-from scheduling.promises import PromiseBook
-from scheduling.queue_gate import AdmittedBook
-from scheduling.queue_view import view_of
 from scheduling.queues import PendingGroup, Queue, QueueShare, ResourceQuota
+from scheduling.queues.view import view_of
 from scheduling.reasons import Reason
 from scheduling.session import FilterInput, SessionSettings, filter_pod
-from scheduling.snapshot import ClusterSnapshot
 from scheduling.topology import TopologyCache
 from tests.builders import a_node, a_pod, snapshot_of
 
@@ -151,6 +151,7 @@ def test_a_queue_set_aside_changes_no_decision_about_anything_else(
         without.filter.pop(key)
         _, _, verdict, _ = with_bad.filter.pop(key)
         assert verdict is not None and "the queue is set aside until that is fixed" in verdict.message
+
     # The release pass releases them for the extender to turn down, as it releases pods of a queue that
     # does not exist; what it decides for every other group is the same.
     def others(decided: list[tuple[str, Any]]) -> list[tuple[str, Any]]:

@@ -7,13 +7,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from scheduling.gpu_fit import filter_nodes
+from scheduling.admission.queue_hold import AdmittedBook
+from scheduling.cluster.promises import Promise, PromiseBook
+from scheduling.gpu.fit import filter_nodes
 from scheduling.model import Pod, PodGroup, Resources
 from scheduling.preempt_session import narrow_victims
-from scheduling.promises import Promise, PromiseBook
-from scheduling.queue_gate import AdmittedBook
-from scheduling.queue_view import view_of
 from scheduling.queues import AdmissionRule, QueueTree
+from scheduling.queues.view import view_of
 from scheduling.reasons import Code, GroupVerdict, Reason, Rejection, Verdict
 from scheduling.session import (
     FilterInput,

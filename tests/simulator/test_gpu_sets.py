@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from scheduling.gpu_choice import choose_gpus
-from scheduling.gpu_usage import FreeGpus
+from scheduling.cluster.usage import FreeGpus
+from scheduling.gpu.choice import choose_gpus
 from scheduling.topology import NodeTopology, TopologyCache
 from simulator.cluster_spec import read_cluster
 from simulator.gpu_sets import GpuSetError, nvlink_verdict, place_gpus

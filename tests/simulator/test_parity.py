@@ -1,7 +1,7 @@
 """Parity: one cluster, asked of the extender's filter/prioritize and of the simulator's phalanx policy.
 
 The extender (``extender.service.Extender``, what its HTTP routes call) reserves a gang at its first
-member's filter; the simulator's policy places the same gang through ``scheduling.pod_cycle``. Both must
+member's filter; the simulator's policy places the same gang through ``scheduling.offline.cycle``. Both must
 give every member the same node and GPU indices, and kube-scheduler's choice from the extender's scores
 (``pick_node``) must be the node the simulator bound the first member to.
 """
@@ -15,7 +15,7 @@ from immutables import Map
 
 from extender.gang_bind import GangBinder
 from extender.service import Extender
-from scheduling.pod_cycle import active_queue_order, pick_node
+from scheduling.offline.cycle import active_queue_order, pick_node
 from simulator.cluster import Worker, job_group, job_of, job_pods, make_nodes
 from simulator.loop import ClusterView, JobView
 from simulator.policies.phalanx import Phalanx, PhalanxState

@@ -7,9 +7,9 @@ from dataclasses import replace
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from scheduling.cluster.snapshot import ClusterSnapshot
+from scheduling.cluster.state import state_of
 from scheduling.queues import Queue, ResourceQuota
-from scheduling.snapshot import ClusterSnapshot
-from scheduling.state import state_of
 from simulator.cluster import Worker, job_group, job_pods, make_nodes
 from simulator.policies.synced_state import JobEntry, SyncedState
 from tests.builders import snapshot_content

@@ -15,8 +15,19 @@ def test_speed_counts_gpus_and_charges_each_extra_node() -> None:
     assert speed({"n1": 8, "n2": 0}) == 8.0, "a node holding only a GPU-less pod is not spanned"
 
 
-@pytest.mark.parametrize(("text", "work"), [("100", 100.0), ("2.5", 2.5), ("0", None), ("-1", None),
-                                            ("nan", None), ("inf", None), ("lots", None), (None, None)])
+@pytest.mark.parametrize(
+    ("text", "work"),
+    [
+        ("100", 100.0),
+        ("2.5", 2.5),
+        ("0", None),
+        ("-1", None),
+        ("nan", None),
+        ("inf", None),
+        ("lots", None),
+        (None, None),
+    ],
+)
 def test_parse_work(text: str | None, work: float | None) -> None:
     assert parse_work(text) == work
 

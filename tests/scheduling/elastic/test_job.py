@@ -18,9 +18,7 @@ from scheduling.elastic import MAX_ELASTIC_WORKERS, JobError, WorkerRange, check
         pytest.param(
             3, "²", "must be a whole number of at most 9 digits, got '²'", id="a digit int() refuses"
         ),
-        pytest.param(
-            3, "9" * 5000, f"got '{'9' * 31}... (5002 characters)", id="5,000 digits"
-        ),
+        pytest.param(3, "9" * 5000, f"got '{'9' * 31}... (5002 characters)", id="5,000 digits"),
         pytest.param(3, "", "must be a whole number of at most 9 digits, got ''", id="empty"),
         pytest.param(3, "\uff11\uff12", "must be a whole number of at most 9 digits", id="full-width digits"),
         pytest.param(None, "4", "needs schedulingPolicy.minAvailable of at least 2", id="no minimum"),

@@ -14,11 +14,11 @@ from dataclasses import replace
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from scheduling.cluster.promises import PromiseBook
 from scheduling.model import Pod
-from scheduling.promises import PromiseBook
-from scheduling.queue_view import QueueView, build_queue_view
 from scheduling.queues import DEFAULT_QUEUE, Queue, QueueTree, ResourceQuota
 from scheduling.queues.validation import MAX_QUEUE_DEPTH
+from scheduling.queues.view import QueueView, build_queue_view
 from tests.builders import a_node, a_pod
 
 NODES = [a_node(f"n{i}").build() for i in range(4)]  # 32 GPUs
@@ -41,9 +41,7 @@ def valid_trees(draw: st.DrawFn) -> list[Queue]:
         limit = draw(st.one_of(st.none(), st.integers(quota, quota + 8)))
         weight = draw(st.integers(0, 3))
         created = f"2026-01-01T00:00:{i:02d}Z"
-        queues.append(
-            Queue(f"q{i}", parent_name, gpu=ResourceQuota(quota, weight, limit), created=created)
-        )
+        queues.append(Queue(f"q{i}", parent_name, gpu=ResourceQuota(quota, weight, limit), created=created))
     return queues
 
 

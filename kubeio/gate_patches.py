@@ -1,0 +1,124 @@
+"""The admission gate on the wire: added to a pod as it is created, removed when its group is released.
+
+Pods of scheduler ``phalanx`` are created with the scheduling gate ``phalanx.io/admission``
+(``scheduling.model.ADMISSION_GATE``), so kube-scheduler leaves them out of its queue until the
+placement manager removes it (``scheduling.admission.release`` decides when; docs/design/admission-gates.md
+says why). Both edits are JSON patches (RFC 6902):
+
+- at creation, the mutating webhook's answer appends the gate (``gate_ops``);
+- at release, a patch of the pod removes only that gate, by index, after two ``test`` operations: the
+  pod's UID (a pod deleted and re-created under the same name is not released by mistake) and the gate
+  at that index. If anything changed since the cache saw the pod (another gate removed, the gate already
+  gone), the API server refuses the whole patch (422) and nothing is half-applied; the next pass, on
+  fresher facts, patches again. Removing a gate that is gone is therefore never an error to retry
+  blindly, and a pass that crashed between two pods' patches simply does the rest next time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from kubeio.admission_review import GateAdmission
+from kubeio.errors import KubeError, NotFoundError
+from kubeio.http import KubeHttp
+from kubeio.pins import JSON_PATCH
+from scheduling.model import ADMISSION_GATE, GATE_STAMP, SCHEDULER_NAME, Pod
+
+JsonPatch = list[dict[str, Any]]
+"""A JSON patch: its operations, in order."""
+
+
+def gate_ops(review: GateAdmission) -> JsonPatch:
+    """The operations adding the admission gate to the pod ``review`` creates, or none.
+
+    Only a CREATE of a pod of scheduler ``phalanx`` is gated. A pod that names its node already
+    (``spec.nodeName``) bypasses every scheduler, and the API server refuses scheduling gates on it; a
+    pod that already has the gate (a client that adds it itself) is left as it is.
+    """
+    if (
+        review.operation != "CREATE"
+        or review.scheduler_name != SCHEDULER_NAME
+        or review.node_name
+        or ADMISSION_GATE in (review.gates or ())
+    ):
+        return []
+    gate = {"name": ADMISSION_GATE}
+    if review.gates is None:
+        return [{"op": "add", "path": "/spec/schedulingGates", "value": [gate]}]
+    return [{"op": "add", "path": "/spec/schedulingGates/-", "value": gate}]
+
+
+def stamp_ops(review: GateAdmission) -> JsonPatch:
+    """The operation stamping a pod of scheduler ``phalanx`` being created: ``phalanx.io/gate-webhook``.
+
+    The gate webhook stamps every such pod it answers for, gated or not (a pod naming its node is not),
+    because the release pass removes gates: only the stamp tells a released pod from one created
+    around the webhook (``placement.gate_bypass``).
+
+    >>> stamp_ops(GateAdmission("u", "CREATE", "phalanx", "", None))
+    [{'op': 'add', 'path': '/metadata/annotations', 'value': {'phalanx.io/gate-webhook': 'answered'}}]
+    """
+    if review.operation != "CREATE" or review.scheduler_name != SCHEDULER_NAME:
+        return []
+    if review.has_annotations:
+        key = GATE_STAMP.replace("~", "~0").replace("/", "~1")
+        return [{"op": "add", "path": f"/metadata/annotations/{key}", "value": "answered"}]
+    return [{"op": "add", "path": "/metadata/annotations", "value": {GATE_STAMP: "answered"}}]
+
+
+def ungate_patch(uid: str, gates: Sequence[str]) -> JsonPatch | None:
+    """The patch removing the admission gate from the pod with ``uid`` whose gates are ``gates``.
+
+    Args:
+        uid: the pod's UID as the cache knows it; the patch fails on any other pod of that name.
+        gates: the names of the pod's ``spec.schedulingGates``, in order, as the cache last saw them
+            (``kubeio.convert.scheduling_gates``); other gates stay, in their order.
+
+    Returns:
+        The patch, or ``None`` when the pod has no admission gate (nothing to do).
+
+    >>> ungate_patch("u1", ["example.com/quota", "phalanx.io/admission"])[1:]
+    [{'op': 'test', 'path': '/spec/schedulingGates/1', 'value': {'name': 'phalanx.io/admission'}}, \
+{'op': 'remove', 'path': '/spec/schedulingGates/1'}]
+    """
+    if ADMISSION_GATE not in gates:
+        return None
+    path = f"/spec/schedulingGates/{list(gates).index(ADMISSION_GATE)}"
+    return [
+        {"op": "test", "path": "/metadata/uid", "value": uid},
+        {"op": "test", "path": path, "value": {"name": ADMISSION_GATE}},
+        {"op": "remove", "path": path},
+    ]
+
+
+class GateWriter:
+    """Removes the admission gate from pods, through the API server (one guarded JSON patch each)."""
+
+    def __init__(self, http: KubeHttp, *, timeout: float = 10.0) -> None:
+        self._http = http
+        self._timeout = timeout
+
+    def ungate(self, pod: Pod) -> bool:
+        """Remove the admission gate from ``pod`` as the cache saw it; ``False`` if it was not removed.
+
+        ``False`` means the pod is gone, or changed since the cache saw it (422 from a failed ``test``:
+        another gate removed, the gate already gone, the pod re-created): the next pass decides again on
+        fresher facts. A pod without the gate is nothing to do (``True``).
+
+        Raises:
+            KubeError: the API server failed otherwise (unreachable, forbidden); the next pass retries.
+        """
+        patch = ungate_patch(pod.uid, pod.gates)
+        if patch is None:
+            return True
+        path = f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}"
+        try:
+            self._http.request("PATCH", path, body=patch, content_type=JSON_PATCH, timeout=self._timeout)
+        except NotFoundError:
+            return False
+        except KubeError as exc:
+            if exc.status == 422:
+                return False
+            raise
+        return True

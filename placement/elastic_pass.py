@@ -1,0 +1,285 @@
+"""Elastic MPI pass: keep the pool's pin taints, size and move elastic MPIJobs, pin their waiting workers.
+
+Every decision is the core's (``scheduling.elastic.plan_elastic``); this pass reads, asks and applies:
+
+1. **Pool taints.** Nodes labelled ``phalanx.io/elastic-pool=true`` carry the taint
+   ``phalanx.io/hostname=<node>:NoSchedule``; a node that loses the label loses the taint. Pods that are
+   not pinned workers keep off pool nodes unless they tolerate ``phalanx.io/hostname`` (``Exists``),
+   which waiting phalanx pods that are no managed workers get (``placement.pool``).
+2. **Declarations.** An MPIJob with the annotation ``phalanx.io/max-workers`` is elastic; one whose
+   declaration cannot be honoured (an annotation that is no whole number, workers that ask for no GPU,
+   a minimum the cluster cannot hold, a job phalanx cannot read) gets a Warning event saying why (once
+   per job and reason) and is left alone, and every other job is planned as if it were not there. A
+   maximum above what the cluster could ever hold, or above ``MAX_ELASTIC_WORKERS``, is capped, with a
+   ``MaxWorkersCapped`` event.
+3. **Plan** from the snapshot: the pool is the free GPUs plus what elastic workers hold, less what other
+   waiting groups need; queue deficits from the queue view.
+4. **Apply**: show the plan on the MPIJob (annotation ``phalanx.io/elastic-plan``) first, so that the
+   admission webhook (``placement.webhook``) pins the workers the next steps make the operator create;
+   resize (patch ``Worker.replicas``), move (delete the worker; its operator re-creates it), then pin
+   every waiting worker still unpinned to a node its job's layout has room for
+   (``scheduling.elastic.pinning``), and delete each waiting worker pinned by an older plan where the
+   current one has no place for it (a pin cannot be taken off; its operator re-creates it, pinned anew).
+   Each action gets an event on the MPIJob with the plan's reason.
+
+Crash safety: nothing is remembered that the API server does not hold. Sizes are set, not added;
+pins live in the pods' tolerations and a repeated pin writes nothing; a moved worker's replacement is
+a waiting worker, pinned by the webhook or the next pass from the layout recomputed then; the time of a
+job's last move is written on the MPIJob (``phalanx.io/elastic-moved-at``, wall clock) before the worker
+is deleted, so the cooldown holds across a restart.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from kubeio.errors import KubeError
+from kubeio.mpijobs import MpiJob, elastic_job, mpijob_ref, render_plan
+from kubeio.ports import ClusterSource, EventSink, PodDeleter
+from kubeio.render import pod_ref
+from placement.pool import Pinner, keep_taints, open_pool
+from scheduling.cluster.snapshot import ClusterSnapshot
+from scheduling.elastic import ElasticJob, ElasticSettings, JobError, Layout, plan_elastic
+from scheduling.elastic.pinning import choose_pins, stale_pins
+from scheduling.elastic.pool import elastic_pool, queue_deficits
+from scheduling.model import Pod
+from scheduling.plan import Plan
+from scheduling.queues import QueueError
+from scheduling.queues.view import QueueView
+from scheduling.topology import TopologyCache
+
+log = logging.getLogger(__name__)
+
+
+class MpiJobSource(Protocol):
+    """Lists MPIJobs and resizes them (``kubeio.mpijobs.MpiJobWriter``)."""
+
+    def list(self) -> list[MpiJob]:
+        """Every MPIJob."""
+
+    def set_workers(self, namespace: str, name: str, replicas: int) -> None:
+        """Set ``Worker.replicas``."""
+
+    def set_plan(self, namespace: str, name: str, plan: str) -> None:
+        """Show the plan on the MPIJob."""
+
+    def set_moved_at(self, namespace: str, name: str, when: float) -> None:
+        """Record when a worker of the MPIJob is moved."""
+
+
+@dataclass(frozen=True, slots=True)
+class ElasticReport:
+    """What one pass did."""
+
+    tainted: tuple[str, ...] = ()
+    opened: tuple[str, ...] = ()
+    resized: tuple[str, ...] = ()
+    moved: tuple[str, ...] = ()
+    pinned: tuple[str, ...] = ()
+    repinned: tuple[str, ...] = ()
+    refused: tuple[str, ...] = ()
+    grown: int = 0
+    waiting: int = 0
+
+
+class ElasticPass:
+    """One elastic pass at a time (see the module docstring)."""
+
+    def __init__(
+        self,
+        source: ClusterSource,
+        jobs: MpiJobSource,
+        pins: Pinner,
+        deleter: PodDeleter,
+        events: EventSink,
+        *,
+        clock: Callable[[], float],
+        topologies: TopologyCache,
+        view: Callable[[], QueueView | None] = lambda: None,
+        settings: ElasticSettings | None = None,
+    ) -> None:
+        self._source = source
+        self._jobs = jobs
+        self._pins = pins
+        self._deleter = deleter
+        self._events = events
+        self._clock = clock
+        self._topologies = topologies
+        self._view = view
+        self._settings = settings or ElasticSettings()
+        self._last_moved: dict[str, float] = {}
+        self.above_minimum: frozenset[str] = frozenset()
+        """Elastic jobs (their PodGroups' keys) that held more than their minimum at the last pass."""
+        self._told: set[tuple[str, str]] = set()
+
+    def run(self) -> ElasticReport:
+        """Run one pass."""
+        snapshot = self._source.snapshot()
+        tainted = keep_taints(self._pins, snapshot)
+        view = self._view()
+        try:
+            declared = {job.key: job for job in self._jobs.list() if job.elastic}
+        except KubeError as exc:  # e.g. the MPIJob CRD's storage still initialising: next pass
+            log.info("MPIJobs not listed (%s); the elastic pass waits for the next round", exc)
+            return ElasticReport(tainted)
+        pods = snapshot.all_pods() if declared or any(n.pin_taint for n in snapshot.nodes.values()) else []
+        jobs, refused = self._elastic(declared.values(), snapshot, pods, view)
+        opened = open_pool(self._pins, snapshot, pods, {p.uid for job in jobs for p in job.workers})
+        self.above_minimum = frozenset(job.key for job in jobs if job.size > job.min_workers)
+        if not jobs:
+            return ElasticReport(tainted, opened, refused=refused)
+        plan, layout = plan_elastic(
+            jobs,
+            snapshot,
+            pool_gpus=elastic_pool(snapshot, view, jobs),
+            deficits=queue_deficits(view),
+            now=self._clock(),
+            last_moved=_last_moved(declared.values(), self._last_moved),
+            settings=self._settings,
+            topologies=self._topologies,
+        )
+        self._show_plans(declared, layout, plan)  # first: the webhook pins the pods the actions create
+        resized: list[str] = []
+        grown = 0
+        for resize in plan.resizes:
+            job = declared[resize.job]
+            # Each action's event is written before the action (``EventRecorder.record_now``): a crash
+            # right after the action then cannot lose it; one before it leaves the action to the next pass.
+            self._events.record_now(mpijob_ref(job), "Normal", "Resized", resize.reason)
+            try:
+                self._jobs.set_workers(job.namespace, job.name, resize.after)
+            except KubeError as exc:
+                log.warning("%s: resize failed (%s); next pass tries again", job.key, exc)
+                continue
+            resized.append(job.key)
+            grown += resize.after > resize.before
+        moved: list[str] = []
+        job_of = {p.uid: job.key for job in jobs for p in job.workers}
+        for move in plan.migrations:
+            job_key = job_of[move.uid]
+            namespace, _, name = move.pod.partition("/")
+            job = declared[job_key]
+            try:  # first: a restart between the two still knows the cooldown started
+                self._jobs.set_moved_at(job.namespace, job.name, self._clock())
+            except KubeError as exc:
+                log.info("%s: move not recorded (%s); not moving this pass", job_key, exc)
+                continue
+            self._events.record_now(mpijob_ref(job), "Normal", "Moved", move.reason)
+            if self._deleter.delete_pod(namespace, name, move.uid):
+                self._last_moved[job_key] = self._clock()
+                moved.append(move.pod)
+        pinned = self._pin_waiting(jobs, layout)
+        repinned = self._repin_stale(jobs, layout, declared)
+        waiting = sum(1 for job in jobs for p in job.workers if p.node_name is None and not p.terminating)
+        return ElasticReport(
+            tainted, opened, tuple(resized), tuple(moved), tuple(pinned), repinned, refused, grown, waiting
+        )
+
+    def _show_plans(self, declared: dict[str, MpiJob], layout: Layout, plan: Plan) -> None:
+        """Write each job's target (workers and nodes) on it, when it changed."""
+        sizes = {r.job: r.after for r in plan.resizes}
+        for key, nodes in layout.targets.items():
+            job = declared[key]
+            text = render_plan(sizes.get(key, job.replicas), dict(nodes))
+            if text == job.plan:
+                continue
+            try:
+                self._jobs.set_plan(job.namespace, job.name, text)
+            except KubeError as exc:
+                log.info("%s: plan not shown (%s); next pass tries again", key, exc)
+
+    def _elastic(
+        self,
+        declared: Iterable[MpiJob],
+        snapshot: ClusterSnapshot,
+        pods: Sequence[Pod],
+        view: QueueView | None,
+    ) -> tuple[list[ElasticJob], tuple[str, ...]]:
+        gpus = sum(n.gpu_total for n in snapshot.nodes.values() if n.takes_pods)
+        jobs, refused = [], []
+        for job in declared:  # each job on its own: one that cannot be sized never stops the others
+            try:
+                if job.problem is not None:
+                    msg = f"MPIJob {job.key}: phalanx cannot read it: {job.problem}"
+                    raise JobError(msg)
+                elastic = elastic_job(job, pods, _queue_of(job, view), gpus)
+            except (JobError, QueueError) as exc:
+                refused.append(job.key)
+                self._tell(job, "Warning", "InvalidElasticJob", str(exc))
+                continue
+            except Exception as exc:  # a fault in one job's content stays with that job
+                log.exception("%s: refused, it could not be read", job.key)
+                refused.append(job.key)
+                self._tell(
+                    job, "Warning", "InvalidElasticJob", f"MPIJob {job.key}: phalanx cannot read it: {exc}"
+                )
+                continue
+            if elastic.capped is not None:
+                self._tell(job, "Normal", "MaxWorkersCapped", elastic.capped)
+            jobs.append(elastic)
+        return jobs, tuple(refused)
+
+    def _tell(self, job: MpiJob, kind: str, reason: str, message: str) -> None:
+        """An event on the job, once per job and message (a pass runs every two seconds)."""
+        if (job.uid, message) not in self._told:
+            self._told.add((job.uid, message))
+            self._events.record(mpijob_ref(job), kind, reason, message)
+
+    def _pin_waiting(self, jobs: Sequence[ElasticJob], layout: Layout) -> list[str]:
+        """Pin each waiting worker where ``scheduling.elastic.pinning.choose_pins`` puts it."""
+        pinned = []
+        for job in jobs:
+            for pod, node in choose_pins(layout.targets.get(job.key, {}), job.workers):
+                try:
+                    if not self._pins.pin_pod(pod.namespace, pod.name, pod.uid, node):
+                        continue
+                except KubeError as exc:
+                    log.info("%s: pin to %s not written (%s); next pass tries again", pod.key, node, exc)
+                    continue
+                pinned.append(pod.key)
+                self._events.record(
+                    pod_ref(pod),
+                    "Normal",
+                    "Pinned",
+                    f"pinned to {node}: the layout of {job.key} puts a worker there",
+                )
+        return pinned
+
+    def _repin_stale(
+        self, jobs: Sequence[ElasticJob], layout: Layout, declared: dict[str, MpiJob]
+    ) -> tuple[str, ...]:
+        """Delete each waiting worker pinned where the plan has no place for it now; it comes back pinned.
+
+        Its operator re-creates it at once, and the webhook (or the next pass) pins the new pod by the
+        current plan (``scheduling.elastic.pinning.stale_pins``). Nothing runs in it, so nothing is lost.
+        """
+        repinned = []
+        for job in jobs:
+            for pod, node in stale_pins(layout.targets.get(job.key, {}), job.workers):
+                old = ", ".join(sorted(pod.pinned))
+                self._events.record_now(
+                    mpijob_ref(declared[job.key]),
+                    "Normal",
+                    "Repinned",
+                    f"deleted waiting {pod.name}, pinned to {old} where the plan of {job.key} has no place "
+                    f"for it now; its operator re-creates it, to be pinned to {node}",
+                )
+                if not self._deleter.delete_pod(pod.namespace, pod.name, pod.uid):
+                    continue
+                repinned.append(pod.key)
+        return tuple(repinned)
+
+
+def _last_moved(jobs: Iterable[MpiJob], remembered: dict[str, float]) -> dict[str, float]:
+    """When each job was last moved: what this process did, else what the MPIJob says (after a restart)."""
+    recorded = {job.key: job.moved_at for job in jobs if job.moved_at is not None}
+    return {**recorded, **remembered}
+
+
+def _queue_of(job: MpiJob, view: QueueView | None) -> str:
+    if view is None:
+        return job.queue or "default"
+    return view.tree.workload_queue(job.queue)

@@ -1,0 +1,132 @@
+"""Queue reconcile pass: write every queue's status, and reclaim for queues below their fair share.
+
+Reclaim gives a starved queue its fair share back by evicting whole preemptible gangs of queues above
+theirs (``scheduling.queues.plan_reclaims``: the fewest that make room, checked on the real nodes with
+the gang planner before anything is evicted, never a gang younger than its queue's minimum runtime). It
+waits while pods it evicted are still terminating, so one need never evicts twice, and each pass keeps
+the victims' queues at or above their own fair share (no ping-pong).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from kubeio.ports import ClusterSource, EventSink, PodDeleter, QueueSink
+from kubeio.render import pod_ref, queue_status
+from placement.views import SharedView
+from scheduling.model import TERMINAL_PHASES, Pod
+from scheduling.queues import Eviction, ReclaimOutcome
+from scheduling.queues.reclaim_fit import group_pods
+from scheduling.queues.reclaim_pass import reclaim_plans
+from scheduling.queues.view import QueueView
+from scheduling.topology import TopologyCache
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class QueueReport:
+    """What one pass did: queues whose status was written, gangs evicted, and the reclaim messages."""
+
+    statuses: tuple[str, ...] = ()
+    evicted: tuple[str, ...] = ()
+    messages: tuple[str, ...] = ()
+
+
+class QueuePass:
+    """Queue status and reclaim, one pass at a time."""
+
+    def __init__(
+        self,
+        source: ClusterSource,
+        sink: QueueSink,
+        deleter: PodDeleter,
+        events: EventSink,
+        *,
+        clock: Callable[[], float],
+        topologies: TopologyCache,
+        on_evict: Callable[[Eviction], None] = lambda _eviction: None,
+        shrinking: Callable[[], frozenset[str]] = frozenset,
+        views: SharedView | None = None,
+    ) -> None:
+        """Create the pass.
+
+        ``shrinking`` names the groups that give room back by shrinking rather than by eviction:
+        elastic MPIJobs above their minimum (the elastic pass shrinks them for waiting groups). Reclaim
+        leaves them out, so their surplus goes first and a whole elastic job is evicted only at its
+        minimum (issue 11). ``views`` is the view shared with the release pass (one build per cluster
+        version for both).
+        """
+        self._source = source
+        self._sink = sink
+        self._deleter = deleter
+        self._events = events
+        self._clock = clock
+        self._topologies = topologies
+        self._on_evict = on_evict
+        self._shrinking = shrinking
+        self._views = views or SharedView()
+        self._written: dict[str, dict[str, Any]] = {}
+        self._terminating: set[str] = set()
+        self.view: QueueView | None = None
+
+    def run(self) -> QueueReport:
+        """Build the view, write changed statuses, and reclaim if a queue is starved."""
+        snapshot = self._source.snapshot()
+        view = self.view = self._views.of(snapshot)
+        statuses = self._write_statuses(view)
+        self._terminating = {u for u in self._terminating if _live(snapshot.pod_by_uid(u))}
+        if self._terminating:
+            return QueueReport(statuses)
+        plans = reclaim_plans(
+            snapshot, view, self._topologies, now=self._clock(), shrinking=self._shrinking()
+        )
+        evicted: list[str] = []
+        messages: list[str] = []
+        for plan in plans:
+            if plan.outcome is not ReclaimOutcome.EVICT:
+                continue
+            messages.append(plan.message)
+            for eviction in plan.evictions:
+                self._evict(eviction, group_pods(snapshot, eviction.gang))
+                evicted.append(eviction.gang)
+        return QueueReport(statuses, tuple(evicted), tuple(messages))
+
+    def _write_statuses(self, view: QueueView) -> tuple[str, ...]:
+        written = []
+        names = view.tree.queues.keys() | view.tree.rejected.keys()
+        self._written = {n: status for n, status in self._written.items() if n in names}  # deleted: forgotten
+        for name in sorted(names):
+            status = queue_status(view, name)
+            if self._written.get(name) == status:
+                continue
+            try:
+                self._sink.set_status(name, status)
+            except Exception as exc:  # the implicit default queue has no object to write to
+                log.debug("queue %s: status not written: %s", name, exc)
+                continue
+            self._written[name] = status
+            written.append(name)
+        return tuple(written)
+
+    def _evict(self, eviction: Eviction, members: Sequence[Pod]) -> None:
+        log.warning("reclaim: evicting %s: %s", eviction.gang, eviction.reason)
+        for pod in members:
+            if pod.node_name is None:
+                continue
+            self._events.record_now(  # before the deletion, so that a crash cannot separate them
+                pod_ref(pod),
+                "Warning",
+                "Reclaimed",
+                f"evicted whole with {eviction.gang}: {eviction.reason}",
+            )
+            if self._deleter.delete_pod(pod.namespace, pod.name, pod.uid):
+                self._terminating.add(pod.uid)
+        self._on_evict(eviction)
+
+
+def _live(pod: Pod | None) -> bool:
+    return pod is not None and pod.phase not in TERMINAL_PHASES

@@ -1,0 +1,7 @@
+"""Admission: whether a group may start now by its queue's rules, and when a gated group is released.
+
+Two moments, one concept. At ``filter`` the queue hold (``queue_hold``) turns a pod down while its group
+may not start yet; for pods created gated (the admission gate, ``phalanx.io/admission``) the release pass
+(``release``, with ``flight``, ``reserve``, ``preemption`` and ``outcome``) decides which groups leave the
+gate and enter kube-scheduler's queue.
+"""

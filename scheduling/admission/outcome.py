@@ -1,0 +1,108 @@
+"""What one admission pass decides: its limits, the groups it releases and those it keeps gated.
+
+``scheduling.admission.release.release`` returns a ``ReleaseDecision``; the placement manager ungates the
+released groups in that order and records each kept group's sentence on its pods' events.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from scheduling.admission.flight import ReleasedBook
+
+
+@dataclass(frozen=True, slots=True)
+class GateSettings:
+    """How much ``release`` lets into kube-scheduler's queue at once.
+
+    Attributes:
+        max_unbound_gpus: GPUs released but not yet bound, at most: kube-scheduler's queue stays short.
+        max_unbound_pods: pods released but not yet bound, at most (CPU-only pods count here).
+        release_ttl: seconds a released group counts as in flight if it is not bound by then (it waits in
+            kube-scheduler for what the core does not model, such as inter-pod affinity).
+        starve_after: seconds a skipped group waits before it keeps its GPUs from those behind it.
+        unknown_group_grace: seconds a gang member waits for its PodGroup before it is released anyway
+            (an operator creates both; the cache may see the pod first).
+    """
+
+    max_unbound_gpus: int = 128
+    max_unbound_pods: int = 256
+    release_ttl: float = 60.0
+    starve_after: float = 300.0
+    unknown_group_grace: float = 10.0
+
+
+DEFAULT_GATE_SETTINGS = GateSettings()
+
+
+@dataclass(frozen=True, slots=True)
+class Released:
+    """A group to ungate now: the keys of its gated pods, sorted, and why it goes."""
+
+    group: str
+    pods: tuple[str, ...]
+    reason: str
+
+
+class KeptRule(enum.Enum):
+    """The rule that keeps a group gated; the value labels the idle-GPU metric."""
+
+    UNKNOWN = "unknown"
+    """Its PodGroup does not exist yet (within the grace)."""
+    MEMBERS = "members"
+    """A gang with fewer pods than ``minMember``."""
+    QUEUE = "queue"
+    """Its queue's rules (limit, non-preemptible within quota)."""
+    BUDGET = "in_flight_budget"
+    """kube-scheduler's queue is full enough (``max_unbound_gpus``, ``max_unbound_pods``)."""
+    ROOM = "room"
+    """Fewer GPUs free in all than it needs."""
+    NODE = "node"
+    """Enough in all, but no node (or set of nodes) takes it: fragmentation, shape, constraints."""
+    STARVING = "kept_for_starving"
+    """Room it would take is kept for a group that has waited longer than ``starve_after``."""
+    NEVER = "never_fits"
+    """It cannot be placed even on the cluster's schedulable nodes emptied."""
+    VIEW = "view"
+    """The queue view does not list it yet."""
+
+
+@dataclass(frozen=True, slots=True)
+class Kept:
+    """A group that stays gated, with the sentence why (for its pods' events and ``phalanx why``).
+
+    Attributes:
+        group: the group's key.
+        reason: the sentence.
+        rule: the rule that keeps it.
+        gpus: the GPUs its waiting pods need (to say which rule idle GPUs wait on).
+    """
+
+    group: str
+    reason: str
+    rule: KeptRule = KeptRule.ROOM
+    gpus: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ReleaseDecision:
+    """The outcome of one pass.
+
+    Attributes:
+        released: groups to ungate, in the order decided (unknown ones first, then the fair order).
+        kept: groups that stay gated, in the same order; groups the view does not list yet come last,
+            by key.
+        in_flight: the book to keep for the next pass: groups released and not bound yet, with when
+            (this pass's at ``now``; the caller drops one whose patch failed, ``ReleasedBook.without``).
+        idle: GPUs free while groups wait gated, by the rule that keeps them waiting (``KeptRule``
+            values, and ``in_flight`` for GPUs held for groups released and not bound yet); see
+            ``scheduling.admission.release`` for how they are attributed.
+    """
+
+    released: tuple[Released, ...]
+    kept: tuple[Kept, ...]
+    in_flight: ReleasedBook = field(default_factory=ReleasedBook)
+    idle: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))

@@ -1,0 +1,164 @@
+"""A working copy of one snapshot's room, on which planners try their "what if" (KAI's Statement).
+
+Planners never edit a snapshot: they open a ``Statement`` on it, ``assign``, ``evict``, ``move`` and
+``resize`` on the working copy, take a ``checkpoint`` before a tentative step and ``rollback`` to it
+when the step fails, and ``commit`` the actions they keep as one ``Plan``
+(``scheduling.plan``). The gang planner places a gang on it, reclaim checks on it whether a waiting
+gang fits once its victims are gone, and the elastic planner will resize and move workers on it: one
+accounting of room, written once.
+
+Room per node follows ``scheduling.resources``' one rule: a node that is gone, cordoned or not ready
+has none; GPU indices are free when no live pod and no promise holds them, less the GPUs of pods
+without an index annotation; CPU and memory are what is left after live pods and promises, and
+constrain only when the node declares them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import replace
+
+from scheduling.cluster.promises import PromiseBook
+from scheduling.cluster.room import NodeRoom
+from scheduling.cluster.snapshot import ClusterSnapshot
+from scheduling.model import Pod
+from scheduling.plan import Action, Assignment, Eviction, Migration, Plan, Resize
+from scheduling.resources import minus, node_left, plus
+
+_NO_BOOK = PromiseBook()
+
+
+class Statement:
+    """Tentative actions on a working copy of ``snapshot`` after ``promises``."""
+
+    def __init__(self, snapshot: ClusterSnapshot, promises: PromiseBook = _NO_BOOK) -> None:
+        self.snapshot = snapshot
+        self.promises = promises
+        self._rooms: dict[str, NodeRoom | None] = {}
+        self._actions: list[Action] = []
+        self._undo: list[tuple[str, NodeRoom | None]] = []
+
+    # -- reading -----------------------------------------------------------------------------------
+
+    def room(self, name: str) -> NodeRoom | None:
+        """What ``name`` has left now, or ``None`` for a node that is gone, cordoned or not ready."""
+        try:
+            return self._rooms[name]
+        except KeyError:
+            room = self._rooms[name] = self._initial(name)
+            return room
+
+    def rooms(self, names: Iterable[str]) -> dict[str, NodeRoom]:
+        """The rooms of ``names`` that exist, by name, sorted."""
+        found = {}
+        for name in sorted(set(names)):
+            room = self.room(name)
+            if room is not None:
+                found[name] = room
+        return found
+
+    def _initial(self, name: str) -> NodeRoom | None:
+        snapshot, promises = self.snapshot, self.promises
+        if snapshot.open_rooms is not None and name not in promises.requested_by_node:
+            return snapshot.open_rooms.get(name)  # nothing promised here: the state keeps this room
+        node = snapshot.nodes.get(name)
+        free = snapshot.free_on(name, promises)
+        if node is None or free is None or not node.takes_pods:
+            return None
+        usage = snapshot.usage_of(name)
+        left = node_left(node, usage.requested, promises.requested_on(name))
+        return NodeRoom(node, free.indices, usage.unindexed, left)
+
+    # -- acting ------------------------------------------------------------------------------------
+
+    def assign(self, pod: Pod, node: str, gpus: tuple[int, ...], reason: str = "") -> None:
+        """Put ``pod`` on ``node`` with ``gpus``.
+
+        Raises:
+            ValueError: the node has no room, or not these GPUs.
+        """
+        self._take(pod, node, gpus)
+        self._actions.append(Assignment(pod.key, pod.uid, node, gpus, reason))
+
+    def evict(self, pod: Pod, reason: str = "") -> None:
+        """Take ``pod`` off its node: what it held is free in the working copy."""
+        node = pod.node_name or ""
+        self._give_back(pod)
+        self._actions.append(Eviction(pod.key, pod.uid, node, reason))
+
+    def move(self, pod: Pod, target: str, gpus: tuple[int, ...], reason: str = "") -> None:
+        """Move running ``pod`` to ``target`` with ``gpus``.
+
+        Raises:
+            ValueError: the target has no room for it, or not these GPUs.
+        """
+        mark = self.checkpoint()
+        self._give_back(pod)
+        try:
+            self._take(pod, target, gpus)
+        except ValueError:
+            self.rollback(mark)
+            raise
+        self._actions.append(Migration(pod.key, pod.uid, pod.node_name or "", target, gpus, reason))
+
+    def resize(self, job: str, before: int, after: int, reason: str = "") -> None:
+        """Record that elastic ``job`` goes from ``before`` to ``after`` workers (its pods follow)."""
+        self._actions.append(Resize(job, before, after, reason))
+
+    # -- checkpoints -------------------------------------------------------------------------------
+
+    def checkpoint(self) -> tuple[int, int]:
+        """A mark to roll back to."""
+        return len(self._actions), len(self._undo)
+
+    def rollback(self, mark: tuple[int, int]) -> None:
+        """Undo every action since ``mark``."""
+        actions, undo = mark
+        while len(self._undo) > undo:
+            name, before = self._undo.pop()
+            self._rooms[name] = before
+        del self._actions[actions:]
+
+    def commit(self) -> Plan:
+        """The actions kept, as one plan."""
+        return Plan(tuple(self._actions))
+
+    # -- room arithmetic ---------------------------------------------------------------------------
+
+    def _set(self, name: str, room: NodeRoom | None) -> None:
+        self._undo.append((name, self.room(name)))
+        self._rooms[name] = room
+
+    def _take(self, pod: Pod, name: str, gpus: tuple[int, ...]) -> None:
+        room = self.room(name)
+        if room is None or not room.fits(pod) or not room.free.issuperset(gpus):
+            msg = f"{pod.key} does not fit node {name} with GPUs {list(gpus)} in this plan"
+            raise ValueError(msg)
+        self._set(name, replace(room, free=room.free.difference(gpus), left=minus(room.left, pod.requests)))
+
+    def _give_back(self, pod: Pod) -> None:
+        name = pod.node_name
+        room = None if name is None else self.room(name)
+        if name is None or room is None or not pod.holds_resources or pod.key in room.gone:
+            return
+        gone = room.gone | {pod.key}
+        need, indices = pod.requests, pod.gpu_indices
+        free, unindexed = room.free, room.unindexed
+        if need.gpus and (indices is None or len(indices) != need.gpus):
+            unindexed = max(0, unindexed - need.gpus)
+        elif need.gpus and indices is not None:
+            holders = self.snapshot.usage_of(name).holders
+            promised = self.promises.on_node(name)
+            free = free | {
+                i for i in indices if i not in promised and all(k in gone for k in holders.get(i, ()))
+            }
+        self._set(
+            name,
+            replace(
+                room,
+                free=free,
+                unindexed=unindexed,
+                left=plus(room.left, need),
+                gone=gone,
+            ),
+        )

@@ -1,0 +1,263 @@
+"""The queues' view of the cluster: what each queue holds, deserves and waits for, at one moment.
+
+Built from the same cluster facts as every other decision (nodes, live pods, promises) and the Queue
+objects; the extender reads it to admit or hold a group at ``filter``, the placement manager to reclaim
+and to write queue status. Building it walks every pod, so callers refresh it off the hot path.
+
+Groups are PodGroups (all their members) or pods on their own. A pod belongs to the queue its label
+``phalanx.io/queue`` names, else the default queue. Pods of other schedulers are not in any queue: they
+take capacity away from all queues.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+
+from scheduling.cluster.promises import PromiseBook
+from scheduling.cluster.snapshot import ClusterSnapshot
+from scheduling.model import SCHEDULER_NAME, Node, Pod, Resources
+from scheduling.queues import (
+    PREEMPTIBLE_LABEL,
+    QUEUE_LABEL,
+    FairShares,
+    PendingGroup,
+    Queue,
+    QueueError,
+    QueueState,
+    QueueTree,
+    RunningGang,
+    fair_shares,
+    is_preemptible,
+    order_pending,
+    queue_states,
+)
+from scheduling.resources import ZERO, minus, plus, total
+
+
+@dataclass(frozen=True, slots=True)
+class QueueView:
+    """Queues at one moment.
+
+    Attributes:
+        tree: the queues in force, and those set aside with their reasons (``tree.rejected``).
+        problems: one sentence per queue set aside (empty when every queue is in force).
+        capacity: what queues divide: ready nodes' allocatable minus what other schedulers' pods hold.
+        free: capacity not held by queue workloads nor promised.
+        shares: deserved quota and fair share per queue.
+        states: per queue, shares and allocation, parents linked.
+        pending: pending groups in the order they get their turn.
+        running: groups holding resources now.
+        misplaced: pods whose label names a queue that cannot hold workloads (none such, set aside, or a
+            parent queue), with the reason; what they hold comes off the capacity.
+        counted: UIDs of the pods counted in the queues' allocations.
+        positions: each pending group's index in ``pending``.
+        source: the snapshot and promises the view was built from (``view_of``), so that a decision that
+            read this view can be saved and replayed with exactly the view it read.
+    """
+
+    tree: QueueTree
+    problems: tuple[str, ...]
+    capacity: Resources
+    free: Resources
+    shares: FairShares
+    states: Mapping[str, QueueState]
+    pending: tuple[PendingGroup, ...]
+    running: tuple[RunningGang, ...]
+    misplaced: Mapping[str, str]
+    counted: frozenset[str] = frozenset()
+    positions: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
+    source: tuple[ClusterSnapshot, PromiseBook] | None = field(default=None, compare=False)
+
+    def state_of(self, group: PendingGroup) -> QueueState:
+        """The state of ``group``'s queue."""
+        return self.states[group.queue]
+
+    def ahead_of(
+        self,
+        key: str,
+        free: Resources | None = None,
+        *,
+        limit: int = 64,
+        keep: Callable[[PendingGroup], bool] | None = None,
+    ) -> tuple[PendingGroup, ...]:
+        """The first ``limit`` pending groups before ``key`` that could start now (each fits ``free``).
+
+        ``keep``, when given, further selects the groups that count (the gate's: those competing now).
+
+        ``free`` defaults to the view's free room; a caller with fresher numbers passes them. A group not
+        in the view (created since it was built) queues behind every group the view has, until the next
+        build gives it its place: it must not jump the line for the second or so the view lags. The scan
+        stops early: the head of the line is what goes next, and a filter call must not walk 50,000
+        pending groups.
+        """
+        position = self.positions.get(key, len(self.pending))
+        room = self.free if free is None else free
+        ahead: list[PendingGroup] = []
+        for group in self.pending[:position]:
+            if _within(group.requests, room) and (keep is None or keep(group)):
+                ahead.append(group)
+                if len(ahead) >= limit:
+                    break
+        return tuple(ahead)
+
+
+def pending_of(view: QueueView, name: str) -> Resources:
+    """What the pending groups of queue ``name`` and of every queue below it request, summed.
+
+    Groups wait in leaves only, so a parent queue's pending is the sum of its leaves'. The Queue
+    status and the placement manager's metrics both report this one figure.
+    """
+    return total(g.requests for g in view.pending if name in view.tree.path(g.queue))
+
+
+def _within(a: Resources, b: Resources) -> bool:
+    return a.milli_cpu <= b.milli_cpu and a.memory <= b.memory and a.gpus <= b.gpus
+
+
+def group_key(pod: Pod) -> str:
+    """The key a pod is admitted, placed and evicted under: its PodGroup's, else its own."""
+    return pod.group_key or pod.key
+
+
+def pending_group(pod: Pod, members: Iterable[Pod], tree: QueueTree) -> PendingGroup:
+    """The pending group ``pod`` belongs to (all unbound members of its gang, or the pod alone).
+
+    Raises:
+        QueueError: the pod's queue label names a queue that does not exist or is not a leaf.
+    """
+    queue = tree.workload_queue(pod.labels.get(QUEUE_LABEL))
+    waiting = [m for m in members if m.node_name is None and not m.terminating] or [pod]
+    one = waiting[0] if len(waiting) == 1 else None  # a pod on its own: its own figures, no sums
+    return PendingGroup(
+        key=group_key(pod),
+        queue=queue,
+        requests=one.requests if one else total(m.requests for m in waiting),
+        priority=pod.priority,
+        created=one.created if one else min(m.created for m in waiting),
+        preemptible=is_preemptible(pod.priority, pod.labels.get(PREEMPTIBLE_LABEL)),
+    )
+
+
+def view_of(snapshot: ClusterSnapshot, promises: PromiseBook) -> QueueView:
+    """The view of ``snapshot`` after ``promises``.
+
+    Finished pods (a placement manager's snapshot keeps them) hold nothing and wait for nothing. Only the
+    pods the queue rules walk are walked (``ClusterSnapshot.queue_pod_list``); every other live pod is
+    in one sum (``held_elsewhere``), so the cost follows phalanx's live pods, not every pod kept.
+    """
+    view = build_queue_view(
+        snapshot.queue_list(),
+        snapshot.nodes.values(),
+        snapshot.queue_pod_list(),
+        promises,
+        elsewhere=snapshot.held_elsewhere(),
+    )
+    return replace(view, source=(snapshot, promises))
+
+
+def build_queue_view(
+    queues: Sequence[Queue],
+    nodes: Iterable[Node],
+    pods: Iterable[Pod],
+    promises: PromiseBook,
+    *,
+    elsewhere: Resources = ZERO,
+) -> QueueView:
+    """Build the view from every node and live pod (see the module docstring for the rules).
+
+    ``elsewhere`` is what live pods left out of ``pods`` hold (pods of other schedulers: it only comes
+    off the capacity). A pod in no queue (its queue is set aside or does not exist) is like them: what it
+    holds comes off the capacity, so that every other queue's shares are what they would be without the
+    queue it names.
+    """
+    tree = QueueTree.build(queues)
+    capacity = minus(total(n.allocatable for n in nodes if n.takes_pods), elsewhere)
+    # Sums kept as [milli_cpu, memory, gpus] while walking every pod (a Resources per pod added would
+    # be one object per pod); the same totals, in the same order of queues, as Resources afterwards.
+    held: dict[str, list[int]] = {}
+    held_np: dict[str, list[int]] = {}
+    running: dict[str, list[Pod]] = {}
+    waiting: dict[str, list[Pod]] = {}
+    misplaced: dict[str, str] = {}
+    counted: set[str] = set()
+    promised = promises.by_uid
+    workload_queue = tree.workload_queue
+    for pod in pods:
+        if pod.scheduler_name != SCHEDULER_NAME:
+            if pod.holds_resources:
+                capacity = minus(capacity, pod.requests)
+            continue
+        labels = pod.labels
+        try:
+            queue = workload_queue(labels.get(QUEUE_LABEL))
+        except QueueError as exc:
+            misplaced[pod.key] = str(exc)
+            if pod.holds_resources:
+                capacity = minus(capacity, pod.requests)
+            continue
+        holds = pod.holds_resources
+        if holds or pod.uid in promised:
+            counted.add(pod.uid)
+            _add(held, queue, pod.requests)
+            if not is_preemptible(pod.priority, labels.get(PREEMPTIBLE_LABEL)):
+                _add(held_np, queue, pod.requests)
+        if holds:
+            running.setdefault(group_key(pod), []).append(pod)
+        elif pod.node_name is None and not pod.terminating and pod.uid not in promised:
+            waiting.setdefault(group_key(pod), []).append(pod)
+    allocated = {queue: Resources(*sums) for queue, sums in held.items()}
+    non_preemptible = {queue: Resources(*sums) for queue, sums in held_np.items()}
+    pending = [pending_group(members[0], members, tree) for _, members in sorted(waiting.items())]
+    demand = dict(allocated)
+    for group in pending:
+        demand[group.queue] = plus(demand.get(group.queue, ZERO), group.requests)
+    shares = fair_shares(tree, capacity, demand)
+    states = queue_states(tree, shares, allocated, non_preemptible)
+    free = minus(capacity, total(allocated.values()))
+    ordered = order_pending(pending, states, capacity)
+    return QueueView(
+        tree=tree,
+        problems=tree.problems,
+        capacity=capacity,
+        free=free,
+        shares=shares,
+        states=states,
+        pending=ordered,
+        running=tuple(_running(key, members, tree) for key, members in sorted(running.items())),
+        misplaced=MappingProxyType(misplaced),
+        counted=frozenset(counted),
+        positions=MappingProxyType({g.key: i for i, g in enumerate(ordered)}),
+    )
+
+
+def _add(sums: dict[str, list[int]], queue: str, requests: Resources) -> None:
+    into = sums.get(queue)
+    if into is None:
+        into = sums[queue] = [0, 0, 0]
+    into[0] += requests.milli_cpu
+    into[1] += requests.memory
+    into[2] += requests.gpus
+
+
+def _running(key: str, members: Sequence[Pod], tree: QueueTree) -> RunningGang:
+    if len(members) == 1:  # a pod on its own (most running groups): the same figures without the folds
+        (pod,) = members
+        return RunningGang(
+            key=key,
+            queue=tree.workload_queue(pod.labels.get(QUEUE_LABEL)),
+            requests=pod.requests,
+            preemptible=is_preemptible(pod.priority, pod.labels.get(PREEMPTIBLE_LABEL)),
+            priority=pod.priority,
+            started_at=pod.started_at or 0.0,
+        )
+    first = min(members, key=lambda p: p.name)
+    return RunningGang(
+        key=key,
+        queue=tree.workload_queue(first.labels.get(QUEUE_LABEL)),
+        requests=total(m.requests for m in members),
+        preemptible=all(is_preemptible(m.priority, m.labels.get(PREEMPTIBLE_LABEL)) for m in members),
+        priority=max(m.priority for m in members),
+        started_at=max((m.started_at or 0.0) for m in members),
+    )

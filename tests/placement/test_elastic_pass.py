@@ -1,0 +1,284 @@
+"""The elastic pass over in-memory fakes.
+
+Taints follow the pool label, bad declarations are told once, jobs resize and move with events,
+waiting workers are pinned to their layout, and a pass over the state the last one left repeats nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+
+from kubeio.mpijobs import MpiJob
+from placement.elastic_pass import ElasticPass
+from placement.pool import POOL_LABEL
+from scheduling.elastic import ElasticSettings
+from scheduling.model import Pod, Resources
+from scheduling.topology import TopologyCache
+from tests.builders import FakeCluster, FakeEvents, a_node, a_pod
+
+
+@dataclass
+class FakeJobs:
+    jobs: list[MpiJob]
+    resized: list[tuple[str, int]] = field(default_factory=list)
+    plans: list[tuple[str, str]] = field(default_factory=list)
+    calls: list[str] = field(default_factory=list)
+
+    def list(self) -> list[MpiJob]:
+        return self.jobs
+
+    def set_plan(self, namespace: str, name: str, plan: str) -> None:
+        self.plans.append((f"{namespace}/{name}", plan))
+        self.calls.append("set_plan")
+        self.jobs = [replace(j, plan=plan) if j.key == f"{namespace}/{name}" else j for j in self.jobs]
+
+    def set_moved_at(self, namespace: str, name: str, when: float) -> None:
+        self.calls.append("set_moved_at")
+        self.jobs = [replace(j, moved_at=when) if j.key == f"{namespace}/{name}" else j for j in self.jobs]
+
+    def set_workers(self, namespace: str, name: str, replicas: int) -> None:
+        self.resized.append((f"{namespace}/{name}", replicas))
+        self.calls.append("set_workers")
+        self.jobs = [
+            replace(j, replicas=replicas) if j.key == f"{namespace}/{name}" else j for j in self.jobs
+        ]
+
+
+@dataclass
+class FakePins:
+    cluster: FakeCluster
+    pinned: list[tuple[str, str]] = field(default_factory=list)
+    tainted: list[tuple[str, bool]] = field(default_factory=list)
+    opened: list[str] = field(default_factory=list)
+
+    def pin_pod(self, namespace: str, name: str, uid: str, node: str) -> bool:
+        pod = self.cluster.pods.get(f"{namespace}/{name}")
+        if pod is None or pod.uid != uid:
+            return False
+        self.pinned.append((pod.key, node))
+        self.cluster.pods[pod.key] = replace(pod, pinned=pod.pinned | {node})
+        return True
+
+    def open_pool(self, namespace: str, name: str, uid: str) -> bool:
+        pod = self.cluster.pods[f"{namespace}/{name}"]
+        self.opened.append(pod.key)
+        self.cluster.pods[pod.key] = replace(pod, tolerates_pool=True)
+        return True
+
+    def taint_node(self, node: str, *, present: bool) -> bool:
+        self.tainted.append((node, present))
+        self.cluster.nodes[node] = replace(self.cluster.nodes[node], pin_taint=present)
+        return True
+
+
+@dataclass
+class FakeDeleter:
+    cluster: FakeCluster
+    deleted: list[str] = field(default_factory=list)
+
+    def delete_pod(self, namespace: str, name: str, uid: str, *, grace_seconds: int | None = None) -> bool:
+        self.deleted.append(f"{namespace}/{name}")
+        return self.cluster.pods.pop(f"{namespace}/{name}", None) is not None
+
+
+def mpijob(name: str, replicas: int, *, low: int = 2, high: str | None = "4") -> MpiJob:
+    return MpiJob("ml", name, f"uid-{name}", name, replicas, low + 1, high, Resources(gpus=2), None)
+
+
+def worker(job: str, index: int, node: str | None = None) -> Pod:
+    pod = a_pod(f"{job}-worker-{index}").gpus(2)
+    built = (pod.on(node) if node else pod).build()
+    labels = {
+        "training.kubeflow.org/job-name": job,
+        "training.kubeflow.org/job-role": "worker",
+        "training.kubeflow.org/replica-index": str(index),
+    }
+    return replace(built, labels=MappingProxyType(labels))
+
+
+def rig(
+    cluster: FakeCluster, jobs: list[MpiJob], now: float = 100.0, cooldown: float = 0
+) -> tuple[ElasticPass, FakeJobs, FakePins, FakeDeleter, FakeEvents]:
+    fake_jobs, pins, deleter, events = FakeJobs(jobs), FakePins(cluster), FakeDeleter(cluster), FakeEvents()
+    reconciler = ElasticPass(
+        cluster,
+        fake_jobs,
+        pins,
+        deleter,
+        events,
+        clock=lambda: now,
+        topologies=TopologyCache(),
+        settings=ElasticSettings(cooldown_seconds=cooldown),
+    )
+    return reconciler, fake_jobs, pins, deleter, events
+
+
+def test_pool_taints_follow_the_label_both_ways() -> None:
+    cluster = FakeCluster().add(
+        a_node("n1").labels(**{POOL_LABEL: "true"}).build(), replace(a_node("n2").build(), pin_taint=True)
+    )
+    reconciler, _, pins, _, _ = rig(cluster, [])
+    assert reconciler.run().tainted == ("n1", "n2")
+    assert pins.tainted == [("n1", True), ("n2", False)]
+    assert reconciler.run().tainted == ()
+
+
+def test_a_bad_declaration_is_told_once_and_the_job_left_alone() -> None:
+    cluster = FakeCluster().add(a_node("n1").build())
+    reconciler, jobs, _, _, events = rig(cluster, [mpijob("bad", 2, low=5, high="3")])
+    for _ in range(2):
+        assert reconciler.run().refused == ("ml/bad",)
+    assert [e[3] for e in events.events] == ["InvalidElasticJob"]
+    assert "min workers 5 (minAvailable 6 less the launcher) is above max workers 3" in events.events[0][4]
+    assert jobs.resized == []
+
+
+def test_a_job_alone_grows_to_its_max_and_its_new_workers_are_pinned_to_its_node() -> None:
+    cluster = FakeCluster().add(a_node("n1").build(), a_node("n2").build())
+    cluster.add(worker("mnist", 0, "n1"), worker("mnist", 1, "n1"))
+    reconciler, jobs, pins, _, events = rig(cluster, [mpijob("mnist", 2)])
+    first = reconciler.run()
+    assert first.resized == ("ml/mnist",) and jobs.resized == [("ml/mnist", 4)]
+    assert first.grown == 1
+    assert reconciler.above_minimum == frozenset(), "at its minimum: reclaim may take it whole"
+    assert jobs.plans == [("ml/mnist", '{"nodes":{"n1":4},"workers":4}')]
+    assert jobs.calls == ["set_plan", "set_workers"], "the plan first: the webhook pins what the resize makes"
+    assert events.events[0][:4] == ("MPIJob", "mnist", "Normal", "Resized")
+    cluster.add(worker("mnist", 2), worker("mnist", 3))  # the operator creates the missing workers
+    second = reconciler.run()
+    assert second.resized == ()
+    assert second.waiting == 2
+    assert reconciler.above_minimum == {"ml/mnist"}, "above its minimum: it shrinks, reclaim leaves it"
+    assert len(jobs.plans) == 1, "an unchanged plan is not written again"
+    assert pins.pinned == [("ml/mnist-worker-2", "n1"), ("ml/mnist-worker-3", "n1")]
+    assert reconciler.run().pinned == (), "a repeated pass pins nothing twice"
+
+
+def test_a_spread_job_moves_one_worker_a_pass_and_its_replacement_is_pinned_where_it_goes() -> None:
+    cluster = FakeCluster().add(a_node("n1").build(), a_node("n2").build(), a_node("n3").build())
+    cluster.add(
+        worker("spread", 0, "n1"),
+        worker("spread", 1, "n1"),
+        worker("spread", 2, "n2"),
+        worker("spread", 3, "n3"),
+    )
+    reconciler, _, pins, deleter, events = rig(cluster, [mpijob("spread", 4, high="4")])
+    assert reconciler.run().moved == ("ml/spread-worker-3",)
+    assert deleter.deleted == ["ml/spread-worker-3"]
+    assert events.events[-1][3] == "Moved"
+    cluster.add(worker("spread", 3))  # re-created by the operator, waiting
+    after = reconciler.run()
+    assert ("ml/spread-worker-3", "n1") in pins.pinned
+    assert after.moved == ("ml/spread-worker-2",), "the next worker moves while the first replacement waits"
+
+
+def test_the_pool_opens_to_waiting_phalanx_pods_that_are_no_pinned_workers() -> None:
+    cluster = FakeCluster().add(replace(a_node("n1").labels(**{POOL_LABEL: "true"}).build(), pin_taint=True))
+    launcher, other = (
+        a_pod("mnist-launcher").build(),
+        replace(a_pod("web").build(), scheduler_name="default-scheduler"),
+    )
+    cluster.add(launcher, other, worker("mnist", 0), a_pod("running").on("n1").build())
+    reconciler, _, pins, _, _ = rig(cluster, [mpijob("mnist", 1, low=1)])
+    assert reconciler.run().opened == ("ml/mnist-launcher",)
+    assert reconciler.run().opened == ()
+    assert pins.opened == ["ml/mnist-launcher"]
+
+
+def test_new_workers_fill_the_node_holding_the_lower_indices_first() -> None:
+    cluster = FakeCluster().add(a_node("n1").build(), a_node("n2").build())
+    cluster.add(worker("mnist", 0, "n2"), worker("mnist", 1, "n2"))
+    cluster.add(*(worker("mnist", i) for i in range(2, 6)))
+    reconciler, _, pins, _, _ = rig(cluster, [mpijob("mnist", 6, high="6")])
+    reconciler.run()
+    assert pins.pinned == [
+        ("ml/mnist-worker-2", "n2"),
+        ("ml/mnist-worker-3", "n2"),
+        ("ml/mnist-worker-4", "n1"),
+        ("ml/mnist-worker-5", "n1"),
+    ]
+
+
+def test_a_worker_pinned_where_the_plan_has_no_place_now_is_deleted_to_come_back_pinned_anew() -> None:
+    cluster = FakeCluster().add(a_node("n1").build(), a_node("n2").build())
+    cluster.add(a_pod("urgent").gpus(8).on("n1").build())  # took n1 after the workers were pinned there
+    stale = [replace(worker("mnist", i), pinned=frozenset({"n1"})) for i in (2, 3)]
+    cluster.add(worker("mnist", 0, "n2"), worker("mnist", 1, "n2"), *stale)
+    reconciler, _, _, deleter, events = rig(cluster, [mpijob("mnist", 4, high="4")])
+    assert reconciler.run().repinned == ("ml/mnist-worker-2", "ml/mnist-worker-3")
+    assert deleter.deleted == ["ml/mnist-worker-2", "ml/mnist-worker-3"]
+    assert events.events[-1][3:] == (
+        "Repinned",
+        "deleted waiting mnist-worker-3, pinned to n1 where the plan of ml/mnist has no place for it now; "
+        "its operator re-creates it, to be pinned to n2",
+    )
+    cluster.add(worker("mnist", 2), worker("mnist", 3))  # re-created by the operator
+    again = reconciler.run()
+    assert again.repinned == () and again.pinned == ("ml/mnist-worker-2", "ml/mnist-worker-3")
+
+
+def test_the_moves_cooldown_is_read_back_from_the_mpijob_after_a_restart() -> None:
+    def spread() -> FakeCluster:
+        cluster = FakeCluster().add(a_node("n1").build(), a_node("n2").build(), a_node("n3").build())
+        return cluster.add(
+            worker("spread", 0, "n1"),
+            worker("spread", 1, "n1"),
+            worker("spread", 2, "n2"),
+            worker("spread", 3, "n3"),
+        )
+
+    first, jobs, _, _, _ = rig(spread(), [mpijob("spread", 4, high="4")], now=1000.0, cooldown=60)
+    assert first.run().moved == ("ml/spread-worker-3",)
+    assert jobs.calls[-1] == "set_moved_at" and jobs.jobs[0].moved_at == 1000.0, "written before the delete"
+    for now, moved in ((1030.0, ()), (1061.0, ("ml/spread-worker-3",))):
+        restarted, _, _, _, _ = rig(spread(), jobs.jobs, now=now, cooldown=60)  # a new process: no memory
+        assert restarted.run().moved == moved, f"at {now}: the cooldown from the MPIJob"
+
+
+HOSTILE = [
+    replace(mpijob("superscript", 2), max_workers="²"),  # isdigit() says yes, int() says no
+    replace(mpijob("digits", 2), max_workers="9" * 5000),  # more digits than int() converts
+    replace(mpijob("no-gpu", 2, high="100000"), worker=Resources(milli_cpu=500)),
+    replace(mpijob("unreadable", 2), problem="spec.mpiReplicaSpecs.Worker.replicas must be a whole number"),
+]
+
+
+def test_one_hostile_job_is_refused_with_its_reason_and_every_other_job_is_still_sized_and_pinned() -> None:
+    def run(jobs: list[MpiJob]) -> tuple[list[tuple[str, int]], list[tuple[str, str]], FakeEvents]:
+        cluster = FakeCluster().add(a_node("n1").build(), a_node("n2").build())
+        cluster.add(worker("mnist", 0, "n1"), worker("mnist", 1, "n1"), worker("mnist", 2))
+        for job in jobs:
+            cluster.add(*(worker(job.name, i, "n2") for i in range(2)))
+        reconciler, fake_jobs, pins, _, events = rig(cluster, [mpijob("mnist", 3), *jobs])
+        reconciler.run()
+        return fake_jobs.resized, pins.pinned, events
+
+    alone = run([])
+    for hostile in HOSTILE:
+        resized, pinned, events = run([hostile])
+        assert (resized, pinned) == alone[:2], hostile.name
+        [told] = [e for e in events.events if e[1] == hostile.name]
+        assert told[2:4] == ("Warning", "InvalidElasticJob")
+        assert len(told[4]) < 300, "a 5,000-digit annotation is not echoed whole"
+    assert ("ml/mnist", 4) in alone[0]
+
+
+def test_a_max_the_cluster_could_never_hold_is_capped_with_an_event() -> None:
+    cluster = FakeCluster().add(a_node("n1").build(), a_node("n2").build())
+    cluster.add(worker("wide", 0, "n1"), worker("wide", 1, "n1"))
+    reconciler, jobs, _, _, events = rig(cluster, [mpijob("wide", 2, high="100000")])
+    reconciler.run()
+    reconciler.run()
+    assert jobs.resized == [("ml/wide", 8)], "16 GPUs hold 8 workers of 2"
+    capped = [e for e in events.events if e[3] == "MaxWorkersCapped"]
+    assert capped == [
+        (
+            "MPIJob",
+            "wide",
+            "Normal",
+            "MaxWorkersCapped",
+            "MPIJob ml/wide: max workers 100000 capped to 8: the cluster's 16 GPUs hold at most 8 workers "
+            "of 2 GPUs",
+        )
+    ]

@@ -1,0 +1,201 @@
+"""The release pass's driver: ungate in the decided order, keep the book, tell waiting groups why.
+
+The decisions themselves are the core's (tests/scheduling/admission/test_release.py); here an in-memory
+cluster and an ungater that can refuse a pod check what the driver does with them. The API server
+calling the webhook and the pass releasing real pods is tested end to end in
+tests/e2e/test_admission_gates.py.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from dataclasses import dataclass, field, replace
+
+from placement.release_loop import LoopTiming, run_gate_loop
+from placement.release_pass import WAITING_EVENT_AFTER, WAITING_EVENT_EVERY, ReleasePass, ReleaseReport
+from placement.webhook import GateAdmitter
+from scheduling.admission.flight import seconds
+from scheduling.admission.release import GateSettings
+from scheduling.model import ADMISSION_GATE, GATE_STAMP, Pod
+from scheduling.topology import TopologyCache
+from tests.builders import FakeCluster, FakeEvents, a_gang, a_node, a_pod
+from tests.kubeio.test_admission_review import WORKER, review
+from tests.placement.test_webhook import answer
+
+T0 = "2026-01-01T00:00:00Z"
+START = (seconds(T0) or 0.0) + 10.0
+
+
+@dataclass
+class FakeUngater:
+    """Ungates pods in the fake cluster, refusing those named in ``refuse``; keeps the order of calls."""
+
+    cluster: FakeCluster
+    refuse: set[str] = field(default_factory=set)
+    calls: list[str] = field(default_factory=list)
+
+    def ungate(self, pod: Pod) -> bool:
+        self.calls.append(pod.key)
+        if pod.key in self.refuse:
+            return False
+        self.cluster.pods[pod.key] = replace(pod, gates=tuple(g for g in pod.gates if g != ADMISSION_GATE))
+        return True
+
+
+@dataclass
+class Clock:
+    now: float = START
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def bed(
+    *pods: Pod, groups: tuple[object, ...] = ()
+) -> tuple[ReleasePass, FakeCluster, FakeUngater, FakeEvents, Clock]:
+    cluster = FakeCluster().add(a_node("n1").build(), *pods)
+    for group in groups:
+        cluster.add(group)  # type: ignore[arg-type]
+    ungater, events, clock = FakeUngater(cluster), FakeEvents(), Clock()
+    releaser = ReleasePass(
+        cluster,
+        ungater,
+        events,
+        clock=clock,
+        topologies=TopologyCache(),
+        settings=GateSettings(),
+        timer=lambda: 0.0,
+    )
+    return releaser, cluster, ungater, events, clock
+
+
+def gated(name: str, gpus: int, *, group: str | None = None) -> Pod:
+    builder = a_pod(name).gpus(gpus).created(T0).gated()
+    return (builder.group(group) if group else builder).build()
+
+
+def test_released_pods_are_ungated_and_the_group_gets_one_event() -> None:
+    releaser, cluster, ungater, events, _ = bed(gated("a", 2), gated("b", 2))
+    outcome = releaser.run()
+    assert outcome == ReleaseReport(released=("ml/a", "ml/b"), kept=0, refused=(), in_flight_gpus=4)
+    assert sorted(ungater.calls) == ["ml/a", "ml/b"]  # several groups are ungated at once
+    assert not any(p.gated for p in cluster.pods.values())
+    assert [(name, reason) for _, name, _, reason, _ in events.events] == [
+        ("a", "AdmissionReleased"),
+        ("b", "AdmissionReleased"),
+    ]
+    assert events.events[0][4] == "released: queue default: admitted; fits now on 1 node(s) (n1)"
+
+
+def test_a_refused_patch_leaves_the_group_to_the_next_pass() -> None:
+    releaser, cluster, ungater, events, _ = bed(
+        *(gated(f"g-{i}", 2, group="g") for i in range(2)), groups=(a_gang("g", 2),)
+    )
+    ungater.refuse = {"ml/g-0"}
+    outcome = releaser.run()
+    assert (outcome.released, outcome.refused) == ((), ("ml/g",))
+    assert ungater.calls == ["ml/g-0"], "the rest of the gang is not ungated after a refusal"
+    # The event was written before the first patch (a crash after a patch must not lose it), so a
+    # refused release has one too (the recorder does not repeat it when the next pass releases it).
+    assert events.written_now == ["AdmissionReleased"]
+    ungater.refuse = set()
+    assert releaser.run().released == ("ml/g",)
+    assert not any(p.gated for p in cluster.pods.values())
+
+
+def test_a_kept_group_is_told_why_after_a_while_and_then_once_a_minute() -> None:
+    running = a_pod("running").gpus(4).on("n1", range(4)).created(T0).build()  # one node of 8 GPUs
+    releaser, _, _, events, clock = bed(running, gated("big", 8))
+    assert releaser.run().kept == 1
+    assert events.events == [], "no sentence for a group kept only a moment"
+    clock.now += WAITING_EVENT_AFTER
+    releaser.run()
+    clock.now += 1
+    releaser.run()
+    assert [m for *_, m in events.events] == [
+        "kept gated: waits for room: needs 8 GPUs, 4 free after 0 group(s) ahead"
+    ]
+    clock.now += WAITING_EVENT_EVERY
+    releaser.run()
+    assert len(events.events) == 2
+
+
+def test_the_gate_webhook_gates_only_pods_of_scheduler_phalanx_and_only_when_on() -> None:
+    gated_count: list[int] = []
+    on = GateAdmitter(enabled=True, on_gate=lambda: gated_count.append(1))
+    assert answer(on, review(WORKER)) == (
+        200,
+        [
+            {"op": "add", "path": "/spec/schedulingGates", "value": [{"name": ADMISSION_GATE}]},
+            {"op": "add", "path": "/metadata/annotations", "value": {GATE_STAMP: "answered"}},
+        ],
+    )
+    other = json.loads(json.dumps(WORKER))
+    other["spec"]["schedulerName"] = "default-scheduler"
+    assert answer(on, review(other)) == (200, None)
+    assert answer(GateAdmitter(enabled=False), review(WORKER)) == (200, None)
+    assert gated_count == [1]
+    assert on.admit(b"{}")[0] == 400
+
+
+@dataclass
+class CountingReleaser:
+    passes: int = 0
+    fail_first: bool = True
+    stop: threading.Event = field(default_factory=threading.Event)
+
+    def run(self) -> ReleaseReport:
+        self.passes += 1
+        if self.fail_first and self.passes == 1:
+            msg = "boom"
+            raise RuntimeError(msg)
+        if self.passes >= 3:
+            self.stop.set()
+        return ReleaseReport(released=(f"p{self.passes}",))
+
+
+def test_the_loop_runs_a_pass_per_wake_survives_a_failed_pass_and_never_while_standing_by() -> None:
+    releaser = CountingReleaser()
+    wake, seen = threading.Event(), list[str]()
+    wake.set()
+    leading = [False]
+
+    def lead() -> bool:
+        was = leading[0]
+        leading[0] = True  # the first wake finds a standby; it leads from then on
+        wake.set()
+        return was
+
+    run_gate_loop(
+        releaser,  # type: ignore[arg-type]
+        wake,
+        releaser.stop,
+        leading=lead,
+        clock=lambda: 0.0,
+        on_pass=lambda outcome, _s: seen.extend(outcome.released),
+        timing=LoopTiming(debounce=0.0, backstop=0.01),
+    )
+    assert releaser.passes == 3, "no pass while standing by; the failed pass did not end the loop"
+    assert seen == ["p2", "p3"]
+
+
+def test_a_kept_group_is_told_again_when_its_rule_changes_not_when_only_figures_do() -> None:
+    running = a_pod("running").gpus(4).on("n1", range(4)).created(T0).build()  # one node of 8 GPUs
+    releaser, cluster, _, events, clock = bed(running, gated("huge", 8))
+    releaser.run()  # kept from now on
+    clock.now += WAITING_EVENT_AFTER
+    releaser.run()  # "waits for room: needs 8 GPUs, 4 free ..."
+    cluster.add(a_pod("busy").gpus(2).on("n1", range(4, 6)).build())
+    clock.now += 1
+    releaser.run()  # the same sentence with other figures: not told again
+    cluster.add(
+        a_pod("huge").gpus(2).pinned("n9").created(T0).gated().build()
+    )  # room in total, not on its node
+    clock.now += 1
+    releaser.run()
+    told = [m for *_, m in events.events]
+    assert told == [
+        "kept gated: waits for room: needs 8 GPUs, 4 free after 0 group(s) ahead",
+        "kept gated: waits for room on one node: no node has room for ml/huge now (2 GPUs)",
+    ]
