@@ -252,13 +252,15 @@ def _summary(load: Load, faults: Faults | None, lost: list[str], capacity: int) 
     share = load.ledger.share()
     growth = load.ledger.worst_growth()
     held = "n/a" if share is None else f"{100 * share:.1f}%"
+    overall = load.ledger.overall()
+    busy = "n/a" if overall is None else f"{100 * overall:.1f}%"
     share_goal = "met" if share is not None and share >= GOAL_SHARE else "MISSED"
     growth_goal = "met" if growth < GOAL_GROWTH else "MISSED"
     shown = f" {', '.join(lost[:10])}" if lost else ""
     lines = [
         "-- summary",
         f"GPUs allocated while pods waited: {held} of {capacity} "
-        f"(goal >= {100 * GOAL_SHARE:.0f}%: {share_goal})",
+        f"(goal >= {100 * GOAL_SHARE:.0f}%: {share_goal}); over every second of the run: {busy}",
         f"GPUs idle while pods waited, mean by rule: {load.ledger.idle_breakdown()}",
         f"partial gangs past timeout, worst minute: {load.worst_partial}; GPU indices held twice, worst "
         f"minute: {load.worst_double}; pods lost: {len(lost)}{shown}",
@@ -330,7 +332,7 @@ def main() -> int:
                 try:
                     pods = list_pods(bed.http, NAMESPACE)
                     capacity = 8 * len(bed.http.request("GET", "/api/v1/nodes").get("items") or [])
-                    load.ledger.sample(pods, capacity, leader_metrics(bed, replicas))
+                    load.ledger.sample(pods, capacity, leader_metrics(bed, replicas), time.time())
                     _tidy(bed, pods, load, rng, pool)
                     _track_partial(pods, load)
                 except KubeError as exc:
@@ -351,7 +353,7 @@ def main() -> int:
                 _tidy(bed, pods, load, rng, pool)
                 time.sleep(2)
             pods = list_pods(bed.http, NAMESPACE)
-            load.ledger.sample(pods, 0, None)
+            load.ledger.sample(pods, 0, None, time.time())
             load.ledger.collect_evictions(bed, NAMESPACE)
             on_lost_node = faults.on_lost_node if faults is not None else set()
             lost = load.ledger.lost({p["metadata"]["name"] for p in pods}, on_lost_node)

@@ -1,10 +1,12 @@
 """What the soak measures besides its per-minute report: GPUs used while pods wait, pods lost, memory.
 
-- **GPUs allocated while pods wait.** Every second the soak lists its pods; when any waits (not bound,
-  not finished, not being deleted), it samples the GPUs its bound pods hold over the GPUs of the nodes
-  present. The mean of those samples is the figure the goal names (>= 95%). Beside it, the placement
-  leader's ``phalanx_admission_idle_gpus{rule}`` is sampled at the same moments, so the GPUs left idle
-  are split by the rule that kept them (``scheduling.admission.outcome.KeptRule``).
+- **GPUs allocated while pods wait.** Every second the soak lists its pods; when any waits gated, kept
+  by the release pass (still gated ``KEPT_AFTER`` seconds after its creation: a pod released at once
+  spends a fraction of a second gated, on its way), it samples the GPUs its bound pods hold over the
+  GPUs of the nodes present. The mean of those samples is the figure the goal names (>= 95%); the mean
+  over every second, waiting or not, is printed beside it. The placement leader's
+  ``phalanx_admission_idle_gpus{rule}`` is sampled at the same moments, so the GPUs left idle are split by
+  the rule that kept them (``scheduling.admission.outcome.KeptRule``).
 - **Pods lost.** Every pod the soak creates must end in one of: running or waiting now, finished, deleted
   by the soak, on a node a fault deleted (the pod garbage collector's), or evicted by phalanx with an
   event (a stale gang or a reclaim, collected every minute, before the API server's one-hour event TTL
@@ -28,10 +30,14 @@ from workload import metric_value, scrape
 
 from kubeio.errors import KubeError
 from kubeio.http import JsonObject
+from scheduling.admission.flight import seconds
 from scheduling.admission.outcome import KeptRule
 
 EVICTION_REASONS = frozenset({"GangEvicted", "Reclaimed", "Preempted"})
 """Event reasons of actions that delete pods: phalanx's (on the pod or its PodGroup), kube-scheduler's."""
+
+KEPT_AFTER = 5.0
+"""Seconds a pod stays gated before it counts as waiting: the release pass runs at least twice a second."""
 
 MEMORY_AFTER = 600.0
 """Seconds a process runs before its memory is taken as the baseline."""
@@ -66,14 +72,15 @@ class Ledger:
     seen: set[str] = field(default_factory=set)
     finished: set[str] = field(default_factory=set)
     samples: list[float] = field(default_factory=list)
+    all_samples: list[float] = field(default_factory=list)
     minute_samples: list[float] = field(default_factory=list)
     idle: dict[str, float] = field(default_factory=lambda: defaultdict(float))
     idle_samples: int = 0
     memory: dict[tuple[str, int], tuple[float, float, float]] = field(default_factory=dict)
     """(process, pid) -> (first seen, baseline MiB at MEMORY_AFTER or 0, last MiB)."""
 
-    def sample(self, pods: list[JsonObject], capacity: int, leader_metrics: str | None) -> None:
-        """One second's look: GPUs held while pods wait, and what each pod is now."""
+    def sample(self, pods: list[JsonObject], capacity: int, leader_metrics: str | None, now: float) -> None:
+        """One second's look (``now``: wall clock): GPUs held while pods wait gated, what each pod is."""
         waiting = bound = 0
         for pod in pods:
             name = pod["metadata"]["name"]
@@ -84,11 +91,15 @@ class Ledger:
                 continue
             if pod["spec"].get("nodeName"):
                 bound += _requested_gpus(pod)
-            elif not pod["metadata"].get("deletionTimestamp"):
-                waiting += 1
-        if not waiting or not capacity:
+            elif pod["spec"].get("schedulingGates") and not pod["metadata"].get("deletionTimestamp"):
+                created = seconds(str(pod["metadata"].get("creationTimestamp") or "")) or now
+                waiting += now - created >= KEPT_AFTER
+        if not capacity:
             return
         share = min(1.0, bound / capacity)
+        self.all_samples.append(share)
+        if not waiting:
+            return
         self.samples.append(share)
         self.minute_samples.append(share)
         if leader_metrics:
@@ -154,6 +165,10 @@ class Ledger:
     def share(self) -> float | None:
         """The GPUs held while pods waited, over the whole run (0..1), or ``None``."""
         return sum(self.samples) / len(self.samples) if self.samples else None
+
+    def overall(self) -> float | None:
+        """The GPUs held over every second of the run (0..1), waiting or not, or ``None``."""
+        return sum(self.all_samples) / len(self.all_samples) if self.all_samples else None
 
     def idle_breakdown(self) -> str:
         """Mean GPUs idle by rule while pods waited, the largest first."""
