@@ -3,10 +3,13 @@
 The pass is driven by the cache's pod events rather than the reconcile interval, because every gated
 pod waits for it: a pod created on an idle cluster should reach kube-scheduler within a fraction of a
 second, not a pass interval later. A burst of changes (a gang of 64 created, a node's pods finishing)
-is folded into one pass by a short debounce, and the pause after a pass grows with what the pass cost
-(``busy_share``: the pass takes at most that share of the time, up to ``max_pause``), so a busy
-cluster, whose passes are long, does not keep one running without pause, while on an idle one (a pass
-of milliseconds) a pod waits for little more than the debounce. The backstop pass covers what no pod
+is folded into one pass by a short debounce, and the pause after a pass grows with what deciding cost
+(``busy_share``: deciding takes at most that share of a core, up to ``max_pause``), so a busy cluster,
+whose decisions are long, does not keep one running without pause, while on an idle one (a decision of
+milliseconds) a pod waits for little more than the debounce. The pause follows the decision's CPU time,
+not the whole pass: ungating is waiting on the API server, and counting it made every GPU freed on a
+busy cluster wait up to ``max_pause`` more before the pass that fills it (the soak's GPUs idle between a
+pod ending and the next one bound). The backstop pass covers what no pod
 event announces: a PodGroup or a Queue created, a node added, a release's in-flight time running out.
 """
 
@@ -32,7 +35,7 @@ class LoopTiming:
     max_pause: float = 0.5
 
     def pause(self, last_pass: float) -> float:
-        """The least time from the end of a pass of ``last_pass`` seconds to the start of the next.
+        """The least time from the end of a pass that decided for ``last_pass`` seconds to the next one.
 
         At most ``max_pause``: a pass over a big backlog can take a second on a busy machine, and gated
         pods must not wait several seconds more for the next one.
@@ -81,6 +84,8 @@ def run_gate_loop(
             log.exception("release pass failed")
             outcome = None
         last = clock()
-        cost = last - started
         if outcome is not None:
-            on_pass(outcome, cost)
+            cost = outcome.decide_seconds
+            on_pass(outcome, last - started)
+        else:
+            cost = last - started

@@ -180,6 +180,48 @@ def test_the_loop_runs_a_pass_per_wake_survives_a_failed_pass_and_never_while_st
     assert seen == ["p2", "p3"]
 
 
+class RecordingStop(threading.Event):
+    """A stop event whose waits are recorded, not slept."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.waits: list[float] = []
+
+    def wait(self, timeout: float | None = None) -> bool:
+        self.waits.append(timeout or 0.0)
+        return self.is_set()
+
+
+def test_the_pause_after_a_pass_follows_the_time_spent_deciding_not_ungating() -> None:
+    # Each pass decides in 10 ms and then waits 1 s on the API server to ungate: the next pass may
+    # start after the pause for 10 ms of CPU, not for a second.
+    now, stop, wake = [0.0], RecordingStop(), threading.Event()
+
+    class SlowUngating:
+        passes = 0
+
+        def run(self) -> ReleaseReport:
+            self.passes += 1
+            now[0] += 1.0
+            if self.passes == 2:
+                stop.set()
+            wake.set()
+            return ReleaseReport(decide_seconds=0.01)
+
+    wake.set()
+    timing = LoopTiming(debounce=0.0, backstop=0.01)
+    run_gate_loop(
+        SlowUngating(),  # type: ignore[arg-type]
+        wake,
+        stop,
+        leading=lambda: True,
+        clock=lambda: now[0],
+        on_pass=lambda _o, _s: None,
+        timing=timing,
+    )
+    assert stop.waits[1] == timing.pause(0.01) < timing.pause(1.0)
+
+
 def test_a_kept_group_is_told_again_when_its_rule_changes_not_when_only_figures_do() -> None:
     running = a_pod("running").gpus(4).on("n1", range(4)).created(T0).build()  # one node of 8 GPUs
     releaser, cluster, _, events, clock = bed(running, gated("huge", 8))
