@@ -22,7 +22,7 @@ import pytest
 import yaml
 from localbed import Testbed
 from rich.console import Console
-from workload import ensure_namespace, wait_for
+from workload import ensure_namespace
 
 from tests.conftest import REPO
 
@@ -78,20 +78,6 @@ def test_helm_template_applied_runs_the_demos_first_chapter(demo_bed: Testbed) -
         assert demo_bed.cluster.kubectl(*argv, check=False).returncode == 0, (
             document["kind"] + " " + meta["name"]
         )
-    wait_for(
-        "the chart's Deployments seen by the controllers",
-        lambda: all(
-            (
-                demo_bed.http.request(
-                    "GET", f"/apis/apps/v1/namespaces/phalanx-system/deployments/{name}"
-                ).get("status")
-                or {}
-            ).get("observedGeneration")
-            for name in ("phalanx-scheduler", "phalanx-placement")
-        ),
-        timeout=60,
-    )
-
     out = io.StringIO()
     story = Story(demo_bed, Console(file=out, width=200, highlight=False, force_terminal=False), REPO)
     topology(story)
