@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from scheduling.cluster.snapshot import ClusterSnapshot
 from scheduling.explain import Cause, Target, explain
 from scheduling.explain.visible import OTHER, for_namespace, foreign_keys
 from tests.builders import a_node, a_pod, snapshot_of
@@ -11,7 +12,7 @@ NODES = [a_node(f"n{i}").build() for i in (1, 2, 3)]
 P = Target("pod", "ml", "p")
 
 
-def crowded(mid_namespace: str):  # type: ignore[no-untyped-def]
+def crowded(mid_namespace: str) -> ClusterSnapshot:
     """Two full nodes and one with 2 GPUs free; ``mid`` (6 GPUs on n3) is in ``mid_namespace``."""
     return snapshot_of(
         NODES,
@@ -51,16 +52,18 @@ def test_groups_ahead_in_the_queue_are_counted_but_not_named() -> None:
         NODES,
         [
             a_pod("a1").gpus(8).queue("a").on("n1", range(8)).build(),
-            a_pod("first", "rival").gpus(8).queue("a").build(),
-            a_pod("p").gpus(8).queue("a").build(),
+            a_pod("first", "rival").gpus(8).queue("a").created("2030-01-01T00:00:00Z").build(),
+            a_pod("p").gpus(8).queue("a").created("2030-01-01T00:01:00Z").build(),
         ],
         queues=[gpu_queue("a", quota=8, limit=12)],
     )
     said = explain(snapshot, P, now=1.0)
     assert said.queue is not None
+    assert said.queue.ahead == ("rival/first",)
     hidden = for_namespace(said, "ml")
     assert hidden.queue is not None
     assert len(hidden.queue.ahead) == len(said.queue.ahead)
     assert hidden.queue.position == said.queue.position
-    assert all(not name.startswith("rival/") for name in hidden.queue.ahead + hidden.queue.holders)
+    assert hidden.queue.ahead == (OTHER,)
+    assert all(not name.startswith("rival/") for name in hidden.queue.holders)
     assert "rival/" not in hidden.queue.sentence + hidden.verdict
