@@ -5,6 +5,10 @@ the cluster, with kube-scheduler's own node filters first, so it says what the e
 Beside it, the last Events about the pod (and its PodGroup) or about the gang (and its members): what
 kube-scheduler and phalanx actually told the user, and when.
 
+A user who may not list pods in every namespace (403) is answered by the placement manager's visibility
+endpoint instead (``--visibility-url``; ``placement.visibility``): the same document, computed by the same
+core on its cache, other namespaces' groups unnamed, the events read here in the user's own namespace.
+
 What one read cannot see: GPUs the extender promised to a bind in flight or reserved for a gang, which
 live in its memory only; a gang being bound may therefore read as "fits now".
 """
