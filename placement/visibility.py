@@ -14,13 +14,15 @@ the (kind, name) of the objects whose Events explain it, which the caller lists 
 Kueue answers the same need with its visibility API (an aggregated API server that also delegates
 authentication and authorization to the API server); phalanx serves it directly, so it needs no
 APIService and no front-proxy certificates. Every refusal says why: 401 without an accepted token, 403
-with the API server's reason, 404 for a target that does not exist, 400 for a path it does not know.
+with the API server's reason, 404 for a target that does not exist, 400 for a path it does not know,
+429 when one user asks more than 30 questions a minute (``QuestionLimit``).
 """
 
 from __future__ import annotations
 
 import logging
 import re
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -52,6 +54,41 @@ RESOURCES = {"pods": ("", "pod"), "podgroups": ("scheduling.x-k8s.io", "podgroup
 
 LIMITS = FrontLimits(max_body_bytes=1024, request_timeout=10.0, idle_timeout=60.0, max_connections=200)
 THREADS = 4
+"""Questions answered at once: each explains on the whole cluster, in the process that places pods."""
+
+QUESTIONS_PER_MINUTE = 30.0
+QUESTION_BURST = 10
+"""Each user may ask this many questions a minute, this many at once: a script asking in a loop must not
+take the placement manager's CPU from everyone else's pods (nor the 4 threads from other users)."""
+
+MAX_USERS_KEPT = 10_000
+"""Users remembered before those whose buckets have filled up again are forgotten."""
+
+
+class QuestionLimit:
+    """A token bucket per user: ``burst`` questions at once, refilled at ``per_minute`` a minute."""
+
+    def __init__(self, per_minute: float, burst: int, clock: Callable[[], float]) -> None:
+        self._rate = per_minute / 60.0
+        self._burst = float(burst)
+        self._clock = clock
+        self._buckets: dict[str, tuple[float, float]] = {}
+        self._lock = threading.Lock()
+
+    def take(self, user: str) -> float:
+        """Take one question for ``user``: 0 when they may ask now, else the seconds until they may."""
+        with self._lock:
+            now = self._clock()
+            tokens, since = self._buckets.get(user, (self._burst, now))
+            tokens = min(self._burst, tokens + (now - since) * self._rate)
+            if tokens < 1.0:
+                self._buckets[user] = (tokens, now)
+                return (1.0 - tokens) / self._rate
+            self._buckets[user] = (tokens - 1.0, now)
+            if len(self._buckets) > MAX_USERS_KEPT:  # forget the users whose buckets are full again
+                full = now - self._burst / self._rate
+                self._buckets = {u: b for u, b in self._buckets.items() if b[1] > full}
+            return 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,11 +120,16 @@ class Visibility:
     """Answers questions, each authorised for its caller by the API server."""
 
     def __init__(
-        self, http: JsonRequester, snapshot: Callable[[], ClusterSnapshot], clock: Callable[[], float]
+        self,
+        http: JsonRequester,
+        snapshot: Callable[[], ClusterSnapshot],
+        clock: Callable[[], float],
+        limit: QuestionLimit,
     ) -> None:
         self._http = http
         self._snapshot = snapshot
         self._clock = clock
+        self._limit = limit
 
     def answer(self, request: Request) -> Reply:
         """The reply to one request (never raises: every failure is a status with a reason)."""
@@ -110,6 +152,17 @@ class Visibility:
         caller = authenticate(self._http, token)
         if caller is None:
             return _text(401, "the API server does not accept this token")
+        wait = self._limit.take(caller.username)
+        if wait:
+            message = (
+                f"too many questions from {caller.username}: at most {QUESTIONS_PER_MINUTE:.0f} a minute; "
+                f"ask again in {wait:.0f} s"
+            )
+            return Reply(
+                429,
+                (("content-type", "text/plain; charset=utf-8"), ("retry-after", f"{wait:.0f}")),
+                message.encode(),
+            )
         target = question.target
         verdict = may(
             self._http,
@@ -171,7 +224,12 @@ def serve_visibility(
     if tls is None:
         log.warning("visibility endpoint off: it serves the webhooks' certificate, and this replica has none")
         return None
-    visibility = Visibility(http, snapshot, clock=time.time)  # wall clock: gang waits meet creationTimestamps
+    visibility = Visibility(
+        http,
+        snapshot,
+        clock=time.time,  # wall clock: gang waits meet creationTimestamps
+        limit=QuestionLimit(QUESTIONS_PER_MINUTE, QUESTION_BURST, clock=time.monotonic),
+    )
     server = serve_in_thread(
         visibility.answer,
         host=settings.webhook_bind_address,

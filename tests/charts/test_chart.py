@@ -83,6 +83,18 @@ def test_values_change_what_they_name() -> None:
     assert ("v1", "ConfigMap", "phalanx-system", "phalanx-grafana-dashboard") not in rendered
 
 
+def test_visibility_port_zero_serves_no_visibility_endpoint() -> None:
+    rendered = objects(render({"visibility": {"port": 0}}))
+    assert "PHALANX_VISIBILITY_PORT" not in env(rendered, "Deployment", "phalanx-placement")
+    placement = rendered[(APPS, "Deployment", "phalanx-system", "phalanx-placement")]
+    assert [p["name"] for p in placement["spec"]["template"]["spec"]["containers"][0]["ports"]] == [
+        "metrics",
+        "webhook",
+    ]
+    service = rendered[("v1", "Service", "phalanx-system", "phalanx-placement-webhook")]
+    assert [p["name"] for p in service["spec"]["ports"]] == ["webhook"]
+
+
 def test_the_elastic_pool_keeps_the_placement_managers_defaults_unless_set(
     default: dict[ObjectKey, Any],
 ) -> None:

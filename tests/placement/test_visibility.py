@@ -17,7 +17,7 @@ from kubeio.access_review import ACCESS_REVIEWS, TOKEN_REVIEWS
 from kubeio.errors import UnavailableError
 from kubeio.http import JsonObject
 from kubeio.serving import Request
-from placement.visibility import Visibility, parse
+from placement.visibility import QUESTION_BURST, QUESTIONS_PER_MINUTE, QuestionLimit, Visibility, parse
 from scheduling.explain.visible import OTHER
 from tests.builders import a_node, a_pod, snapshot_of
 
@@ -57,10 +57,26 @@ class FakeReviews:
         return {"status": {"allowed": allowed, "reason": "" if allowed else "no RBAC policy matched"}}
 
 
-def ask(reviews: FakeReviews, path: str, token: str | None = "t-alice") -> tuple[int, bytes]:
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def endpoint(reviews: FakeReviews, clock: Clock | None = None) -> Visibility:
+    limit = QuestionLimit(QUESTIONS_PER_MINUTE, QUESTION_BURST, clock=clock or Clock())
+    return Visibility(reviews, lambda: SNAPSHOT, clock=lambda: 1.0, limit=limit)
+
+
+def request(path: str, token: str | None = "t-alice") -> Request:
     headers = (("authorization", f"Bearer {token}"),) if token else ()
-    request = Request("GET", path, headers, b"", None, ("127.0.0.1", 9444), "https")
-    reply = Visibility(reviews, lambda: SNAPSHOT, clock=lambda: 1.0).answer(request)
+    return Request("GET", path, headers, b"", None, ("127.0.0.1", 9444), "https")
+
+
+def ask(reviews: FakeReviews, path: str, token: str | None = "t-alice") -> tuple[int, bytes]:
+    reply = endpoint(reviews).answer(request(path, token))
     return reply.status, reply.body
 
 
@@ -124,3 +140,19 @@ def test_paths_name_a_pod_or_a_podgroup() -> None:
         "scheduling.x-k8s.io",
         "podgroups",
     )
+
+
+def test_a_user_asking_in_a_loop_is_slowed_down_and_others_are_not() -> None:
+    reviews = FakeReviews({"t-alice": ALICE, "t-bob": "bob"}, {ALICE: {"team-a"}, "bob": {"team-a"}})
+    clock = Clock()
+    visibility = endpoint(reviews, clock)
+    path = "/why/namespaces/team-a/pods/p"
+    statuses = [visibility.answer(request(path)).status for _ in range(QUESTION_BURST + 1)]
+    assert statuses == [200] * QUESTION_BURST + [429]
+    refused = visibility.answer(request(path))
+    assert refused.body == f"too many questions from {ALICE}: at most 30 a minute; ask again in 2 s".encode()
+    assert ("retry-after", "2") in refused.headers
+    assert visibility.answer(request(path, "t-bob")).status == 200  # another user is answered
+    clock.now += 2.0  # one question's worth of refill
+    assert visibility.answer(request(path)).status == 200
+    assert visibility.answer(request(path)).status == 429
