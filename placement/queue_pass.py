@@ -57,7 +57,7 @@ class QueuePass:
         ``shrinking`` names the groups that give room back by shrinking rather than by eviction:
         elastic MPIJobs above their minimum (the elastic pass shrinks them for waiting groups). Reclaim
         leaves them out, so their surplus goes first and a whole elastic job is evicted only at its
-        minimum (issue 11). ``views`` is the view shared with the release pass (one build per cluster
+        minimum. ``views`` is the view shared with the release pass (one build per cluster
         version for both).
         """
         self._source = source
