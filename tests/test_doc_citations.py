@@ -145,3 +145,15 @@ def test_a_citation_of_a_missing_note_or_section_is_reported() -> None:
         "tests/probe.py:2: shared-only.md is not a file of this repository",
         "tests/probe.py:2: §2 follows no note of this repository",
     ]
+
+
+def test_the_architecture_page_names_files_that_exist() -> None:
+    """A newcomer goes from ``docs/architecture.md`` to any module: every path it names must be there.
+
+    Inside the core's map and walks a path may be written from ``scheduling/`` (``gang/planner.py``).
+    """
+    page = (REPO / "docs" / "architecture.md").read_text()
+    named = set(re.findall(r"`((?:[a-z_]+/)+[\w.-]*)`", page))
+    assert named, "the page names modules"
+    missing = [p for p in named if not (REPO / p).exists() and not (REPO / "scheduling" / p).exists()]
+    assert sorted(missing) == []
