@@ -30,6 +30,7 @@ from scheduling.gang.planner import DEFAULT_LOCALITY_KEYS
 from scheduling.gpu.choice import NoGpusError
 from scheduling.gpu.fit import FilterDecision
 from scheduling.model import Node, Pod
+from scheduling.nodes.decisive import decisive_node
 from scheduling.nodes.ranking import ScoreMemo
 from scheduling.nodes.readiness import promises_ended
 from scheduling.preempt_session import Victims, narrow_victims
@@ -87,6 +88,7 @@ class Extender:
         locality_keys: tuple[str, ...] = DEFAULT_LOCALITY_KEYS,
         wall_clock: Callable[[], float] = time.time,
         decisions: DecisionLog | None = None,
+        decisive: bool = False,
     ) -> None:
         self._cluster = cluster
         self._binder = binder
@@ -102,6 +104,8 @@ class Extender:
         self.views = views
         """Queue rules; without them every pod is admitted as far as queues go."""
         self.nudger = nudger
+        self.decisive = decisive
+        """Answer filter with the one node phalanx ranks first (``scheduling.nodes.decisive``)."""
         self.decisions = decisions or DecisionLog()
         """The last decisions that turned a pod down, with everything they read, for ``/debug/decision``."""
         self.settings = SessionSettings(
@@ -116,8 +120,13 @@ class Extender:
         """The open promises (an immutable value)."""
         return self.ledger.book
 
-    def filter(self, pod: Pod, node_names: tuple[str, ...]) -> FilterDecision:
+    def filter(self, pod: Pod, node_names: tuple[str, ...], *, ranked: str = "") -> FilterDecision:
         """Ask the core (``scheduling.session.filter_pod``) and apply its answer.
+
+        In decisive mode (``decisive``), a pod on its own with several feasible nodes, and no ``ranked``
+        reason (the in-tree preferences phalanx does not model, ``extender.wire.ranked_path_reason``),
+        gets only the node phalanx ranks first (``scheduling.nodes.decisive``): kube-scheduler then takes
+        it without scoring. A gang member's answer is its reserved node already.
 
         Applying means: keep the promise book it returns (a gang's reservation, under the ledger's lock so
         two gangs never reserve the same GPUs), count an admitted group against its queue (and stop counting
@@ -129,7 +138,15 @@ class Extender:
         if outcome.unknown_queue and self.views is not None and self.views.lags(snapshot):
             asked, outcome = self._decide(pod, node_names, snapshot, self.views.refresh())
         self._apply(asked, outcome)
-        return outcome.decision
+        decision = outcome.decision
+        alone = not (self.settings.gangs and pod.group_key is not None)  # a gang member has its reservation
+        if self.decisive and alone and not ranked and len(decision.feasible) > 1:
+            chosen = decisive_node(
+                pod, decision.feasible, snapshot, asked.promises, self._topologies, self._score_memo
+            )
+            if chosen is not None:
+                return FilterDecision((chosen,), decision.rejected)
+        return decision
 
     def _decide(
         self, pod: Pod, node_names: tuple[str, ...], snapshot: ClusterSnapshot, view: QueueView | None
