@@ -1,0 +1,84 @@
+"""The interleaved section's ratios, its goals and the floors' scheduler configuration (offline parts)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+from perf.floor import floor_config
+from perf.goals26 import issue26, render_interleaved
+from perf.interleave import ratios_of
+
+
+def test_each_run_is_divided_by_the_baseline_runs_around_it() -> None:
+    runs: dict[str, list[float | None]] = {
+        "baseline": [100.0, 60.0, None, 80.0],
+        "phalanx": [80.0, 70.0, 40.0],
+        "null-go": [None, 60.0, 72.0],
+    }
+    ratios = ratios_of(runs, "baseline")
+    assert ratios["phalanx"]["each"] == [1.0, 1.167, 0.5]  # 80/80, 70/60 (one baseline), 40/80
+    assert (ratios["phalanx"]["median"], ratios["phalanx"]["low"], ratios["phalanx"]["high"]) == (
+        1.0,
+        0.5,
+        1.167,
+    )
+    assert ratios["null-go"]["each"] == [1.0, 0.9]
+    assert "baseline" not in ratios
+
+
+def test_no_ratio_without_any_baseline_rate() -> None:
+    assert ratios_of({"baseline": [None, None], "phalanx": [50.0]}, "baseline") == {}
+
+
+def _results(nodes: int, **medians: float) -> dict[str, Any]:
+    ratios = {n: {"each": [m], "median": m, "low": m, "high": m} for n, m in medians.items()}
+    runs = {"baseline": [100.0, 100.0], **{n: [m * 100] for n, m in medians.items()}}
+    section = {"pods": 500, "repeats": 1, "runs": runs, "ratios": ratios, "baseline_spread": None}
+    return {"sizes": [{"nodes": nodes, "interleaved": section}]}
+
+
+FLOOR_1000 = "extender mode >= the null extender (null-front) in the same run, 1,000"
+
+
+def _goal(results: dict[str, Any], start: str) -> tuple[str, str]:
+    goal = next(g for g in issue26(results) if g.label.startswith(start))
+    return goal.measured, goal.verdict
+
+
+def test_throughput_is_judged_in_the_best_mode_with_the_floors_beside_it() -> None:
+    met = _results(1000, **{"phalanx": 0.92, "phalanx-ranked": 0.7, "null-go": 0.82})
+    measured, verdict = _goal(met, "throughput >= 0.9x baseline in the best mode, 1,000")
+    assert verdict == "met"
+    assert "phalanx 0.92x" in measured and "floors: null-go 0.82x" in measured
+    missed = _results(1000, **{"phalanx": 0.85, "phalanx-ranked": 0.88})
+    assert _goal(missed, "throughput >= 0.9x baseline in the best mode, 1,000")[1] == "MISSED"
+    assert _goal(missed, "throughput >= 1x baseline in the best mode, 5,000")[1] == "n/a"
+
+
+def test_the_extender_mode_is_judged_against_the_null_extender_of_its_stack() -> None:
+    assert _goal(_results(1000, phalanx=0.8, **{"null-front": 0.79}), FLOOR_1000)[1] == "met"
+    assert _goal(_results(1000, phalanx=0.7, **{"null-front": 0.79}), FLOOR_1000)[1] == "MISSED"
+
+
+def test_the_table_lists_every_run_and_ratio() -> None:
+    lines = render_interleaved(_results(1000, phalanx=0.9))
+    assert any(line.strip().startswith("phalanx") and "0.90" in line for line in lines)
+
+
+def test_a_floor_scheduler_is_the_shipped_one_with_a_null_extender() -> None:
+    config = yaml.safe_load(floor_config("null-go", "http://127.0.0.1:1234", "/tmp/kubeconfig"))
+    assert config["clientConnection"]["kubeconfig"] == "/tmp/kubeconfig"
+    assert config["leaderElection"]["leaderElect"] is False
+    assert config["percentageOfNodesToScore"] == 100
+    (profile,) = config["profiles"]
+    assert profile["schedulerName"] == "null-go"
+    assert profile["pluginConfig"][0]["args"]["scoringStrategy"]["type"] == "MostAllocated"
+    (extender,) = config["extenders"]
+    assert extender["urlPrefix"] == "http://127.0.0.1:1234"
+    assert (extender["filterVerb"], extender["prioritizeVerb"], extender["weight"]) == (
+        "filter",
+        "prioritize",
+        5,
+    )
+    assert "bindVerb" not in extender and "preemptVerb" not in extender
