@@ -81,7 +81,7 @@ class ExtenderSettings:
     calls no ``prioritize`` for it, a round trip and a scoring pass less per pod. Pods with in-tree
     preferences phalanx does not model keep the ranked path (``extender.wire.ranked_path_reason``).
     ``false`` sends every feasible node, for kube-scheduler to score with ``prioritize``
-    (docs/extender.md, "Decisive and ranked filter")."""
+    (``docs/design/decisive-filter.md``)."""
 
     hot_verbs: bool = True
     """Answer ``filter`` and ``prioritize`` in the worker without Flask (``PHALANX_HOT_VERBS``;

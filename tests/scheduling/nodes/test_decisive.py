@@ -98,9 +98,7 @@ def feasible_for(pod: Pod, snap: ClusterSnapshot, names: list[str], book: Promis
 
 @settings(max_examples=300, deadline=None)
 @given(st.integers(0, 2**32), st.integers(2, 40))
-def test_the_decisive_node_is_one_phalanx_ranks_first_and_in_tree_scores_prefer(
-    seed: int, size: int
-) -> None:
+def test_the_decisive_node_is_one_phalanx_ranks_first_and_in_tree_scores_prefer(seed: int, size: int) -> None:
     rng = random.Random(seed)
     snap, names = random_cluster(rng, size)
     pod, book = a_gpu_pod(rng), PromiseBook()
@@ -121,8 +119,8 @@ def test_how_often_the_decisive_node_is_one_the_ranked_path_could_pick() -> None
 
     Where it is not, kube-scheduler's resource scores outweighed a one-point lead of phalanx's own score
     (50 points of the total), so the ranked path would have placed the pod against phalanx's ranking;
-    the rate is stated in docs/extender.md. With the name alone as tie-break among phalanx's ties (no
-    model of the in-tree scores) about one decision in six differs.
+    the rate is stated in docs/design/decisive-filter.md. With the name alone as tie-break among
+    phalanx's ties 1,304 of 1,978 agree, with ``MostAllocated`` alone 1,640.
     """
     rng = random.Random(26)
     agree = decided = 0
