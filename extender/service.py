@@ -30,7 +30,7 @@ from scheduling.gang.planner import DEFAULT_LOCALITY_KEYS
 from scheduling.gpu.choice import NoGpusError
 from scheduling.gpu.fit import FilterDecision
 from scheduling.model import Node, Pod
-from scheduling.nodes.decisive import decisive_node
+from scheduling.nodes.decisive import TieMemo, decisive_node
 from scheduling.nodes.ranking import ScoreMemo
 from scheduling.nodes.readiness import promises_ended
 from scheduling.preempt_session import Victims, narrow_victims
@@ -96,6 +96,7 @@ class Extender:
         self._wall_clock = wall_clock
         self._topologies = topologies or TopologyCache()
         self._score_memo = ScoreMemo()
+        self._ties = TieMemo()
         self._room = RoomMemo()
         self.ledger = ledger or PromiseLedger()
         self.gangs = gangs
@@ -142,7 +143,13 @@ class Extender:
         alone = not (self.settings.gangs and pod.group_key is not None)  # a gang member has its reservation
         if self.decisive and alone and not ranked and len(decision.feasible) > 1:
             chosen = decisive_node(
-                pod, decision.feasible, snapshot, asked.promises, self._topologies, self._score_memo
+                pod,
+                decision.feasible,
+                snapshot,
+                asked.promises,
+                self._topologies,
+                self._score_memo,
+                self._ties,
             )
             if chosen is not None:
                 return FilterDecision((chosen,), decision.rejected)

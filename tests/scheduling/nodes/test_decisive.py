@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from scheduling.cluster.promises import Promise, PromiseBook
 from scheduling.cluster.snapshot import ClusterSnapshot
 from scheduling.model import Node, Pod, Resources
-from scheduling.nodes.decisive import decisive_node, in_tree_score, most_allocated
+from scheduling.nodes.decisive import TieMemo, decisive_node, in_tree_score, most_allocated
 from scheduling.nodes.ranking import ScoreMemo, rank_nodes
 from scheduling.topology import TopologyCache, parse_topo_matrix
 from tests.builders import a_node, a_pod, snapshot_of
@@ -104,6 +104,9 @@ def test_the_decisive_node_is_one_phalanx_ranks_first_and_in_tree_scores_prefer(
     pod, book = a_gpu_pod(rng), PromiseBook()
     feasible = feasible_for(pod, snap, names, book)
     chosen = decisive_node(pod, feasible, snap, book, CACHE, ScoreMemo())
+    ties = TieMemo()
+    for _ in range(2):  # the memos give the same answer, filled and hit
+        assert decisive_node(pod, feasible, snap, book, CACHE, ScoreMemo(), ties) == chosen
     if len(feasible) < 2:
         assert chosen is None
         return
@@ -145,6 +148,15 @@ def test_promised_gpus_count_as_taken_for_the_ranking_and_the_tie_break() -> Non
     assert decisive_node(pod, ["a", "b"], snap, PromiseBook(), CACHE) == "a"
     promised = PromiseBook().add(Promise("u", "ml/y", "b", (0, 1, 2, 3), 1e9, Resources(gpus=4)))
     assert decisive_node(pod, ["a", "b"], snap, promised, CACHE) == "b"
+
+
+def test_the_tie_memo_is_not_used_for_a_node_whose_usage_changed() -> None:
+    nodes = [a_node(n).gpus(8).cpu(64_000).memory(512 * GIB).build() for n in ("a", "b")]
+    pod, ties = a_pod("p").gpus(1).cpu(1000).memory(GIB).build(), TieMemo()
+    empty = snapshot_of(nodes)
+    assert decisive_node(pod, ["a", "b"], empty, PromiseBook(), CACHE, None, ties) == "a"  # by name
+    cpu_on_b = snapshot_of(nodes, [a_pod("x").cpu(32_000).memory(256 * GIB).on("b").build()])
+    assert decisive_node(pod, ["a", "b"], cpu_on_b, PromiseBook(), CACHE, None, ties) == "b"  # fuller
 
 
 def test_one_candidate_needs_no_choice() -> None:
