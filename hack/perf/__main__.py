@@ -133,6 +133,7 @@ SECTIONS = (
     "profile",
     "elastic",
     "simulator",
+    "decision",
 )
 """Every section; the first six need the cluster (``throughput`` includes the per-call latency;
 ``interleaved`` runs the baseline, phalanx's two modes and the floors in turns, ``perf.interleave``)."""
@@ -307,6 +308,13 @@ def _offline_sections(
 
         results["elastic"] = measure_elastic(plan.elastic_cases, progress)
 
+    def decision() -> None:
+        from perf.decision import measure_decision
+
+        results["decision"] = measure_decision(
+            plan.memory_nodes, plan.memory_pods, plan.profile_calls, progress
+        )
+
     def simulator() -> None:
         from perf.simreplay import measure_simulator
 
@@ -318,6 +326,7 @@ def _offline_sections(
         ("profile", profile),
         ("elastic", elastic),
         ("simulator", simulator),
+        ("decision", decision),
     ]
 
 
