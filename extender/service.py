@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
 from extender.decisions import DecisionLog
@@ -31,12 +31,14 @@ from scheduling.gpu.choice import NoGpusError
 from scheduling.gpu.fit import FilterDecision
 from scheduling.model import Node, Pod
 from scheduling.nodes.decisive import TieMemo, decisive_node
+from scheduling.nodes.rank_index import NotIndexed, RankIndex
 from scheduling.nodes.ranking import ScoreMemo
 from scheduling.nodes.readiness import promises_ended
 from scheduling.preempt_session import Victims, narrow_victims
 from scheduling.queues import AdmissionRule
 from scheduling.queues.view import QueueView, group_key
 from scheduling.session import (
+    Chooser,
     FilterInput,
     FilterOutcome,
     SessionSettings,
@@ -97,6 +99,7 @@ class Extender:
         self._topologies = topologies or TopologyCache()
         self._score_memo = ScoreMemo()
         self._ties = TieMemo()
+        self._index = RankIndex()
         self._room = RoomMemo()
         self.ledger = ledger or PromiseLedger()
         self.gangs = gangs
@@ -135,13 +138,15 @@ class Extender:
         the verdict, and remember a pod left with no node so it is woken when capacity frees up.
         """
         snapshot = self._cluster.snapshot()
-        asked, outcome = self._decide(pod, node_names, snapshot, self.views.view if self.views else None)
+        alone = not (self.settings.gangs and pod.group_key is not None)  # a gang member has its reservation
+        choose = self._choose if self.decisive and alone and not ranked else None
+        view = self.views.view if self.views else None
+        asked, outcome = self._decide(pod, node_names, snapshot, view, choose)
         if outcome.unknown_queue and self.views is not None and self.views.lags(snapshot):
-            asked, outcome = self._decide(pod, node_names, snapshot, self.views.refresh())
+            asked, outcome = self._decide(pod, node_names, snapshot, self.views.refresh(), choose)
         self._apply(asked, outcome)
         decision = outcome.decision
-        alone = not (self.settings.gangs and pod.group_key is not None)  # a gang member has its reservation
-        if self.decisive and alone and not ranked and len(decision.feasible) > 1:
+        if choose is not None and len(decision.feasible) > 1:  # the index could not answer
             chosen = decisive_node(
                 pod,
                 decision.feasible,
@@ -155,8 +160,22 @@ class Extender:
                 return FilterDecision((chosen,), decision.rejected)
         return decision
 
+    def _choose(
+        self, pod: Pod, candidates: Collection[str], snapshot: ClusterSnapshot, promises: PromiseBook
+    ) -> str | None:
+        """The decisive node from the rank index; ``None`` (decide in full) when it cannot answer."""
+        try:
+            return self._index.choose(pod, candidates, snapshot, promises, self._topologies, self._score_memo)
+        except NotIndexed:
+            return None
+
     def _decide(
-        self, pod: Pod, node_names: tuple[str, ...], snapshot: ClusterSnapshot, view: QueueView | None
+        self,
+        pod: Pod,
+        node_names: tuple[str, ...],
+        snapshot: ClusterSnapshot,
+        view: QueueView | None,
+        choose: Chooser | None = None,
     ) -> tuple[FilterInput, FilterOutcome]:
         admitted = self.views.admitted if self.views is not None else AdmittedBook()
         tried = self.views.tried if self.views is not None else None
@@ -164,7 +183,9 @@ class Extender:
 
         def decide(book: PromiseBook) -> tuple[PromiseBook, tuple[FilterInput, FilterOutcome]]:
             asked = FilterInput(pod, node_names, snapshot, book, view, admitted, now, tried)
-            outcome = filter_pod(asked, topologies=self._topologies, settings=self.settings, room=self._room)
+            outcome = filter_pod(
+                asked, topologies=self._topologies, settings=self.settings, room=self._room, choose=choose
+            )
             return outcome.promises, (asked, outcome)
 
         if self.settings.gangs and pod.group_key is not None:
