@@ -6,8 +6,9 @@ call there (the per-pod budget in hack/perf/README.md), and decoding the whole p
 for a memo that only needs its bytes costs more. ``kubeio.serving`` has the whole request in hand before
 a thread runs it, so this module answers the two verbs from the buffered body:
 
-- the body is read into msgspec structs (``ExtenderArgs`` with the pod kept as raw JSON bytes), the pod
-  converted once per distinct text (``RawPodMemo``), the node names checked by ``extender.wire``;
+- the body is read into msgspec structs (``ExtenderArgs`` with the pod and the names kept as raw JSON
+  bytes), the pod converted once per distinct text (``RawPodMemo``), the node names checked by
+  ``extender.wire`` once per distinct list (``NamesMemo``);
 - the decision, the metrics and the reply are the Flask route's own (``extender.routes.answer`` and
   ``decide_filter``), and the reply is encoded from msgspec structs (``ExtenderFilterResult``).
 
@@ -42,7 +43,7 @@ class ExtenderArgs(msgspec.Struct, frozen=True):
     """``k8s.io/kube-scheduler/extender/v1.ExtenderArgs`` in the ``nodeCacheCapable`` shape."""
 
     Pod: msgspec.Raw
-    NodeNames: list[str] | None = None
+    NodeNames: msgspec.Raw = msgspec.Raw(b"null")
     Nodes: msgspec.Raw = msgspec.Raw(b"null")
 
 
@@ -64,6 +65,7 @@ class HostPriority(msgspec.Struct, frozen=True):
 
 
 _decode_args = msgspec.json.Decoder(ExtenderArgs).decode
+_decode_names = msgspec.json.Decoder(list[str]).decode
 _encode = msgspec.json.Encoder().encode
 
 
@@ -100,7 +102,32 @@ class RawPodMemo:
         return found
 
 
-def _args(body: bytes, pods: RawPodMemo) -> wire.ExtenderArgs | None:
+class NamesMemo:
+    """The candidates of the last ``NodeNames`` text read, checked, as one tuple object.
+
+    Consecutive pods mostly get the very same candidate list (every node that passed kube-scheduler's
+    own filters); comparing its text with the last one's is a memory compare, while reading and checking
+    5,000 names again is not. Giving back the same tuple object also lets the decisive chooser keep the
+    set it made of it (``extender.service``). Safe to share between request threads.
+    """
+
+    def __init__(self) -> None:
+        self._last: tuple[bytes, tuple[str, ...]] = (b"", ())
+
+    def __call__(self, raw: bytes) -> tuple[str, ...] | None:
+        """The checked names of ``raw`` (a JSON list), or ``None`` when the Flask route must answer."""
+        text, names = self._last
+        if raw == text:
+            return names
+        try:
+            names = wire.node_names(_decode_names(raw))
+        except (msgspec.DecodeError, msgspec.ValidationError, wire.WireError):
+            return None
+        self._last = (raw, names)
+        return names
+
+
+def _args(body: bytes, pods: RawPodMemo, candidates: NamesMemo) -> wire.ExtenderArgs | None:
     """The request as ``extender.wire`` would parse it, or ``None`` for anything but the ordinary shape."""
     try:
         raw = _decode_args(body)
@@ -108,14 +135,11 @@ def _args(body: bytes, pods: RawPodMemo) -> wire.ExtenderArgs | None:
         return None
     if bytes(raw.Nodes).strip() != b"null":
         return None
-    if not raw.NodeNames:
+    names = candidates(bytes(raw.NodeNames))
+    if not names:
         return None
     found = pods(bytes(raw.Pod))
     if found is None:
-        return None
-    try:
-        names = wire.node_names(raw.NodeNames)
-    except wire.WireError:
         return None
     pod, ranked = found
     return wire.ExtenderArgs(pod, names, None, ranked)
@@ -149,13 +173,13 @@ def hot_handler(
     fallback: Callable[[Request], Reply],
 ) -> Callable[[Request], Reply]:
     """A ``kubeio.serving`` handler: ``POST /filter`` and ``/prioritize`` here, the rest ``fallback``."""
-    pods = RawPodMemo()
+    pods, candidates = RawPodMemo(), NamesMemo()
 
     def handle(request: Request) -> Reply:
         verb = _HOT.get((request.method, request.target))
         if verb is None:
             return fallback(request)
-        args = _args(request.body, pods)
+        args = _args(request.body, pods, candidates)
         if args is None:
             return fallback(request)  # the Flask route refuses it in its own words
         if duty is not None:

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Callable
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
 from extender.decisions import DecisionLog
@@ -100,6 +101,7 @@ class Extender:
         self._score_memo = ScoreMemo()
         self._ties = TieMemo()
         self._index = RankIndex()
+        self._candidates: tuple[tuple[str, ...], AbstractSet[str]] = ((), frozenset())
         self._room = RoomMemo()
         self.ledger = ledger or PromiseLedger()
         self.gangs = gangs
@@ -161,11 +163,22 @@ class Extender:
         return decision
 
     def _choose(
-        self, pod: Pod, candidates: Collection[str], snapshot: ClusterSnapshot, promises: PromiseBook
+        self, pod: Pod, candidates: tuple[str, ...], snapshot: ClusterSnapshot, promises: PromiseBook
     ) -> str | None:
-        """The decisive node from the rank index; ``None`` (decide in full) when it cannot answer."""
+        """The decisive node from the rank index; ``None`` (decide in full) when it cannot answer.
+
+        The set of the candidates is kept with the tuple it was made of: the hot path hands the same
+        tuple object for the same candidate list (``extender.hot.NamesMemo``), and hashing 5,000 names
+        again would be most of a decision's cost.
+        """
+        last = self._candidates
+        if last[0] is candidates:
+            names = last[1]
+        else:
+            names = frozenset(candidates)
+            self._candidates = (candidates, names)
         try:
-            return self._index.choose(pod, candidates, snapshot, promises, self._topologies, self._score_memo)
+            return self._index.choose(pod, names, snapshot, promises, self._topologies, self._score_memo)
         except NotIndexed:
             return None
 

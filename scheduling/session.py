@@ -26,7 +26,7 @@ and promises them (``choose_for_bind``), and for a gang member says what its bin
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from types import MappingProxyType
 
@@ -130,9 +130,9 @@ class FilterOutcome:
         return FilterDecision(self.feasible, self.rejected)
 
 
-Chooser = Callable[[Pod, Collection[str], ClusterSnapshot, PromiseBook], "str | None"]
+Chooser = Callable[[Pod, tuple[str, ...], ClusterSnapshot, PromiseBook], "str | None"]
 """The decisive node among the candidates for a pod on its own, or ``None`` when none is feasible
-(``scheduling.nodes.rank_index.RankIndex.choose``)."""
+(``scheduling.nodes.rank_index.RankIndex.choose`` over a set of them)."""
 
 
 def filter_pod(
@@ -184,7 +184,7 @@ def _decided(
     )
     if gate.held is not None:
         return None
-    chosen = choose(pod, frozenset(request.candidates), snapshot, promises)
+    chosen = choose(pod, request.candidates, snapshot, promises)
     if chosen is None:
         return None
     return FilterOutcome((chosen,), _NO_REJECTIONS, promises, admitted=gate.admitted, gate=gate)

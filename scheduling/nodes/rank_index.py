@@ -21,7 +21,7 @@ from __future__ import annotations
 import bisect
 import threading
 from collections import OrderedDict
-from collections.abc import Collection
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 
 from scheduling.cluster.node_changes import NodeChanges
@@ -69,7 +69,7 @@ class RankIndex:
     def choose(
         self,
         pod: Pod,
-        candidates: Collection[str],
+        candidates: AbstractSet[str],
         snapshot: ClusterSnapshot,
         promises: PromiseBook,
         topologies: TopologyCache,
@@ -93,7 +93,7 @@ class RankIndex:
                 if name in candidates and name not in promised:
                     best = key
                     break
-        for name in sorted(promised & set(candidates)):
+        for name in sorted(n for n in promised if n in candidates):
             judged = _key(name, pod, snapshot, promises, topologies, memo)
             if judged is not None and (best is None or judged < best):
                 best = judged

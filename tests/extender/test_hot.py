@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry
 
 from extender.app import create_app
-from extender.hot import front_handler
+from extender.hot import NamesMemo, front_handler
 from extender.service import Extender
 from extender.settings import ExtenderSettings
 from extender.worker import wsgi_handler
@@ -148,3 +148,15 @@ def test_other_paths_and_methods_go_to_flask() -> None:
     same(hot(request("/healthz", b"", "GET")), flask(request("/healthz", b"", "GET")))
     body = orjson.dumps(captured("filter"))
     assert hot(request("/filter", body, "GET")).status == 405
+
+
+def test_the_same_candidate_text_gives_the_same_checked_tuple_and_bad_names_go_to_flask() -> None:
+    memo = NamesMemo()
+    first = memo(b'["gpu-node-1","gpu-node-2"]')
+    assert first == ("gpu-node-1", "gpu-node-2")
+    assert memo(b'["gpu-node-1","gpu-node-2"]') is first
+    assert memo(b'["gpu-node-1"]') == ("gpu-node-1",)
+    assert memo(b'["bad/name"]') is None
+    assert memo(b"[]") is None
+    assert memo(b"null") is None
+    assert memo(b'["gpu-node-1"]') == ("gpu-node-1",)

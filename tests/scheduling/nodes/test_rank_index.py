@@ -78,7 +78,7 @@ def test_the_index_chooses_what_the_full_path_chooses_as_the_cluster_changes(see
         step(rng, state, live, n)
         snap = state.snapshot()
         pod = rng.choice(shapes)
-        names = sorted(snap.nodes) + ["gone"]
+        names = [*sorted(snap.nodes), "gone"]
         candidates = rng.sample(names, rng.randint(1, len(names)))
         book = PromiseBook()
         if rng.random() < 0.3:
@@ -100,7 +100,8 @@ def test_an_older_snapshot_or_one_without_a_log_is_not_indexed() -> None:
             index.choose(pod, {"a", "b"}, snapshot, PromiseBook(), CACHE)
         except NotIndexed:
             continue
-        raise AssertionError("answered from an index newer than the snapshot")
+        msg = "answered from an index newer than the snapshot"
+        raise AssertionError(msg)
 
 
 def test_the_log_says_when_it_no_longer_covers_a_span() -> None:
