@@ -290,6 +290,7 @@ def _apiserver_argv(cluster: LocalCluster, bins: Path, ports: Mapping[str, int])
         "--endpoint-reconciler-type=none",
         "--profiling=false",
         "--v=1",
+        *cluster.apiserver_args,
     ]
 
 

@@ -51,6 +51,15 @@ PAUSED_PROFILE = "phalanx-paused"
 BASELINE_PROFILE = "baseline"
 """Profile name of the extender-free scheduler."""
 
+NATIVE_GANG_GATES = "--feature-gates=GenericWorkload=true,GangScheduling=true"
+"""kube-scheduler v1.36's native gang scheduling: the PodGroup API and the GangScheduling plugin."""
+
+NATIVE_GANG_APISERVER_ARGS = (
+    "--feature-gates=GenericWorkload=true",
+    "--runtime-config=scheduling.k8s.io/v1alpha2=true",
+)
+"""What the API server needs to serve ``scheduling.k8s.io/v1alpha2`` PodGroups."""
+
 NODES_PER_RACK = 32
 """Simulated nodes per rack label (gang planning prefers one rack), four racks per zone."""
 
@@ -132,6 +141,9 @@ class BenchBed:
             node_grace_seconds=600,
             log=progress,
         )
+        # kube-scheduler's own gang scheduling, the anchor beside phalanx's gangs (perf.gangs), needs
+        # the PodGroup API of scheduling.k8s.io (alpha in v1.36, off by default) in the API server.
+        self.bed.cluster.apiserver_args = NATIVE_GANG_APISERVER_ARGS
         self.phalanx_config = state_dir / "phalanx-scheduler-config.yaml"
         self.paused_config = state_dir / "paused-scheduler-config.yaml"
         self.baseline_config = state_dir / "baseline-scheduler-config.yaml"
@@ -255,10 +267,13 @@ class BenchBed:
             "baseline", self.baseline_config
         )
 
-    def start_scheduler(self, name: str, config: Path) -> tuple[subprocess.Popen[bytes], int, IO[bytes]]:
+    def start_scheduler(
+        self, name: str, config: Path, extra_args: Sequence[str] = ()
+    ) -> tuple[subprocess.Popen[bytes], int, IO[bytes]]:
         """Start one more kube-scheduler from the cached binary with ``config``, and wait for its health.
 
-        Returns the process, its secure port and its open log; ``stop_scheduler`` stops it.
+        ``extra_args`` are more flags (the native gang anchor's feature gates). Returns the process, its
+        secure port and its open log; ``stop_scheduler`` stops it.
         """
         port = free_port()
         log_path = self.state_dir / f"{name}-scheduler.log"
@@ -273,6 +288,7 @@ class BenchBed:
             f"--secure-port={port}",
             f"--cert-dir={self.state_dir / f'{name}-pki'}",
             f"--v={self.bed.cluster.scheduler_verbosity}",
+            *extra_args,
         ]
         env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
         env["NO_PROXY"] = ",".join(filter(None, [env.get("NO_PROXY"), "127.0.0.1", "localhost"]))

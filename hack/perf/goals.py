@@ -109,7 +109,7 @@ def _gang(results: dict[str, Any], limit: float = MAX_GANG_RATIO) -> Goal:
     label = f"{GANG_SIZE}-pod gang <= {limit:g}x baseline's single pods, {GANG_NODES:,} nodes"
     size = _size(results, GANG_NODES)
     rows = [g for g in size.get("gangs") or [] if isinstance(g, dict) and g.get("size") == GANG_SIZE]
-    gangs = [g for g in rows if not g.get("baseline_single_pods")]
+    gangs = [g for g in rows if not g.get("baseline_single_pods") and not g.get("native_gang")]
     singles = [g for g in rows if g.get("baseline_single_pods")]
     if not gangs:
         return Goal(label, "not measured", None)

@@ -82,3 +82,23 @@ def test_a_floor_scheduler_is_the_shipped_one_with_a_null_extender() -> None:
         5,
     )
     assert "bindVerb" not in extender and "preemptVerb" not in extender
+
+
+def _gangs(*rows: dict[str, Any]) -> dict[str, Any]:
+    return {"sizes": [{"nodes": 5000, "gangs": list(rows)}]}
+
+
+def _row(seconds: float | None, **kind: Any) -> dict[str, Any]:
+    return {"nodes": 5000, "size": 256, "bound": 256, "last_created_to_all_bound_seconds": seconds, **kind}
+
+
+def test_the_gang_is_judged_against_kube_schedulers_native_gang_scheduling() -> None:
+    native = "256-pod gang faster than kube-scheduler's native"
+    rows = [_row(6.0), _row(5.0, baseline_single_pods=True), _row(9.0, native_gang=True)]
+    assert _goal(_gangs(*rows), native) == ("phalanx 6.00 s, native 9.00 s", "met")
+    rows[-1] = _row(4.0, native_gang=True)
+    assert _goal(_gangs(*rows), native) == ("phalanx 6.00 s, native 4.00 s", "MISSED")
+    failed = _row(None, native_gang=True, error="PodGroup not created: 404")
+    assert _goal(_gangs(rows[0], failed), native) == ("native: PodGroup not created: 404", "n/a")
+    # the native row is no phalanx gang for the ratio to the baseline's single pods
+    assert _goal(_gangs(*rows), "256-pod gang <= 1.2x")[0] == "gang 6.00 s, baseline 5.00 s: 1.20x"
