@@ -70,8 +70,10 @@ def interleaved(
 ) -> dict[str, Any]:
     """Run ``repeats`` rounds of baseline then every runner, and a closing baseline; return the ratios.
 
-    ``runners[0]`` must be the baseline. Returns ``{"pods": count, "repeats": n, "runs": {name: [pods/s,
-    ...]}, "ratios": {name: {"each": [...], "median", "low", "high"}}, "disturbed": [...]}``.
+    ``runners[0]`` must be the baseline. Every runner is left paused but phalanx, which is left
+    scheduling with the extender as shipped, as the other sections expect it. Returns ``{"pods":
+    count, "repeats": n, "runs": {name: [pods/s, ...]}, "ratios": {name: {"each": [...], "median",
+    "low", "high"}}, "disturbed": [...]}``.
     """
     baseline, others = runners[0], runners[1:]
     runs: dict[str, list[float | None]] = {r.name: [] for r in runners}
@@ -85,6 +87,7 @@ def interleaved(
             if e2e_runs():
                 disturbed.append(f"round {i + 1}, {runner.name}: an end-to-end test run was running")
     runs[baseline.name].append(one_backlog(bb, baseline, nodes, count, "closing", progress))
+    bb.resume_phalanx()  # the sections after this one (budget, gangs) expect phalanx's scheduler running
     return {
         "pods": count,
         "repeats": repeats,
