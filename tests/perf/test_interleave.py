@@ -102,3 +102,15 @@ def test_the_gang_is_judged_against_kube_schedulers_native_gang_scheduling() -> 
     assert _goal(_gangs(rows[0], failed), native) == ("native: PodGroup not created: 404", "n/a")
     # the native row is no phalanx gang for the ratio to the baseline's single pods
     assert _goal(_gangs(*rows), "256-pod gang <= 1.2x")[0] == "gang 6.00 s, baseline 5.00 s: 1.20x"
+
+
+def test_the_decision_goal_reads_the_decisive_p99_at_the_full_size_only() -> None:
+    label = "filter decision in-process p99"
+    ranked = {"p50_ms": 1.1, "p99_ms": 2.5, "prioritize": {"p50_ms": 1.3, "p99_ms": 3.0}}
+    full = {"nodes": 5000, "pods": 150_000, "decisive": {"p50_ms": 0.1, "p99_ms": 0.25}, "ranked": ranked}
+    measured, verdict = _goal({"decision": full}, label)
+    assert verdict == "met"
+    assert "decisive p50 0.10 / p99 0.25 ms" in measured and "prioritize 1.30 / 3.00 ms" in measured
+    assert _goal({"decision": {**full, "decisive": {"p50_ms": 0.1, "p99_ms": 0.8}}}, label)[1] == "MISSED"
+    assert _goal({"decision": {**full, "pods": 30_000}}, label)[1] == "n/a"
+    assert _goal({"decision": {"error": "killed"}}, label) == ("killed", "n/a")
