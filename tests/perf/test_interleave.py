@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 import yaml
 from perf.floor import floor_config
 from perf.goals26 import issue26, render_interleaved
@@ -114,3 +115,41 @@ def test_the_decision_goal_reads_the_decisive_p99_at_the_full_size_only() -> Non
     assert _goal({"decision": {**full, "decisive": {"p50_ms": 0.1, "p99_ms": 0.8}}}, label)[1] == "MISSED"
     assert _goal({"decision": {**full, "pods": 30_000}}, label)[1] == "n/a"
     assert _goal({"decision": {"error": "killed"}}, label) == ("killed", "n/a")
+
+
+def test_rounds_run_the_baseline_first_close_with_one_and_leave_phalanx_scheduling(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import perf.interleave as interleave
+
+    ran: list[str] = []
+
+    class Bed:
+        resumed = 0
+
+        def resume_phalanx(self) -> None:
+            self.resumed += 1
+
+    def backlog(bb: Any, runner: Any, nodes: int, count: int, tag: str, progress: Any) -> float:
+        ran.append(f"{runner.name}:{tag}")
+        return 100.0 if runner.name == "baseline" else 80.0
+
+    monkeypatch.setattr(interleave, "one_backlog", backlog)
+    monkeypatch.setattr(interleave, "wait_for_quiet_machine", lambda progress, what: 0.0)
+    monkeypatch.setattr(interleave, "e2e_runs", lambda: [])
+    bed = Bed()
+    runners = [
+        interleave.Runner(n, n, lambda: None, lambda: None) for n in ("baseline", "phalanx", "null-go")
+    ]
+    out = interleave.interleaved(bed, runners, 1000, 50, 2, lambda line: None)  # type: ignore[arg-type]
+    assert ran == [
+        "baseline:r1",
+        "phalanx:r1",
+        "null-go:r1",
+        "baseline:r2",
+        "phalanx:r2",
+        "null-go:r2",
+        "baseline:closing",
+    ]
+    assert bed.resumed == 1
+    assert out["ratios"]["phalanx"]["each"] == [0.8, 0.8]
