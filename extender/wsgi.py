@@ -87,6 +87,7 @@ def create() -> Flask:
         nudger=nudger,
         reservation_ttl=settings.reservation_ttl_seconds,
         locality_keys=settings.locality_keys,
+        decisive=settings.decisive,
     )
     cache.add_listener(service.pod_changed)
     cache.add_node_listener(service.node_changed)

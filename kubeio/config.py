@@ -73,6 +73,32 @@ def env_float(environ: Mapping[str, str], name: str, default: float, *, allow_ze
     return value
 
 
+def env_bool(environ: Mapping[str, str], name: str, default: bool) -> bool:
+    """The switch in variable ``name`` (``true``/``false``, ``1``/``0``, ``yes``/``no``), else ``default``.
+
+    An unset or empty variable gives ``default``.
+
+    Raises:
+        SettingsError: the value is none of those words.
+
+    >>> env_bool({"PHALANX_DECISIVE": "false"}, "PHALANX_DECISIVE", True)
+    False
+    >>> env_bool({"PHALANX_DECISIVE": "maybe"}, "PHALANX_DECISIVE", True)
+    Traceback (most recent call last):
+    ...
+    kubeio.config.SettingsError: PHALANX_DECISIVE='maybe' is not true or false
+    """
+    text = (environ.get(name) or "").strip().lower()
+    if not text:
+        return default
+    if text in ("true", "1", "yes"):
+        return True
+    if text in ("false", "0", "no"):
+        return False
+    msg = f"{name}={environ.get(name)!r} is not true or false"
+    raise SettingsError(msg)
+
+
 def _parsed(environ: Mapping[str, str], name: str, parse: Callable[[str], T], kind: str) -> T | None:
     """Variable ``name`` parsed, or ``None`` when it is unset or empty; ``kind`` names the type in errors."""
     text = environ.get(name)

@@ -366,6 +366,7 @@ def _apiserver_argv(cluster: Booting, bins: Path, ports: Mapping[str, int]) -> l
         "--endpoint-reconciler-type=none",
         "--profiling=false",
         "--v=1",
+        *cluster.apiserver_args,
     ]
 
 

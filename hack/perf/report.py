@@ -281,10 +281,12 @@ def render(results: dict[str, Any]) -> str:
     gang_rows = [
         [
             f"{g['nodes']:,}",
-            f"{g['size']} single (baseline)" if g.get("baseline_single_pods") else str(g["size"]),
-            f"{g['bound']}/{g['size']}",
-            num(g["create_seconds"]),
-            num(g["last_created_to_all_bound_seconds"]),
+            f"{g['size']} single (baseline)"
+            if g.get("baseline_single_pods")
+            else (f"{g['size']} native gang" if g.get("native_gang") else str(g["size"])),
+            f"{g.get('bound', 0)}/{g['size']}",
+            num(g.get("create_seconds")),
+            num(g.get("last_created_to_all_bound_seconds")),
         ]
         for s in results.get("sizes", [])
         for g in s.get("gangs", [])
