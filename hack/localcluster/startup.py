@@ -36,6 +36,7 @@ class Booting(Protocol):
     extender_url: str
     run_scheduler: bool
     run_controller_manager: bool
+    apiserver_args: tuple[str, ...]
     scheduler_verbosity: int
     start_timeout: float
     node_monitor_grace_seconds: int

@@ -96,7 +96,10 @@ def figure_rows(old: dict[str, Any], new: dict[str, Any]) -> list[list[str]]:
 
 
 def goal_rows(old: dict[str, Any], new: dict[str, Any], goals: Any = issue13) -> list[list[str]]:
-    """(goal, old measured, old verdict, new measured, new verdict) for each goal of ``goals`` (default: the same-run goals)."""
+    """(goal, old measured, old verdict, new measured, new verdict) for each goal of ``goals``.
+
+    ``goals`` defaults to the same-run goals.
+    """
     return [
         [a.label, a.measured, a.verdict, b.measured, b.verdict]
         for a, b in zip(goals(old), goals(new), strict=True)
