@@ -30,8 +30,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO
 
+import bed_kueue
 from bed_webhooks import CONFIGS, GATE_MANIFEST, PIN_MANIFEST, register, testbed_name, wait_callable
-from localcluster import MPI_OPERATOR, LocalCluster, build_module, render_scheduler_config
+from localcluster import KUEUE, MPI_OPERATOR, LocalCluster, build_module, render_scheduler_config
 from localcluster.pki import ensure_serving_cert
 from localcluster.processes import port_holder
 from localcluster.startup import NODE_MONITOR_GRACE_SECONDS
@@ -161,6 +162,7 @@ class Testbed:
         scheduler_pairs: int = 1,
         placement_replicas: int = 1,
         node_grace_seconds: int = NODE_MONITOR_GRACE_SECONDS,
+        workload_api: bool = False,
         log: Callable[[str], None] = lambda line: print(line, file=sys.stderr, flush=True),
     ) -> None:
         self.state_dir = state_dir
@@ -198,6 +200,7 @@ class Testbed:
             log=log,
             run_scheduler=scheduler_pairs == 1,
             node_monitor_grace_seconds=node_grace_seconds,
+            workload_api=workload_api,
         )
         self.logs = state_dir / "logs"
         self._procs: dict[str, subprocess.Popen[bytes]] = {}
@@ -324,6 +327,64 @@ class Testbed:
         self.cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s", "-f", str(crd))
         with contextlib.suppress(NotFoundError):  # left by an operator that was killed: nobody holds it
             self.http.request("DELETE", MPI_OPERATOR_LEASE)
+
+    def start_kueue(
+        self,
+        frameworks: Sequence[str] = (bed_kueue.MPIJOB_FRAMEWORK,),
+        *,
+        multikueue: bool = False,
+        timeout: float = 120.0,
+    ) -> None:
+        """Install and start Kueue v0.17.0 beside phalanx; return once its webhooks admit objects.
+
+        It runs as the bed's admin (its own install binds a ClusterRole of everything it manages), on
+        loopback with a certificate of the cluster's CA (``hack/bed_kueue.py``). Built on first use.
+
+        Raises:
+            RuntimeError: Kueue exits, or its webhooks do not answer in time.
+        """
+        if "kueue" in self._procs:
+            return
+        bins = build_module(KUEUE, log=self.log)
+        bed_kueue.install_crds(self.cluster.kubectl, bins)
+        key, crt = ensure_serving_cert(
+            self.cluster.ca_file.parent, "kueue-webhook", "/CN=kueue-webhook", ("IP:127.0.0.1",)
+        )
+        certs = self.state_dir / "kueue-certs"
+        certs.mkdir(exist_ok=True)
+        (certs / "tls.key").write_bytes(key.read_bytes())
+        (certs / "tls.crt").write_bytes(crt.read_bytes())
+        port, health = free_port(), free_port()
+        config = self.state_dir / "kueue-config.yaml"
+        config.write_text(
+            bed_kueue.configuration(
+                webhook_port=port,
+                health_port=health,
+                cert_dir=certs,
+                frameworks=frameworks,
+                multikueue=multikueue,
+            )
+        )
+        self._kueue_webhooks = bed_kueue.webhook_configurations(
+            bins, f"https://127.0.0.1:{port}", self.cluster.ca_file, frameworks
+        )
+        bed_kueue.register_webhooks(self.http, self._kueue_webhooks)
+        argv = [str(bins / "kueue"), f"--config={config}", f"--feature-gates={bed_kueue.FEATURE_GATES}"]
+        self._spawn("kueue", argv, {"KUBECONFIG": str(self.kubeconfig)})
+        self._wait_http(f"http://127.0.0.1:{health}/readyz", "kueue", timeout=timeout)
+        deadline = time.monotonic() + timeout
+        while not bed_kueue.admits_dry_runs(self.http):
+            self._check_alive("kueue")
+            if time.monotonic() > deadline:
+                log = self.logs / "kueue.log"
+                msg = f"Kueue's webhooks do not admit a dry run after {timeout:.0f}s (log: {log})"
+                raise RuntimeError(msg)
+            time.sleep(0.2)
+
+    def stop_kueue(self) -> None:
+        """Stop Kueue and take its webhooks away, so that objects it would have checked are not refused."""
+        self._kill("kueue", signal.SIGTERM)
+        bed_kueue.unregister_webhooks(self.http, getattr(self, "_kueue_webhooks", ()))
 
     def start_placement(self, name: str = "placement", *, webhook: bool | None = None) -> None:
         """Start a placement manager replica; stale gangs are evicted after ``placement_grace`` seconds.

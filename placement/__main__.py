@@ -70,13 +70,13 @@ def run(settings: PlacementSettings, stop: threading.Event) -> int:
     events.start(stop)
     reconciler = GangPass(
         cache,
-        PodGroupWriter(http),
+        PodGroupWriter(http, native=cache.is_native_group),
         events,
         clock=time.monotonic,
         grace_seconds=settings.stale_grace_seconds,
         on_evict=lambda _group: metrics.stale_gang_evictions.inc(),
     )
-    writer = PodGroupWriter(http)
+    writer = PodGroupWriter(http, native=cache.is_native_group)
     views = SharedView()  # one queue view per cluster version for the queue and the release passes
     queues = QueuePass(
         cache,

@@ -27,6 +27,12 @@ from scheduling.queues import (
 )
 from scheduling.queues.view import group_key
 
+KUEUE_PREEMPTS = (
+    "admitted by Kueue: its quota, and preemption for it, are Kueue's (its ClusterQueue's preemption "
+    "policy), so kube-scheduler's preemption takes no pod for it"
+)
+"""Why a pod whose quota Kueue owns gets no victims from phalanx (docs/kueue.md)."""
+
 Victims = Mapping[str, tuple[tuple[str, ...], int]]
 """Per candidate node: the victims' UIDs and kube-scheduler's count of PodDisruptionBudget violations."""
 """Preemption candidates as kube-scheduler sends them: node -> (victim UIDs, PDB violations)."""
@@ -40,6 +46,8 @@ def narrow_victims(
     Returns the reasons too. A gang's size is its live members (bound, not finished, not terminating)
     and its PodGroup's ``minMember``; a gang without a PodGroup in the snapshot has no surplus.
     """
+    if pod.quota_by_kueue:
+        return {}, (KUEUE_PREEMPTS,)
     try:
         queue = tree.workload_queue(pod.labels.get(QUEUE_LABEL))
     except QueueError as exc:
@@ -69,8 +77,12 @@ def narrow_victims(
 
 
 def _victim(pod: Pod, tree: QueueTree) -> VictimPod:
+    """The victim as the queue rules see it; one in no queue of phalanx's ("") is nobody's to take.
+
+    A pod whose quota Kueue owns is in none (only Kueue preempts what it admitted: docs/kueue.md).
+    """
     try:
-        queue = tree.workload_queue(pod.labels.get(QUEUE_LABEL))
+        queue = "" if pod.quota_by_kueue else tree.workload_queue(pod.labels.get(QUEUE_LABEL))
     except QueueError:
         queue = ""
     return VictimPod(

@@ -94,6 +94,7 @@ class LocalCluster:
         scheduler_verbosity: int = 2,
         start_timeout: float = 120.0,
         node_monitor_grace_seconds: int = NODE_MONITOR_GRACE_SECONDS,
+        workload_api: bool = False,
         log: Callable[[str], None] = log_to_stderr,
     ) -> None:
         """Describe a cluster; nothing is started until :meth:`up`.
@@ -111,6 +112,9 @@ class LocalCluster:
             start_timeout: Seconds each component gets to become ready.
             node_monitor_grace_seconds: How long a node's Lease may go unrenewed before the node
                 lifecycle controller marks it unreachable (``--node-monitor-grace-period``).
+            workload_api: True serves the native Workload API (``scheduling.k8s.io/v1alpha2``
+                Workload and PodGroup) with its alpha gates on in every component
+                (``WORKLOAD_API_GATES``): the Job controller then makes a PodGroup for a gang-shaped Job.
             log: Receives progress lines (default: stderr).
         """
         self.state_dir = Path(state_dir or default_cluster_dir()).resolve()
@@ -124,6 +128,7 @@ class LocalCluster:
         self.scheduler_verbosity = scheduler_verbosity
         self.start_timeout = start_timeout
         self.node_monitor_grace_seconds = node_monitor_grace_seconds
+        self.workload_api = workload_api
         self.log = log
 
     # ---- paths and credentials

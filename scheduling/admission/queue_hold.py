@@ -196,7 +196,7 @@ def queue_gate(
         ahead_checked: how many groups ahead are checked at most.
         tried_fresh: how long after its last try a group ahead keeps its room.
     """
-    if view is None:
+    if view is None or pod.quota_by_kueue:  # Kueue admitted it: the quota is Kueue's (docs/kueue.md)
         return GateAnswer(None)
     members = snapshot.members(pod.group_key) if pod.group_key else [pod]
     try:

@@ -25,6 +25,10 @@ one snapshot, walking the pending groups in the fair order ``order_pending`` giv
    (``scheduling.admission.reserve``): nothing behind it is placed there, so a big gang is not starved
    by a stream of small ones, while every other node keeps serving them. A group that cannot be placed
    even on the schedulable nodes emptied keeps nothing: it is marked as never fitting.
+Groups whose quota Kueue owns (admitted by Kueue, ``Pod.quota_by_kueue``; docs/kueue.md) skip rule 3:
+Kueue's ClusterQueue already admitted them, and a second quota check would be double accounting. They
+go first, oldest first (Kueue admitted them and counts them as running), under rules 2, 4 and 5.
+
 6. **Priority preemption**: a pod on its own that could start by preempting lower-priority pods of its
    own queue (``scheduling.preempt_session.narrow_victims`` decides which, on one node) is released, or
    gating it would disable kube-scheduler's preemption. It counts against its queue and the in-flight
@@ -48,6 +52,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from itertools import chain
 
 from scheduling.admission.flight import ReleasedBook, in_flight, seconds
 from scheduling.admission.outcome import (
@@ -118,13 +123,15 @@ class _Walk:
         """The free GPUs the starving group keeps from the room count."""
         return self.reservation.gpus if self.reservation is not None else 0
 
-    def take(self, state: QueueState, need: Resources, pods: int, *, preemptible: bool, room: bool) -> None:
+    def take(
+        self, state: QueueState | None, need: Resources, pods: int, *, preemptible: bool, room: bool
+    ) -> None:
         if room:
             self.room -= need.gpus
         self.unbound_gpus += need.gpus
         self.unbound_pods += pods
         self.ahead += 1
-        for queue in state.path():
+        for queue in state.path() if state is not None else ():
             self.extra[queue.name] = plus(self.extra.get(queue.name, ZERO), need)
             if not preemptible:
                 self.extra_np[queue.name] = plus(self.extra_np.get(queue.name, ZERO), need)
@@ -189,7 +196,7 @@ def release(
             else:
                 kept.append(Kept(key, unknown[1], KeptRule.UNKNOWN, _gpus(gated[key])))
             del gated[key]
-    for group in view.pending:
+    for group in chain(_kueue_groups(gated), view.pending):
         if group.key in gated:
             answer = _decide(group, gated.pop(group.key), walk, ctx)
             if isinstance(answer, Kept):
@@ -280,10 +287,12 @@ def _decide(group: PendingGroup, gated: Sequence[Pod], walk: _Walk, ctx: _Pass) 
         return Kept(key, why, KeptRule.MEMBERS, _gpus(pods))
     waiting = [p for p in pods if p.node_name is None and p.uid not in work.promises.by_uid]
     need = total(p.requests for p in waiting)
-    state = _with_extra(view.state_of(group), walk.extra, walk.extra_np)
-    answer = admit(replace(group, requests=need), state)
-    if not answer.ok:
-        return Kept(key, answer.reason, KeptRule.QUEUE, need.gpus)
+    state = None
+    if group.queue != BY_KUEUE:
+        state = _with_extra(view.state_of(group), walk.extra, walk.extra_np)
+        answer = admit(replace(group, requests=need), state)
+        if not answer.ok:
+            return Kept(key, answer.reason, KeptRule.QUEUE, need.gpus)
     keys = _keys(gated)
     single = podgroup is None and len(waiting) == 1 and not waiting[0].pinned
     where = _constraints(waiting[0])
@@ -315,7 +324,7 @@ def _decide(group: PendingGroup, gated: Sequence[Pod], walk: _Walk, ctx: _Pass) 
         plan = plan_gang(key, waiting, allowed, snapshot, work.promises, ctx.topologies, statement=work)
         if isinstance(plan, GangPlan):
             walk.take(state, need, len(waiting), preemptible=group.preemptible, room=True)
-            return Released(key, keys, f"queue {group.queue}: admitted; fits now on {_listed(plan.nodes)}")
+            return Released(key, keys, f"{_admitted(group)}; fits now on {_listed(plan.nodes)}")
         why = f"waits for room on one node: {plan.message}" if podgroup else _no_node(key, need)
         if walk.reservation is not None:
             why += f"; {_keeps(walk.reservation)}"
@@ -331,6 +340,33 @@ def _decide(group: PendingGroup, gated: Sequence[Pod], walk: _Walk, ctx: _Pass) 
             )
             return Released(key, keys, reason)
     return _skipped(group, why, rule, waiting, walk, ctx)
+
+
+BY_KUEUE = "(Kueue)"
+"""The queue of a group whose quota Kueue owns: no queue of phalanx's (no queue can be so named)."""
+
+
+def _kueue_groups(gated: Mapping[str, Sequence[Pod]]) -> list[PendingGroup]:
+    """The gated groups Kueue admitted, oldest first: they owe phalanx's queues nothing."""
+    groups = [
+        PendingGroup(
+            key,
+            BY_KUEUE,
+            total(p.requests for p in pods),
+            max(p.priority for p in pods),
+            min(p.created for p in pods),
+            preemptible=False,  # only Kueue preempts what it admitted
+        )
+        for key, pods in gated.items()
+        if pods and all(p.quota_by_kueue for p in pods)
+    ]
+    return sorted(groups, key=lambda g: (g.created, g.key))
+
+
+def _admitted(group: PendingGroup) -> str:
+    if group.queue == BY_KUEUE:
+        return "admitted by Kueue (its ClusterQueue holds the quota)"
+    return f"queue {group.queue}: admitted"
 
 
 def _skipped(

@@ -185,7 +185,9 @@ def build_queue_view(
     promised = promises.by_uid
     workload_queue = tree.workload_queue
     for pod in pods:
-        if pod.scheduler_name != SCHEDULER_NAME:
+        # Another scheduler's pod, or one whose quota Kueue owns (docs/kueue.md): it charges no queue of
+        # phalanx's (no double accounting) and waits in none; what it holds only comes off the capacity.
+        if pod.scheduler_name != SCHEDULER_NAME or pod.quota_by_kueue:
             if pod.holds_resources:
                 capacity = minus(capacity, pod.requests)
             continue
