@@ -32,7 +32,7 @@ from typing import IO
 
 import bed_kueue
 from bed_webhooks import CONFIGS, GATE_MANIFEST, PIN_MANIFEST, register, testbed_name, wait_callable
-from localcluster import KUEUE, MPI_OPERATOR, LocalCluster, build_module, render_scheduler_config
+from localcluster import MPI_OPERATOR, LocalCluster, build_module, render_scheduler_config
 from localcluster.pki import ensure_serving_cert
 from localcluster.processes import port_holder
 from localcluster.startup import NODE_MONITOR_GRACE_SECONDS
@@ -206,6 +206,8 @@ class Testbed:
         self._procs: dict[str, subprocess.Popen[bytes]] = {}
         self._files: list[IO[bytes]] = []
         self._http: KubeHttp | None = None
+        self.kueue: bed_kueue.KueueProcess | None = None
+        """Kueue beside phalanx, once ``start_kueue`` ran."""
 
     @property
     def kubeconfig(self) -> Path:
@@ -332,59 +334,22 @@ class Testbed:
         self,
         frameworks: Sequence[str] = (bed_kueue.MPIJOB_FRAMEWORK,),
         *,
-        multikueue: bool = False,
+        dispatcher: str | None = None,
         timeout: float = 120.0,
     ) -> None:
-        """Install and start Kueue v0.17.0 beside phalanx; return once its webhooks admit objects.
-
-        It runs as the bed's admin (its own install binds a ClusterRole of everything it manages), on
-        loopback with a certificate of the cluster's CA (``hack/bed_kueue.py``). Built on first use.
+        """Install and start Kueue v0.17.0 beside phalanx (``bed_kueue.KueueProcess``); built on first use.
 
         Raises:
-            RuntimeError: Kueue exits, or its webhooks do not answer in time.
+            RuntimeError: Kueue exits, or its webhooks do not admit objects in time.
         """
-        if "kueue" in self._procs:
-            return
-        bins = build_module(KUEUE, log=self.log)
-        bed_kueue.install_crds(self.cluster.kubectl, bins)
-        key, crt = ensure_serving_cert(
-            self.cluster.ca_file.parent, "kueue-webhook", "/CN=kueue-webhook", ("IP:127.0.0.1",)
-        )
-        certs = self.state_dir / "kueue-certs"
-        certs.mkdir(exist_ok=True)
-        (certs / "tls.key").write_bytes(key.read_bytes())
-        (certs / "tls.crt").write_bytes(crt.read_bytes())
-        port, health = free_port(), free_port()
-        config = self.state_dir / "kueue-config.yaml"
-        config.write_text(
-            bed_kueue.configuration(
-                webhook_port=port,
-                health_port=health,
-                cert_dir=certs,
-                frameworks=frameworks,
-                multikueue=multikueue,
-            )
-        )
-        self._kueue_webhooks = bed_kueue.webhook_configurations(
-            bins, f"https://127.0.0.1:{port}", self.cluster.ca_file, frameworks
-        )
-        bed_kueue.register_webhooks(self.http, self._kueue_webhooks)
-        argv = [str(bins / "kueue"), f"--config={config}", f"--feature-gates={bed_kueue.FEATURE_GATES}"]
-        self._spawn("kueue", argv, {"KUBECONFIG": str(self.kubeconfig)})
-        self._wait_http(f"http://127.0.0.1:{health}/readyz", "kueue", timeout=timeout)
-        deadline = time.monotonic() + timeout
-        while not bed_kueue.admits_dry_runs(self.http):
-            self._check_alive("kueue")
-            if time.monotonic() > deadline:
-                log = self.logs / "kueue.log"
-                msg = f"Kueue's webhooks do not admit a dry run after {timeout:.0f}s (log: {log})"
-                raise RuntimeError(msg)
-            time.sleep(0.2)
+        if self.kueue is None:
+            self.kueue = bed_kueue.KueueProcess(self.cluster, self.state_dir, log=self.log)
+        self.kueue.start(frameworks, dispatcher=dispatcher, timeout=timeout)
 
     def stop_kueue(self) -> None:
         """Stop Kueue and take its webhooks away, so that objects it would have checked are not refused."""
-        self._kill("kueue", signal.SIGTERM)
-        bed_kueue.unregister_webhooks(self.http, getattr(self, "_kueue_webhooks", ()))
+        if self.kueue is not None:
+            self.kueue.stop()
 
     def start_placement(self, name: str = "placement", *, webhook: bool | None = None) -> None:
         """Start a placement manager replica; stale gangs are evicted after ``placement_grace`` seconds.
@@ -597,6 +562,8 @@ class Testbed:
 
     def stop(self) -> None:
         """Stop everything this test bed started, then the control plane."""
+        if self.kueue is not None:
+            self.kueue.kill()
         for name in list(self._procs):
             proc = self._procs.pop(name)
             try:
