@@ -13,6 +13,7 @@ from scheduling.admission.flight import ReleasedBook, seconds
 from scheduling.admission.queue_hold import AdmittedBook, queue_gate
 from scheduling.admission.release import GateSettings, release
 from scheduling.cluster.promises import PromiseBook
+from scheduling.explain.queue_place import queue_place
 from scheduling.model import KUEUE_PODSET_LABEL, Pod
 from scheduling.preempt_session import narrow_victims
 from scheduling.queues import QueueTree
@@ -95,3 +96,11 @@ def test_preemption_takes_no_victim_for_kueue_and_none_of_kueues() -> None:
     kept, reasons = narrow_victims(kueue_pod, proposed, snapshot, tree, now=NOW)
     assert kept == {}
     assert "Kueue" in reasons[0]
+
+
+def test_why_tells_a_kueue_admitted_pod_that_its_quota_is_kueues() -> None:
+    pod = kueue_member("w0", 8)
+    view = view_of(snapshot_of(NODES, [pod], [a_gang("job", 1)], LIMITED), PromiseBook())
+    place = queue_place(pod, [pod], view, None)
+    assert (place.queue, place.position, place.rule) == ("Kueue", None, None)
+    assert place.sentence.startswith("admitted by Kueue")
