@@ -268,6 +268,8 @@ def _count_in_flight(key: str, pods: Sequence[Pod], walk: _Walk, ctx: _Pass) -> 
     walk.ahead += 1
     work, tree = ctx.work, ctx.view.tree
     plan_gang(key, pods, ctx.nodes, ctx.snapshot, work.promises, ctx.topologies, statement=work)
+    if pods[0].quota_by_kueue:  # in flight, it takes room, but it charges no queue of phalanx's
+        return
     try:
         queue = tree.workload_queue(pods[0].labels.get(QUEUE_LABEL))
     except QueueError:
