@@ -253,6 +253,20 @@ def _free_port() -> int:
         return port
 
 
+METRICS_CERTS = Path("/etc/kueue/metrics/certs")
+"""Where Kueue v0.17 reads its metrics certificate when its internal certificates are off: a constant in
+its ``cmd/kueue/main.go``, read even with metrics off (it exits without it), as its Deployment mounts it."""
+
+
+def _metrics_certificate(key: Path, crt: Path) -> None:
+    """Put a certificate where Kueue insists on one, once per machine (never served: metrics are off)."""
+    if (METRICS_CERTS / "tls.crt").is_file() and (METRICS_CERTS / "tls.key").is_file():
+        return
+    METRICS_CERTS.mkdir(parents=True, exist_ok=True)
+    (METRICS_CERTS / "tls.key").write_bytes(key.read_bytes())
+    (METRICS_CERTS / "tls.crt").write_bytes(crt.read_bytes())
+
+
 class KueueProcess:
     """One Kueue controller manager on a local control plane, as its release installs it there.
 
@@ -300,6 +314,7 @@ class KueueProcess:
         certs.mkdir(exist_ok=True)
         (certs / "tls.key").write_bytes(key.read_bytes())
         (certs / "tls.crt").write_bytes(crt.read_bytes())
+        _metrics_certificate(key, crt)
         port, health = _free_port(), _free_port()
         config = self.state_dir / "kueue-config.yaml"
         config.write_text(

@@ -43,7 +43,7 @@ DEFAULT_QUEUE = "default"
 
 KUEUE_PODSET_LABEL = "kueue.x-k8s.io/podset"
 """Pod label Kueue stamps on the pod templates of every workload it admits (``kueue.x-k8s.io/podset``:
-the pod set's name, e.g. ``Worker``), so every pod of an admitted job carries it. Such a pod's quota is
+the pod set's name, e.g. ``worker``), so every pod of an admitted job carries it. Such a pod's quota is
 Kueue's: phalanx places it but charges it to none of its own queues (docs/kueue.md)."""
 
 KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"

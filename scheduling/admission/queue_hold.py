@@ -196,9 +196,11 @@ def queue_gate(
         ahead_checked: how many groups ahead are checked at most.
         tried_fresh: how long after its last try a group ahead keeps its room.
     """
-    if view is None or pod.quota_by_kueue:  # Kueue admitted it: the quota is Kueue's (docs/kueue.md)
+    if view is None:
         return GateAnswer(None)
     members = snapshot.members(pod.group_key) if pod.group_key else [pod]
+    if pod.quota_by_kueue or any(m.quota_by_kueue for m in members):  # Kueue's quota (docs/kueue.md)
+        return GateAnswer(None)
     try:
         group = pending_group(pod, members, view.tree)
     except QueueError as exc:

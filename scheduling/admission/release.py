@@ -25,7 +25,7 @@ one snapshot, walking the pending groups in the fair order ``order_pending`` giv
    (``scheduling.admission.reserve``): nothing behind it is placed there, so a big gang is not starved
    by a stream of small ones, while every other node keeps serving them. A group that cannot be placed
    even on the schedulable nodes emptied keeps nothing: it is marked as never fitting.
-Groups whose quota Kueue owns (admitted by Kueue, ``Pod.quota_by_kueue``; docs/kueue.md) skip rule 3:
+Groups whose quota Kueue owns (admitted by Kueue, ``scheduling.quota_owner``; docs/kueue.md) skip rule 3:
 Kueue's ClusterQueue already admitted them, and a second quota check would be double accounting. They
 go first, oldest first (Kueue admitted them and counts them as running), under rules 2, 4 and 5.
 
@@ -74,6 +74,7 @@ from scheduling.nodes.constraints import placement_rejection
 from scheduling.queues import QUEUE_LABEL, PendingGroup, QueueError, QueueState, admit
 from scheduling.queues.reclaim_fit import group_pods
 from scheduling.queues.view import QueueView, group_key
+from scheduling.quota_owner import by_kueue, kueue_groups
 from scheduling.resources import ZERO, format_quantity, plus, total, within
 from scheduling.topology import TopologyCache
 
@@ -101,6 +102,7 @@ class _Pass:
     now: float
     settings: GateSettings
     capacity: Capacity
+    kueue: frozenset[str]  # the gangs whose quota Kueue owns (``scheduling.quota_owner``)
     allowed: dict[tuple[object, ...], list[str]] = field(default_factory=dict)  # memo of ``_allowed``
 
 
@@ -164,9 +166,10 @@ def release(
         if pod.gated and pod.node_name is None:
             gated.setdefault(group_key(pod), []).append(pod)
     flight = in_flight(live, book, promises, now=now, ttl=settings.release_ttl)
+    kueue = kueue_groups(live)
     running: dict[str, list[Pod]] = {}
     for pod in live:
-        if pod.holds_resources and pod.scheduler_name == SCHEDULER_NAME:
+        if pod.holds_resources and pod.scheduler_name == SCHEDULER_NAME and not by_kueue(pod, kueue):
             queue = queue_of(pod, view.tree)
             if queue is not None:
                 running.setdefault(queue, []).append(pod)
@@ -181,6 +184,7 @@ def release(
         now,
         settings,
         Capacity.of(snapshot.nodes.values()),
+        kueue,
     )
     walk = _Walk(snapshot.free_total(promises).gpus, 0, 0, 0, {}, {})
     for key, pods in sorted(flight.counting.items()):
@@ -196,7 +200,7 @@ def release(
             else:
                 kept.append(Kept(key, unknown[1], KeptRule.UNKNOWN, _gpus(gated[key])))
             del gated[key]
-    for group in chain(_kueue_groups(gated), view.pending):
+    for group in chain(_kueue_groups(gated, kueue), view.pending):
         if group.key in gated:
             answer = _decide(group, gated.pop(group.key), walk, ctx)
             if isinstance(answer, Kept):
@@ -268,7 +272,7 @@ def _count_in_flight(key: str, pods: Sequence[Pod], walk: _Walk, ctx: _Pass) -> 
     walk.ahead += 1
     work, tree = ctx.work, ctx.view.tree
     plan_gang(key, pods, ctx.nodes, ctx.snapshot, work.promises, ctx.topologies, statement=work)
-    if pods[0].quota_by_kueue:  # in flight, it takes room, but it charges no queue of phalanx's
+    if by_kueue(pods[0], ctx.kueue):  # in flight, it takes room, but it charges no queue of phalanx's
         return
     try:
         queue = tree.workload_queue(pods[0].labels.get(QUEUE_LABEL))
@@ -348,7 +352,7 @@ BY_KUEUE = "(Kueue)"
 """The queue of a group whose quota Kueue owns: no queue of phalanx's (no queue can be so named)."""
 
 
-def _kueue_groups(gated: Mapping[str, Sequence[Pod]]) -> list[PendingGroup]:
+def _kueue_groups(gated: Mapping[str, Sequence[Pod]], kueue: frozenset[str]) -> list[PendingGroup]:
     """The gated groups Kueue admitted, oldest first: they owe phalanx's queues nothing."""
     groups = [
         PendingGroup(
@@ -360,7 +364,7 @@ def _kueue_groups(gated: Mapping[str, Sequence[Pod]]) -> list[PendingGroup]:
             preemptible=False,  # only Kueue preempts what it admitted
         )
         for key, pods in gated.items()
-        if pods and all(p.quota_by_kueue for p in pods)
+        if pods and by_kueue(pods[0], kueue)
     ]
     return sorted(groups, key=lambda g: (g.created, g.key))
 

@@ -62,7 +62,7 @@ def queue_place(pod: Pod, members: Sequence[Pod], view: QueueView, gate: GateAns
         gate: the gate's answer on the filter's outcome.
     """
     held, rule = (gate.held, gate.rule) if gate is not None else (None, None)
-    if pod.quota_by_kueue:  # Kueue's quota, not any queue of phalanx's (docs/kueue.md)
+    if pod.quota_by_kueue or any(m.quota_by_kueue for m in members):  # Kueue's quota (docs/kueue.md)
         return QueuePlace("Kueue", None, len(view.pending), None, (), "", (), None, KUEUE_SENTENCE)
     try:
         group = pending_group(pod, members, view.tree)

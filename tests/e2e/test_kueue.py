@@ -137,7 +137,9 @@ def test_kueue_admits_phalanx_binds_whole_and_a_job_over_quota_waits_in_kueue(be
     for worker in workers:
         gpus = tuple(int(g) for g in worker["metadata"]["annotations"]["phalanx.io/gpus"].split(","))
         assert gpus in BRIDGE_PAIRS, f"{worker['metadata']['name']} got {gpus}, not a bridged pair"
-        assert worker["metadata"]["labels"].get("kueue.x-k8s.io/podset") == "Worker"
+        assert worker["metadata"]["labels"].get("kueue.x-k8s.io/podset") == "worker"
+    for pod in job_pods(bed, ns, "first"):
+        print(pod["metadata"]["name"], pod["metadata"].get("labels"))
     group = f"{ns}/first"
     released = wait_for(
         "the release pass's sentence", lambda: said(bed.http, ns, "first", "AdmissionReleased")

@@ -104,3 +104,18 @@ def test_why_tells_a_kueue_admitted_pod_that_its_quota_is_kueues() -> None:
     place = queue_place(pod, [pod], view, None)
     assert (place.queue, place.position, place.rule) == ("Kueue", None, None)
     assert place.sentence.startswith("admitted by Kueue")
+
+
+def test_a_launcher_kueue_did_not_stamp_is_kueues_with_its_gang() -> None:
+    """The MPI Operator v0.7 builds the launcher from its own template: only the workers carry the label."""
+    launcher = a_pod("launcher").cpu(100).group("job").created(T0).gated().build()
+    pods = [launcher, *(kueue_member(f"w{i}", 8) for i in range(2))]
+    snapshot = snapshot_of(NODES, pods, [a_gang("job", 3)], LIMITED)
+    view = view_of(snapshot, PromiseBook())
+    assert view.pending == ()
+    decision = release(
+        snapshot, PromiseBook(), view, ReleasedBook(), TopologyCache(), now=NOW, settings=GateSettings()
+    )
+    assert [r.group for r in decision.released] == ["ml/job"]
+    assert decision.released[0].reason.startswith("admitted by Kueue")
+    assert len(decision.released[0].pods) == 3
