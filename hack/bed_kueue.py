@@ -95,7 +95,11 @@ def install_crds(kubectl: Any, bins: Path) -> None:
     for crd in crds:
         args += ["-f", str(crd)]
     kubectl("apply", "--server-side", "--force-conflicts", *args)
-    kubectl("wait", "--for=condition=Established", "--timeout=60s", *args)
+    deadline = time.monotonic() + 60
+    while kubectl("wait", "--for=condition=Established", "--timeout=60s", *args, check=False).returncode:
+        if time.monotonic() > deadline:  # a CRD without status yet fails the wait at once: try again
+            kubectl("wait", "--for=condition=Established", "--timeout=5s", *args)
+        time.sleep(0.5)
     kubectl(
         "apply",
         "--server-side",
@@ -332,7 +336,12 @@ class KueueProcess:
         register_webhooks(self.http, self._webhooks)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log_file = open(self.log_path, "ab")  # noqa: SIM115 - closed in kill()
-        argv = [str(bins / "kueue"), f"--config={config}", f"--feature-gates={FEATURE_GATES}"]
+        argv = [
+            str(bins / "kueue"),
+            f"--config={config}",
+            f"--feature-gates={FEATURE_GATES}",
+            "--zap-log-level=3",
+        ]
         self.log(f"testbed: starting kueue (log: {self.log_path})")
         self.proc = subprocess.Popen(
             argv,

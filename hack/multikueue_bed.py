@@ -77,7 +77,7 @@ class MultiKueueBed:
         self.manager.up()
         crd = build_module(MPI_OPERATOR, log=self.log) / "kubeflow.org_mpijobs.yaml"
         self.manager.kubectl("apply", "--server-side", "-f", str(crd))
-        self.manager.kubectl("wait", "--for=condition=Established", "--timeout=60s", "-f", str(crd))
+        _wait_established(self.http, "mpijobs.kubeflow.org")
         self.manager_kueue.start([bed_kueue.MPIJOB_FRAMEWORK], dispatcher=DISPATCHER_NAME)
         total = 0
         for name, bed in self.workers.items():
@@ -199,6 +199,19 @@ class MultiKueueBed:
                 bed.stop()
         self.manager_kueue.kill()
         self.manager.down()
+
+
+def _wait_established(http: KubeHttp, crd: str, timeout: float = 60.0) -> None:
+    """Wait until the CRD ``crd`` is Established (``kubectl wait`` fails on one without status yet)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        got = http.request("GET", f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{crd}")
+        conditions = (got.get("status") or {}).get("conditions") or []
+        if any(c.get("type") == "Established" and c.get("status") == "True" for c in conditions):
+            return
+        time.sleep(0.2)
+    msg = f"CRD {crd} not Established after {timeout:.0f}s"
+    raise RuntimeError(msg)
 
 
 def _apply(http: KubeHttp, path: str, body: dict[str, Any]) -> None:

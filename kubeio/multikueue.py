@@ -9,7 +9,8 @@ workers named there, and the first that admits it runs it. This is the hook phal
 (``scheduling.dispatch``).
 
 A Workload waits for a nomination while its quota is reserved on the manager, a MultiKueue admission
-check of its ClusterQueue is still ``Pending``, and it has neither a cluster nor nominees. The workers are
+check of its ClusterQueue is still ``Pending``, and it has no cluster and no nominee the manager reaches
+(after a worker is lost, Kueue requeues its Workloads but keeps their nominees). The workers are
 the ``MultiKueueCluster`` objects that are ``Active``, each reached through its kubeconfig Secret in
 Kueue's namespace (key ``kubeconfig``), exactly as MultiKueue reaches them.
 """
@@ -82,15 +83,32 @@ def multikueue_checks(http: JsonRequester) -> frozenset[str]:
     )
 
 
-def waiting_workloads(http: JsonRequester, checks: frozenset[str]) -> tuple[list[WaitingWorkload], list[str]]:
+def active_workers(http: JsonRequester) -> frozenset[str]:
+    """The MultiKueueClusters the manager reaches now (condition ``Active``)."""
+    items = http.request("GET", f"{KUEUE_API}/multikueueclusters").get("items") or []
+    return frozenset(str(c["metadata"]["name"]) for c in items if isinstance(c, dict) and _active(c))
+
+
+def _active(cluster: Mapping[str, Any]) -> bool:
+    conditions = (cluster.get("status") or {}).get("conditions") or []
+    return any(
+        isinstance(c, dict) and c.get("type") == "Active" and c.get("status") == "True" for c in conditions
+    )
+
+
+def waiting_workloads(
+    http: JsonRequester, checks: frozenset[str], active: frozenset[str]
+) -> tuple[list[WaitingWorkload], list[str]]:
     """Every Workload that waits for a nomination, and a sentence for each one that cannot be read.
 
-    A Workload phalanx cannot turn into pods (a pod set of the wrong shape) is left out, said once in the
+    It waits when it has none, and also when none of its nominees is ``active``: Kueue keeps the
+    nominees of a Workload it evicted from a lost worker and requeued, and would wait for that worker for
+    ever. A Workload phalanx cannot turn into pods (a pod set of the wrong shape) is left out, said in the
     second list, so that the dispatcher logs it and the others are dispatched.
     """
     waiting, problems = [], []
     for raw in http.request("GET", WORKLOADS_PATH).get("items") or []:
-        if not isinstance(raw, dict) or not _waits(raw, checks):
+        if not isinstance(raw, dict) or not _waits(raw, checks, active):
             continue
         try:
             waiting.append(_waiting(raw))
@@ -100,9 +118,10 @@ def waiting_workloads(http: JsonRequester, checks: frozenset[str]) -> tuple[list
     return sorted(waiting, key=lambda w: w.key), problems
 
 
-def _waits(raw: Mapping[str, Any], checks: frozenset[str]) -> bool:
+def _waits(raw: Mapping[str, Any], checks: frozenset[str], active: frozenset[str]) -> bool:
     status = raw.get("status") or {}
-    if status.get("clusterName") or status.get("nominatedClusterNames"):
+    nominees = status.get("nominatedClusterNames") or []
+    if status.get("clusterName") or any(n in active for n in nominees):
         return False
     conditions = {
         c.get("type"): c.get("status") for c in status.get("conditions") or [] if isinstance(c, dict)
@@ -141,8 +160,7 @@ def worker_clients(http: JsonRequester, namespace: str) -> tuple[dict[str, KubeH
     skipped: list[str] = []
     for cluster in http.request("GET", f"{KUEUE_API}/multikueueclusters").get("items") or []:
         name = str(cluster["metadata"]["name"])
-        conditions = (cluster.get("status") or {}).get("conditions") or []
-        if not any(c.get("type") == "Active" and c.get("status") == "True" for c in conditions):
+        if not _active(cluster):
             skipped.append(f"{name}: not Active")
             continue
         source = ((cluster.get("spec") or {}).get("clusterSource") or {}).get("kubeConfig") or {}

@@ -32,7 +32,7 @@ from kubeio.config import configure_logging
 from kubeio.errors import KubeError
 from kubeio.events import EventRecorder
 from kubeio.http import KubeHttp, load_api_client
-from kubeio.multikueue import multikueue_checks, nominate, waiting_workloads, worker_clients
+from kubeio.multikueue import active_workers, multikueue_checks, nominate, waiting_workloads, worker_clients
 from scheduling.cluster.statement import Statement
 from scheduling.dispatch import dispatch
 from scheduling.topology import TopologyCache
@@ -63,7 +63,7 @@ class DispatchPass:
         checks = multikueue_checks(self._http)
         if not checks:
             return DispatchReport({}, (), ())
-        waiting, problems = waiting_workloads(self._http, checks)
+        waiting, problems = waiting_workloads(self._http, checks, active_workers(self._http))
         if not waiting:
             return DispatchReport({}, (), tuple(problems))
         clients, skipped = worker_clients(self._http, self._namespace)

@@ -119,7 +119,12 @@ def test_a_job_goes_to_the_worker_that_can_place_it_whole_and_fails_over_once(mk
         assert launcher_done == [], "the job finished on worker-b before it was taken down"
         lost_at = time.monotonic()
         mk.stop_worker("worker-b")
-        wait_for("the job's worker running on worker-a", lambda: running_in(worker_a) == 1, timeout=300)
+        try:
+            wait_for("the job's worker running on worker-a", lambda: running_in(worker_a) == 1, timeout=300)
+        except AssertionError:
+            for workload in bed_kueue.workloads(mk.http, NAMESPACE):
+                print(f"manager's Workload {workload['metadata']['name']}: {workload.get('status')}")
+            raise
         print(f"re-dispatched to worker-a {time.monotonic() - lost_at:.0f}s after worker-b was lost")
         wait_for("the job complete on the manager", lambda: succeeded(mk), timeout=300)
         finished = [p for p in list_pods(worker_a.http, NAMESPACE) if p["status"].get("phase") == "Succeeded"]
