@@ -52,16 +52,16 @@ def test_a_workload_waits_until_a_reachable_worker_is_nominated() -> None:
             CLUSTERS: [cluster("a", True), cluster("b", False)],
         }
     )
-    active = active_workers(api)  # type: ignore[arg-type]
+    active = active_workers(api)
     assert active == frozenset({"a"})
-    waiting, problems = waiting_workloads(api, frozenset({"multikueue"}), active)  # type: ignore[arg-type]
+    waiting, problems = waiting_workloads(api, frozenset({"multikueue"}), active)
     assert [w.key for w in waiting] == ["ml/new", "ml/on-lost-b"]
     assert problems == []
 
 
 def test_a_workloads_pod_sets_become_its_gang() -> None:
     api = FakeApi({WORKLOADS_PATH: [workload("job")]})
-    (job,), _ = waiting_workloads(api, frozenset({"multikueue"}), frozenset())  # type: ignore[arg-type]
+    (job,), _ = waiting_workloads(api, frozenset({"multikueue"}), frozenset())
     assert [(p.name, p.requests.gpus, p.group) for p in job.pods] == [
         ("job-launcher-0", 0, "job"),
         ("job-worker-0", 4, "job"),
@@ -74,6 +74,6 @@ def test_a_workload_that_cannot_be_read_is_said_and_the_others_kept() -> None:
     bad = workload("bad")
     bad["spec"]["podSets"][1]["count"] = "many"
     api = FakeApi({WORKLOADS_PATH: [bad, workload("good")]})
-    waiting, problems = waiting_workloads(api, frozenset({"multikueue"}), frozenset())  # type: ignore[arg-type]
+    waiting, problems = waiting_workloads(api, frozenset({"multikueue"}), frozenset())
     assert [w.key for w in waiting] == ["ml/good"]
     assert len(problems) == 1 and problems[0].startswith("Workload ml/bad")
