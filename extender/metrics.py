@@ -1,4 +1,4 @@
-"""Prometheus metrics of the extender, built against an injected registry (style.md §2.4).
+"""Prometheus metrics of the extender, built against an injected registry (docs/design/style.md §12).
 
 One gunicorn worker process (see README), so the plain, non-multiprocess registry is exact.
 """

@@ -1,4 +1,4 @@
-"""Extender settings, read from the environment in one place (style.md house rule 10)."""
+"""Extender settings, read from the environment in one place (docs/design/style.md §10)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
 """The kube-scheduler extender v1 wire format: parse requests, render replies.
 
 Field names are the capitalised Go field names (``k8s.io/kube-scheduler/extender/v1`` has no json
-tags; extender-protocol.md §1). kube-scheduler sends every key, with ``null`` for unused ones. Anything
-that does not match raises ``WireError``, which the routes answer with HTTP 400 and the message.
+tags; docs/design/extender-protocol.md §1). kube-scheduler sends every key, with ``null`` for unused ones.
+Anything that does not match raises ``WireError``, which the routes answer with HTTP 400 and the message.
 
 What kube-scheduler never sends is refused here, before the service sees it:
 
@@ -354,7 +354,7 @@ def host_priority_list(scores: Sequence[tuple[str, int]]) -> list[dict[str, Any]
     totals is unchanged, and a host then at 0 adds exactly what leaving it out adds. The reply lists
     only the hosts above the lowest score, in the order given: on a cluster of mostly empty (or mostly
     alike) nodes that is a handful of entries instead of one per candidate, which both sides would
-    otherwise encode and decode on kube-scheduler's serial path (issue 13's budget: about 1.9 ms per pod
+    otherwise encode and decode on kube-scheduler's serial path (``hack/perf/README.md``: about 1.9 ms per pod
     here at 1,000 candidates).
 
     One thing moves, and only within kube-scheduler's own random choice: among hosts tied at the

@@ -188,6 +188,8 @@ class Testbed:
         (``testbed.relay tcp-to-tcp``), so the API server's calls reach whichever replica is alive."""
         self.replica_webhook_ports = {name: free_port() for name in self.placement_replicas[1:]}
         self.placement_metrics_ports: dict[str, int] = {}
+        self.placement_visibility_ports: dict[str, int] = {}
+        """Replica name -> the port of its visibility endpoint (``--visibility-port``, with the webhooks)."""
         """Replica name -> the port of its ``/metrics`` (``--metrics-port``), kept across restarts."""
         self.log = log
         self.scheduler_pairs = scheduler_pairs
@@ -372,6 +374,7 @@ class Testbed:
         if serve:
             port = self.replica_webhook_ports.get(name, self.webhook_port)
             argv += ["--webhook-port", str(port), "--webhook-bind-address", "127.0.0.1"]
+            argv += ["--visibility-port", str(self.placement_visibility_ports.setdefault(name, free_port()))]
             configurations = ",".join(testbed_name(m) for m in (PIN_MANIFEST, GATE_MANIFEST))
             argv += ["--webhook-configurations", configurations]
             argv += ["--webhook-certs", self.webhook_certs, "--webhook-check-seconds", "1"]

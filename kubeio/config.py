@@ -1,4 +1,4 @@
-"""Reading settings from flags and the environment, shared by every entrypoint (style.md house rule 10).
+"""Reading settings from flags and the environment, shared by every entrypoint (docs/design/style.md §10).
 
 The extender, the placement manager and the node agent are separate binaries that must not import each
 other, yet they read numbers from the same kind of flags and variables. The readers live here, in the

@@ -1,6 +1,6 @@
 """Kubeflow MPIJobs (``kubeflow.org/v2beta1``, MPI Operator v0.7.0) as the elastic planner needs them.
 
-What is read (elastic-mpi.md): the workers' count ``spec.mpiReplicaSpecs.Worker.replicas``, the
+What is read (docs/design/elastic-mpi.md): the workers' count ``spec.mpiReplicaSpecs.Worker.replicas``, the
 minimum ``spec.runPolicy.schedulingPolicy.minAvailable`` (launcher included, as the operator counts
 it for its PodGroup), the maximum from the annotation ``phalanx.io/max-workers`` (the API has no field
 for it), a worker's requests from the Worker template, and its queue from the template's label
@@ -246,7 +246,6 @@ def kueue_range(job: MpiJob, declared: WorkerRange) -> WorkerRange:
         "only as far as Kueue admits (Kueue stops a job whose worker count changes)"
     )
     return WorkerRange(size, size, why)
-
 
 
 def mpijob_ref(job: MpiJob) -> ObjectRef:

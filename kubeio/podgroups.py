@@ -1,7 +1,7 @@
 """Writes to PodGroups (the gang's bind plan annotation and its status) and pod deletion for rollback.
 
 The plan annotation is written before a gang's first Binding, so a restarted extender can complete or
-roll back a half-bound gang from what the API server holds (crash safety, architecture.md §3).
+roll back a half-bound gang from what the API server holds (crash safety, docs/design/gang-scheduling.md §3).
 
 A gang is declared either by a scheduler-plugins PodGroup or by Kubernetes' own
 (``kubeio.native_podgroups``); the writer asks ``native`` (the cache's answer) which one a key is and

@@ -178,7 +178,7 @@ def _filter_healthy(
         admitted = gate.admitted
     if not gang:
         fit = filter_nodes(pod, request.candidates, snapshot, promises)
-        # A pod no node can take holds nothing, so it must not count against its queue (issue 15).
+        # A pod no node can take holds nothing, so it must not count against its queue (or it blocks others).
         kept = admitted if fit.feasible else None
         return FilterOutcome(fit.feasible, fit.rejected, promises, admitted=kept, gate=gate)
     key = pod.group_key or ""

@@ -1,4 +1,4 @@
-"""``python -m perf`` (run through ``hack/bench``): every measurement of issue 6 in one run.
+"""``python -m perf`` (run through ``hack/bench``): every measurement in one run.
 
 Order: the cluster sections first, on one test bed grown size by size (100, then 1,000, then 5,000
 simulated 8-GPU nodes): at each size the baseline scheduler's throughput and latency, the phalanx

@@ -1,6 +1,6 @@
 """The benchmark's cluster: the test bed plus a second, extender-free kube-scheduler, and node registration.
 
-Extenders apply to every profile of one kube-scheduler process (extender-protocol.md §2.8), so the
+Extenders apply to every profile of one kube-scheduler process (docs/design/extender-protocol.md §2.8), so the
 comparison needs two processes from the same binary: the test bed's own kube-scheduler, rendered from
 ``manifests/scheduler-config.yaml`` (profile ``phalanx``, extender configured), and a ``baseline`` one
 started here with no extender. Both get the same client QPS/burst, so neither is capped by client-side

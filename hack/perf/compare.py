@@ -2,7 +2,7 @@
 
 A change to phalanx is judged by running the harness before and after it; reading two 60-line reports
 against each other by eye misses what moved. This lines up every figure either run has
-(``perf.figures``), prints the change as new / old, and judges issue 13's goals (``perf.goals``) for
+(``perf.figures``), prints the change as new / old, and judges the same-run goals (``perf.goals``) for
 each run. A figure one run lacks (a ``--quick`` run has no 5,000 nodes, a ``--sections`` subset skips
 sections) shows as "-". Only the two files are read: no cluster, no subprocess, no git.
 """
@@ -95,7 +95,7 @@ def figure_rows(old: dict[str, Any], new: dict[str, Any]) -> list[list[str]]:
 
 
 def goal_rows(old: dict[str, Any], new: dict[str, Any]) -> list[list[str]]:
-    """(goal, old measured, old verdict, new measured, new verdict) for each goal of issue 13."""
+    """(goal, old measured, old verdict, new measured, new verdict) for each same-run goal."""
     return [
         [a.label, a.measured, a.verdict, b.measured, b.verdict]
         for a, b in zip(issue13(old), issue13(new), strict=True)

@@ -2,11 +2,11 @@
 
 One gang at a time: a PodGroup with ``minMember`` = size, then its one-GPU members created together by a
 thread pool. The figure is the time from the moment the last member's creation returned to the moment a
-watch has seen every member bound (issue 6's goal: 5 s for 256 pods). The gang's binds all wait in the
+watch has seen every member bound (the goal: 5 s for 256 pods). The gang's binds all wait in the
 extender's barrier, so the extender needs more threads than the largest gang (``PHALANX_THREADS``).
 
 Beside the largest gang, as many single one-GPU pods (no PodGroup) go through the extender-free baseline
-kube-scheduler the same way (created together, timed from the last creation to all bound): issue 13's
+kube-scheduler the same way (created together, timed from the last creation to all bound): the same-run
 goal compares the gang with them, both measured in the same run on the same cluster.
 """
 

@@ -1,6 +1,6 @@
-"""Issue 13's goals, checked against one run's JSON: what ``--compare`` and the printed report mark.
+"""The same-run goals, checked against one run's JSON: what ``--compare`` and the printed report mark.
 
-Issue 13 restated issue 6's goals relative to the baseline kube-scheduler measured in the same run,
+They restate the absolute goals (``perf.report``) relative to the baseline kube-scheduler of the same run,
 because absolute figures on two shared cores move with whatever else the machine does, while a same-run
 ratio mostly does not. Like every goal of the harness they are reported, never asserted.
 
@@ -173,7 +173,7 @@ def _steady(results: dict[str, Any]) -> Goal:
 
 
 def issue13(results: dict[str, Any]) -> list[Goal]:
-    """Every goal of issue 13, in the issue's order, judged on one run (n/a where it has no figure)."""
+    """Every same-run goal, in a fixed order, judged on one run (n/a where it has no figure)."""
     return [
         _throughput(results, 1000),
         _throughput(results, 5000),
@@ -186,7 +186,7 @@ def issue13(results: dict[str, Any]) -> list[Goal]:
 
 
 def render_goals(results: dict[str, Any]) -> str:
-    """Issue 13's goals for one run, as printed after the report (which keeps issue 6's)."""
+    """The same-run goals for one run, as printed after the report (which keeps the absolute ones)."""
     rows = [[g.label, g.measured, g.verdict] for g in issue13(results)]
     return "\n".join(
         [

@@ -1,4 +1,4 @@
-"""One immutable view of the whole cluster per decision (style.md house rule 2).
+"""One immutable view of the whole cluster per decision (docs/design/style.md §2).
 
 ``scheduling.cluster.state.ClusterState`` keeps nodes, pods, PodGroups, Queues and the per-node GPU usage up
 to date one change at a time and hands out a snapshot of all of it in constant time (persistent maps). A

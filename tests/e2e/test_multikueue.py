@@ -122,15 +122,14 @@ def test_a_job_goes_to_the_worker_that_can_place_it_whole_and_fails_over_once(mk
         try:
             wait_for("the job's worker running on worker-a", lambda: running_in(worker_a) == 1, timeout=300)
         except AssertionError:
-            for workload in bed_kueue.workloads(mk.http, NAMESPACE):
-                print(f"manager's Workload {workload['metadata']['name']}: {workload.get('status')}")
+            for item in bed_kueue.workloads(mk.http, NAMESPACE):
+                print(f"manager's Workload {item['metadata']['name']}: {item.get('status')}")
             raise
         print(f"re-dispatched to worker-a {time.monotonic() - lost_at:.0f}s after worker-b was lost")
         wait_for("the job complete on the manager", lambda: succeeded(mk), timeout=300)
-        job_status = get_mpijob(mk.http, NAMESPACE, JOB).get("status") or {}
-        print(
-            f"completed once, on worker-a: {[c.get('message') for c in job_status.get('conditions') or [] if c.get('type') == 'Succeeded']}"
-        )
+        conditions = (get_mpijob(mk.http, NAMESPACE, JOB).get("status") or {}).get("conditions") or []
+        done = [c.get("message") for c in conditions if c.get("type") == "Succeeded"]
+        print(f"completed once, on worker-a: {done}")
     finally:
         overlap.stop.set()
         overlap.thread.join(5)

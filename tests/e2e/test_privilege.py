@@ -127,6 +127,9 @@ NEEDS: dict[str, list[Ask]] = {
             for v in ("get", "patch")
             for n in WEBHOOKS
         ),
+        # placement/visibility.py via kubeio/access_review.py: who holds a caller's token, may they get it
+        Ask("create", "tokenreviews", "authentication.k8s.io"),
+        Ask("create", "subjectaccessreviews", "authorization.k8s.io"),
     ],
     NODE_AGENT: [
         # kubeio/node_annotations.py: GET its Node, merge-patch the topology and unhealthy-GPU annotations
