@@ -61,7 +61,7 @@ def create() -> Flask:
     gang_metrics = GangMetrics.create(registry)
     gang_metrics.reservations.set_function(lambda: len(ledger.book.by_group))  # the truth at each scrape
     teller = GangTeller(events, gang_metrics, time.monotonic)
-    writer = PodGroupWriter(http, timeout=settings.api_timeout_seconds)
+    writer = PodGroupWriter(http, timeout=settings.api_timeout_seconds, native=cache.is_native_group)
     gangs = GangBinder(
         cache.snapshot,
         ledger,

@@ -90,7 +90,7 @@ def run(settings: PlacementSettings, stop: threading.Event) -> int:
         after.append(("gate bypass", lambda _facts: bypass.check()))  # pods created around the gate webhook
     ports = RoundPorts(
         cache=cache,
-        groups=PodGroupWriter(http),
+        groups=PodGroupWriter(http, native=cache.is_native_group),
         queues=QueueWriter(http),
         mpijobs=MpiJobWriter(http),
         pins=PinWriter(http, effect=settings.pin_taint_effect),

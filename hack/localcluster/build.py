@@ -115,6 +115,50 @@ DEVICE_MANAGER = GoModule(
     lambda source: "-s -w -checklinkname=0",
     "the kubelet device manager",
 )
+KUEUE_PACKAGE = "sigs.k8s.io/kueue"
+"""Kueue's Go module; its ``cmd/kueue`` is the stock controller manager (admission, MultiKueue, webhooks)."""
+
+KUEUE_CRDS = (
+    "admissionchecks",
+    "clusterqueues",
+    "cohorts",
+    "localqueues",
+    "multikueueclusters",
+    "multikueueconfigs",
+    "provisioningrequestconfigs",
+    "resourceflavors",
+    "topologies",
+    "workloadpriorityclasses",
+    "workloads",
+)
+"""Kueue's CRDs (``config/components/crd/bases/kueue.x-k8s.io_<name>.yaml``), all installed: the
+controller watches every one of them at start-up."""
+
+
+def _kueue_ldflags(module_dir: Path) -> str:
+    """Linker flags that stamp Kueue's version, as its Makefile does (``kueue --version``, its logs)."""
+    version = required_version(module_dir, KUEUE_PACKAGE)
+    return f"-s -w -X {KUEUE_PACKAGE}/pkg/version.GitVersion={version}"
+
+
+KUEUE = GoModule(
+    "kueue",
+    {"kueue": f"{KUEUE_PACKAGE}/cmd/kueue"},
+    _kueue_ldflags,
+    "Kueue",
+    {
+        **{
+            f"kueue.x-k8s.io_{crd}.yaml": (
+                KUEUE_PACKAGE,
+                f"config/components/crd/bases/kueue.x-k8s.io_{crd}.yaml",
+            )
+            for crd in KUEUE_CRDS
+        },
+        "webhooks.yaml": (KUEUE_PACKAGE, "config/components/webhook/manifests.yaml"),
+    },
+)
+"""Built on demand only (``Testbed.start_kueue``): most work never needs it, and it takes minutes."""
+
 HELM_PACKAGE = "helm.sh/helm/v3"
 """Helm's Go module; its ``cmd/helm`` is the stock Helm CLI that renders ``charts/phalanx``."""
 
@@ -128,7 +172,7 @@ def _helm_ldflags(module_dir: Path) -> str:
 
 HELM = GoModule("helm", {"helm": f"{HELM_PACKAGE}/cmd/helm"}, _helm_ldflags, "the Helm CLI")
 MODULES = (CONTROL_PLANE, MPI_OPERATOR, DEVICE_MANAGER, HELM)
-"""Every Go module ``build`` builds, in order."""
+"""Every Go module ``build`` builds, in order (Kueue only on demand)."""
 
 
 def _complete(directory: Path, module: GoModule) -> bool:

@@ -95,6 +95,7 @@ class LocalCluster:
         start_timeout: float = 120.0,
         node_monitor_grace_seconds: int = NODE_MONITOR_GRACE_SECONDS,
         apiserver_args: tuple[str, ...] = (),
+        workload_api: bool = False,
         log: Callable[[str], None] = log_to_stderr,
     ) -> None:
         """Describe a cluster; nothing is started until :meth:`up`.
@@ -113,6 +114,9 @@ class LocalCluster:
             node_monitor_grace_seconds: How long a node's Lease may go unrenewed before the node
                 lifecycle controller marks it unreachable (``--node-monitor-grace-period``).
             apiserver_args: More kube-apiserver flags (the bench turns an alpha API on with them).
+            workload_api: True serves the native Workload API (``scheduling.k8s.io/v1alpha2``
+                Workload and PodGroup) with its alpha gates on in every component
+                (``WORKLOAD_API_GATES``): the Job controller then makes a PodGroup for a gang-shaped Job.
             log: Receives progress lines (default: stderr).
         """
         self.state_dir = Path(state_dir or default_cluster_dir()).resolve()
@@ -127,6 +131,7 @@ class LocalCluster:
         self.start_timeout = start_timeout
         self.node_monitor_grace_seconds = node_monitor_grace_seconds
         self.apiserver_args = apiserver_args
+        self.workload_api = workload_api
         self.log = log
 
     # ---- paths and credentials

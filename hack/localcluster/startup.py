@@ -40,6 +40,7 @@ class Booting(Protocol):
     scheduler_verbosity: int
     start_timeout: float
     node_monitor_grace_seconds: int
+    workload_api: bool
     log: Callable[[str], None]
 
     @property
@@ -218,6 +219,26 @@ def start_all(cluster: Booting, bins: Path) -> None:
     )
 
 
+WORKLOAD_API_GATES = ("GenericWorkload", "GangScheduling", "WorkloadWithJob")
+"""The alpha gates of Kubernetes v1.36's Workload API (all off by default): ``GenericWorkload`` serves
+``scheduling.k8s.io/v1alpha2`` and a pod's ``spec.schedulingGroup``, ``GangScheduling`` (which needs it)
+validates and schedules gang policies, ``WorkloadWithJob`` makes the Job controller create a Workload
+and a PodGroup for an indexed Job whose parallelism equals its completions."""
+
+WORKLOAD_API_VERSION = "scheduling.k8s.io/v1alpha2"
+"""The group version of Workload and PodGroup in v1.36 (alpha: served only when asked for)."""
+
+
+def workload_api_flags(cluster: Booting, *, apiserver: bool = False) -> list[str]:
+    """The flags that turn the Workload API on in one component (none unless the cluster asks for it)."""
+    if not cluster.workload_api:
+        return []
+    flags = [f"--feature-gates={','.join(f'{gate}=true' for gate in WORKLOAD_API_GATES)}"]
+    if apiserver:
+        flags.append(f"--runtime-config={WORKLOAD_API_VERSION}=true")
+    return flags
+
+
 def start_scheduler(cluster: Booting, bins: Path, port: int) -> Started:
     """Render the scheduler config, start kube-scheduler on ``port`` and wait for its /healthz."""
     rendered = render_scheduler_config(
@@ -237,6 +258,7 @@ def start_scheduler(cluster: Booting, bins: Path, port: int) -> Started:
         f"--secure-port={port}",
         f"--cert-dir={cluster.path('pki', 'scheduler')}",
         f"--v={cluster.scheduler_verbosity}",
+        *workload_api_flags(cluster),
     ]
     return _spawn_and_probe(cluster, "kube-scheduler", argv, port)
 
@@ -267,6 +289,7 @@ def _start_controller_manager(cluster: Booting, bins: Path, port: int) -> Starte
         f"--node-monitor-period={NODE_MONITOR_PERIOD_SECONDS}s",
         "--leader-elect=false",  # a lone instance: a Lease would only delay its start
         "--v=1",
+        *workload_api_flags(cluster),
     ]
     return _spawn_and_probe(cluster, "kube-controller-manager", argv, port)
 
@@ -368,6 +391,7 @@ def _apiserver_argv(cluster: Booting, bins: Path, ports: Mapping[str, int]) -> l
         "--profiling=false",
         "--v=1",
         *cluster.apiserver_args,
+        *workload_api_flags(cluster, apiserver=True),
     ]
 
 

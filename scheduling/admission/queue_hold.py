@@ -199,6 +199,8 @@ def queue_gate(
     if view is None:
         return GateAnswer(None)
     members = snapshot.members(pod.group_key) if pod.group_key else [pod]
+    if pod.quota_by_kueue or any(m.quota_by_kueue for m in members):  # Kueue's quota (docs/kueue.md)
+        return GateAnswer(None)
     try:
         group = pending_group(pod, members, view.tree)
     except QueueError as exc:

@@ -25,6 +25,10 @@ one snapshot, walking the pending groups in the fair order ``order_pending`` giv
    (``scheduling.admission.reserve``): nothing behind it is placed there, so a big gang is not starved
    by a stream of small ones, while every other node keeps serving them. A group that cannot be placed
    even on the schedulable nodes emptied keeps nothing: it is marked as never fitting.
+Groups whose quota Kueue owns (admitted by Kueue, ``scheduling.quota_owner``; docs/kueue.md) skip rule 3:
+Kueue's ClusterQueue already admitted them, and a second quota check would be double accounting. They
+go first, oldest first (Kueue admitted them and counts them as running), under rules 2, 4 and 5.
+
 6. **Priority preemption**: a pod on its own that could start by preempting lower-priority pods of its
    own queue (``scheduling.preempt_session.narrow_victims`` decides which, on one node) is released, or
    gating it would disable kube-scheduler's preemption. It counts against its queue and the in-flight
@@ -47,6 +51,7 @@ flight for ``release_ttl`` seconds at most.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import chain
 
 from scheduling.admission.flight import ReleasedBook, in_flight, seconds
 from scheduling.admission.outcome import (
@@ -59,13 +64,14 @@ from scheduling.admission.outcome import (
 )
 from scheduling.admission.preemption_room import queue_of
 from scheduling.admission.reserve import Capacity
-from scheduling.admission.verdict import decide
+from scheduling.admission.verdict import decide, kueue_groups_of
 from scheduling.admission.walk import PassFacts, Walk, count_in_flight, gpus_of, idle_by_rule, keys_of
 from scheduling.cluster.promises import PromiseBook
 from scheduling.cluster.snapshot import ClusterSnapshot
 from scheduling.cluster.statement import Statement
 from scheduling.model import SCHEDULER_NAME, Pod
 from scheduling.queues.view import QueueView, group_key
+from scheduling.quota_owner import by_kueue, kueue_groups
 from scheduling.topology import TopologyCache
 
 __all__ = ["GateSettings", "Kept", "KeptRule", "ReleaseDecision", "Released", "ReleasedBook", "release"]
@@ -100,9 +106,10 @@ def release(
         if pod.gated and pod.node_name is None:
             gated.setdefault(group_key(pod), []).append(pod)
     flight = in_flight(live, book, promises, now=now, ttl=settings.release_ttl)
+    kueue = kueue_groups(live)
     running: dict[str, list[Pod]] = {}
     for pod in live:
-        if pod.holds_resources and pod.scheduler_name == SCHEDULER_NAME:
+        if pod.holds_resources and pod.scheduler_name == SCHEDULER_NAME and not by_kueue(pod, kueue):
             queue = queue_of(pod, view.tree)
             if queue is not None:
                 running.setdefault(queue, []).append(pod)
@@ -117,6 +124,7 @@ def release(
         now,
         settings,
         Capacity.of(snapshot.nodes.values()),
+        kueue,
     )
     walk = Walk(snapshot.free_total(promises).gpus, 0, 0, 0, {}, {})
     for key, pods in sorted(flight.counting.items()):
@@ -132,7 +140,7 @@ def release(
             else:
                 kept.append(Kept(key, unknown[1], KeptRule.UNKNOWN, gpus_of(gated[key])))
             del gated[key]
-    for group in view.pending:
+    for group in chain(kueue_groups_of(gated, kueue), view.pending):
         if group.key in gated:
             answer = decide(group, gated.pop(group.key), walk, ctx)
             if isinstance(answer, Kept):

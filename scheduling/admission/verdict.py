@@ -7,7 +7,7 @@ room now with the starvation reserve, priority preemption), for one group, on th
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from scheduling.admission.flight import seconds
@@ -24,6 +24,7 @@ from scheduling.model import Pod, Resources
 from scheduling.nodes.constraints import placement_rejection
 from scheduling.queues import PendingGroup, admit
 from scheduling.queues.reclaim_fit import group_pods
+from scheduling.quota_owner import by_kueue
 from scheduling.resources import format_quantity, total, within
 
 _LISTED = 3
@@ -31,6 +32,36 @@ _LISTED = 3
 
 _TOP = 2**63
 """Above every priority: a queue with no running pod has no victim for anyone."""
+
+
+BY_KUEUE = "(Kueue)"
+"""The queue of a group whose quota Kueue owns: no queue of phalanx's (no queue can be so named)."""
+
+
+def kueue_groups_of(gated: Mapping[str, Sequence[Pod]], kueue: frozenset[str]) -> list[PendingGroup]:
+    """The gated groups Kueue admitted (``scheduling.quota_owner``), oldest first.
+
+    They owe phalanx's queues nothing, so they are decided before the fair order, under the room rules only.
+    """
+    groups = [
+        PendingGroup(
+            key,
+            BY_KUEUE,
+            total(p.requests for p in pods),
+            max(p.priority for p in pods),
+            min(p.created for p in pods),
+            preemptible=False,  # only Kueue preempts what it admitted
+        )
+        for key, pods in gated.items()
+        if pods and by_kueue(pods[0], kueue)
+    ]
+    return sorted(groups, key=lambda g: (g.created, g.key))
+
+
+def _admitted(group: PendingGroup) -> str:
+    if group.queue == BY_KUEUE:
+        return "admitted by Kueue (its ClusterQueue holds the quota)"
+    return f"queue {group.queue}: admitted"
 
 
 def decide(group: PendingGroup, gated: Sequence[Pod], walk: Walk, ctx: PassFacts) -> Released | Kept:
@@ -44,10 +75,12 @@ def decide(group: PendingGroup, gated: Sequence[Pod], walk: Walk, ctx: PassFacts
         return Kept(key, why, KeptRule.MEMBERS, gpus_of(pods))
     waiting = [p for p in pods if p.node_name is None and p.uid not in work.promises.by_uid]
     need = total(p.requests for p in waiting)
-    state = with_extra(view.state_of(group), walk.extra, walk.extra_np)
-    answer = admit(replace(group, requests=need), state)
-    if not answer.ok:
-        return Kept(key, answer.reason, KeptRule.QUEUE, need.gpus)
+    state = None
+    if group.queue != BY_KUEUE:  # Kueue's ClusterQueue already admitted it: no second quota check
+        state = with_extra(view.state_of(group), walk.extra, walk.extra_np)
+        answer = admit(replace(group, requests=need), state)
+        if not answer.ok:
+            return Kept(key, answer.reason, KeptRule.QUEUE, need.gpus)
     keys = keys_of(gated)
     single = podgroup is None and len(waiting) == 1 and not waiting[0].pinned
     where = _constraints(waiting[0])
@@ -79,7 +112,7 @@ def decide(group: PendingGroup, gated: Sequence[Pod], walk: Walk, ctx: PassFacts
         plan = plan_gang(key, waiting, allowed, snapshot, work.promises, ctx.topologies, statement=work)
         if isinstance(plan, GangPlan):
             walk.take(state, need, len(waiting), preemptible=group.preemptible, room=True)
-            return Released(key, keys, f"queue {group.queue}: admitted; fits now on {_listed(plan.nodes)}")
+            return Released(key, keys, f"{_admitted(group)}; fits now on {_listed(plan.nodes)}")
         why = f"waits for room on one node: {plan.message}" if podgroup else _no_node(key, need)
         if walk.reservation is not None:
             why += f"; {_keeps(walk.reservation)}"

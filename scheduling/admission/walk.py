@@ -23,6 +23,7 @@ from scheduling.gang.planner import plan_gang
 from scheduling.model import Pod, Resources
 from scheduling.queues import QUEUE_LABEL, QueueError, QueueState
 from scheduling.queues.view import QueueView
+from scheduling.quota_owner import by_kueue
 from scheduling.resources import ZERO, plus, total
 from scheduling.topology import TopologyCache
 
@@ -41,6 +42,7 @@ class PassFacts:
     now: float
     settings: GateSettings
     capacity: Capacity
+    kueue: frozenset[str] = frozenset()  # the gangs whose quota Kueue owns (``scheduling.quota_owner``)
     allowed: dict[tuple[object, ...], list[str]] = field(default_factory=dict)  # memo of ``_allowed``
 
 
@@ -63,14 +65,19 @@ class Walk:
         """The free GPUs the starving group keeps from the room count."""
         return self.reservation.gpus if self.reservation is not None else 0
 
-    def take(self, state: QueueState, need: Resources, pods: int, *, preemptible: bool, room: bool) -> None:
-        """Count a group released: its pods in flight, its needs on its queues (``room``: out of the room)."""
+    def take(
+        self, state: QueueState | None, need: Resources, pods: int, *, preemptible: bool, room: bool
+    ) -> None:
+        """Count a group released: its pods in flight, its needs on its queues (``room``: out of the room).
+
+        ``state`` is ``None`` for a group whose quota Kueue owns: it charges no queue of phalanx's.
+        """
         if room:
             self.room -= need.gpus
         self.unbound_gpus += need.gpus
         self.unbound_pods += pods
         self.ahead += 1
-        for queue in state.path():
+        for queue in state.path() if state is not None else ():
             self.extra[queue.name] = plus(self.extra.get(queue.name, ZERO), need)
             if not preemptible:
                 self.extra_np[queue.name] = plus(self.extra_np.get(queue.name, ZERO), need)
@@ -86,6 +93,8 @@ def count_in_flight(key: str, pods: Sequence[Pod], walk: Walk, ctx: PassFacts) -
     walk.ahead += 1
     work, tree = ctx.work, ctx.view.tree
     plan_gang(key, pods, ctx.nodes, ctx.snapshot, work.promises, ctx.topologies, statement=work)
+    if by_kueue(pods[0], ctx.kueue):  # in flight, it takes room, but it charges no queue of phalanx's
+        return
     try:
         queue = tree.workload_queue(pods[0].labels.get(QUEUE_LABEL))
     except QueueError:
