@@ -49,6 +49,7 @@ class Setting:
         bare: the value of the flag given without a value (``--device-plugin`` alone means ``true``),
             while ``--device-plugin false`` still takes one; ``None``: the flag always takes a value.
         metavar: the value's name in ``--help``.
+        empty: an empty variable is a value (``""``: off), not unset.
     """
 
     field: str
@@ -59,6 +60,7 @@ class Setting:
     switch: bool = False
     bare: object = None
     metavar: str | None = None
+    empty: bool = False
 
     @property
     def name(self) -> str:
@@ -66,13 +68,25 @@ class Setting:
         return self.field.replace(".", "__")
 
 
+def env_value(setting: Setting, environ: Mapping[str, str]) -> tuple[str, str] | None:
+    """The first of ``setting``'s variables that is set (and not empty, unless empty is a value)."""
+    for name in setting.env:
+        text = environ.get(name)
+        if text or (text is not None and setting.empty):
+            return name, text
+    return None
+
+
 class _EnvOption(click.Option):
     """A click option that reads its variables from the mapping the parse was given (``ctx.obj``)."""
 
+    def __init__(self, setting: Setting, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.setting = setting
+
     def resolve_envvar_value(self, ctx: click.Context) -> str | None:
-        environ = cast("Mapping[str, str]", ctx.find_root().obj)
-        names = [self.envvar] if isinstance(self.envvar, str) else list(self.envvar or ())
-        return next((environ[n] for n in names if environ.get(n)), None)
+        found = env_value(self.setting, cast("Mapping[str, str]", ctx.find_root().obj))
+        return None if found is None else found[1]
 
 
 def default_of(defaults: object, field: str) -> Any:
@@ -126,6 +140,7 @@ def option(setting: Setting, defaults: object) -> click.Option:
     elif setting.bare is not None:
         extra = {"is_flag": False, "flag_value": setting.bare}
     return _EnvOption(
+        setting,
         [setting.flag, setting.name],
         type=None if setting.switch else setting.type,
         default=default,
@@ -191,12 +206,13 @@ def read_env(table: Sequence[Setting], defaults: T, environ: Mapping[str, str]) 
     """
     values: dict[str, Any] = {}
     for setting in table:
-        name = next((n for n in setting.env if environ.get(n)), None)
-        if name is None:
+        found = env_value(setting, environ)
+        if found is None:
             continue
+        name, text = found
         try:
-            values[setting.field] = setting.type.convert(environ[name], None, None)
+            values[setting.field] = setting.type.convert(text, None, None)
         except click.BadParameter as exc:
-            msg = f"{name}={environ[name]!r}: {exc.message}"
+            msg = f"{name}={text!r}: {exc.message}"
             raise SettingsError(msg) from None
     return build(defaults, values)
