@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kubeio.events import EventRecorder, ObjectRef
+from tests.kubeio.fake_api import FakeApi
 
 
 @dataclass
@@ -42,22 +43,14 @@ def test_it_remembers_only_the_last_minute_of_events_however_many_objects_it_saw
     assert recorder.remembered <= 2_000, "about a minute's worth, not all 30,000"
 
 
-@dataclass
-class Posts:
-    paths: list[tuple[str, str]]
-
-    def request(self, method: str, path: str, **kwargs: object) -> dict[str, object]:
-        body = kwargs["body"]
-        assert isinstance(body, dict)
-        self.paths.append((path, body["involvedObject"]["namespace"]))
-        return {}
-
-
 def test_an_event_about_a_cluster_scoped_object_is_written_in_the_default_namespace() -> None:
-    posts = Posts([])
+    posts = FakeApi(read_only=False)
     recorder = EventRecorder(posts, clock=Clock())  # type: ignore[arg-type]
     recorder.record(ObjectRef("Node", "v1", "", "big", "uid-big"), "Warning", "Refused", "too many GPUs")
     recorder.record(pod(1), "Normal", "Pinned", "pinned")
     while not recorder._queue.empty():
         recorder._write(recorder._queue.get())
-    assert posts.paths == [("/api/v1/namespaces/default/events", ""), ("/api/v1/namespaces/ml/events", "ml")]
+    assert [(s.path, s.body["involvedObject"]["namespace"]) for s in posts.sent] == [
+        ("/api/v1/namespaces/default/events", ""),
+        ("/api/v1/namespaces/ml/events", "ml"),
+    ]
