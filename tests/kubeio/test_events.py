@@ -2,18 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from kubeio.events import EventRecorder, ObjectRef
+from tests.builders import FakeClock
 from tests.kubeio.fake_api import FakeApi
-
-
-@dataclass
-class Clock:
-    now: float = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def pod(i: int) -> ObjectRef:
@@ -21,7 +12,7 @@ def pod(i: int) -> ObjectRef:
 
 
 def test_a_repeat_within_a_minute_is_suppressed_and_a_later_one_is_not() -> None:
-    clock = Clock()
+    clock = FakeClock(1000.0)
     recorder = EventRecorder(None, clock=clock)  # type: ignore[arg-type]  # nothing is written here
     recorder.record(pod(0), "Normal", "AdmissionReleased", "released")
     recorder.record(pod(0), "Normal", "AdmissionReleased", "released")
@@ -33,7 +24,7 @@ def test_a_repeat_within_a_minute_is_suppressed_and_a_later_one_is_not() -> None
 
 
 def test_it_remembers_only_the_last_minute_of_events_however_many_objects_it_saw() -> None:
-    clock = Clock()
+    clock = FakeClock(1000.0)
     recorder = EventRecorder(None, clock=clock, max_queue=1_000_000)  # type: ignore[arg-type]
     for minute in range(30):
         for i in range(1_000):
@@ -45,7 +36,7 @@ def test_it_remembers_only_the_last_minute_of_events_however_many_objects_it_saw
 
 def test_an_event_about_a_cluster_scoped_object_is_written_in_the_default_namespace() -> None:
     posts = FakeApi(read_only=False)
-    recorder = EventRecorder(posts, clock=Clock())  # type: ignore[arg-type]
+    recorder = EventRecorder(posts, clock=FakeClock(1000.0))  # type: ignore[arg-type]
     recorder.record(ObjectRef("Node", "v1", "", "big", "uid-big"), "Warning", "Refused", "too many GPUs")
     recorder.record(pod(1), "Normal", "Pinned", "pinned")
     while not recorder._queue.empty():

@@ -17,7 +17,7 @@ from kubeio.http import JsonObject
 from kubeio.serving import Request
 from placement.visibility import QUESTION_BURST, QUESTIONS_PER_MINUTE, QuestionLimit, Visibility, parse
 from scheduling.explain.visible import OTHER
-from tests.builders import a_node, a_pod, snapshot_of
+from tests.builders import FakeClock, a_node, a_pod, snapshot_of
 from tests.kubeio.fake_api import FakeApi, Sent
 
 SNAPSHOT = snapshot_of(
@@ -52,16 +52,8 @@ def reviewing(tokens: Mapping[str, str], grants: Mapping[str, set[str]], *, down
     return FakeApi(answer=review, read_only=False)
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def endpoint(reviews: FakeApi, clock: Clock | None = None) -> Visibility:
-    limit = QuestionLimit(QUESTIONS_PER_MINUTE, QUESTION_BURST, clock=clock or Clock())
+def endpoint(reviews: FakeApi, clock: FakeClock | None = None) -> Visibility:
+    limit = QuestionLimit(QUESTIONS_PER_MINUTE, QUESTION_BURST, clock=clock or FakeClock(100.0))
     return Visibility(reviews, lambda: SNAPSHOT, clock=lambda: 1.0, limit=limit)
 
 
@@ -139,7 +131,7 @@ def test_paths_name_a_pod_or_a_podgroup() -> None:
 
 def test_a_user_asking_in_a_loop_is_slowed_down_and_others_are_not() -> None:
     reviews = reviewing({"t-alice": ALICE, "t-bob": "bob"}, {ALICE: {"team-a"}, "bob": {"team-a"}})
-    clock = Clock()
+    clock = FakeClock(100.0)
     visibility = endpoint(reviews, clock)
     path = "/why/namespaces/team-a/pods/p"
     statuses = [visibility.answer(request(path)).status for _ in range(QUESTION_BURST + 1)]

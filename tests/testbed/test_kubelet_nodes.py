@@ -16,6 +16,7 @@ from kubeio.http import JsonObject, KubeHttp
 from testbed.heartbeat import KUBELET_ANNOTATION, NODE_LEASES, STATUS_REPORT_SECONDS, NodeHeartbeat
 from testbed.kubelet import SIMULATED_LABEL, SimKubelet
 from testbed.nodes import set_ready
+from tests.builders import FakeClock
 from tests.kubeio.fake_api import FakeApi, Sent
 
 
@@ -93,17 +94,9 @@ def test_set_ready_tells_the_nodes_kubelet_and_writes_no_condition(status: str, 
         set_ready(cast(KubeHttp, http), "n1", "Dead")
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def test_the_heartbeat_creates_then_renews_each_lease_owned_by_its_node() -> None:
     http = recording_http(missing=frozenset({f"{NODE_LEASES}/n1"}))
-    clock = Clock()
+    clock = FakeClock(1_000_000.0)
     beat = NodeHeartbeat(cast(KubeHttp, http), clock=clock, lease_seconds=8)
     beat.nodes_replaced([node("n1")])
     beat.beat_once()
@@ -129,7 +122,7 @@ def test_the_heartbeat_creates_then_renews_each_lease_owned_by_its_node() -> Non
 
 def test_a_stopped_kubelet_renews_nothing_and_a_restarted_one_posts_ready_at_once() -> None:
     http = recording_http()
-    clock = Clock()
+    clock = FakeClock(1_000_000.0)
     beat = NodeHeartbeat(cast(KubeHttp, http), clock=clock, lease_seconds=8)
     beat.nodes_replaced([node("n1", kubelet="stopped")])
     clock.now += 60
@@ -145,7 +138,7 @@ def test_a_stopped_kubelet_renews_nothing_and_a_restarted_one_posts_ready_at_onc
 
 def test_a_not_ready_kubelet_keeps_its_lease_and_reports_false_then_its_status_every_five_minutes() -> None:
     http = recording_http()
-    clock = Clock()
+    clock = FakeClock(1_000_000.0)
     beat = NodeHeartbeat(cast(KubeHttp, http), clock=clock, lease_seconds=8)
     beat.nodes_replaced([node("n1", kubelet="not-ready")])
     beat.beat_once()
