@@ -12,11 +12,10 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from kubeio.ports import EventSink, GroupStatusSink, QueueSink
+from kubeio.ports import EventSink, GroupStatusSink, Pinner, QueueSink
 from placement.elastic_pass import ElasticPass, ElasticReport, MpiJobSource
 from placement.gang_pass import GangPass, GangReport
 from placement.metrics import PlacementMetrics
-from placement.pool import Pinner
 from placement.queue_pass import QueuePass, QueueReport
 from placement.round import PlacementRound, Round, RoundReader, RoundReport, RoundSource
 from placement.settings import PlacementSettings
