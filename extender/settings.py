@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import click
 
@@ -127,33 +128,126 @@ class ExtenderSettings:
         return settings
 
 
-def _env(field: str, env: str, type_: click.ParamType[object] = click.STRING, help_: str = "") -> Setting:
+def _env(field: str, env: str, type_: click.ParamType[Any] = click.STRING, *, help_: str) -> Setting:
     """A row read from one variable alone (the extender has no flags)."""
     return Setting(field, None, (env,), type_, help_)
 
 
 SETTINGS = (
-    _env("kubeconfig", "KUBECONFIG"),
-    _env("bind_address", "PHALANX_BIND_ADDRESS"),
-    _env("port", "PHALANX_PORT", click.IntRange(1, 65535)),
-    _env("metrics_port", "PHALANX_METRICS_PORT", PORT),
-    _env("threads", "PHALANX_THREADS", click.IntRange(1, 4096)),
-    _env("max_body_bytes", "PHALANX_MAX_BODY_BYTES", click.IntRange(1024, 2**31)),
-    _env("request_read_timeout_seconds", "PHALANX_REQUEST_READ_TIMEOUT_SECONDS", SECONDS),
-    _env("max_connections", "PHALANX_MAX_CONNECTIONS", click.IntRange(1, 1_000_000)),
-    _env("promise_ttl_seconds", "PHALANX_PROMISE_TTL_SECONDS", SECONDS),
-    _env("api_timeout_seconds", "PHALANX_API_TIMEOUT_SECONDS", SECONDS),
-    _env("ready_timeout_seconds", "PHALANX_READY_TIMEOUT_SECONDS", SECONDS),
-    _env("reservation_ttl_seconds", "PHALANX_RESERVATION_TTL_SECONDS", SECONDS),
-    _env("bind_wait_seconds", "PHALANX_BIND_WAIT_SECONDS", SECONDS),
-    _env("gang_bind_delay_seconds", "PHALANX_GANG_BIND_DELAY_SECONDS", Seconds(zero=True)),
-    _env("locality_keys", "PHALANX_LOCALITY_KEYS", NAMES),
-    _env("recovery_interval_seconds", "PHALANX_RECOVERY_INTERVAL_SECONDS", SECONDS),
-    _env("duty_window_seconds", "PHALANX_DUTY_WINDOW_SECONDS", SECONDS),
-    _env("decisive", "PHALANX_DECISIVE", SWITCH),
-    _env("hot_verbs", "PHALANX_HOT_VERBS", SWITCH),
-    _env("log_level", LOG_LEVEL_ENV, LOG_LEVEL),
-    _env("tls_cert_file", "PHALANX_TLS_CERT_FILE"),
-    _env("tls_key_file", "PHALANX_TLS_KEY_FILE"),
+    _env("kubeconfig", "KUBECONFIG", help_="kubeconfig path; unset: in-cluster"),
+    _env(
+        "bind_address",
+        "PHALANX_BIND_ADDRESS",
+        help_="listen address (loopback: the extender is its kube-scheduler's sidecar)",
+    ),
+    _env(
+        "port",
+        "PHALANX_PORT",
+        click.IntRange(1, 65535),
+        help_="listen port; must match urlPrefix in the scheduler configuration",
+    ),
+    _env(
+        "metrics_port",
+        "PHALANX_METRICS_PORT",
+        PORT,
+        help_="a second listener on all addresses serving only /metrics; 0: none",
+    ),
+    _env(
+        "threads",
+        "PHALANX_THREADS",
+        click.IntRange(1, 4096),
+        help_="concurrent requests: at least the largest gang (its binds wait for each other)",
+    ),
+    _env(
+        "max_body_bytes",
+        "PHALANX_MAX_BODY_BYTES",
+        click.IntRange(1024, 2**31),
+        help_="larger requests get HTTP 413",
+    ),
+    _env(
+        "request_read_timeout_seconds",
+        "PHALANX_REQUEST_READ_TIMEOUT_SECONDS",
+        SECONDS,
+        help_="longest a request (or a TLS handshake) may take to arrive; then HTTP 408",
+    ),
+    _env(
+        "max_connections",
+        "PHALANX_MAX_CONNECTIONS",
+        click.IntRange(1, 1_000_000),
+        help_="open connections at most; then the one waiting longest unserved is closed",
+    ),
+    _env(
+        "promise_ttl_seconds",
+        "PHALANX_PROMISE_TTL_SECONDS",
+        SECONDS,
+        help_="how long GPUs chosen at bind stay reserved if the bound pod never shows up",
+    ),
+    _env(
+        "api_timeout_seconds",
+        "PHALANX_API_TIMEOUT_SECONDS",
+        SECONDS,
+        help_="timeout of the API calls made by bind (below httpTimeout, 30 s)",
+    ),
+    _env(
+        "ready_timeout_seconds",
+        "PHALANX_READY_TIMEOUT_SECONDS",
+        SECONDS,
+        help_="how long start-up waits for the first list of nodes and pods",
+    ),
+    _env(
+        "reservation_ttl_seconds",
+        "PHALANX_RESERVATION_TTL_SECONDS",
+        SECONDS,
+        help_="how long a gang's reservation holds without its members reaching bind",
+    ),
+    _env(
+        "bind_wait_seconds",
+        "PHALANX_BIND_WAIT_SECONDS",
+        SECONDS,
+        help_="longest a gang member's bind waits for the rest of the gang",
+    ),
+    _env(
+        "gang_bind_delay_seconds",
+        "PHALANX_GANG_BIND_DELAY_SECONDS",
+        Seconds(zero=True),
+        help_="fault injection for crash tests only: spreads a gang's Bindings in time",
+    ),
+    _env(
+        "locality_keys",
+        "PHALANX_LOCALITY_KEYS",
+        NAMES,
+        help_="node labels of locality domains, innermost first, comma-separated",
+    ),
+    _env(
+        "recovery_interval_seconds",
+        "PHALANX_RECOVERY_INTERVAL_SECONDS",
+        SECONDS,
+        help_="how often gangs left with a bind plan are completed or rolled back",
+    ),
+    _env(
+        "duty_window_seconds",
+        "PHALANX_DUTY_WINDOW_SECONDS",
+        SECONDS,
+        help_="act on its own only this long after kube-scheduler's last call",
+    ),
+    _env(
+        "decisive",
+        "PHALANX_DECISIVE",
+        SWITCH,
+        help_="answer filter with the one node ranked first for a pod on its own",
+    ),
+    _env(
+        "hot_verbs",
+        "PHALANX_HOT_VERBS",
+        SWITCH,
+        help_="answer filter and prioritize in the worker, without Flask",
+    ),
+    _env("log_level", LOG_LEVEL_ENV, LOG_LEVEL, help_="Python logging level"),
+    _env(
+        "tls_cert_file",
+        "PHALANX_TLS_CERT_FILE",
+        help_="PEM certificate to serve HTTPS with (with the key); unset: plain HTTP",
+    ),
+    _env("tls_key_file", "PHALANX_TLS_KEY_FILE", help_="its private key"),
 )
 """Every setting of the extender, once; the field docstrings above say what each means."""

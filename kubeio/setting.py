@@ -216,3 +216,23 @@ def read_env(table: Sequence[Setting], defaults: T, environ: Mapping[str, str]) 
             msg = f"{name}={text!r}: {exc.message}"
             raise SettingsError(msg) from None
     return build(defaults, values)
+
+
+def reference(table: Sequence[Setting], defaults: object) -> str:
+    """``table`` as a Markdown table (flag, variables, default, meaning), for the admin guide.
+
+    The guide's settings tables are this function's output (``tests/test_settings_doc.py`` holds them
+    to it), so they say what the declarations say.
+    """
+    flags = any(s.flag for s in table)
+    rows = ["| flag | variable | default | meaning |" if flags else "| variable | default | meaning |"]
+    rows.append("|---|---|---|---|" if flags else "|---|---|---|")
+    for setting in table:
+        default = default_of(defaults, setting.field)
+        shown = ",".join(default) if isinstance(default, tuple) else default
+        shown = str(shown).lower() if isinstance(shown, bool) else shown
+        text = "" if shown is None or shown == "" else f"`{shown}`"
+        cells = [f"`{setting.flag}`" if setting.flag else ""] if flags else []
+        cells += [", ".join(f"`{e}`" for e in setting.env), text, setting.help]
+        rows.append("| " + " | ".join(cells) + " |")
+    return "\n".join(rows) + "\n"
