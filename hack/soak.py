@@ -41,6 +41,7 @@ sys.path.insert(1, str(Path(__file__).resolve().parents[1]))  # the checkout: te
 from localbed import PLACEMENT_REPLICAS, Testbed
 from soak_faults import FaultPlan, Faults
 from soak_ledger import Ledger, leader_metrics, product_processes
+from soak_mix import MIX
 from workload import (
     PODGROUPS,
     create_pod,
@@ -97,13 +98,13 @@ def _submit(bed: Testbed, load: Load, rng: random.Random, pool: ThreadPoolExecut
     """One arrival: a single pod (70%) or a gang of 2-64 one-GPU members (30%), in a random queue."""
     load.seq += 1
     labels = {"phalanx.io/queue": rng.choice(QUEUES)}
-    duration = {"phalanx.io/sim-duration-seconds": f"{rng.uniform(5, 40):.1f}"}
-    if rng.random() < 0.7:
-        pod = gpu_pod(f"p{load.seq}", rng.choice((1, 1, 1, 2, 2, 4, 8)), annotations=duration)
+    duration = {"phalanx.io/sim-duration-seconds": f"{rng.uniform(*MIX.seconds):.1f}"}
+    if rng.random() < MIX.single_share:
+        pod = gpu_pod(f"p{load.seq}", rng.choice(MIX.single_gpus), annotations=duration)
         pod["metadata"]["labels"] = labels
         pods = [pod]
     else:
-        size = rng.choice((2, 2, 4, 4, 8, 16, 32, 64))
+        size = rng.choice(MIX.gang_sizes)
         name = f"g{load.seq}"
         create_podgroup(bed.http, NAMESPACE, podgroup(name, size, timeout_seconds=GANG_TIMEOUT))
         pods = [member(f"{name}-{i}", name, 1, annotations=duration) for i in range(size)]
@@ -318,8 +319,7 @@ def main() -> int:
                 faults = Faults(bed, nodes, NAMESPACE, plan, random.Random(args.seed + 1))
             start = time.monotonic()
             next_report = start + 60
-            mean_pods = 0.7 * 1 + 0.3 * 16.5  # pods per arrival on average (see _submit)
-            arrivals_per_second = args.rate / 60 / mean_pods
+            arrivals_per_second = args.rate / 60 / MIX.pods_per_arrival
             replicas = bed.placement_replicas
             lost: list[str] = []
             while time.monotonic() - start < args.minutes * 60:
