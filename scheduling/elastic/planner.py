@@ -2,7 +2,8 @@
 
 Rules, in the order they apply:
 
-1. **Sizes** (``sizing``): a job whose target differs from its size gets a ``Resize`` ("resized 2 -> 4
+1. **Sizes** (``gain`` by default: the next worker to the job it speeds up most; ``sizing``: evenly,
+   the rule kept for comparison): a job whose target differs from its size gets a ``Resize`` ("resized 2 -> 4
    workers: ..."); the operator deletes the highest replica indices or creates the missing ones. A job
    grows by at most ``grow_step`` workers a round (the rest in the rounds that follow); it shrinks at
    once.
@@ -25,20 +26,25 @@ Every action carries its reason in words.
 from __future__ import annotations
 
 from collections.abc import Container, Mapping, Sequence
+from types import MappingProxyType
 
 from scheduling.cluster.promises import PromiseBook
 from scheduling.cluster.snapshot import ClusterSnapshot
 from scheduling.cluster.statement import Statement
 from scheduling.cluster.usage import FreeGpus
+from scheduling.elastic.gain import size_by_gain
 from scheduling.elastic.job import ElasticJob, ElasticSettings
 from scheduling.elastic.layout import Layout, kept_running, plan_layout
 from scheduling.elastic.sizing import size_jobs
+from scheduling.elastic.throughput import Throughput
 from scheduling.gang.planner import DEFAULT_LOCALITY_KEYS
 from scheduling.gpu.choice import choose_gpus
 from scheduling.plan import Plan
 from scheduling.topology import TopologyCache
 
 _NO_PROMISES = PromiseBook()
+_NONE: Mapping[str, float] = MappingProxyType({})
+_NO_MODELS: Mapping[str, Throughput] = MappingProxyType({})
 RACK_KEY = DEFAULT_LOCALITY_KEYS[0]
 """The node label naming a node's rack (``phalanx.io/rack``), as the gang planner reads it."""
 
@@ -68,9 +74,15 @@ def plan_elastic(
     last_moved: Mapping[str, float],
     settings: ElasticSettings,
     topologies: TopologyCache,
+    models: Mapping[str, Throughput] = _NO_MODELS,
+    attained: Mapping[str, float] = _NONE,
 ) -> tuple[Plan, Layout]:
-    """One round (see the module docstring); returns the plan and the layout it aimed at."""
-    goals = size_jobs(jobs, pool_gpus, deficits)
+    """One round (see the module docstring); returns the plan and the layout it aimed at.
+
+    ``models`` (each job's learned throughput) and ``attained`` (its GPU-seconds so far) feed the
+    ``"goodput"`` sizing; a job missing from them is sized by the prior (linear) with none attained.
+    """
+    goals = goals_of(jobs, snapshot, pool_gpus, deficits, settings, models, attained)
     step = settings.grow_step
     sizes = {j.key: _paced(j, goals[j.key], step) for j in jobs}
     racks = {name: node.labels[RACK_KEY] for name, node in snapshot.nodes.items() if RACK_KEY in node.labels}
@@ -96,6 +108,24 @@ def plan_elastic(
             break
         budget -= _move(job, sizes[job.key], layout, statement, now, last_moved, settings, topologies, budget)
     return statement.commit(), layout
+
+
+def goals_of(
+    jobs: Sequence[ElasticJob],
+    snapshot: ClusterSnapshot,
+    pool_gpus: int,
+    deficits: Mapping[str, int],
+    settings: ElasticSettings,
+    models: Mapping[str, Throughput],
+    attained: Mapping[str, float],
+) -> dict[str, int]:
+    """Each job's target size by the configured sizing rule, before pacing."""
+    if settings.sizing == "even":
+        return size_jobs(jobs, pool_gpus, deficits)
+    node_gpus = max((n.gpu_total for n in snapshot.nodes.values() if n.takes_pods), default=0)
+    return size_by_gain(
+        jobs, pool_gpus, deficits, models=models, attained=attained, settings=settings, node_gpus=node_gpus
+    )
 
 
 def _paced(job: ElasticJob, goal: int, step: int | None) -> int:
