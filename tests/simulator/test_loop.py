@@ -126,8 +126,18 @@ def test_over_committing_policy_stops_the_run() -> None:
 
 
 def test_a_job_bigger_than_the_cluster_hits_the_horizon() -> None:
-    with pytest.raises(SimulationError, match="horizon of 600 s passed with 1 jobs left"):
+    with pytest.raises(SimulationError, match="horizon of 600 s after the last arrival passed with 1 jobs"):
         run((job("huge", 0, 5, 5),), Fifo(), GpuSeconds(), ONE_NODE, horizon_seconds=600)
+
+
+def test_a_trace_longer_than_the_horizon_replays_and_the_message_counts_arrived_jobs_only() -> None:
+    """The openb trace spans 149 days: the horizon counts from the last arrival, not the start."""
+    late = (job("early", 0, 1, 60), job("late", 100 * 86_400, 1, 60))
+    result = run(late, Fifo(), GpuSeconds(), ONE_NODE, horizon_seconds=86_400)
+    assert sorted(j.name for j in result.jobs) == ["early", "late"]
+    stuck = (job("small", 0, 1, 60), job("huge", 86_400, 5, 5))
+    with pytest.raises(SimulationError, match=r"passed with 1 jobs not completed: \['huge'\]"):
+        run(stuck, Fifo(), GpuSeconds(), ONE_NODE, horizon_seconds=600)
 
 
 def test_pollux_mode_is_the_artifacts_cluster_and_clock() -> None:
