@@ -1,6 +1,7 @@
 """Elastic MPI pass: keep the pool's pin taints, size and move elastic MPIJobs, pin their waiting workers.
 
-Every decision is the core's (``scheduling.elastic.plan_elastic``); this pass reads, asks and applies:
+Every decision is the core's (``scheduling.elastic.decide.decide_elastic``, the function the simulator
+calls too); this pass reads, asks and applies:
 
 1. **Pool taints.** Nodes labelled ``phalanx.io/elastic-pool=true`` carry the taint
    ``phalanx.io/hostname=<node>:NoSchedule``; a node that loses the label loses the taint. Pods that are
@@ -42,9 +43,8 @@ from kubeio.ports import ClusterSource, EventSink, PodDeleter
 from kubeio.render import pod_ref
 from placement.pool import Pinner, keep_taints, open_pool
 from scheduling.cluster.snapshot import ClusterSnapshot
-from scheduling.elastic import ElasticJob, ElasticSettings, JobError, Layout, plan_elastic
-from scheduling.elastic.pinning import choose_pins, stale_pins
-from scheduling.elastic.pool import elastic_pool, queue_deficits
+from scheduling.elastic import ElasticJob, ElasticSettings, JobError, Layout
+from scheduling.elastic.decide import ElasticDecision, ElasticRound, decide_elastic, may_shrink
 from scheduling.model import Pod
 from scheduling.plan import Plan
 from scheduling.queues import QueueError
@@ -83,6 +83,9 @@ class ElasticReport:
     refused: tuple[str, ...] = ()
     grown: int = 0
     waiting: int = 0
+    shrinking: frozenset[str] = frozenset()
+    """Elastic jobs above their minimum at this pass (the decision's ``may_shrink``): reclaim shrinks
+    them rather than evicting them."""
 
 
 class ElasticPass:
@@ -128,19 +131,21 @@ class ElasticPass:
         pods = snapshot.all_pods() if declared or any(n.pin_taint for n in snapshot.nodes.values()) else []
         jobs, refused = self._elastic(declared.values(), snapshot, pods, view)
         opened = open_pool(self._pins, snapshot, pods, {p.uid for job in jobs for p in job.workers})
-        self.above_minimum = frozenset(job.key for job in jobs if job.size > job.min_workers)
+        self.above_minimum = frozenset(may_shrink(jobs))
         if not jobs:
             return ElasticReport(tainted, opened, refused=refused)
-        plan, layout = plan_elastic(
-            jobs,
-            snapshot,
-            pool_gpus=elastic_pool(snapshot, view, jobs),
-            deficits=queue_deficits(view),
-            now=self._clock(),
-            last_moved=_last_moved(declared.values(), self._last_moved),
-            settings=self._settings,
-            topologies=self._topologies,
+        decision = decide_elastic(
+            ElasticRound(
+                jobs,
+                snapshot,
+                view,
+                self._clock(),
+                _last_moved(declared.values(), self._last_moved),
+                self._settings,
+                self._topologies,
+            )
         )
+        plan, layout = decision.plan, decision.layout
         self._show_plans(declared, layout, plan)  # first: the webhook pins the pods the actions create
         resized: list[str] = []
         grown = 0
@@ -171,11 +176,20 @@ class ElasticPass:
             if self._deleter.delete_pod(namespace, name, move.uid):
                 self._last_moved[job_key] = self._clock()
                 moved.append(move.pod)
-        pinned = self._pin_waiting(jobs, layout)
-        repinned = self._repin_stale(jobs, layout, declared)
+        pinned = self._pin_waiting(decision)
+        repinned = self._repin_stale(decision, declared)
         waiting = sum(1 for job in jobs for p in job.workers if p.node_name is None and not p.terminating)
         return ElasticReport(
-            tainted, opened, tuple(resized), tuple(moved), tuple(pinned), repinned, refused, grown, waiting
+            tainted,
+            opened,
+            tuple(resized),
+            tuple(moved),
+            tuple(pinned),
+            repinned,
+            refused,
+            grown,
+            waiting,
+            decision.shrinking,
         )
 
     def _show_plans(self, declared: dict[str, MpiJob], layout: Layout, plan: Plan) -> None:
@@ -228,11 +242,11 @@ class ElasticPass:
             self._told.add((job.uid, message))
             self._events.record(mpijob_ref(job), kind, reason, message)
 
-    def _pin_waiting(self, jobs: Sequence[ElasticJob], layout: Layout) -> list[str]:
-        """Pin each waiting worker where ``scheduling.elastic.pinning.choose_pins`` puts it."""
+    def _pin_waiting(self, decision: ElasticDecision) -> list[str]:
+        """Pin each waiting worker where the decision puts it."""
         pinned = []
-        for job in jobs:
-            for pod, node in choose_pins(layout.targets.get(job.key, {}), job.workers):
+        for key, pins in decision.pins.items():
+            for pod, node in pins:
                 try:
                     if not self._pins.pin_pod(pod.namespace, pod.name, pod.uid, node):
                         continue
@@ -244,27 +258,25 @@ class ElasticPass:
                     pod_ref(pod),
                     "Normal",
                     "Pinned",
-                    f"pinned to {node}: the layout of {job.key} puts a worker there",
+                    f"pinned to {node}: the layout of {key} puts a worker there",
                 )
         return pinned
 
-    def _repin_stale(
-        self, jobs: Sequence[ElasticJob], layout: Layout, declared: dict[str, MpiJob]
-    ) -> tuple[str, ...]:
+    def _repin_stale(self, decision: ElasticDecision, declared: dict[str, MpiJob]) -> tuple[str, ...]:
         """Delete each waiting worker pinned where the plan has no place for it now; it comes back pinned.
 
         Its operator re-creates it at once, and the webhook (or the next pass) pins the new pod by the
-        current plan (``scheduling.elastic.pinning.stale_pins``). Nothing runs in it, so nothing is lost.
+        current plan (the decision's ``stale_pins``). Nothing runs in it, so nothing is lost.
         """
         repinned = []
-        for job in jobs:
-            for pod, node in stale_pins(layout.targets.get(job.key, {}), job.workers):
+        for key, stale in decision.stale_pins.items():
+            for pod, node in stale:
                 old = ", ".join(sorted(pod.pinned))
                 self._events.record_now(
-                    mpijob_ref(declared[job.key]),
+                    mpijob_ref(declared[key]),
                     "Normal",
                     "Repinned",
-                    f"deleted waiting {pod.name}, pinned to {old} where the plan of {job.key} has no place "
+                    f"deleted waiting {pod.name}, pinned to {old} where the plan of {key} has no place "
                     f"for it now; its operator re-creates it, to be pinned to {node}",
                 )
                 if not self._deleter.delete_pod(pod.namespace, pod.name, pod.uid):

@@ -150,6 +150,7 @@ def test_a_job_alone_grows_to_its_max_and_its_new_workers_are_pinned_to_its_node
     assert second.resized == ()
     assert second.waiting == 2
     assert reconciler.above_minimum == {"ml/mnist"}, "above its minimum: it shrinks, reclaim leaves it"
+    assert second.shrinking == {"ml/mnist"}, "the report hands the round the same set"
     assert len(jobs.plans) == 1, "an unchanged plan is not written again"
     assert pins.pinned == [("ml/mnist-worker-2", "n1"), ("ml/mnist-worker-3", "n1")]
     assert reconciler.run().pinned == (), "a repeated pass pins nothing twice"
