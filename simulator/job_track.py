@@ -164,8 +164,8 @@ def place(job: JobTrack, placed: tuple[GpuSets, bool | None] | None, now: int) -
     """Record the job's GPU indices after a decision, and the NVLink verdict of a new placement."""
     if job.completed is not None:
         return job
-    if placed is None:
-        return replace(job, gpus=()) if job.gpus else job
+    if placed is None:  # it lost its GPUs (a preemption): the record shows the release
+        return replace(job, gpus=(), placements=(*job.placements, (now, ()))) if job.gpus else job
     sets, verdict = placed
     if sets == job.gpus:
         return job
