@@ -15,7 +15,7 @@ import msgspec
 from simulator import report
 from simulator.cluster_spec import ClusterSpecError
 from simulator.compare import run_all
-from simulator.comparison import POLICY_HELP, chosen_policies, show
+from simulator.comparison import POLICY_HELP, SEED_HELP, chosen_policies, show
 from simulator.gpu_sets import GpuSetError
 from simulator.loop import MODES, SimulationError
 from simulator.openb_command import openb_command
@@ -66,7 +66,7 @@ def main() -> None:
 )
 @click.option("--policy", default="tiresias", show_default=True, help=POLICY_HELP)
 @click.option("--mode", type=click.Choice(sorted(MODES)), default="pollux", show_default=True)
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed handed to the policy.")
+@click.option("--seed", type=int, default=0, show_default=True, help=SEED_HELP)
 @click.option(
     "--published",
     type=click.Path(dir_okay=False, path_type=Path),

@@ -128,3 +128,13 @@ def test_a_bad_published_file_ends_in_a_cli_error(tmp_path: Path) -> None:
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 1, result.output
     assert "field 'relative_job_load': column missing from the header" in result.output
+
+
+def test_a_seed_that_changes_nothing_is_said(tmp_path: Path) -> None:
+    args = ["run", "--workload", str(_workload(tmp_path)), "--policy", "fifo,tiresias"]
+    seeded = CliRunner().invoke(main, [*args, "--seed", "7"])
+    plain = CliRunner().invoke(main, args)
+    assert seeded.exit_code == 0, seeded.output
+    assert "note: --seed 7 changes nothing here" in seeded.stderr
+    assert "note:" not in plain.stderr
+    assert seeded.stdout.replace("seed 7", "seed 0") == plain.stdout
