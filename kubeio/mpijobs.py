@@ -21,6 +21,7 @@ from kubeio.convert import ConvertError, api_parts, pod_from_api, pod_requests
 from kubeio.errors import NotFoundError
 from kubeio.events import ObjectRef
 from kubeio.http import JsonObject, KubeHttp
+from kubeio.progress import SAMPLES_ANNOTATION, THROUGHPUT_ANNOTATION
 from kubeio.refusals import identity
 from scheduling.elastic import ElasticJob, check_job
 from scheduling.elastic.job import MAX_WORKERS_ANNOTATION
@@ -94,6 +95,8 @@ class MpiJob:
         queue: the queue label of the Worker template, or ``None`` (the default queue).
         plan: the ``phalanx.io/elastic-plan`` annotation the placement manager last wrote, if any.
         moved_at: the ``phalanx.io/elastic-moved-at`` annotation, if any and a number.
+        throughput: the job's ``phalanx.io/throughput`` report as written (``kubeio.progress``), if any.
+        samples: the ``phalanx.io/throughput-samples`` phalanx recorded, as written, if any.
         problem: why phalanx cannot read the MPIJob (a field of the wrong shape), or ``None``; such a
             job is refused with this reason and left alone.
     """
@@ -110,6 +113,8 @@ class MpiJob:
     plan: str | None = None
     moved_at: float | None = None
     problem: str | None = None
+    throughput: str | None = None
+    samples: str | None = None
 
     @property
     def key(self) -> str:
@@ -156,6 +161,8 @@ def mpijob_from_api(raw: object) -> MpiJob:
         queue=labels.get(QUEUE_LABEL) if isinstance(labels, dict) else None,
         plan=parts.annotations.get(PLAN_ANNOTATION),
         moved_at=_seconds(parts.annotations.get(MOVED_AT_ANNOTATION)),
+        throughput=parts.annotations.get(THROUGHPUT_ANNOTATION),
+        samples=parts.annotations.get(SAMPLES_ANNOTATION),
     )
 
 
@@ -299,6 +306,14 @@ class MpiJobWriter:
             KubeError: the job is gone or the API server failed.
         """
         self._patch(namespace, name, {"metadata": {"annotations": {PLAN_ANNOTATION: plan}}})
+
+    def set_samples(self, namespace: str, name: str, samples: str) -> None:
+        """Keep the throughput samples learned of the MPIJob on it (``phalanx.io/throughput-samples``).
+
+        Raises:
+            KubeError: the job is gone or the API server failed.
+        """
+        self._patch(namespace, name, {"metadata": {"annotations": {SAMPLES_ANNOTATION: samples}}})
 
     def set_moved_at(self, namespace: str, name: str, when: float) -> None:
         """Record on the MPIJob when one of its workers is moved (annotation ``phalanx.io/elastic-moved-at``).

@@ -13,15 +13,19 @@ calls too); this pass reads, asks and applies:
    per job and reason) and is left alone, and every other job is planned as if it were not there. A
    maximum above what the cluster could ever hold, or above ``MAX_ELASTIC_WORKERS``, is capped, with a
    ``MaxWorkersCapped`` event.
-3. **Plan** from the snapshot: the pool is the free GPUs plus what elastic workers hold, less what other
-   waiting groups need; queue deficits from the queue view.
-4. **Apply**: show the plan on the MPIJob (annotation ``phalanx.io/elastic-plan``) first, so that the
+3. **Learn**: each job's throughput report (``kubeio.progress``: the annotation ``phalanx.io/throughput``
+   its launcher writes) becomes a sample of the size and spread it runs at; the samples are kept on the
+   MPIJob (``phalanx.io/throughput-samples``) and a model is fitted on them
+   (``scheduling.elastic.throughput``). A job that reports nothing is sized by the prior.
+4. **Plan** from the snapshot: the pool is the free GPUs plus what elastic workers hold, less what other
+   waiting groups need; queue deficits from the queue view; sizes by each job's learned gain.
+5. **Apply**: show the plan on the MPIJob (annotation ``phalanx.io/elastic-plan``) first, so that the
    admission webhook (``placement.webhook``) pins the workers the next steps make the operator create;
    resize (patch ``Worker.replicas``), move (delete the worker; its operator re-creates it), then pin
    every waiting worker still unpinned to a node its job's layout has room for
    (``scheduling.elastic.pinning``), and delete each waiting worker pinned by an older plan where the
    current one has no place for it (a pin cannot be taken off; its operator re-creates it, pinned anew).
-   Each action gets an event on the MPIJob with the plan's reason.
+   Each action gets an event on the MPIJob with the plan's reason; a resize's names the model's figures.
 
 Crash safety: nothing is remembered that the API server does not hold. Sizes are set, not added;
 pins live in the pods' tolerations and a repeated pin writes nothing; a moved worker's replacement is
@@ -40,11 +44,14 @@ from typing import Protocol
 from kubeio.errors import KubeError
 from kubeio.mpijobs import MpiJob, elastic_job, mpijob_ref, render_plan
 from kubeio.ports import ClusterSource, EventSink, PodDeleter
+from kubeio.progress import ReportError, parse_report, parse_samples, record, render_samples
 from kubeio.render import pod_ref
 from placement.pool import Pinner, keep_taints, open_pool
 from scheduling.cluster.snapshot import ClusterSnapshot
 from scheduling.elastic import ElasticJob, ElasticSettings, JobError, Layout
 from scheduling.elastic.decide import ElasticDecision, ElasticRound, decide_elastic, may_shrink
+from scheduling.elastic.planner import running_on
+from scheduling.elastic.throughput import PRIOR, Sample, Throughput, fit
 from scheduling.model import Pod
 from scheduling.plan import Plan
 from scheduling.queues import QueueError
@@ -68,6 +75,9 @@ class MpiJobSource(Protocol):
 
     def set_moved_at(self, namespace: str, name: str, when: float) -> None:
         """Record when a worker of the MPIJob is moved."""
+
+    def set_samples(self, namespace: str, name: str, samples: str) -> None:
+        """Keep the throughput samples learned of the MPIJob on it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,6 +144,7 @@ class ElasticPass:
         self.above_minimum = frozenset(may_shrink(jobs))
         if not jobs:
             return ElasticReport(tainted, opened, refused=refused)
+        models = self._learn(declared, jobs, snapshot)
         decision = decide_elastic(
             ElasticRound(
                 jobs,
@@ -143,6 +154,7 @@ class ElasticPass:
                 _last_moved(declared.values(), self._last_moved),
                 self._settings,
                 self._topologies,
+                models,
             )
         )
         plan, layout = decision.plan, decision.layout
@@ -153,7 +165,9 @@ class ElasticPass:
             job = declared[resize.job]
             # Each action's event is written before the action (``EventRecorder.record_now``): a crash
             # right after the action then cannot lose it; one before it leaves the action to the next pass.
-            self._events.record_now(mpijob_ref(job), "Normal", "Resized", resize.reason)
+            model = models.get(job.key, PRIOR)
+            figures = model.describe(resize.after, max(1, decision.layout.nodes_of(job.key)))
+            self._events.record_now(mpijob_ref(job), "Normal", "Resized", f"{resize.reason}; {figures}")
             try:
                 self._jobs.set_workers(job.namespace, job.name, resize.after)
             except KubeError as exc:
@@ -191,6 +205,38 @@ class ElasticPass:
             waiting,
             decision.shrinking,
         )
+
+    def _learn(
+        self, declared: dict[str, MpiJob], jobs: Sequence[ElasticJob], snapshot: ClusterSnapshot
+    ) -> dict[str, Throughput]:
+        """Each job's model, fitted on the samples kept on it and the report it wrote now.
+
+        A report counts as a sample only while the job runs exactly the workers it names (a report
+        written before a resize names the old size and is taken when the job is back at it). A changed
+        set of samples is written back first, so a restarted placement manager fits the same model.
+        """
+        models: dict[str, Throughput] = {}
+        for job in jobs:
+            mpijob = declared[job.key]
+            kept = parse_samples(mpijob.samples)
+            try:
+                report = parse_report(mpijob.throughput)
+            except ReportError as exc:
+                self._tell(mpijob, "Warning", "InvalidThroughputReport", f"MPIJob {job.key}: {exc}")
+                report = None
+            samples = kept
+            on = running_on(job, snapshot.nodes)
+            if report is not None and report[0] == sum(on.values()) == job.size:
+                samples = record(kept, Sample(report[0], len(on), report[1]))
+            if samples != kept:
+                try:
+                    self._jobs.set_samples(mpijob.namespace, mpijob.name, render_samples(samples))
+                except KubeError as exc:
+                    log.info("%s: samples not kept (%s); next pass tries again", job.key, exc)
+                    samples = kept
+            if samples:
+                models[job.key] = fit(samples)
+        return models
 
     def _show_plans(self, declared: dict[str, MpiJob], layout: Layout, plan: Plan) -> None:
         """Write each job's target (workers and nodes) on it, when it changed."""

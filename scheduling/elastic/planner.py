@@ -88,10 +88,12 @@ def plan_elastic(
     racks = {name: node.labels[RACK_KEY] for name, node in snapshot.nodes.items() if RACK_KEY in node.labels}
     layout = plan_layout(jobs, sizes, elastic_room(snapshot, jobs), racks)
     statement = Statement(snapshot)
+    squeezed = pool_gpus < sum(j.size * j.worker.gpus for j in jobs)  # waiting work takes from the pool
     for job in sorted(jobs, key=lambda j: j.key):
         target = sizes[job.key]
         if target != job.size:
-            why = "grows into free GPUs" if target > job.size else "gives GPUs back to waiting work"
+            shrink = "gives GPUs back to waiting work" if squeezed else "gives GPUs to jobs they speed up more"
+            why = "grows into free GPUs" if target > job.size else shrink
             if target < goals[job.key]:
                 why += f", {step} workers a round toward {goals[job.key]}"
             statement.resize(

@@ -33,6 +33,10 @@ class FakeJobs:
         self.calls.append("set_plan")
         self.jobs = [replace(j, plan=plan) if j.key == f"{namespace}/{name}" else j for j in self.jobs]
 
+    def set_samples(self, namespace: str, name: str, samples: str) -> None:
+        self.calls.append("set_samples")
+        self.jobs = [replace(j, samples=samples) if j.key == f"{namespace}/{name}" else j for j in self.jobs]
+
     def set_moved_at(self, namespace: str, name: str, when: float) -> None:
         self.calls.append("set_moved_at")
         self.jobs = [replace(j, moved_at=when) if j.key == f"{namespace}/{name}" else j for j in self.jobs]
@@ -283,3 +287,47 @@ def test_a_max_the_cluster_could_never_hold_is_capped_with_an_event() -> None:
             "of 2 GPUs",
         )
     ]
+
+
+def learning_cluster() -> FakeCluster:
+    cluster = FakeCluster().add(a_node("n1").build(), a_node("n2").build())
+    return cluster.add(
+        worker("lin", 0, "n1"), worker("lin", 1, "n1"), worker("flat", 0, "n2"), worker("flat", 1, "n2")
+    )
+
+
+def reporting(name: str, rate: float, kept: str) -> MpiJob:
+    report = f'{{"samplesPerSecond": {rate}, "workers": 2}}'
+    return replace(mpijob(name, 2, low=1, high="8"), throughput=report, samples=kept)
+
+
+def test_the_job_that_reports_it_scales_is_grown_and_the_event_names_the_model() -> None:
+    jobs = [reporting("lin", 20.0, "[[1,1,10.0]]"), reporting("flat", 11.0, "[[1,1,10.0]]")]
+    reconciler, fake_jobs, _, _, events = rig(learning_cluster(), jobs)
+    reconciler.run()
+    sizes = dict(fake_jobs.resized)
+    assert sizes["ml/lin"] > sizes.get("ml/flat", 2), sizes
+    kept = {j.name: j.samples for j in fake_jobs.jobs}
+    assert kept == {"lin": "[[1,1,10.0],[2,1,20.0]]", "flat": "[[1,1,10.0],[2,1,11.0]]"}
+    resized = [e[4] for e in events.events if e[3] == "Resized" and e[1] == "lin"]
+    assert resized and "predicted speedup" in resized[0] and "fitted on 2 samples" in resized[0], resized
+
+
+def test_a_restarted_manager_decides_the_same_from_the_samples_the_api_server_holds() -> None:
+    jobs = [reporting("lin", 20.0, "[[1,1,10.0]]"), reporting("flat", 11.0, "[[1,1,10.0]]")]
+    first, first_jobs, _, _, _ = rig(learning_cluster(), jobs)
+    first.run()
+    held = [replace(j, throughput=None, replicas=2) for j in first_jobs.jobs]  # only what the API holds
+    restarted, restarted_jobs, _, _, _ = rig(learning_cluster(), held)
+    restarted.run()
+    assert restarted_jobs.resized == first_jobs.resized
+
+
+def test_a_report_that_cannot_be_read_is_told_once_and_the_job_sized_by_the_prior() -> None:
+    bad = replace(mpijob("lin", 2, low=1, high="8"), throughput="fast!")
+    reconciler, fake_jobs, _, _, events = rig(learning_cluster(), [bad, mpijob("flat", 2, low=1, high="8")])
+    reconciler.run()
+    reconciler.run()
+    warned = [e for e in events.events if e[3] == "InvalidThroughputReport"]
+    assert len(warned) == 1 and "phalanx.io/throughput must be JSON" in warned[0][4]
+    assert dict(fake_jobs.resized) == {"ml/lin": 4, "ml/flat": 4}, "no model: the prior, linear for both"
