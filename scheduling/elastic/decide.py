@@ -105,6 +105,8 @@ def decide_elastic(facts: ElasticRound) -> ElasticDecision:
     """Decide the round (see the module docstring)."""
     jobs, snapshot = facts.jobs, facts.snapshot
     pool = elastic_pool(snapshot, facts.view, jobs)
+    elastic = {job.key for job in jobs}
+    waiting = [g.key for g in (facts.view.pending if facts.view else ()) if g.key not in elastic]
     deficits = queue_deficits(facts.view)
     plan, layout = plan_elastic(
         jobs,
@@ -117,6 +119,7 @@ def decide_elastic(facts: ElasticRound) -> ElasticDecision:
         topologies=facts.topologies,
         models=facts.models,
         attained=facts.attained,
+        waiting=waiting,
     )
     pins: dict[str, Pins] = {}
     stale: dict[str, Pins] = {}

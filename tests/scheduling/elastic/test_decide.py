@@ -4,12 +4,17 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from scheduling.cluster.promises import PromiseBook
+from scheduling.cluster.statement import Statement
 from scheduling.elastic import ElasticJob, ElasticSettings
 from scheduling.elastic.decide import ElasticRound, decide_elastic, may_shrink
 from scheduling.elastic.pinning import choose_pins
 from scheduling.elastic.throughput import Sample, fit
+from scheduling.gang.planner import GangPlan, plan_gang
+from scheduling.model import PodGroup
+from scheduling.queues.view import view_of
 from scheduling.topology import TopologyCache
-from tests.builders import a_node, snapshot_of
+from tests.builders import a_node, a_pod, snapshot_of
 from tests.scheduling.elastic.builders import a_job
 
 NODES = [a_node(f"n{i}").gpus(8).build() for i in range(1, 3)]
@@ -50,3 +55,33 @@ def test_the_pool_and_the_sizes_come_with_the_plan() -> None:
     assert decision.size_of(fast) > decision.size_of(slow)
     even = decide_elastic(facts([fast, slow], models=models, settings=ElasticSettings(sizing="even")))
     assert even.size_of(fast) == even.size_of(slow) == 4
+
+
+def test_a_waiting_gang_gets_room_in_its_shape_not_only_its_count() -> None:
+    """An elastic job fills three 8-GPU nodes (4 workers of 2 GPUs each); a gang of 3 x 6 GPUs waits.
+
+    Shrinking to 3 workers keeps indices 0-2, all on n1: packed there they would leave 2 + 8 + 8 GPUs
+    free, and the gang would wait for ever. The layout keeps 6 GPUs free on each node for the gang and
+    moves the two workers in its way at once; applied, the gang's own planner places it.
+    """
+    nodes = [a_node(f"n{i}").gpus(8).build() for i in range(1, 4)]
+    job = a_job("fill", ["n1"] * 4 + ["n2"] * 4 + ["n3"] * 4, low=1, high=12, gpus=2)
+    gang = [a_pod(f"gang-{i}").gpus(6).group("gang").gated().build() for i in range(3)]
+    snapshot = snapshot_of(nodes, [*job.workers, *gang], [PodGroup("ml", "gang", 3)])
+    view = view_of(snapshot, PromiseBook())
+    decision = decide_elastic(replace(facts([job]), snapshot=snapshot, view=view))
+    assert decision.size_of(job) == 3
+    assert decision.layout.targets["ml/fill"] == {"n1": 1, "n2": 1, "n3": 1}
+    moves = [(m.pod, m.source, m.target) for m in decision.plan.migrations]
+    assert moves == [("ml/fill-worker-2", "n1", "n2"), ("ml/fill-worker-1", "n1", "n3")], moves
+    assert "to make room on n1 for a waiting gang" in decision.plan.migrations[0].reason
+    applied = Statement(snapshot)
+    for pod in job.workers[3:]:
+        applied.evict(pod)
+    for move in decision.plan.migrations:
+        pod = next(p for p in job.workers if p.key == move.pod)
+        applied.move(pod, move.target, move.gpus)
+    plan = plan_gang(
+        "ml/gang", gang, ["n1", "n2", "n3"], snapshot, PromiseBook(), TopologyCache(), statement=applied
+    )
+    assert isinstance(plan, GangPlan), plan
