@@ -211,8 +211,9 @@ class ElasticPass:
     ) -> dict[str, Throughput]:
         """Each job's model, fitted on the samples kept on it and the report it wrote now.
 
-        A report counts as a sample only while the job runs exactly the workers it names (a report
-        written before a resize names the old size and is taken when the job is back at it). A changed
+        A report counts as a sample only while exactly the workers it names run (one written before a
+        resize names the old size and is taken when the job runs that many again; one written while
+        the job grows is a sample of each size it passes). A changed
         set of samples is written back first, so a restarted placement manager fits the same model.
         """
         models: dict[str, Throughput] = {}
@@ -226,7 +227,7 @@ class ElasticPass:
                 report = None
             samples = kept
             on = running_on(job, snapshot.nodes)
-            if report is not None and report[0] == sum(on.values()) == job.size:
+            if report is not None and report[0] == sum(on.values()):
                 samples = record(kept, Sample(report[0], len(on), report[1]))
             if samples != kept:
                 try:

@@ -38,6 +38,7 @@ from urllib.parse import quote
 from kubeio.convert import ConvertError, pod_requests
 from kubeio.errors import KubeError, NotFoundError
 from kubeio.http import JsonObject, KubeHttp, load_api_client
+from kubeio.progress import THROUGHPUT_ANNOTATION
 from kubeio.reflector import Collection, Reflector
 from scheduling.model import GPU_RESOURCE
 from testbed.device_manager import Admission, DeviceNodes, rejected_status, with_devices
@@ -45,10 +46,12 @@ from testbed.heartbeat import SIMULATED_LABEL, NodeHeartbeat, kubelet_state, nod
 from testbed.training import (
     JOB_NAME_LABEL,
     JOB_ROLE_LABEL,
+    SCALING_ANNOTATION,
     WORK_ANNOTATION,
     JobPod,
     Training,
     TrainingBook,
+    parse_scaling,
     parse_work,
 )
 
@@ -272,6 +275,7 @@ class SimKubelet:
                 self._finish(uid, training.namespace, training.launcher)
             for training in report:
                 log.info("%s", training.describe())
+            self._report(report)
             if now >= next_report:
                 next_report = now + REPORT_SECONDS
             if due is None or due > now:
@@ -296,17 +300,20 @@ class SimKubelet:
             gpus = 0
         namespace = meta["namespace"]
         training = None
-        if labels.get(JOB_ROLE_LABEL) == "launcher":
-            work = self._declared_work(namespace, job)
+        role = labels.get(JOB_ROLE_LABEL)
+        if role == "launcher":
+            work, scaling = self._declared_work(namespace, job)
             if work is not None:
-                training = Training(namespace, job, meta["name"], work)
+                training = Training(namespace, job, meta["name"], work, scaling=scaling)
         now = self._clock()
         with self._lock:
-            changed = self._training.pod_running(meta["uid"], JobPod(namespace, job, node, gpus), now)
+            running = JobPod(namespace, job, node, gpus, worker=role == "worker")
+            changed = self._training.pod_running(meta["uid"], running, now)
             if training is not None:
                 changed.append(self._training.launcher_started(meta["uid"], training, now))
         for each in changed:
             log.info("%s", each.describe())
+        self._report(changed)
         self._wake.set()
 
     def _stop_training(self, uid: str) -> None:
@@ -315,21 +322,38 @@ class SimKubelet:
             changed = self._training.pod_gone(uid, self._clock())
         for each in changed:
             log.info("%s", each.describe())
+        self._report(changed)
         self._wake.set()
 
-    def _declared_work(self, namespace: str, job: str) -> float | None:
-        """The GPU-seconds the MPIJob ``job`` declares, or None (no MPIJob, no or a bad annotation)."""
-        path = f"/apis/kubeflow.org/v2beta1/namespaces/{quote(namespace)}/mpijobs/{quote(job)}"
+    def _report(self, trainings: list[Training]) -> None:
+        """Write each training's throughput on its MPIJob, as a launcher would (``kubeio.progress``)."""
+        for training in trainings:
+            text = training.report()
+            if text is None:
+                continue
+            try:
+                self._http.request(
+                    "PATCH",
+                    _mpijob_path(training.namespace, training.job),
+                    body={"metadata": {"annotations": {THROUGHPUT_ANNOTATION: text}}},
+                    content_type="application/merge-patch+json",
+                )
+            except KubeError as exc:
+                log.info("mpijob %s/%s: throughput not reported: %s", training.namespace, training.job, exc)
+
+    def _declared_work(self, namespace: str, job: str) -> tuple[float | None, float]:
+        """The GPU-seconds the MPIJob ``job`` declares (None: none, or a bad annotation), and its scaling."""
         try:
-            mpijob = self._http.request("GET", path)
+            mpijob = self._http.request("GET", _mpijob_path(namespace, job))
         except KubeError as exc:
             log.warning("mpijob %s/%s: cannot read its work: %s", namespace, job, exc)
-            return None
-        text = ((mpijob.get("metadata") or {}).get("annotations") or {}).get(WORK_ANNOTATION)
+            return None, 1.0
+        annotations = (mpijob.get("metadata") or {}).get("annotations") or {}
+        text = annotations.get(WORK_ANNOTATION)
         work = parse_work(text)
         if text is not None and work is None:
             log.warning("mpijob %s/%s: %s=%r is not a positive number", namespace, job, WORK_ANNOTATION, text)
-        return work
+        return work, parse_scaling(annotations.get(SCALING_ANNOTATION))
 
     def _finish(self, uid: str, namespace: str, name: str) -> None:
         path = f"/api/v1/namespaces/{quote(namespace)}/pods/{quote(name)}"
@@ -398,6 +422,10 @@ def run(kubeconfig: str | None, stop: threading.Event, *, lease_seconds: int = 4
     threading.Thread(target=kubelet.run_timers, args=(stop,), name="timers", daemon=True).start()
     threading.Thread(target=heartbeat.run, args=(stop,), name="heartbeat", daemon=True).start()
     stop.wait()
+
+
+def _mpijob_path(namespace: str, job: str) -> str:
+    return f"/apis/kubeflow.org/v2beta1/namespaces/{quote(namespace)}/mpijobs/{quote(job)}"
 
 
 def main() -> None:

@@ -292,3 +292,76 @@ def test_a_bad_elastic_declaration_gets_an_event_and_nothing_changes(
         assert (
             int(get_mpijob(http, namespace, "sloppy")["spec"]["mpiReplicaSpecs"]["Worker"]["replicas"]) == 2
         )
+
+
+def test_a_gang_needing_room_on_every_node_binds_beside_an_elastic_job_filling_them(
+    pool: Testbed, namespace: str
+) -> None:
+    """A 3 x 6-GPU gang arrives while an elastic job (12 workers of 2 GPUs) fills the three 8-GPU nodes.
+
+    Giving back 18 GPUs is not enough: the job's 3 remaining workers packed on one node would leave
+    2 + 8 + 8 free, and the gang would wait for ever. The placement manager keeps 6 GPUs free on each
+    node where the gang's planner puts it and moves the workers in its way in the same pass.
+    """
+    http = pool.http
+    body = elastic_mpijob("elastic", workers=2, gpus_per_worker=2, max_workers="12", min_available=2)
+    with deleted_after(pool, namespace, "elastic"):
+        create_mpijob(http, namespace, body)
+        wait_for("12 workers running", lambda: len(_running_workers(pool, namespace)) == 12, timeout=180)
+        create_podgroup(http, namespace, podgroup("wide", 3))
+        for i in range(3):
+            create_pod(http, namespace, member(f"wide-{i}", "wide", 6))
+        start = time.monotonic()
+
+        def gang_bound() -> bool:
+            pods = [p for p in list_pods(http, namespace) if p["metadata"]["name"].startswith("wide-")]
+            return len(pods) == 3 and all(p["spec"].get("nodeName") for p in pods)
+
+        wait_for("the 3 x 6 GPU gang bound", gang_bound, timeout=180)
+        print(f"\nthe 3 x 6 gang bound {time.monotonic() - start:.1f}s after it was created")
+        nodes = sorted(
+            p["spec"]["nodeName"]
+            for p in list_pods(http, namespace)
+            if p["metadata"]["name"].startswith("wide-")
+        )
+        assert nodes == list(NODES), "one member on each node: the only shape 3 x 6 fits on 3 x 8"
+        assert _replicas(pool, namespace) == 3
+        moves = [str(e["message"]) for e in events_for(http, namespace, "elastic") if e["reason"] == "Moved"]
+        print(f"moves: {moves}")
+        wait_for("3 workers running", lambda: len(_running_workers(pool, namespace)) == 3, timeout=60)
+        for i in range(3):
+            http.request(
+                "DELETE", f"/api/v1/namespaces/{namespace}/pods/wide-{i}", body={"gracePeriodSeconds": 0}
+            )
+
+
+def test_the_job_that_reports_it_scales_ends_with_more_workers(pool: Testbed, namespace: str) -> None:
+    """Two elastic jobs share the three nodes; the simulated kubelet reports each one's throughput.
+
+    ``lin`` scales linearly, ``flat`` gains little from more GPUs (``phalanx.io/sim-scaling: 0.2``). Both
+    report through ``phalanx.io/throughput`` as a launcher would; the placement manager keeps what it
+    learns on each MPIJob and gives the GPUs to the job they speed up most.
+    """
+    http = pool.http
+    jobs = {"lin": "1", "flat": "0.2"}
+    with deleted_after(pool, namespace, "lin"), deleted_after(pool, namespace, "flat"):
+        for name, scaling in jobs.items():
+            body = elastic_mpijob(name, workers=2, gpus_per_worker=2, max_workers="12", min_available=2)
+            body["metadata"]["annotations"]["phalanx.io/sim-scaling"] = scaling
+            create_mpijob(http, namespace, body)
+
+        def sizes() -> dict[str, int] | None:
+            running = {name: len(_running_workers(pool, namespace, name)) for name in jobs}
+            return running if running["lin"] > running["flat"] and sum(running.values()) >= 10 else None
+
+        settled = wait_for("the job that scales runs more workers", sizes, timeout=240)
+        print(f"\nrunning workers: {settled}")
+        for name in jobs:
+            annotations = get_mpijob(http, namespace, name)["metadata"]["annotations"]
+            assert "phalanx.io/throughput" in annotations, f"{name} reported through the documented path"
+            samples = json.loads(annotations["phalanx.io/throughput-samples"])
+            print(f"{name}: samples kept on the MPIJob: {samples}")
+            assert len(samples) >= 2, "samples at more than one size"
+        told = [str(e["message"]) for e in events_for(http, namespace, "flat") if e["reason"] == "Resized"]
+        print(f"flat resized: {told}")
+        assert any("predicted speedup" in message for message in told), told
