@@ -365,3 +365,5 @@ def test_the_job_that_reports_it_scales_ends_with_more_workers(pool: Testbed, na
         told = [str(e["message"]) for e in events_for(http, namespace, "flat") if e["reason"] == "Resized"]
         print(f"flat resized: {told}")
         assert any("predicted speedup" in message for message in told), told
+        for name in jobs:  # both now: each ``deleted_after`` waits for every pod of the namespace to go
+            http.request("DELETE", f"/apis/kubeflow.org/v2beta1/namespaces/{namespace}/mpijobs/{name}")
