@@ -26,7 +26,7 @@ USER_AGENT = "phalanx-cli"
 
 
 class ReplayFileError(click.ClickException):
-    """A file the tool cannot replay: exit status 2, as ``hack/replay`` uses for it."""
+    """A file the tool cannot replay: exit status 2 (1 is a replay that came out different)."""
 
     exit_code = 2
 

@@ -4,7 +4,7 @@
   the nodes that pass and the others grouped by reason, kube-scheduler's own first
   (``scheduling.offline.pending_filter`` says what is approximated and what a snapshot cannot hold).
 - A decision the extender saved (``/debug/decision``): the decision re-run, shown then and now, and
-  whether it came out the same (exit status 1 when not), as ``hack/replay`` does.
+  whether it came out the same (exit status 1 when not).
 
 Exit status 2 when the file cannot be read or replayed.
 """
@@ -82,7 +82,7 @@ def snapshot_report(replays: Sequence[PodReplay]) -> Report:
 def decision_report(pod: str, group: str | None, now: SavedAnswer, then: SavedAnswer) -> Report:
     """A saved decision replayed: the item is the decision now, with the saved one and whether they match.
 
-    The table reads as ``hack/replay`` prints: the decision saved, then whether the replay gave the same
+    The table reads in that order: the decision saved, then whether the replay gave the same
     one, and if not, the new one.
     """
     replayed, saved = from_answer(pod, group, now), from_answer(pod, group, then)

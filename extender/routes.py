@@ -138,7 +138,7 @@ def preempt() -> Response:
 def debug_decision() -> Response:
     """The newest decision that turned ``?pod=namespace/name`` down, with everything it read, to replay.
 
-    ``hack/replay FILE`` (``scheduling.offline.replay.replay_filter``) re-runs it offline, with no cluster.
+    ``phalanx replay FILE`` (``scheduling.offline.replay.replay_filter``) re-runs it offline, with no cluster.
     The extender is reachable only by its kube-scheduler (it listens on loopback in the shipped manifests),
     and the file holds what that scheduler may read anyway: nodes, pods, PodGroups and Queues.
     """

@@ -101,6 +101,10 @@ class ClusterCache:
         """Every node by name, or ``None`` until the node watch has listed them once."""
         return self.snapshot().nodes if self._nodes_listed else None
 
+    def nodes_listed(self) -> bool:
+        """Whether the node watch has listed nodes once (until then no node looks deleted)."""
+        return self._nodes_listed
+
     def add_node_listener(self, listener: NodeListener) -> None:
         """Call ``listener(name, old, new)`` after a node changed; ``new`` is ``None`` when it is gone."""
         self._node_listeners.append(listener)

@@ -125,18 +125,3 @@ def list_events(
     path = f"/api/v1/namespaces/{quote(namespace, safe='')}/events" if namespace else "/api/v1/events"
     items: list[JsonObject] = list_collection(http, Collection(path, field_selector=field_selector))[0]
     return sorted((event_from_api(raw) for raw in items), key=_sort_key)
-
-
-def object_events(
-    http: JsonRequester, namespace: str, name: str, *, kind: str | None = None, limit: int = 10
-) -> list[EventInfo]:
-    """The last ``limit`` Events about object ``namespace/name`` (of ``kind``, if given), oldest first.
-
-    Raises:
-        KubeError: the list failed.
-    """
-    selector = f"involvedObject.name={name}"
-    if kind is not None:
-        selector += f",involvedObject.kind={kind}"
-    events = list_events(http, namespace=namespace, field_selector=selector)
-    return events[-limit:] if limit > 0 else []

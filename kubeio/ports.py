@@ -13,7 +13,7 @@ from typing import Any, Protocol
 from kubeio.binding import BindStatus
 from kubeio.events import ObjectRef
 from scheduling.cluster.snapshot import ClusterSnapshot
-from scheduling.model import Node, Pod, PodGroup
+from scheduling.model import Pod
 
 
 class ClusterSource(Protocol):
@@ -21,19 +21,6 @@ class ClusterSource(Protocol):
 
     def snapshot(self) -> ClusterSnapshot:
         """Everything, as one immutable value."""
-
-
-class GroupSource(Protocol):
-    """PodGroups and their members (``ClusterCache`` with finished pods, for the placement manager)."""
-
-    def podgroups(self) -> list[PodGroup]:
-        """Every PodGroup."""
-
-    def members(self, key: str) -> list[Pod]:
-        """The pods of a PodGroup, finished ones included."""
-
-    def nodes(self) -> Mapping[str, Node] | None:
-        """Every node by name, or ``None`` until nodes have been listed (so none looks deleted)."""
 
 
 class PodReader(Protocol):

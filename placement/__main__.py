@@ -32,22 +32,20 @@ from kubeio.mpijobs import MpiJobWriter
 from kubeio.pins import PinWriter
 from kubeio.podgroups import PodGroupWriter
 from kubeio.queue_objects import QueueWriter
-from placement.elastic_pass import ElasticPass
-from placement.gang_pass import GangPass
+from placement.assembly import RoundPorts, assemble, observe
 from placement.gate_bypass import BypassDetector
 from placement.health import Reasons, serve_health
 from placement.leadership import Leadership
 from placement.metrics import PlacementMetrics
-from placement.queue_pass import QueuePass
 from placement.refusal_pass import RefusalPass
 from placement.release_loop import run_gate_loop
 from placement.release_pass import ReleasePass, ReleaseReport
+from placement.round import Round
 from placement.settings import PlacementSettings
 from placement.uninstall import remove_admission_gates, remove_pin_taints
 from placement.views import SharedView
 from placement.webhook_runtime import start_webhooks
 from scheduling.admission.release import GateSettings, KeptRule
-from scheduling.elastic import ElasticSettings
 
 log = logging.getLogger("placement")
 
@@ -68,43 +66,7 @@ def run(settings: PlacementSettings, stop: threading.Event) -> int:
     cache.start(http, stop)
     events = EventRecorder(http, component="phalanx-placement", clock=time.time)
     events.start(stop)
-    reconciler = GangPass(
-        cache,
-        PodGroupWriter(http),
-        events,
-        clock=time.monotonic,
-        grace_seconds=settings.stale_grace_seconds,
-        on_evict=lambda _group: metrics.stale_gang_evictions.inc(),
-    )
-    writer = PodGroupWriter(http)
-    views = SharedView()  # one queue view per cluster version for the queue and the release passes
-    queues = QueuePass(
-        cache,
-        QueueWriter(http),
-        writer,
-        events,
-        clock=time.time,
-        topologies=cache.topologies,
-        on_evict=lambda eviction: metrics.reclaims.labels(eviction.queue).inc(),
-        shrinking=lambda: elastic.above_minimum,
-        views=views,
-    )
-    elastic = ElasticPass(
-        cache,
-        MpiJobWriter(http),
-        PinWriter(http, effect=settings.pin_taint_effect),
-        writer,
-        events,
-        clock=time.time,  # wall clock: the time of a job's last move is written on it, read after a restart
-        topologies=cache.topologies,
-        view=lambda: queues.view,
-        settings=ElasticSettings(
-            moves_per_job=settings.elastic_moves_per_job,
-            moves_per_round=settings.elastic_moves_per_round,
-            cooldown_seconds=settings.elastic_cooldown_seconds,
-            grow_step=settings.elastic_grow_step,
-        ),
-    )
+    views = SharedView()  # one queue view per cluster version for the round and the release pass
     webhooks = start_webhooks(settings, http, events, metrics, stop)
     bypass = None
     if webhooks is not None and settings.admission_gates:
@@ -121,43 +83,19 @@ def run(settings: PlacementSettings, stop: threading.Event) -> int:
         reasons += [] if bypass is None else [bypass.recent]
         serve_health(settings.metrics_port, registry, reasons)
     refusals = RefusalPass(cache.refusals.all, events)
-
-    def gangs() -> None:
-        result = reconciler.run()
-        if result.evicted:
-            log.info("evicted stale gangs: %s", ", ".join(result.evicted))
-
-    def queue_pass() -> None:
-        reclaimed = queues.run()
-        for message in reclaimed.messages:
-            log.info("%s", message)
-        metrics.queue_gpus.show(queues.view)
-
-    def elastic_pass() -> None:
-        done = elastic.run()
-        metrics.elastic_actions.labels("grow").inc(done.grown)
-        metrics.elastic_actions.labels("shrink").inc(len(done.resized) - done.grown)
-        metrics.elastic_actions.labels("move").inc(len(done.moved))
-        metrics.elastic_actions.labels("pin").inc(len(done.pinned))
-        metrics.elastic_actions.labels("repin").inc(len(done.repinned))
-        metrics.elastic_waiting.set(done.waiting)
-        if done.resized or done.moved or done.pinned or done.repinned:
-            log.info(
-                "elastic: resized %s, moved %s, pinned %s, re-pinned %s",
-                done.resized,
-                done.moved,
-                done.pinned,
-                done.repinned,
-            )
-
-    passes: list[tuple[str, Callable[[], object]]] = [
-        ("gang", gangs),
-        ("queue", queue_pass),
-        ("elastic", elastic_pass),
-        ("refusal", refusals.run),
-    ]
+    after: list[tuple[str, Callable[[Round], object]]] = [("refusal", lambda _facts: refusals.run())]
     if bypass is not None:
-        passes.append(("gate bypass", bypass.check))  # pods created around the gate webhook
+        after.append(("gate bypass", lambda _facts: bypass.check()))  # pods created around the gate webhook
+    ports = RoundPorts(
+        cache=cache,
+        groups=PodGroupWriter(http),
+        queues=QueueWriter(http),
+        mpijobs=MpiJobWriter(http),
+        pins=PinWriter(http, effect=settings.pin_taint_effect),
+        events=events,
+        topologies=cache.topologies,
+    )
+    reader, passes = assemble(ports, settings, metrics, views, after=after)
     if not cache.wait_synced(120):
         log.warning("caches not synced after 120s; reconciling with what is there")
     leadership = _leadership(settings, http, metrics)
@@ -171,13 +109,13 @@ def run(settings: PlacementSettings, stop: threading.Event) -> int:
             stop.wait(0.1)
             continue
         started = time.monotonic()
-        # Each pass on its own: one that fails (a bug its log shows) must not keep the others from running.
-        for name, one_pass in passes:
-            try:
-                one_pass()
-            except Exception:
-                log.exception("%s pass failed; the other passes go on", name)
-        metrics.pass_seconds.observe(time.monotonic() - started)
+        try:
+            facts = reader.read()
+        except Exception:  # a bug reading the facts: logged, and the next round reads again
+            log.exception("placement round not read; the next one tries again")
+        else:
+            observe(facts, passes.run(facts), metrics)
+        metrics.round_seconds.observe(time.monotonic() - started)
         stop.wait(settings.interval_seconds)
     if webhooks is not None:
         webhooks.server.shutdown()

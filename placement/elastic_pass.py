@@ -43,10 +43,11 @@ from typing import Protocol
 
 from kubeio.errors import KubeError
 from kubeio.mpijobs import MpiJob, elastic_job, mpijob_ref, render_plan
-from kubeio.ports import ClusterSource, EventSink, PodDeleter
+from kubeio.ports import EventSink, PodDeleter
 from kubeio.progress import ReportError, parse_report, parse_samples, record, render_samples
 from kubeio.render import pod_ref
 from placement.pool import Pinner, keep_taints, open_pool
+from placement.round import Round
 from scheduling.cluster.snapshot import ClusterSnapshot
 from scheduling.elastic import ElasticJob, ElasticSettings, JobError, Layout
 from scheduling.elastic.decide import ElasticDecision, ElasticRound, decide_elastic, may_shrink
@@ -93,9 +94,12 @@ class ElasticReport:
     refused: tuple[str, ...] = ()
     grown: int = 0
     waiting: int = 0
-    shrinking: frozenset[str] = frozenset()
-    """Elastic jobs above their minimum at this pass (the decision's ``may_shrink``): reclaim shrinks
-    them rather than evicting them."""
+    above_minimum: frozenset[str] | None = frozenset()
+    """Elastic jobs (their PodGroups' keys) holding more than their minimum: they give room back by
+    shrinking, so reclaim leaves them out (``placement.round``); ``None`` when MPIJobs were not listed."""
+    giving_back: tuple[str, ...] = ()
+    """Elastic jobs shrinking now (shrunk by this pass, or with more workers holding GPUs than their
+    declared size): reclaim waits for the room they free before it evicts anyone."""
 
 
 class ElasticPass:
@@ -103,7 +107,6 @@ class ElasticPass:
 
     def __init__(
         self,
-        source: ClusterSource,
         jobs: MpiJobSource,
         pins: Pinner,
         deleter: PodDeleter,
@@ -111,39 +114,31 @@ class ElasticPass:
         *,
         clock: Callable[[], float],
         topologies: TopologyCache,
-        view: Callable[[], QueueView | None] = lambda: None,
         settings: ElasticSettings | None = None,
     ) -> None:
-        self._source = source
         self._jobs = jobs
         self._pins = pins
         self._deleter = deleter
         self._events = events
         self._clock = clock
         self._topologies = topologies
-        self._view = view
         self._settings = settings or ElasticSettings()
         self._last_moved: dict[str, float] = {}
-        self.above_minimum: frozenset[str] = frozenset()
-        """Elastic jobs (their PodGroups' keys) that held more than their minimum at the last pass."""
         self._told: set[tuple[str, str]] = set()
 
-    def run(self) -> ElasticReport:
-        """Run one pass."""
-        snapshot = self._source.snapshot()
+    def run(self, facts: Round) -> ElasticReport:
+        """Run one pass over the round's snapshot, queue view and MPIJobs."""
+        snapshot, view = facts.snapshot, facts.view
         tainted = keep_taints(self._pins, snapshot)
-        view = self._view()
-        try:
-            declared = {job.key: job for job in self._jobs.list() if job.elastic}
-        except KubeError as exc:  # e.g. the MPIJob CRD's storage still initialising: next pass
-            log.info("MPIJobs not listed (%s); the elastic pass waits for the next round", exc)
-            return ElasticReport(tainted)
+        if facts.mpijobs is None:  # not listed this round (``placement.round.RoundReader``)
+            return ElasticReport(tainted, above_minimum=None)
+        declared = {job.key: job for job in facts.mpijobs if job.elastic}
         pods = snapshot.all_pods() if declared or any(n.pin_taint for n in snapshot.nodes.values()) else []
         jobs, refused = self._elastic(declared.values(), snapshot, pods, view)
         opened = open_pool(self._pins, snapshot, pods, {p.uid for job in jobs for p in job.workers})
-        self.above_minimum = frozenset(may_shrink(jobs))
+        above = frozenset(may_shrink(jobs))
         if not jobs:
-            return ElasticReport(tainted, opened, refused=refused)
+            return ElasticReport(tainted, opened, refused=refused, above_minimum=above)
         models = self._learn(declared, jobs, snapshot)
         decision = decide_elastic(
             ElasticRound(
@@ -204,6 +199,7 @@ class ElasticPass:
             grown,
             waiting,
             decision.shrinking,
+            _giving_back(jobs, {r.job for r in plan.resizes if r.after < r.before} & set(resized)),
         )
 
     def _learn(
@@ -342,3 +338,17 @@ def _queue_of(job: MpiJob, view: QueueView | None) -> str:
     if view is None:
         return job.queue or "default"
     return view.tree.workload_queue(job.queue)
+
+
+def _giving_back(jobs: Sequence[ElasticJob], shrunk: set[str]) -> tuple[str, ...]:
+    """The jobs that free GPUs now.
+
+    Those shrunk this pass, and those with a worker terminating or more workers holding GPUs than
+    their declared size (their operator is bringing them down).
+    """
+    back = set(shrunk)
+    for job in jobs:
+        holding = [p for p in job.workers if p.node_name is not None and p.holds_resources]
+        if any(p.terminating for p in holding) or len(holding) > job.size:
+            back.add(job.key)
+    return tuple(sorted(back))

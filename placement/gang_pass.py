@@ -15,8 +15,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from kubeio.errors import KubeError
-from kubeio.ports import EventSink, GroupSource, GroupStatusSink
+from kubeio.ports import EventSink, GroupStatusSink
 from kubeio.render import podgroup_ref, podgroup_status
+from placement.round import Round
 from scheduling.gang.status import find_shortage, gang_status
 from scheduling.model import Node, Pod, PodGroup
 
@@ -37,7 +38,6 @@ class GangPass:
 
     def __init__(
         self,
-        source: GroupSource,
         sink: GroupStatusSink,
         events: EventSink,
         *,
@@ -45,7 +45,6 @@ class GangPass:
         grace_seconds: float,
         on_evict: Callable[[PodGroup], None] = lambda _group: None,
     ) -> None:
-        self._source = source
         self._sink = sink
         self._events = events
         self._clock = clock
@@ -53,17 +52,18 @@ class GangPass:
         self._on_evict = on_evict
         self._short_since: dict[str, float] = {}
 
-    def run(self) -> GangReport:
-        """Run one pass over every PodGroup."""
+    def run(self, facts: Round) -> GangReport:
+        """Run one pass over every PodGroup of the round's snapshot."""
         now = self._clock()
         statuses: list[str] = []
         evicted: list[str] = []
         errors: list[str] = []
         seen: set[str] = set()
-        nodes = self._source.nodes()
-        for group in self._source.podgroups():
+        snapshot = facts.snapshot
+        nodes = snapshot.nodes if facts.nodes_listed else None
+        for group in snapshot.podgroups():
             seen.add(group.key)
-            members = self._source.members(group.key)
+            members = snapshot.members(group.key)
             try:
                 if self._write_status(group, members):
                     statuses.append(group.key)

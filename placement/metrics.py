@@ -136,8 +136,13 @@ class ClusterFigures:
 class PlacementMetrics:
     """The placement manager's metrics."""
 
+    round_seconds: Histogram
+    """``phalanx_placement_round_seconds``: duration of one placement round, every pass of it."""
     pass_seconds: Histogram
-    """``phalanx_placement_pass_seconds``: duration of one reconcile pass."""
+    """``phalanx_placement_pass_seconds{pass}``: duration of one pass of a round, by name
+    (``placement.round``: gang, elastic, queue, refusal, gate bypass)."""
+    pass_failures: Counter
+    """``phalanx_placement_pass_failures_total{pass}``: passes that raised (the others went on)."""
     stale_gang_evictions: Counter
     """``phalanx_stale_gang_evictions_total``: gangs evicted whole for running below ``minMember``."""
     reclaims: Counter
@@ -181,8 +186,20 @@ class PlacementMetrics:
         registry.register(queue_gpus)
         registry.register(cluster)
         return PlacementMetrics(
+            round_seconds=Histogram(
+                "phalanx_placement_round_seconds", "Duration of one placement round.", registry=registry
+            ),
             pass_seconds=Histogram(
-                "phalanx_placement_pass_seconds", "Duration of one reconcile pass.", registry=registry
+                "phalanx_placement_pass_seconds",
+                "Duration of one pass of a placement round, by pass.",
+                ["pass"],
+                registry=registry,
+            ),
+            pass_failures=Counter(
+                "phalanx_placement_pass_failures",
+                "Passes of a placement round that raised (the other passes went on), by pass.",
+                ["pass"],
+                registry=registry,
             ),
             stale_gang_evictions=Counter(
                 "phalanx_stale_gang_evictions",

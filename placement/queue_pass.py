@@ -14,9 +14,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kubeio.ports import ClusterSource, EventSink, PodDeleter, QueueSink
+from kubeio.ports import EventSink, PodDeleter, QueueSink
 from kubeio.render import pod_ref, queue_status
-from placement.views import SharedView
+from placement.round import Round
 from scheduling.model import TERMINAL_PHASES, Pod
 from scheduling.queues import Eviction, ReclaimOutcome
 from scheduling.queues.reclaim_fit import group_pods
@@ -41,49 +41,41 @@ class QueuePass:
 
     def __init__(
         self,
-        source: ClusterSource,
         sink: QueueSink,
         deleter: PodDeleter,
         events: EventSink,
         *,
-        clock: Callable[[], float],
         topologies: TopologyCache,
         on_evict: Callable[[Eviction], None] = lambda _eviction: None,
-        shrinking: Callable[[], frozenset[str]] = frozenset,
-        views: SharedView | None = None,
     ) -> None:
-        """Create the pass.
-
-        ``shrinking`` names the groups that give room back by shrinking rather than by eviction:
-        elastic MPIJobs above their minimum (the elastic pass shrinks them for waiting groups). Reclaim
-        leaves them out, so their surplus goes first and a whole elastic job is evicted only at its
-        minimum (issue 11). ``views`` is the view shared with the release pass (one build per cluster
-        version for both).
-        """
-        self._source = source
         self._sink = sink
         self._deleter = deleter
         self._events = events
-        self._clock = clock
         self._topologies = topologies
         self._on_evict = on_evict
-        self._shrinking = shrinking
-        self._views = views or SharedView()
         self._written: dict[str, dict[str, Any]] = {}
         self._terminating: set[str] = set()
-        self.view: QueueView | None = None
 
-    def run(self) -> QueueReport:
-        """Build the view, write changed statuses, and reclaim if a queue is starved."""
-        snapshot = self._source.snapshot()
-        view = self.view = self._views.of(snapshot)
+    def run(
+        self, facts: Round, *, shrinking: frozenset[str] = frozenset(), giving_back: Sequence[str] = ()
+    ) -> QueueReport:
+        """Write changed statuses from the round's view, and reclaim if a queue is starved.
+
+        ``shrinking`` names the groups that give room back by shrinking rather than by eviction: elastic
+        MPIJobs above their minimum, as the round's elastic pass found them (the elastic pass shrinks
+        them for waiting groups). Reclaim leaves them out, and waits while any job of ``giving_back``
+        is shrinking, so their surplus goes first: a gang is evicted only for what shrinking did not
+        free, and a whole elastic job only at its minimum.
+        """
+        snapshot, view = facts.snapshot, facts.view
         statuses = self._write_statuses(view)
         self._terminating = {u for u in self._terminating if _live(snapshot.pod_by_uid(u))}
         if self._terminating:
             return QueueReport(statuses)
-        plans = reclaim_plans(
-            snapshot, view, self._topologies, now=self._clock(), shrinking=self._shrinking()
-        )
+        if giving_back:
+            wait = f"reclaim waits: elastic job(s) {', '.join(giving_back)} give room back by shrinking first"
+            return QueueReport(statuses, messages=(wait,))
+        plans = reclaim_plans(snapshot, view, self._topologies, now=facts.now, shrinking=shrinking)
         evicted: list[str] = []
         messages: list[str] = []
         for plan in plans:

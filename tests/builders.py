@@ -10,16 +10,20 @@ import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
+from typing import Protocol
 
 from extender.ledger import PromiseLedger
 from kubeio.binding import BindRefusedError, BindStatus
 from kubeio.errors import KubeError
 from kubeio.events import ObjectRef
-from scheduling.cluster.promises import Promise
+from kubeio.mpijobs import MpiJob
+from placement.round import Round
+from scheduling.cluster.promises import Promise, PromiseBook
 from scheduling.cluster.snapshot import ClusterSnapshot
 from scheduling.cluster.state import state_of
 from scheduling.model import ADMISSION_GATE, Node, Pod, PodGroup, Resources
 from scheduling.queues import QUEUE_LABEL, Queue
+from scheduling.queues.view import view_of
 
 
 class NodeBuilder:
@@ -206,8 +210,28 @@ class FakeCluster:
     def snapshot(self) -> ClusterSnapshot:
         return snapshot_of(self.nodes.values(), self.pods.values(), self.groups.values())
 
+    def nodes_listed(self) -> bool:
+        return True
+
     def pod(self, namespace: str, name: str) -> Pod | None:
         return self.pods.get(f"{namespace}/{name}")
+
+
+class SnapshotSource(Protocol):
+    def snapshot(self) -> ClusterSnapshot: ...
+
+
+def a_round(
+    source: SnapshotSource,
+    *,
+    mpijobs: Iterable[MpiJob] | None = (),
+    now: float = 1000.0,
+    nodes_listed: bool = True,
+) -> Round:
+    """A placement round over ``source``'s snapshot now, as ``placement.round.RoundReader`` reads one."""
+    snapshot = source.snapshot()
+    jobs = None if mpijobs is None else tuple(mpijobs)
+    return Round(snapshot, view_of(snapshot, PromiseBook()), jobs, now, nodes_listed)
 
 
 @dataclass

@@ -24,7 +24,7 @@ from scheduling.cluster.snapshot import ClusterSnapshot
 from scheduling.explain.model import NodeGroup
 from scheduling.gpu.fit import filter_nodes
 from scheduling.model import Pod
-from scheduling.nodes.constraints import placement_rejection, room_rejection
+from scheduling.nodes.constraints import room_rejection, scheduler_rejection
 from scheduling.nodes.readiness import node_rejection
 from scheduling.reasons import Reason, Rejection
 
@@ -43,11 +43,7 @@ def turned_down_before_phalanx(pod: Pod, snapshot: ClusterSnapshot) -> Mapping[s
     found: dict[str, Rejection] = {}
     for name in sorted(snapshot.nodes):
         node = snapshot.nodes[name]
-        rejection = (
-            node_rejection(node)
-            or placement_rejection(pod, node)
-            or room_rejection(pod, node, snapshot.usage_of(name).requested)
-        )
+        rejection = node_rejection(node) or scheduler_rejection(pod, node, snapshot.usage_of(name).requested)
         if rejection is not None:
             found[name] = rejection
     return MappingProxyType(found)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kubeio.event_read import event_from_api, list_events, object_events
+from kubeio.event_read import event_from_api, list_events
 from kubeio.http import JsonObject
 from tests.kubeio.fake_api import FakeApi
 
@@ -73,12 +73,3 @@ def test_events_are_ordered_by_last_seen_not_by_text_precision() -> None:
     )
     assert len(list_events(api)) == 3
     assert api.queries[-1][0] == "/api/v1/events"
-
-
-def test_object_events_asks_for_the_object_and_keeps_the_newest() -> None:
-    events = [core_event("w0", f"R{i}", f"2030-01-01T00:00:0{i}Z") for i in range(5)]
-    api = FakeApi({"/api/v1/namespaces/ml/events": events})
-    last = object_events(api, "ml", "w0", kind="Pod", limit=2)
-    assert [e.reason for e in last] == ["R3", "R4"]
-    assert api.queries[0][1]["fieldSelector"] == "involvedObject.name=w0,involvedObject.kind=Pod"
-    assert object_events(api, "ml", "w0", limit=0) == []

@@ -6,8 +6,9 @@ from typing import Any
 
 from kubeio.events import ObjectRef
 from placement.gang_pass import GangPass
+from scheduling.cluster.snapshot import ClusterSnapshot
 from scheduling.model import Node, Pod, PodGroup
-from tests.builders import a_gang, a_node, a_pod
+from tests.builders import a_gang, a_node, a_pod, a_round, snapshot_of
 
 
 @dataclass
@@ -21,14 +22,8 @@ class FakeGangs:
     done: list[str] = field(default_factory=list)
     """Deletions and event writes, in the order they were made."""
 
-    def podgroups(self) -> list[PodGroup]:
-        return list(self.groups.values())
-
-    def members(self, key: str) -> list[Pod]:
-        return [p for p in self.pods.values() if p.group_key == key]
-
-    def nodes(self) -> Mapping[str, Node] | None:
-        return self.node_map
+    def snapshot(self) -> ClusterSnapshot:
+        return snapshot_of((self.node_map or {}).values(), self.pods.values(), self.groups.values())
 
     def set_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> None:
         self.statuses.append((name, dict(status)))
@@ -57,9 +52,9 @@ def running(name: str) -> Pod:
 
 def test_status_is_written_only_when_it_changes() -> None:
     fake = FakeGangs({"ml/g": a_gang("g", 2)}, {"w0": running("w0"), "w1": running("w1")})
-    reconciler = GangPass(fake, fake, fake, clock=lambda: 0.0, grace_seconds=10)
-    assert reconciler.run().statuses == ("ml/g",)
-    assert reconciler.run().statuses == ()
+    reconciler = GangPass(fake, fake, clock=lambda: 0.0, grace_seconds=10)
+    assert reconciler.run(a_round(fake, nodes_listed=fake.node_map is not None)).statuses == ("ml/g",)
+    assert reconciler.run(a_round(fake, nodes_listed=fake.node_map is not None)).statuses == ()
     assert fake.statuses == [
         ("g", {"phase": "Running", "scheduled": 2, "running": 2, "succeeded": 0, "failed": 0})
     ]
@@ -68,46 +63,46 @@ def test_status_is_written_only_when_it_changes() -> None:
 def test_a_gang_that_lost_a_member_is_evicted_whole_after_the_grace_period_once() -> None:
     now = [0.0]
     fake = FakeGangs({"ml/g": a_gang("g", 3)}, {f"w{i}": running(f"w{i}") for i in range(3)})
-    reconciler = GangPass(fake, fake, fake, clock=lambda: now[0], grace_seconds=10)
-    reconciler.run()
+    reconciler = GangPass(fake, fake, clock=lambda: now[0], grace_seconds=10)
+    reconciler.run(a_round(fake, nodes_listed=fake.node_map is not None))
     del fake.pods["w1"]  # evicted by someone, or its node died
     now[0] = 1.0
-    assert reconciler.run().evicted == ()
+    assert reconciler.run(a_round(fake, nodes_listed=fake.node_map is not None)).evicted == ()
     now[0] = 11.5
-    assert reconciler.run().evicted == ("ml/g",)
+    assert reconciler.run(a_round(fake, nodes_listed=fake.node_map is not None)).evicted == ("ml/g",)
     assert sorted(fake.deleted) == ["w0", "w2"]
     assert [reason for reason, _ in fake.events] == ["GangEvicted"]
     # written before the first deletion, not queued: a crash after the deletions cannot lose it
     assert fake.done == ["write GangEvicted", "delete w0", "delete w2"]
     now[0] = 30.0
-    assert reconciler.run().evicted == ()
+    assert reconciler.run(a_round(fake, nodes_listed=fake.node_map is not None)).evicted == ()
 
 
 def test_a_member_replaced_within_the_grace_period_saves_the_gang() -> None:
     now = [0.0]
     fake = FakeGangs({"ml/g": a_gang("g", 2)}, {"w0": running("w0"), "w1": running("w1")})
-    reconciler = GangPass(fake, fake, fake, clock=lambda: now[0], grace_seconds=10)
-    reconciler.run()
+    reconciler = GangPass(fake, fake, clock=lambda: now[0], grace_seconds=10)
+    reconciler.run(a_round(fake, nodes_listed=fake.node_map is not None))
     del fake.pods["w1"]
     now[0] = 5.0
-    reconciler.run()
+    reconciler.run(a_round(fake, nodes_listed=fake.node_map is not None))
     fake.pods["w1b"] = running("w1b")
     now[0] = 20.0
-    assert reconciler.run().evicted == ()
+    assert reconciler.run(a_round(fake, nodes_listed=fake.node_map is not None)).evicted == ()
     assert fake.deleted == []
 
 
 def test_a_gang_marked_failed_keeps_counting_towards_its_eviction() -> None:
     now = [0.0]
     fake = FakeGangs({"ml/g": a_gang("g", 2)}, {"w0": running("w0"), "w1": running("w1")})
-    reconciler = GangPass(fake, fake, fake, clock=lambda: now[0], grace_seconds=10)
-    reconciler.run()
+    reconciler = GangPass(fake, fake, clock=lambda: now[0], grace_seconds=10)
+    reconciler.run(a_round(fake, nodes_listed=fake.node_map is not None))
     fake.pods["w1"] = replace(fake.pods["w1"], phase="Failed")
     now[0] = 1.0
-    reconciler.run()
+    reconciler.run(a_round(fake, nodes_listed=fake.node_map is not None))
     assert fake.groups["ml/g"].phase == "Failed"
     now[0] = 12.0
-    assert reconciler.run().evicted == ("ml/g",)
+    assert reconciler.run(a_round(fake, nodes_listed=fake.node_map is not None)).evicted == ("ml/g",)
     assert fake.deleted == ["w0"]
 
 
@@ -116,13 +111,13 @@ def test_a_gang_with_a_member_on_a_node_that_went_not_ready_is_evicted_whole_nam
     w1 = a_pod("w1").gpus(1).group("g").on("n2", [0]).build()
     nodes = {"n1": a_node("n1").build(), "n2": a_node("n2").build()}
     fake = FakeGangs({"ml/g": a_gang("g", 2)}, {"w0": running("w0"), "w1": w1}, node_map=nodes)
-    reconciler = GangPass(fake, fake, fake, clock=lambda: now[0], grace_seconds=10)
-    reconciler.run()
+    reconciler = GangPass(fake, fake, clock=lambda: now[0], grace_seconds=10)
+    reconciler.run(a_round(fake, nodes_listed=fake.node_map is not None))
     nodes["n2"] = a_node("n2").not_ready().build()  # its kubelet stopped; the API still shows w1 Running
     now[0] = 1.0
-    assert reconciler.run().evicted == ()
+    assert reconciler.run(a_round(fake, nodes_listed=fake.node_map is not None)).evicted == ()
     now[0] = 11.5
-    assert reconciler.run().evicted == ("ml/g",)
+    assert reconciler.run(a_round(fake, nodes_listed=fake.node_map is not None)).evicted == ("ml/g",)
     assert sorted(fake.deleted) == ["w0", "w1"]
     assert fake.events == [
         (

@@ -63,10 +63,10 @@ def test_the_counters_and_the_pass_histogram_are_registered() -> None:
     metrics = PlacementMetrics.create(registry)
     metrics.stale_gang_evictions.inc()
     metrics.reclaims.labels("a").inc()
-    metrics.pass_seconds.observe(0.1)
+    metrics.round_seconds.observe(0.1)
     assert registry.get_sample_value("phalanx_stale_gang_evictions_total") == 1
     assert registry.get_sample_value("phalanx_reclaims_total", {"queue": "a"}) == 1
-    assert registry.get_sample_value("phalanx_placement_pass_seconds_count") == 1
+    assert registry.get_sample_value("phalanx_placement_round_seconds_count") == 1
 
 
 def test_cluster_figures_come_from_the_snapshot_at_scrape_time() -> None:

@@ -7,12 +7,12 @@ from typing import Any
 import pytest
 
 from kubeio.errors import NotFoundError
-from placement.queue_pass import QueuePass
+from placement.queue_pass import QueuePass, QueueReport
 from scheduling.cluster.snapshot import ClusterSnapshot
 from scheduling.model import Pod
 from scheduling.queues import Queue
 from scheduling.topology import TopologyCache
-from tests.builders import FakeEvents, a_node, a_pod, snapshot_of
+from tests.builders import FakeEvents, a_node, a_pod, a_round, snapshot_of
 from tests.scheduling.queues.builders import gpu_queue
 
 NODES = [a_node("n1").build(), a_node("n2").build()]  # 16 GPUs
@@ -72,19 +72,23 @@ def gang(name: str, queue: str, node: str | None, *, size: int = 2, gpus: int = 
     return pods
 
 
+@dataclass
+class Driven:
+    """A queue pass fed a round of ``cluster`` each run, told which groups shrink instead."""
+
+    queue_pass: QueuePass
+    cluster: QueueCluster
+    shrinking: frozenset[str]
+
+    def run(self) -> QueueReport:
+        return self.queue_pass.run(a_round(self.cluster, now=1000.0), shrinking=self.shrinking)
+
+
 def reconciler_for(
     cluster: QueueCluster, events: FakeEvents | None = None, shrinking: frozenset[str] = frozenset()
-) -> QueuePass:
+) -> Driven:
     sink = events or FakeEvents()
-    return QueuePass(
-        cluster,
-        cluster,
-        cluster,
-        sink,
-        clock=lambda: 1000.0,
-        topologies=TopologyCache(),
-        shrinking=lambda: shrinking,
-    )
+    return Driven(QueuePass(cluster, cluster, sink, topologies=TopologyCache()), cluster, shrinking)
 
 
 def test_each_queue_status_is_written_once_and_again_only_when_it_changes() -> None:

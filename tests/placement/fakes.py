@@ -1,0 +1,76 @@
+"""In-memory fakes of the placement manager's writers (MPIJobs, pins and pool taints, pod deletions)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from kubeio.mpijobs import MpiJob
+from tests.builders import FakeCluster
+
+
+@dataclass
+class FakeJobs:
+    jobs: list[MpiJob]
+    resized: list[tuple[str, int]] = field(default_factory=list)
+    plans: list[tuple[str, str]] = field(default_factory=list)
+    calls: list[str] = field(default_factory=list)
+
+    def list(self) -> list[MpiJob]:
+        return self.jobs
+
+    def set_plan(self, namespace: str, name: str, plan: str) -> None:
+        self.plans.append((f"{namespace}/{name}", plan))
+        self.calls.append("set_plan")
+        self.jobs = [replace(j, plan=plan) if j.key == f"{namespace}/{name}" else j for j in self.jobs]
+
+    def set_samples(self, namespace: str, name: str, samples: str) -> None:
+        self.calls.append("set_samples")
+        self.jobs = [replace(j, samples=samples) if j.key == f"{namespace}/{name}" else j for j in self.jobs]
+
+    def set_moved_at(self, namespace: str, name: str, when: float) -> None:
+        self.calls.append("set_moved_at")
+        self.jobs = [replace(j, moved_at=when) if j.key == f"{namespace}/{name}" else j for j in self.jobs]
+
+    def set_workers(self, namespace: str, name: str, replicas: int) -> None:
+        self.resized.append((f"{namespace}/{name}", replicas))
+        self.calls.append("set_workers")
+        self.jobs = [
+            replace(j, replicas=replicas) if j.key == f"{namespace}/{name}" else j for j in self.jobs
+        ]
+
+
+@dataclass
+class FakePins:
+    cluster: FakeCluster
+    pinned: list[tuple[str, str]] = field(default_factory=list)
+    tainted: list[tuple[str, bool]] = field(default_factory=list)
+    opened: list[str] = field(default_factory=list)
+
+    def pin_pod(self, namespace: str, name: str, uid: str, node: str) -> bool:
+        pod = self.cluster.pods.get(f"{namespace}/{name}")
+        if pod is None or pod.uid != uid:
+            return False
+        self.pinned.append((pod.key, node))
+        self.cluster.pods[pod.key] = replace(pod, pinned=pod.pinned | {node})
+        return True
+
+    def open_pool(self, namespace: str, name: str, uid: str) -> bool:
+        pod = self.cluster.pods[f"{namespace}/{name}"]
+        self.opened.append(pod.key)
+        self.cluster.pods[pod.key] = replace(pod, tolerates_pool=True)
+        return True
+
+    def taint_node(self, node: str, *, present: bool) -> bool:
+        self.tainted.append((node, present))
+        self.cluster.nodes[node] = replace(self.cluster.nodes[node], pin_taint=present)
+        return True
+
+
+@dataclass
+class FakeDeleter:
+    cluster: FakeCluster
+    deleted: list[str] = field(default_factory=list)
+
+    def delete_pod(self, namespace: str, name: str, uid: str, *, grace_seconds: int | None = None) -> bool:
+        self.deleted.append(f"{namespace}/{name}")
+        return self.cluster.pods.pop(f"{namespace}/{name}", None) is not None
