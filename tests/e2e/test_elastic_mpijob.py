@@ -10,6 +10,7 @@ grows, through the pin webhook as they are created) and opens the pool to other 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import sys
@@ -33,6 +34,7 @@ from workload import (
     wait_for,
 )
 
+from kubeio.errors import NotFoundError
 from kubeio.http import JsonObject
 from kubeio.pins import pin_toleration
 from tests.conftest import REPO
@@ -339,31 +341,59 @@ def test_the_job_that_reports_it_scales_ends_with_more_workers(pool: Testbed, na
     """Two elastic jobs share the three nodes; the simulated kubelet reports each one's throughput.
 
     ``lin`` scales linearly, ``flat`` gains little from more GPUs (``phalanx.io/sim-scaling: 0.2``). Both
-    report through ``phalanx.io/throughput`` as a launcher would; the placement manager keeps what it
-    learns on each MPIJob and gives the GPUs to the job they speed up most.
+    report through ``phalanx.io/throughput`` as a launcher would. Grown at once into the free GPUs, each
+    is first seen at one size only, which says nothing of how it scales; a gang then takes 16 GPUs and
+    both shrink, so each is seen at a second size. When the gang is gone, the GPUs go to the job they
+    speed up most, by what the placement manager learned and kept on each MPIJob.
     """
     http = pool.http
     jobs = {"lin": "1", "flat": "0.2"}
-    with deleted_after(pool, namespace, "lin"), deleted_after(pool, namespace, "flat"):
+
+    def kept(name: str) -> list[list[float]]:
+        annotations = get_mpijob(http, namespace, name)["metadata"].get("annotations") or {}
+        return list(json.loads(annotations.get("phalanx.io/throughput-samples", "[]")))
+
+    def running() -> dict[str, int]:
+        return {name: len(_running_workers(pool, namespace, name)) for name in jobs}
+
+    try:
         for name, scaling in jobs.items():
             body = elastic_mpijob(name, workers=2, gpus_per_worker=2, max_workers="12", min_available=2)
             body["metadata"]["annotations"]["phalanx.io/sim-scaling"] = scaling
             create_mpijob(http, namespace, body)
+        wait_for("both seen at one size", lambda: all(kept(name) for name in jobs), timeout=180)
+        create_podgroup(http, namespace, podgroup("wide", 2))
+        for i in range(2):
+            create_pod(http, namespace, member(f"wide-{i}", "wide", 8))
+        wait_for("both seen at two sizes", lambda: all(len(kept(name)) >= 2 for name in jobs), timeout=180)
+        for i in range(2):
+            http.request(
+                "DELETE", f"/api/v1/namespaces/{namespace}/pods/wide-{i}", body={"gracePeriodSeconds": 0}
+            )
 
-        def sizes() -> dict[str, int] | None:
-            running = {name: len(_running_workers(pool, namespace, name)) for name in jobs}
-            return running if running["lin"] > running["flat"] and sum(running.values()) >= 10 else None
+        def settled() -> dict[str, int] | None:
+            now = running()
+            return now if now["lin"] > now["flat"] and sum(now.values()) >= 10 else None
 
-        settled = wait_for("the job that scales runs more workers", sizes, timeout=240)
-        print(f"\nrunning workers: {settled}")
+        sizes = wait_for("the job that scales runs more workers", settled, timeout=180)
+        print(f"\nrunning workers: {sizes}")
         for name in jobs:
-            annotations = get_mpijob(http, namespace, name)["metadata"]["annotations"]
-            assert "phalanx.io/throughput" in annotations, f"{name} reported through the documented path"
-            samples = json.loads(annotations["phalanx.io/throughput-samples"])
-            print(f"{name}: samples kept on the MPIJob: {samples}")
-            assert len(samples) >= 2, "samples at more than one size"
+            print(f"{name}: samples kept on the MPIJob: {kept(name)}")
         told = [str(e["message"]) for e in events_for(http, namespace, "flat") if e["reason"] == "Resized"]
         print(f"flat resized: {told}")
-        assert any("predicted speedup" in message for message in told), told
-        for name in jobs:  # both now: each ``deleted_after`` waits for every pod of the namespace to go
-            http.request("DELETE", f"/apis/kubeflow.org/v2beta1/namespaces/{namespace}/mpijobs/{name}")
+        assert any("predicted speedup" in message and "fitted on 2 samples" in message for message in told), (
+            told
+        )
+    finally:  # both jobs, then wait once: each job's pods go with it
+        for name in jobs:
+            told = [f"{e['reason']}: {e['message']}" for e in events_for(http, namespace, name)]
+            print(f"{name} events: {[t for t in told if t.startswith(('Resized', 'Moved'))]}")
+            print(f"{name} samples: {kept(name)}, running {running()}")
+            with contextlib.suppress(NotFoundError):
+                http.request("DELETE", f"/apis/kubeflow.org/v2beta1/namespaces/{namespace}/mpijobs/{name}")
+        for i in range(2):
+            with contextlib.suppress(NotFoundError):
+                http.request(
+                    "DELETE", f"/api/v1/namespaces/{namespace}/pods/wide-{i}", body={"gracePeriodSeconds": 0}
+                )
+        wait_for("the jobs' pods deleted", lambda: not list_pods(http, namespace), timeout=120)
