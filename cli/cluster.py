@@ -1,6 +1,6 @@
 """Reaching the cluster from the command line: one connection, one read, problems told on stderr.
 
-The composition root of the tool (style.md house rule 8): only here are a real API client and the wall
+The composition root of the tool (docs/design/style.md §8): only here are a real API client and the wall
 clock made; commands receive what they read. Errors of the adapter become one line on stderr and exit
 status 1, as kubectl reports them, never a traceback.
 """

@@ -1,4 +1,4 @@
-"""The command line's settings, read in one place (style.md house rule 10), as kubectl reads its own.
+"""The command line's settings, read in one place (docs/design/style.md §10), as kubectl reads its own.
 
 The flags mean what kubectl's mean, so ``kubectl phalanx`` behaves like any other kubectl command:
 ``--kubeconfig`` (else ``$KUBECONFIG``, else ``~/.kube/config`` when it exists, else the pod's service

@@ -5,6 +5,10 @@ the cluster, with kube-scheduler's own node filters first, so it says what the e
 Beside it, the last Events about the pod (and its PodGroup) or about the gang (and its members): what
 kube-scheduler and phalanx actually told the user, and when.
 
+A user who may not list pods in every namespace (403) is answered by the placement manager's visibility
+endpoint instead (``--visibility-url``; ``placement.visibility``): the same document, computed by the same
+core on its cache, other namespaces' groups unnamed, the events read here in the user's own namespace.
+
 What one read cannot see: GPUs the extender promised to a bind in flight or reserved for a gang, which
 live in its memory only; a gang being bound may therefore read as "fits now".
 """
@@ -12,8 +16,10 @@ live in its memory only; a gang being bound may therefore read as "fits now".
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
+from http import HTTPStatus
 from typing import Any
+from urllib.parse import quote
 
 import click
 import yaml
@@ -23,75 +29,16 @@ from cli.options import cluster_options
 from cli.render import API_VERSION
 from cli.settings import CliSettings, Output
 from cli.why_text import explanation_text
+from kubeio.errors import KubeconfigError, KubeError
 from kubeio.event_read import EventInfo, list_events
 from kubeio.http import KubeHttp
+from kubeio.visibility_client import VisibilityClient
 from scheduling.cluster.snapshot import ClusterSnapshot
-from scheduling.explain import ExplainError, Explanation, PlacedPod, Target, explain
+from scheduling.explain import ExplainError, Explanation, Target, explain
+from scheduling.explain.document import about, explanation_item
 
 EVENTS_SHOWN = 10
 """How many of the newest events are shown."""
-
-
-def _placed(pods: Iterable[PlacedPod]) -> list[dict[str, Any]]:
-    return [{"pod": p.pod, "node": p.node, "gpus": list(p.gpus)} for p in pods]
-
-
-def explanation_item(said: Explanation) -> dict[str, Any]:
-    """The explanation as JSON-ready values, keys in the order a reader wants them."""
-    queue, gang, what_if = said.queue, said.gang, said.what_if
-    return {
-        "cause": said.cause.value,
-        "verdict": said.verdict,
-        "filterMessage": said.filter_message,
-        "admission": said.admission,
-        "queue": None
-        if queue is None
-        else {
-            "name": queue.queue,
-            "position": queue.position,
-            "pending": queue.pending,
-            "inQueue": queue.in_queue,
-            "ahead": list(queue.ahead),
-            "standing": queue.standing,
-            "rule": queue.rule,
-            "sentence": queue.sentence,
-            "holders": list(queue.holders),
-            "problems": list(queue.problems),
-            "shares": [
-                {
-                    "resource": s.resource,
-                    "quota": s.quota,
-                    "limit": s.limit,
-                    "deserved": s.deserved,
-                    "fairShare": s.fair_share,
-                    "allocated": s.allocated,
-                    "requested": s.requested,
-                }
-                for s in queue.shares
-            ],
-        },
-        "gang": None
-        if gang is None
-        else {
-            "minMember": gang.min_member,
-            "present": gang.present,
-            "bound": gang.bound,
-            "waiting": gang.waiting,
-            "podGroup": gang.podgroup,
-        },
-        "nodes": [
-            {"reason": g.kind, "message": g.message, "count": g.count, "nodes": list(g.nodes)}
-            for g in said.nodes
-        ],
-        "bound": _placed(said.bound),
-        "whatIf": None
-        if what_if is None
-        else {
-            "finished": list(what_if.finished),
-            "freedGpus": what_if.freed_gpus,
-            "plan": _placed(what_if.plan),
-        },
-    }
 
 
 def event_item(event: EventInfo) -> dict[str, Any]:
@@ -118,18 +65,6 @@ def document(target: Target, said: Explanation, events: Sequence[EventInfo]) -> 
     }
 
 
-def about(target: Target, snapshot: ClusterSnapshot) -> set[tuple[str, str]]:
-    """The (kind, name) of every object whose events explain ``target``: it, its PodGroup, its members."""
-    objects = {("Pod" if target.kind == "pod" else "PodGroup", target.name)}
-    if target.kind == "pod":
-        pod = snapshot.pod(target.namespace, target.name)
-        if pod is not None and pod.group is not None:
-            objects.add(("PodGroup", pod.group))
-    else:
-        objects |= {("Pod", m.name) for m in snapshot.members(target.key)}
-    return objects
-
-
 def target_events(http: KubeHttp, target: Target, snapshot: ClusterSnapshot) -> list[EventInfo]:
     """The events of the namespace about ``target``'s objects (``about``), oldest first: one LIST."""
     wanted = about(target, snapshot)
@@ -139,7 +74,11 @@ def target_events(http: KubeHttp, target: Target, snapshot: ClusterSnapshot) -> 
 
 def render_why(target: Target, said: Explanation, events: Sequence[EventInfo], output: Output) -> str:
     """The explanation in ``output``'s form, ending with a newline: the same facts each way."""
-    doc = document(target, said, events)
+    return render_document(document(target, said, events), output)
+
+
+def render_document(doc: dict[str, Any], output: Output) -> str:
+    """A ``document`` (computed here or by the visibility endpoint) in ``output``'s form."""
     if output is Output.JSON:
         return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
     if output is Output.YAML:
@@ -147,20 +86,94 @@ def render_why(target: Target, said: Explanation, events: Sequence[EventInfo], o
     return explanation_text(doc)
 
 
+def visibility_path(target: Target) -> str:
+    """The visibility endpoint's path for ``target`` (``placement.visibility``).
+
+    >>> visibility_path(Target("podgroup", "ml", "llama"))
+    '/why/namespaces/ml/podgroups/llama'
+    """
+    resource = "podgroups" if target.kind == "podgroup" else "pods"
+    return f"/why/namespaces/{quote(target.namespace, safe='')}/{resource}/{quote(target.name, safe='')}"
+
+
+def ask_visibility(settings: CliSettings, target: Target, url: str, ca_file: str | None) -> dict[str, Any]:
+    """The document for ``target`` from the placement manager, its events listed as the user.
+
+    The endpoint answers what the admin's ``phalanx why`` answers, other namespaces' groups unnamed, and
+    which objects' Events explain it; those are read here, in the target's namespace only, with the
+    user's own credentials (none shown when the user may not list them, and stderr says so).
+
+    Raises:
+        click.ClickException: the endpoint refused (its reason) or cannot be reached.
+    """
+    try:
+        client = VisibilityClient.connect(settings.kubeconfig, settings.context, url, ca_file)
+        answer = client.get(visibility_path(target))
+    except (KubeError, KubeconfigError) as exc:
+        msg = f"the visibility endpoint {url} said: {exc}"
+        raise click.ClickException(msg) from exc
+    wanted = {(str(kind), str(name)) for kind, name in answer.pop("about", [])}
+    try:
+        found = list_events(connect(settings), namespace=target.namespace)
+    except KubeError as exc:
+        click.echo(f"warning: no events shown: {exc}", err=True)
+        found = []
+    events = [e for e in found if (e.kind, e.name) in wanted]
+    return {**answer, "events": [event_item(e) for e in events[-EVENTS_SHOWN:]]}
+
+
+def _forbidden(exc: click.ClickException) -> bool:
+    cause = exc.__cause__
+    return isinstance(cause, KubeError) and cause.status == HTTPStatus.FORBIDDEN
+
+
 @click.command("why")
 @cluster_options(namespace=True)
+@click.option(
+    "--visibility-url",
+    envvar="PHALANX_VISIBILITY_URL",
+    default=None,
+    help="The placement manager's visibility endpoint (https://HOST:PORT), asked when you may not list "
+    "pods in every namespace [env PHALANX_VISIBILITY_URL].",
+)
+@click.option(
+    "--visibility-ca",
+    envvar="PHALANX_VISIBILITY_CA",
+    default=None,
+    type=click.Path(exists=True, dir_okay=False),
+    help="CA file that verifies the endpoint's certificate (default: the system's) "
+    "[env PHALANX_VISIBILITY_CA].",
+)
 @click.argument("target", metavar="NS/POD | POD | podgroup/NAME")
-def command(settings: CliSettings, target: str) -> None:
+def command(
+    settings: CliSettings, target: str, visibility_url: str | None, visibility_ca: str | None
+) -> None:
     """Why a pod or a gang is pending (or where it runs): the cause, the queue, the nodes, the plan.
 
-    TARGET is NAMESPACE/POD, POD (in -n NAMESPACE, else default) or podgroup/NAME (pg/NAME).
+    TARGET is NAMESPACE/POD, POD (in -n NAMESPACE, else default) or podgroup/NAME (pg/NAME). A user who
+    may not list pods in every namespace is answered by the placement manager (--visibility-url), for
+    what they may read, without other namespaces' workloads being named.
     """
     try:
         asked = Target.parse(target, settings.namespace or "default")
     except ExplainError as exc:
         raise click.UsageError(str(exc)) from exc
     http = connect(settings)
-    found = read(http)
+    try:
+        found = read(http)
+    except click.ClickException as exc:
+        if not _forbidden(exc):
+            raise
+        if not visibility_url:
+            msg = (
+                f"{exc.message}\nYou may not read the whole cluster: ask the placement manager instead with "
+                "--visibility-url (or PHALANX_VISIBILITY_URL): "
+                "docs/user-guide.md#why-without-cluster-wide-access"
+            )
+            raise click.ClickException(msg) from exc
+        doc = ask_visibility(settings, asked, visibility_url, visibility_ca)
+        click.echo(render_document(doc, settings.output), nl=False)
+        return
     try:
         said = explain(found.snapshot, asked, now=wall_clock())
     except ExplainError as exc:

@@ -9,6 +9,7 @@ from prometheus_client import CollectorRegistry
 
 from extender import routes, wire
 from extender.duty import Duty
+from extender.hot import hot_handler
 from extender.metrics import ExtenderMetrics
 from extender.service import Extender
 from extender.settings import ExtenderSettings
@@ -39,6 +40,8 @@ def create_app(
         "ready": ready,
         "pods": wire.PodMemo(),  # filter and prioritize of one cycle send the same pod
     }
+    if settings.hot_verbs:  # the worker answers filter and prioritize without Flask (extender.hot)
+        app.extensions["front"] = lambda fallback: hot_handler(service, metrics, duty, fallback)
     if duty is not None:
 
         @app.before_request

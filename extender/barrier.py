@@ -1,16 +1,16 @@
 """The bind barrier: hold every member's bind until the gang is complete, then release them together.
 
 kube-scheduler calls ``bind`` once per pod, each in its own goroutine, so a gang's binds arrive
-concurrently on separate request threads (extender-protocol.md §2.8). A thread that joins waits until
-``need`` members have joined (then all are released at once, and the one that completed the gang is
+concurrently on separate request threads (docs/design/extender-protocol.md §2.8). A thread that joins waits
+until ``need`` members have joined (then all are released at once, and the one that completed the gang is
 its leader), or until its own wait is over. A member that joins an open barrier passes straight through.
 
 A member whose wait is over while the gang still makes progress (a member it had not seen joined within
 the last ``timeout`` seconds) leaves *parked*: its bind fails, kube-scheduler retries it later, and the
 barrier remembers it as arrived. When the gang completes, the leader binds the remembered members that
 are not inside (``Passage.absent``). Why: kube-scheduler retries its backlog round-robin, and with a
-backlog longer than one bind wait the members of a big gang cannot all be inside at once (the soak of
-issue 15 saw "only 63 of 64 members reached bind within 25s" 126 times, each time starting over). Only
+backlog longer than one bind wait the members of a big gang cannot all be inside at once (a soak saw
+"only 63 of 64 members reached bind within 25s" 126 times, each time starting over). Only
 a whole wait with no new member fails the barrier, and then all fail together as before.
 """
 

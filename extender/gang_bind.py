@@ -4,7 +4,7 @@ The terms of a bind (the member's reservation, how many members to wait for, how
 (``scheduling.session.gang_bind_terms``); this module acts on them: the barrier holds a gang's bind
 calls until every member has arrived, the leader writes the plan on the PodGroup before the first
 Binding (so a crash can be recovered, ``extender.recovery``), and events tell users what a gang waits
-for (architecture.md §3).
+for (docs/design/gang-scheduling.md §2).
 """
 
 from __future__ import annotations
@@ -68,8 +68,8 @@ FIRST_SEEN_KEPT = 4096
 class GangTeller:
     """Events on PodGroups and the gang metrics, shared by filter, bind and recovery.
 
-    The first-seen table behind ``time_to_bound`` is bounded (issue 15): a gang that never binds (deleted,
-    or a PodGroup name no object has) would otherwise stay in it for the life of the process. Past
+    The first-seen table behind ``time_to_bound`` is bounded: a gang that never binds (deleted, or a
+    PodGroup name no object has) would otherwise stay in it for the life of the process. Past
     ``first_seen_kept`` gangs the one seen longest ago is forgotten, and its time to bound goes unobserved.
     """
 

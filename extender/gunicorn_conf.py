@@ -1,8 +1,8 @@
 """gunicorn settings for the extender: one process, many threads.
 
-One process because the promise book and (later) gang reservations and bind barriers live in memory:
-two processes would each see half of the decisions (extender-protocol.md §4.2, §5.9). Threads because
-kube-scheduler sends one bind per pod concurrently, and a gang's binds wait for each other. The worker
+One process because the promise book, gang reservations and bind barriers live in memory:
+two processes would each see half of the decisions (docs/design/extender-protocol.md §4.2, §5.9). Threads
+because kube-scheduler sends one bind per pod concurrently, and a gang's binds wait for each other. The worker
 is ``extender.worker.FrontWorker``, not ``gthread``: it reads each request in full without a thread
 before a thread runs it, so clients that send half a request cannot take the threads kube-scheduler's
 calls and the health probes need (``kubeio.serving`` has the measurements and the bounds).

@@ -1,4 +1,4 @@
-"""Prometheus metrics of the extender, built against an injected registry (style.md §2.4).
+"""Prometheus metrics of the extender, built against an injected registry (docs/design/style.md §12).
 
 One gunicorn worker process (see README), so the plain, non-multiprocess registry is exact.
 """
@@ -64,6 +64,12 @@ class ExtenderMetrics:
     """``phalanx_extender_filter_nodes_total{result}``: per candidate node, feasible or why not."""
     binds: Counter
     """``phalanx_extender_binds_total{outcome}``: bound, already_bound, refused, ..."""
+    filter_paths: Counter
+    """``phalanx_extender_filter_answers_total{path}``: filter replies by what kube-scheduler does next:
+    ``decisive`` (one node of several candidates, chosen by phalanx or a gang's reservation:
+    kube-scheduler runs no Score plugin and no ``prioritize``), ``ranked`` (several nodes, for
+    kube-scheduler's scores and ``prioritize``), ``single`` (kube-scheduler asked about one node only,
+    e.g. a nominated or hinted node), ``none`` (no node)."""
     open_promises: Gauge
     """``phalanx_extender_open_promises``: GPUs chosen at bind not yet visible in the cache."""
     decisions_kept: Gauge
@@ -100,6 +106,12 @@ class ExtenderMetrics:
                 "phalanx_extender_binds",
                 "Bind calls by outcome.",
                 ["outcome"],
+                registry=registry,
+            ),
+            filter_paths=Counter(
+                "phalanx_extender_filter_answers",
+                "Filter replies by path: decisive, ranked, single or none.",
+                ["path"],
                 registry=registry,
             ),
             open_promises=Gauge(

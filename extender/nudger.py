@@ -1,9 +1,9 @@
 """Wake pods that phalanx turned down once room may have appeared for them.
 
 kube-scheduler retries a pod the extender rejected only when a cluster event it watches arrives
-(extender-protocol.md §2.3, the "Extender" pseudo-plugin). Its informer and ours see events at slightly
-different moments: a pod can be filtered just after kube-scheduler saw room free up but before our cache
-did, be turned down, and then wait up to five minutes for the next event. kube-scheduler does not watch
+(docs/design/extender-protocol.md §2.3, the "Extender" pseudo-plugin). Its informer and ours see events at
+slightly different moments: a pod can be filtered just after kube-scheduler saw room free up but before our
+cache did, be turned down, and then wait up to five minutes for the next event. kube-scheduler does not watch
 phalanx's Queues at all, so a pod held by a queue rule (or by a queue that did not exist yet) would also
 wait when the admin raises a limit or creates the queue. So after phalanx turns a pod down, and once its
 own cache shows capacity freed (a pod left a node) or a Queue's spec changed, it touches the turned-down
@@ -17,7 +17,7 @@ touched (``scheduling.admission.queue_hold.no_longer_ahead`` decides).
 
 A gang's members are turned down while the gang waits for members; when the last one arrives and the
 whole gang is reserved, the members turned down before must come back at once, or the first of them
-waits at the bind barrier until it times out (issue 11: every new MPIJob lost ~25 s). Those are
+waits at the bind barrier until it times out (every new MPIJob would lose ~25 s). Those are
 touched right away, with no settling delay (``reserved``).
 
 A gang that can never be reserved (larger than the cluster, say) gets no such wake-up, so a member

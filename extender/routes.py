@@ -59,25 +59,54 @@ def _bounded(reason: str) -> str:
     return f"{reason[:REASON_LIMIT]}... ({len(reason)} characters)"
 
 
-def _serve(verb: str, handle: Callable[[dict[str, Any]], Any]) -> Response:
-    service, metrics = _parts()
-    del service
+def answer(verb: str, metrics: ExtenderMetrics, run: Callable[[], Any]) -> tuple[int, Any]:
+    """Run one verb's ``run`` and turn its result or failure into (status, reply body), counted and timed.
+
+    The one place a verb's outcome is decided, for the Flask routes and the hot path alike
+    (``extender.hot``): bad input is a 400 with its bounded reason, anything else unexpected a 500 that
+    points at the log.
+    """
     start = time.perf_counter()
     outcome = "ok"
     try:
-        return _json(handle(_body()))
+        return 200, run()
     except (wire.WireError, UnknownNodeError) as exc:
         outcome = "bad_request"
         reason = _bounded(str(exc))
         log.info("%s: bad request: %s", verb, reason)
-        return _json({"Error": reason}, 400)
+        return 400, {"Error": reason}
     except Exception:
         outcome = "error"
         log.exception("%s failed", verb)
-        return _json({"Error": f"internal error in phalanx {verb}; see the extender log"}, 500)
+        return 500, {"Error": f"internal error in phalanx {verb}; see the extender log"}
     finally:
         metrics.requests.labels(verb, outcome).inc()
         metrics.request_seconds.labels(verb).observe(time.perf_counter() - start)
+
+
+def _serve(verb: str, handle: Callable[[dict[str, Any]], Any]) -> Response:
+    _, metrics = _parts()
+    status, body = answer(verb, metrics, lambda: handle(_body()))
+    return _json(body, status)
+
+
+def decide_filter(service: Extender, metrics: ExtenderMetrics, args: wire.ExtenderArgs) -> dict[str, Any]:
+    """The filter verb once its request is parsed: ask the service, count the verdicts, render."""
+    decision = service.filter(args.pod, args.node_names, ranked=args.ranked)
+    metrics.filter_paths.labels(_path(decision.feasible, args.node_names)).inc()
+    metrics.node_verdicts.labels("feasible").inc(len(decision.feasible))
+    for reason, count in Counter(r.reason.value for r in decision.rejected.values()).items():
+        metrics.node_verdicts.labels(reason).inc(count)
+    return wire.filter_result(args, decision.feasible, decision.rejected)
+
+
+def _path(feasible: tuple[str, ...], asked: tuple[str, ...]) -> str:
+    """What kube-scheduler does after this reply: score several nodes, take one, or find none."""
+    if not feasible:
+        return "none"
+    if len(feasible) > 1:
+        return "ranked"
+    return "single" if len(asked) == 1 else "decisive"
 
 
 @bp.post("/filter")
@@ -86,12 +115,9 @@ def filter_() -> Response:
 
     def handle(body: dict[str, Any]) -> Any:
         service, metrics = _parts()
-        args = wire.parse_extender_args(body, current_app.extensions["phalanx"]["pods"])
-        decision = service.filter(args.pod, args.node_names)
-        metrics.node_verdicts.labels("feasible").inc(len(decision.feasible))
-        for reason, count in Counter(r.reason.value for r in decision.rejected.values()).items():
-            metrics.node_verdicts.labels(reason).inc(count)
-        return wire.filter_result(args, decision.feasible, decision.rejected)
+        return decide_filter(
+            service, metrics, wire.parse_extender_args(body, current_app.extensions["phalanx"]["pods"])
+        )
 
     return _serve("filter", handle)
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
 from extender.decisions import DecisionLog
@@ -30,12 +31,15 @@ from scheduling.gang.planner import DEFAULT_LOCALITY_KEYS
 from scheduling.gpu.choice import NoGpusError
 from scheduling.gpu.fit import FilterDecision
 from scheduling.model import Node, Pod
+from scheduling.nodes.decisive import TieMemo, decisive_node
+from scheduling.nodes.rank_index import NotIndexed, RankIndex
 from scheduling.nodes.ranking import ScoreMemo
 from scheduling.nodes.readiness import promises_ended
 from scheduling.preempt_session import Victims, narrow_victims
 from scheduling.queues import AdmissionRule
 from scheduling.queues.view import QueueView, group_key
 from scheduling.session import (
+    Chooser,
     FilterInput,
     FilterOutcome,
     SessionSettings,
@@ -87,6 +91,7 @@ class Extender:
         locality_keys: tuple[str, ...] = DEFAULT_LOCALITY_KEYS,
         wall_clock: Callable[[], float] = time.time,
         decisions: DecisionLog | None = None,
+        decisive: bool = False,
     ) -> None:
         self._cluster = cluster
         self._binder = binder
@@ -94,6 +99,9 @@ class Extender:
         self._wall_clock = wall_clock
         self._topologies = topologies or TopologyCache()
         self._score_memo = ScoreMemo()
+        self._ties = TieMemo()
+        self._index = RankIndex()
+        self._candidates: tuple[tuple[str, ...], AbstractSet[str]] = ((), frozenset())
         self._room = RoomMemo()
         self.ledger = ledger or PromiseLedger()
         self.gangs = gangs
@@ -102,6 +110,8 @@ class Extender:
         self.views = views
         """Queue rules; without them every pod is admitted as far as queues go."""
         self.nudger = nudger
+        self.decisive = decisive
+        """Answer filter with the one node phalanx ranks first (``scheduling.nodes.decisive``)."""
         self.decisions = decisions or DecisionLog()
         """The last decisions that turned a pod down, with everything they read, for ``/debug/decision``."""
         self.settings = SessionSettings(
@@ -116,8 +126,13 @@ class Extender:
         """The open promises (an immutable value)."""
         return self.ledger.book
 
-    def filter(self, pod: Pod, node_names: tuple[str, ...]) -> FilterDecision:
+    def filter(self, pod: Pod, node_names: tuple[str, ...], *, ranked: str = "") -> FilterDecision:
         """Ask the core (``scheduling.session.filter_pod``) and apply its answer.
+
+        In decisive mode (``decisive``), a pod on its own with several feasible nodes, and no ``ranked``
+        reason (the in-tree preferences phalanx does not model, ``extender.wire.ranked_path_reason``),
+        gets only the node phalanx ranks first (``scheduling.nodes.decisive``): kube-scheduler then takes
+        it without scoring. A gang member's answer is its reserved node already.
 
         Applying means: keep the promise book it returns (a gang's reservation, under the ledger's lock so
         two gangs never reserve the same GPUs), count an admitted group against its queue (and stop counting
@@ -125,14 +140,55 @@ class Extender:
         the verdict, and remember a pod left with no node so it is woken when capacity frees up.
         """
         snapshot = self._cluster.snapshot()
-        asked, outcome = self._decide(pod, node_names, snapshot, self.views.view if self.views else None)
+        alone = not (self.settings.gangs and pod.group_key is not None)  # a gang member has its reservation
+        choose = self._choose if self.decisive and alone and not ranked else None
+        view = self.views.view if self.views else None
+        asked, outcome = self._decide(pod, node_names, snapshot, view, choose)
         if outcome.unknown_queue and self.views is not None and self.views.lags(snapshot):
-            asked, outcome = self._decide(pod, node_names, snapshot, self.views.refresh())
+            asked, outcome = self._decide(pod, node_names, snapshot, self.views.refresh(), choose)
         self._apply(asked, outcome)
-        return outcome.decision
+        decision = outcome.decision
+        if choose is not None and len(decision.feasible) > 1:  # the index could not answer
+            chosen = decisive_node(
+                pod,
+                decision.feasible,
+                snapshot,
+                asked.promises,
+                self._topologies,
+                self._score_memo,
+                self._ties,
+            )
+            if chosen is not None:
+                return FilterDecision((chosen,), decision.rejected)
+        return decision
+
+    def _choose(
+        self, pod: Pod, candidates: tuple[str, ...], snapshot: ClusterSnapshot, promises: PromiseBook
+    ) -> str | None:
+        """The decisive node from the rank index; ``None`` (decide in full) when it cannot answer.
+
+        The set of the candidates is kept with the tuple it was made of: the hot path hands the same
+        tuple object for the same candidate list (``extender.hot.NamesMemo``), and hashing 5,000 names
+        again would be most of a decision's cost.
+        """
+        last = self._candidates
+        if last[0] is candidates:
+            names = last[1]
+        else:
+            names = frozenset(candidates)
+            self._candidates = (candidates, names)
+        try:
+            return self._index.choose(pod, names, snapshot, promises, self._topologies, self._score_memo)
+        except NotIndexed:
+            return None
 
     def _decide(
-        self, pod: Pod, node_names: tuple[str, ...], snapshot: ClusterSnapshot, view: QueueView | None
+        self,
+        pod: Pod,
+        node_names: tuple[str, ...],
+        snapshot: ClusterSnapshot,
+        view: QueueView | None,
+        choose: Chooser | None = None,
     ) -> tuple[FilterInput, FilterOutcome]:
         admitted = self.views.admitted if self.views is not None else AdmittedBook()
         tried = self.views.tried if self.views is not None else None
@@ -140,7 +196,9 @@ class Extender:
 
         def decide(book: PromiseBook) -> tuple[PromiseBook, tuple[FilterInput, FilterOutcome]]:
             asked = FilterInput(pod, node_names, snapshot, book, view, admitted, now, tried)
-            outcome = filter_pod(asked, topologies=self._topologies, settings=self.settings, room=self._room)
+            outcome = filter_pod(
+                asked, topologies=self._topologies, settings=self.settings, room=self._room, choose=choose
+            )
             return outcome.promises, (asked, outcome)
 
         if self.settings.gangs and pod.group_key is not None:

@@ -1,11 +1,11 @@
-"""Extender settings, read from the environment in one place (style.md house rule 10)."""
+"""Extender settings, read from the environment in one place (docs/design/style.md §10)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from kubeio.config import LOG_LEVEL_ENV, SettingsError, env_float, env_int
+from kubeio.config import LOG_LEVEL_ENV, SettingsError, env_bool, env_float, env_int
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +74,19 @@ class ExtenderSettings:
     call (``PHALANX_DUTY_WINDOW_SECONDS``, ``extender.duty``). Keep it below kube-scheduler's
     ``leaseDuration`` (15 s by default): a new leader's extender starts acting only after the old one
     stopped."""
+
+    decisive: bool = True
+    """Answer ``filter`` with the one node phalanx ranks first for a pod on its own
+    (``PHALANX_DECISIVE``; ``scheduling.nodes.decisive``): kube-scheduler then runs no Score plugin and
+    calls no ``prioritize`` for it, a round trip and a scoring pass less per pod. Pods with in-tree
+    preferences phalanx does not model keep the ranked path (``extender.wire.ranked_path_reason``).
+    ``false`` sends every feasible node, for kube-scheduler to score with ``prioritize``
+    (``docs/design/decisive-filter.md``)."""
+
+    hot_verbs: bool = True
+    """Answer ``filter`` and ``prioritize`` in the worker without Flask (``PHALANX_HOT_VERBS``;
+    ``extender.hot``): the same replies, without Flask's per-request work on kube-scheduler's serial
+    path. ``false`` sends them through the Flask routes like every other path."""
 
     log_level: str = "INFO"
     """Python logging level name (``PHALANX_LOG_LEVEL``), given to ``logging.basicConfig`` as it is."""
@@ -148,6 +161,8 @@ class ExtenderSettings:
             duty_window_seconds=env_float(
                 environ, "PHALANX_DUTY_WINDOW_SECONDS", defaults.duty_window_seconds
             ),
+            decisive=env_bool(environ, "PHALANX_DECISIVE", defaults.decisive),
+            hot_verbs=env_bool(environ, "PHALANX_HOT_VERBS", defaults.hot_verbs),
             log_level=environ.get(LOG_LEVEL_ENV, defaults.log_level),
             tls_cert_file=cert,
             tls_key_file=key,

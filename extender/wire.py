@@ -1,8 +1,8 @@
 """The kube-scheduler extender v1 wire format: parse requests, render replies.
 
 Field names are the capitalised Go field names (``k8s.io/kube-scheduler/extender/v1`` has no json
-tags; extender-protocol.md §1). kube-scheduler sends every key, with ``null`` for unused ones. Anything
-that does not match raises ``WireError``, which the routes answer with HTTP 400 and the message.
+tags; docs/design/extender-protocol.md §1). kube-scheduler sends every key, with ``null`` for unused ones.
+Anything that does not match raises ``WireError``, which the routes answer with HTTP 400 and the message.
 
 What kube-scheduler never sends is refused here, before the service sees it:
 
@@ -86,6 +86,8 @@ class ExtenderArgs:
     pod: Pod
     node_names: tuple[str, ...]
     nodes: Mapping[str, Any] | None
+    ranked: str = ""
+    """Why this pod keeps the ranked path (``ranked_path_reason``); empty: phalanx may decide alone."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,6 +207,19 @@ def _names(value: object, key: str) -> tuple[str, ...]:
     return tuple(value)
 
 
+def node_names(value: list[str]) -> tuple[str, ...]:
+    """A request's ``NodeNames`` list, checked as ``parse_extender_args`` checks it.
+
+    Raises:
+        WireError: a name is not a DNS-1123 subdomain, or the list is empty.
+    """
+    names = _names(value, "NodeNames")
+    if not names:
+        msg = "request names no candidate node (kube-scheduler always sends at least one)"
+        raise WireError(msg)
+    return names
+
+
 def _node_json(item: object, where: str) -> orjson.Fragment:
     """A node of ``Nodes``, encoded once here: the filter reply sends it back as it came."""
     try:
@@ -214,9 +229,55 @@ def _node_json(item: object, where: str) -> orjson.Fragment:
         raise WireError(msg) from None
 
 
+SPREAD_OWNERS = frozenset({"ReplicaSet", "StatefulSet", "ReplicationController"})
+"""Owners whose pods kube-scheduler spreads by default (``PodTopologySpread``'s system defaults,
+``ScheduleAnyway`` over hostnames and zones, for pods a ReplicaSet, StatefulSet or ReplicationController
+selects)."""
+
+
+def ranked_path_reason(raw: object) -> str:
+    """Why kube-scheduler's in-tree scores must still rank this pod's nodes, or "" when nothing does.
+
+    A decisive filter (``scheduling.nodes.decisive``) answers with one node, and kube-scheduler then runs
+    no Score plugin. That is right only when those plugins would add nothing phalanx does not model:
+    not for a pod with a preferred node affinity, a preferred pod affinity or anti-affinity, a
+    ``ScheduleAnyway`` topology spread constraint, or the default spreading of a ReplicaSet's,
+    StatefulSet's or ReplicationController's pods. Read from the request's pod JSON (``raw`` is valid:
+    the pod was converted first), so the core's ``Pod`` needs no fields only this check reads.
+    """
+    if not isinstance(raw, dict):
+        return ""
+    spec = raw.get("spec")
+    spec = spec if isinstance(spec, dict) else {}
+    affinity = spec.get("affinity")
+    if isinstance(affinity, dict):
+        node = affinity.get("nodeAffinity")
+        if isinstance(node, dict) and node.get("preferredDuringSchedulingIgnoredDuringExecution"):
+            return "preferred node affinity"
+        for kind in ("podAffinity", "podAntiAffinity"):
+            terms = affinity.get(kind)
+            if isinstance(terms, dict) and terms.get("preferredDuringSchedulingIgnoredDuringExecution"):
+                return f"preferred {kind}"
+    spread = spec.get("topologySpreadConstraints")
+    if isinstance(spread, list):
+        for item in spread:
+            if isinstance(item, dict) and item.get("whenUnsatisfiable") == "ScheduleAnyway":
+                return "ScheduleAnyway topology spread"
+        if spread:
+            return ""  # explicit constraints replace the system defaults
+    meta = raw.get("metadata")
+    owners = meta.get("ownerReferences") if isinstance(meta, dict) else None
+    if isinstance(owners, list):
+        for owner in owners:
+            if isinstance(owner, dict) and owner.get("kind") in SPREAD_OWNERS:
+                return f"default spreading of a {owner.get('kind')}'s pods"
+    return ""
+
+
 def parse_extender_args(body: Mapping[str, Any], read_pod: PodReader = pod_from_api) -> ExtenderArgs:
     """Parse a filter/prioritize request in either ``nodeCacheCapable`` mode (the pod by ``read_pod``)."""
     pod = _pod(body, read_pod)
+    ranked = ranked_path_reason(body.get("Pod"))
     if "NodeNames" not in body and "Nodes" not in body:
         msg = "request has neither 'NodeNames' nor 'Nodes'"
         raise WireError(msg)
@@ -233,7 +294,7 @@ def parse_extender_args(body: Mapping[str, Any], read_pod: PodReader = pod_from_
         if not names:
             msg = "request names no candidate node (kube-scheduler always sends at least one)"
             raise WireError(msg)
-        return ExtenderArgs(pod, names, None)
+        return ExtenderArgs(pod, names, None, ranked)
     if not items:
         msg = "request names no candidate node: 'Nodes.items' is empty or null"
         raise WireError(msg)
@@ -247,7 +308,7 @@ def parse_extender_args(body: Mapping[str, Any], read_pod: PodReader = pod_from_
         nodes[_dns_name(name, f"Nodes.items[{i}].metadata.name", "node name")] = _node_json(
             item, f"'Nodes.items[{i}]'"
         )
-    return ExtenderArgs(pod, tuple(nodes), nodes)
+    return ExtenderArgs(pod, tuple(nodes), nodes, ranked)
 
 
 def parse_binding_args(body: Mapping[str, Any]) -> BindingArgs:
@@ -354,7 +415,7 @@ def host_priority_list(scores: Sequence[tuple[str, int]]) -> list[dict[str, Any]
     totals is unchanged, and a host then at 0 adds exactly what leaving it out adds. The reply lists
     only the hosts above the lowest score, in the order given: on a cluster of mostly empty (or mostly
     alike) nodes that is a handful of entries instead of one per candidate, which both sides would
-    otherwise encode and decode on kube-scheduler's serial path (issue 13's budget: about 1.9 ms per pod
+    otherwise encode and decode on kube-scheduler's serial path (``hack/perf/README.md``: about 1.9 ms per pod
     here at 1,000 candidates).
 
     One thing moves, and only within kube-scheduler's own random choice: among hosts tied at the

@@ -30,6 +30,7 @@ import orjson
 from gunicorn import sock as gunicorn_sock
 from gunicorn.workers.base import Worker
 
+from extender.hot import front_handler
 from extender.settings import ExtenderSettings
 from kubeio.serving import FrontLimits, HttpFront, Reply, Request
 
@@ -113,7 +114,8 @@ class FrontWorker(Worker):  # type: ignore[misc]  # gunicorn has no type hints
             max_connections=self.cfg.worker_connections,
         )
         pool = ThreadPoolExecutor(max_workers=self.cfg.threads, thread_name_prefix="verb")
-        front = HttpFront(wsgi_handler(self.wsgi), pool, limits, json_refusal)
+        handler = front_handler(self.wsgi, wsgi_handler(self.wsgi))
+        front = HttpFront(handler, pool, limits, json_refusal)
         try:
             asyncio.run(self._serve(front))
         finally:

@@ -61,7 +61,7 @@ def create() -> Flask:
     gang_metrics = GangMetrics.create(registry)
     gang_metrics.reservations.set_function(lambda: len(ledger.book.by_group))  # the truth at each scrape
     teller = GangTeller(events, gang_metrics, time.monotonic)
-    writer = PodGroupWriter(http, timeout=settings.api_timeout_seconds)
+    writer = PodGroupWriter(http, timeout=settings.api_timeout_seconds, native=cache.is_native_group)
     gangs = GangBinder(
         cache.snapshot,
         ledger,
@@ -87,6 +87,7 @@ def create() -> Flask:
         nudger=nudger,
         reservation_ttl=settings.reservation_ttl_seconds,
         locality_keys=settings.locality_keys,
+        decisive=settings.decisive,
     )
     cache.add_listener(service.pod_changed)
     cache.add_node_listener(service.node_changed)

@@ -1,6 +1,6 @@
 """Benchmark: creation to bound of elastic workers, pinned by the webhook vs by the pass (prints figures).
 
-Issue 11 asks to measure both ways of pinning a worker the MPI Operator creates and to choose. This
+Measures both ways of pinning a worker the MPI Operator creates, so that the choice rests on figures. This
 starts its own test bed (control plane, extender, placement manager with its pin webhook, simulated
 kubelet, the real MPI Operator v0.7.0, three 8-GPU nodes in the elastic pool), then, alternating the two
 modes round by round so that a drift of the machine hits both alike, creates an elastic MPIJob (min 1,

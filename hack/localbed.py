@@ -30,6 +30,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO
 
+import bed_kueue
 from bed_webhooks import CONFIGS, GATE_MANIFEST, PIN_MANIFEST, register, testbed_name, wait_callable
 from localcluster import MPI_OPERATOR, LocalCluster, build_module, render_scheduler_config
 from localcluster.pki import ensure_serving_cert
@@ -161,6 +162,7 @@ class Testbed:
         scheduler_pairs: int = 1,
         placement_replicas: int = 1,
         node_grace_seconds: int = NODE_MONITOR_GRACE_SECONDS,
+        workload_api: bool = False,
         log: Callable[[str], None] = lambda line: print(line, file=sys.stderr, flush=True),
     ) -> None:
         self.state_dir = state_dir
@@ -186,6 +188,8 @@ class Testbed:
         (``testbed.relay tcp-to-tcp``), so the API server's calls reach whichever replica is alive."""
         self.replica_webhook_ports = {name: free_port() for name in self.placement_replicas[1:]}
         self.placement_metrics_ports: dict[str, int] = {}
+        self.placement_visibility_ports: dict[str, int] = {}
+        """Replica name -> the port of its visibility endpoint (``--visibility-port``, with the webhooks)."""
         """Replica name -> the port of its ``/metrics`` (``--metrics-port``), kept across restarts."""
         self.log = log
         self.scheduler_pairs = scheduler_pairs
@@ -198,11 +202,14 @@ class Testbed:
             log=log,
             run_scheduler=scheduler_pairs == 1,
             node_monitor_grace_seconds=node_grace_seconds,
+            workload_api=workload_api,
         )
         self.logs = state_dir / "logs"
         self._procs: dict[str, subprocess.Popen[bytes]] = {}
         self._files: list[IO[bytes]] = []
         self._http: KubeHttp | None = None
+        self.kueue: bed_kueue.KueueProcess | None = None
+        """Kueue beside phalanx, once ``start_kueue`` ran."""
 
     @property
     def kubeconfig(self) -> Path:
@@ -325,6 +332,27 @@ class Testbed:
         with contextlib.suppress(NotFoundError):  # left by an operator that was killed: nobody holds it
             self.http.request("DELETE", MPI_OPERATOR_LEASE)
 
+    def start_kueue(
+        self,
+        frameworks: Sequence[str] = (bed_kueue.MPIJOB_FRAMEWORK,),
+        *,
+        dispatcher: str | None = None,
+        timeout: float = 120.0,
+    ) -> None:
+        """Install and start Kueue v0.17.0 beside phalanx (``bed_kueue.KueueProcess``); built on first use.
+
+        Raises:
+            RuntimeError: Kueue exits, or its webhooks do not admit objects in time.
+        """
+        if self.kueue is None:
+            self.kueue = bed_kueue.KueueProcess(self.cluster, self.state_dir, log=self.log)
+        self.kueue.start(frameworks, dispatcher=dispatcher, timeout=timeout)
+
+    def stop_kueue(self) -> None:
+        """Stop Kueue and take its webhooks away, so that objects it would have checked are not refused."""
+        if self.kueue is not None:
+            self.kueue.stop()
+
     def start_placement(self, name: str = "placement", *, webhook: bool | None = None) -> None:
         """Start a placement manager replica; stale gangs are evicted after ``placement_grace`` seconds.
 
@@ -346,6 +374,7 @@ class Testbed:
         if serve:
             port = self.replica_webhook_ports.get(name, self.webhook_port)
             argv += ["--webhook-port", str(port), "--webhook-bind-address", "127.0.0.1"]
+            argv += ["--visibility-port", str(self.placement_visibility_ports.setdefault(name, free_port()))]
             configurations = ",".join(testbed_name(m) for m in (PIN_MANIFEST, GATE_MANIFEST))
             argv += ["--webhook-configurations", configurations]
             argv += ["--webhook-certs", self.webhook_certs, "--webhook-check-seconds", "1"]
@@ -536,6 +565,8 @@ class Testbed:
 
     def stop(self) -> None:
         """Stop everything this test bed started, then the control plane."""
+        if self.kueue is not None:
+            self.kueue.kill()
         for name in list(self._procs):
             proc = self._procs.pop(name)
             try:

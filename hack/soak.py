@@ -1,6 +1,6 @@
 """Soak: a mixed workload through the real scheduler for N minutes, with what drifts printed every minute.
 
-Issue 15 (reliability): weeks of uptime without drift. This starts its own test bed (control plane,
+The goal is weeks of uptime without drift. This starts its own test bed (control plane,
 kube-scheduler with the extender, placement manager, simulated kubelet, ``--nodes`` simulated 8-GPU
 nodes, three queues) and drives, for ``--minutes``, about ``--rate`` pods a minute: single pods of 1-8
 GPUs and gangs of 2-64 one-GPU members, in three queues, running a random 5-40 s each

@@ -199,6 +199,52 @@ def member(name: str, group: str, gpus: int, **kwargs: Any) -> JsonObject:
     return pod
 
 
+NATIVE_PODGROUPS = "/apis/scheduling.k8s.io/v1alpha2/namespaces/{namespace}/podgroups"
+"""Kubernetes' own PodGroups (Workload API, alpha in v1.36: ``Testbed(workload_api=True)``)."""
+
+
+def native_podgroup(name: str, min_count: int) -> JsonObject:
+    """A ``scheduling.k8s.io/v1alpha2`` PodGroup with a gang policy of ``min_count`` members."""
+    return {
+        "apiVersion": "scheduling.k8s.io/v1alpha2",
+        "kind": "PodGroup",
+        "metadata": {"name": name},
+        "spec": {"schedulingPolicy": {"gang": {"minCount": min_count}}},
+    }
+
+
+def native_member(name: str, group: str, gpus: int, **kwargs: Any) -> JsonObject:
+    """A pod that joins the native PodGroup ``group`` by ``spec.schedulingGroup``, with no label."""
+    pod = gpu_pod(name, gpus, **kwargs)
+    pod["spec"]["schedulingGroup"] = {"podGroupName": group}
+    return pod
+
+
+def gang_job(name: str, pods: int, gpus: int, *, seconds: float | None = None) -> JsonObject:
+    """An indexed Job whose parallelism equals its completions: the shape ``WorkloadWithJob`` gangs."""
+    template = gpu_pod(f"{name}-template", gpus, annotations=_finishing(seconds))
+    template["spec"]["restartPolicy"] = "Never"
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name},
+        "spec": {
+            "parallelism": pods,
+            "completions": pods,
+            "completionMode": "Indexed",
+            "backoffLimit": 0,
+            "template": {
+                "metadata": {"annotations": template["metadata"].get("annotations", {})},
+                "spec": template["spec"],
+            },
+        },
+    }
+
+
+def _finishing(seconds: float | None) -> dict[str, str] | None:
+    return None if seconds is None else {"phalanx.io/sim-duration-seconds": str(seconds)}
+
+
 class PodTimeline:
     """Watches a namespace's pods in a thread: when each was created (gated or not) and first got a node."""
 

@@ -2,9 +2,9 @@
 
 The Binding carries the pod's UID as a precondition (a re-created pod with the same name is never bound
 by mistake) and the chosen GPU indices as annotations, which the API server merges into the pod in the
-same write, so ``spec.nodeName`` and ``phalanx.io/gpus`` appear together (extender-protocol.md §4.2).
-The reply is a ``Status``, which the generated client cannot decode (§6); ``KubeHttp`` reads it as plain
-JSON, so a successful bind is never mistaken for a failure.
+same write, so ``spec.nodeName`` and ``phalanx.io/gpus`` appear together (docs/design/extender-protocol.md
+§4.2). The reply is a ``Status``, which the generated client cannot decode (§6); ``KubeHttp`` reads it as
+plain JSON, so a successful bind is never mistaken for a failure.
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ class PodBinder:
         """Bind pod ``namespace/name`` with UID ``uid`` to ``node``, merging ``annotations`` into it.
 
         Idempotent: a 409 because the pod is already on ``node`` is success (kube-scheduler retries a
-        bind whose reply it did not get; extender-protocol.md §2.6, §6).
+        bind whose reply it did not get; docs/design/extender-protocol.md §2.6, §6).
 
         Raises:
             BindRefusedError: the pod is on another node, was re-created, or is being deleted.

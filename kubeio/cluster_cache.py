@@ -1,4 +1,4 @@
-"""The watches that feed the core's ``ClusterState``: nodes, pods, PodGroups and Queues.
+"""The watches that feed the core's ``ClusterState``: nodes, pods, PodGroups (both kinds) and Queues.
 
 The accounting (GPU usage, free GPUs, room) is the core's (``scheduling.cluster.state``), so a simulator or a
 replay keeps the cluster exactly as the extender does; this module only converts API objects, applies
@@ -15,6 +15,7 @@ from typing import TypeVar
 
 from kubeio.convert import ConvertError, node_from_api, pod_from_api, podgroup_from_api
 from kubeio.http import JsonObject, KubeHttp
+from kubeio.native_podgroups import NATIVE_PODGROUPS_PATH, native_podgroup_from_api
 from kubeio.queue_objects import QUEUES_PATH, queue_from_api
 from kubeio.reflector import Collection, Reflector
 from kubeio.refusals import Refusal, RefusalBook, identity, object_key, refusal_of
@@ -37,6 +38,10 @@ T = TypeVar("T")
 PODGROUPS_PATH = "/apis/scheduling.x-k8s.io/v1alpha1/podgroups"
 
 LIVE_PODS = "status.phase!=Succeeded,status.phase!=Failed"
+
+NATIVE_PODGROUP = "PodGroup.scheduling.k8s.io"
+"""The refusal kind of a ``scheduling.k8s.io`` PodGroup (``kubeio.refusals``), apart from the
+scheduler-plugins ``PodGroup`` of the same name."""
 
 
 class ClusterCache:
@@ -92,6 +97,11 @@ class ClusterCache:
     def queues(self) -> list[Queue]:
         """Every Queue object, sorted by name (not yet validated as a tree)."""
         return self.snapshot().queue_list()
+
+    def is_native_group(self, key: str) -> bool:
+        """Whether the gang ``namespace/name`` is declared by a ``scheduling.k8s.io`` PodGroup."""
+        group = self.snapshot().podgroup(key)
+        return group is not None and group.native
 
     def members(self, key: str) -> list[Pod]:
         """The pods labelled into the PodGroup ``namespace/name``, sorted by name."""
@@ -205,28 +215,76 @@ class ClusterCache:
             old = self._state.put_pod(pod)
         self._notify([(old, pod)])
 
+    # Both kinds of PodGroup share one key space (``namespace/name``), as their members do. A name taken
+    # by both is ambiguous; the scheduler-plugins group keeps it (it came first in phalanx), the native
+    # one is refused with the reason, and every other group is unaffected.
+
     def replace_podgroups(self, items: Iterable[JsonObject]) -> None:
-        """Replace every PodGroup with a fresh list."""
-        read = [(raw, self._read("PodGroup", podgroup_from_api, raw)) for raw in items]
-        refused = {r.key: r for raw, g in read if g is None and (r := self._standing("PodGroup", raw))}
-        with self._lock:
-            groups = [g for raw, group in read if (g := group or self._old_group(raw)) is not None]
-            self._state.replace_groups(groups)
-        self.refusals.replace("PodGroup", refused)
+        """Replace every scheduler-plugins PodGroup with a fresh list."""
+        self._replace_groups(items, native=False)
 
     def podgroup_event(self, kind: str, raw: JsonObject) -> None:
-        """Apply one PodGroup watch event."""
-        if kind == "DELETED":
+        """Apply one scheduler-plugins PodGroup watch event."""
+        self._group_event(kind, raw, native=False)
+
+    def replace_native_podgroups(self, items: Iterable[JsonObject]) -> None:
+        """Replace every ``scheduling.k8s.io`` PodGroup with a fresh list."""
+        self._replace_groups(items, native=True)
+
+    def native_podgroup_event(self, kind: str, raw: JsonObject) -> None:
+        """Apply one ``scheduling.k8s.io`` PodGroup watch event."""
+        self._group_event(kind, raw, native=True)
+
+    def _replace_groups(self, items: Iterable[JsonObject], *, native: bool) -> None:
+        kind, convert = _group_kind(native)
+        read = [(raw, self._read(kind, convert, raw)) for raw in items]
+        refused = {r.key: r for raw, g in read if g is None and (r := self._standing(kind, raw))}
+        with self._lock:
+            fresh = [g for raw, group in read if (g := group or self._old_group(raw, native)) is not None]
+            others = {g.key: g for g in self._state.snapshot().podgroups() if g.native != native}
+            if native:
+                clash = [g for g in fresh if g.key in others]
+                fresh = [g for g in fresh if g.key not in others]
+            else:
+                clash = [g for key, g in others.items() if any(f.key == key for f in fresh)]
+                others = {k: g for k, g in others.items() if all(f.key != k for f in fresh)}
+            self._state.replace_groups([*others.values(), *fresh])
+        self.refusals.replace(kind, refused)
+        for group in clash:
+            self._refuse_clash(group)
+
+    def _group_event(self, kind_: str, raw: JsonObject, *, native: bool) -> None:
+        kind, convert = _group_kind(native)
+        if kind_ == "DELETED":
+            key = object_key(raw)
             with self._lock:
-                self._state.remove_group(object_key(raw))
-            self.refusals.clear("PodGroup", object_key(raw))
+                held = self._state.group(key)
+                if held is not None and held.native == native:
+                    self._state.remove_group(key)
+            self.refusals.clear(kind, key)
             return
-        group = self._read("PodGroup", podgroup_from_api, raw)
+        group = self._read(kind, convert, raw)
         if group is None:
             return
-        self.refusals.clear("PodGroup", group.key)
         with self._lock:
-            self._state.put_group(group)
+            held = self._state.group(group.key)
+            clash = held is not None and held.native != native
+            if not (clash and native):
+                self._state.put_group(group)
+        if clash:
+            self._refuse_clash(group if native else held)  # type: ignore[arg-type]
+            if native:
+                return
+        self.refusals.clear(kind, group.key)
+
+    def _refuse_clash(self, group: PodGroup) -> None:
+        reason = (
+            f"a scheduler-plugins PodGroup {group.key} exists too, and phalanx cannot tell two gangs of one "
+            "name apart: the scheduler-plugins one is used; rename one of them"
+        )
+        raw = {"metadata": {"namespace": group.namespace, "name": group.name, "uid": group.uid}}
+        if self.refusals.refuse(refusal_of(NATIVE_PODGROUP, raw, reason)):
+            log.warning("refusing PodGroup.scheduling.k8s.io %s: %s", group.key, reason)
 
     def replace_queues(self, items: Iterable[JsonObject]) -> None:
         """Replace every Queue with a fresh list (a Queue phalanx cannot read comes as a refused marker)."""
@@ -271,8 +329,9 @@ class ClusterCache:
     def _standing(self, kind: str, raw: JsonObject) -> Refusal | None:
         return self.refusals.standing(kind, object_key(raw))
 
-    def _old_group(self, raw: JsonObject) -> PodGroup | None:
-        return self._state.group(object_key(raw))
+    def _old_group(self, raw: JsonObject, native: bool) -> PodGroup | None:
+        group = self._state.group(object_key(raw))
+        return group if group is not None and group.native == native else None
 
     def _node(self, raw: object) -> Node:
         node = node_from_api(raw, self.topologies)
@@ -311,6 +370,12 @@ class ClusterCache:
                 self.replace_podgroups,
                 self.podgroup_event,
             ),
+            (
+                "native-podgroups",
+                Collection(NATIVE_PODGROUPS_PATH, optional=True),
+                self.replace_native_podgroups,
+                self.native_podgroup_event,
+            ),
             ("queues", Collection(QUEUES_PATH, optional=True), self.replace_queues, self.queue_event),
         )
         for name, collection, on_replace, on_event in watched:
@@ -323,3 +388,8 @@ class ClusterCache:
     def wait_synced(self, timeout: float) -> bool:
         """Block until both collections are listed, or ``timeout`` seconds pass."""
         return all(r.synced.wait(timeout) for r in self._reflectors)
+
+
+def _group_kind(native: bool) -> tuple[str, Callable[[JsonObject], PodGroup]]:
+    """The refusal kind and converter of one kind of PodGroup."""
+    return (NATIVE_PODGROUP, native_podgroup_from_api) if native else ("PodGroup", podgroup_from_api)

@@ -19,8 +19,9 @@ from typing import Any, TypeVar
 
 from kubeio.cluster_cache import PODGROUPS_PATH
 from kubeio.convert import ConvertError, node_from_api, pod_from_api, podgroup_from_api
-from kubeio.errors import NotFoundError
+from kubeio.errors import KubeError, NotFoundError
 from kubeio.http import JsonObject, JsonRequester
+from kubeio.native_podgroups import NATIVE_PODGROUPS_PATH, native_podgroup_from_api
 from kubeio.queue_objects import QUEUES_PATH, queue_from_api
 from kubeio.reflector import Collection, list_collection
 from scheduling.cluster.snapshot import ClusterSnapshot
@@ -100,6 +101,15 @@ def read_cluster(http: JsonRequester, *, topologies: TopologyCache | None = None
     groups = _convert_all(
         "PodGroup", _list(http, PODGROUPS_PATH, warnings, "PodGroup"), podgroup_from_api, skipped
     )
+    # Kubernetes' own PodGroups: an alpha API most clusters do not serve, so its absence is no warning.
+    native = _convert_all(
+        "PodGroup.scheduling.k8s.io",
+        _native(http, warnings),
+        native_podgroup_from_api,
+        skipped,
+    )
+    taken = {g.key for g in groups}
+    groups += [g for g in native if g.key not in taken]  # a name both kinds use: the plugins one (cache)
     queues = _convert_all("Queue", _list(http, QUEUES_PATH, warnings, "Queue"), queue_from_api, skipped)
     warnings.extend(f"node {n.name}: {n.topology_problem}" for n in nodes if n.topology_problem)
     warnings.extend(n.gpu_problem for n in nodes if n.gpu_problem)
@@ -110,6 +120,17 @@ def read_cluster(http: JsonRequester, *, topologies: TopologyCache | None = None
         tuple(sorted(skipped, key=lambda s: (s.kind, s.name))),
         tuple(sorted(warnings)),
     )
+
+
+def _native(http: JsonRequester, warnings: list[str]) -> list[JsonObject]:
+    """Kubernetes' own PodGroups: none where the alpha API is off (no warning); said when forbidden."""
+    try:
+        return _list(http, NATIVE_PODGROUPS_PATH, [], "PodGroup")
+    except KubeError as exc:
+        if exc.status != 403:
+            raise
+        warnings.append(f"PodGroup.scheduling.k8s.io objects cannot be listed ({exc.message}): left out")
+        return []
 
 
 def _list(http: JsonRequester, path: str, warnings: list[str], kind: str) -> list[JsonObject]:

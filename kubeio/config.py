@@ -1,4 +1,4 @@
-"""Reading settings from flags and the environment, shared by every entrypoint (style.md house rule 10).
+"""Reading settings from flags and the environment, shared by every entrypoint (docs/design/style.md §10).
 
 The extender, the placement manager and the node agent are separate binaries that must not import each
 other, yet they read numbers from the same kind of flags and variables. The readers live here, in the
@@ -71,6 +71,32 @@ def env_float(environ: Mapping[str, str], name: str, default: float, *, allow_ze
         msg = f"{name}={value} must be a finite positive number"
         raise SettingsError(msg)
     return value
+
+
+def env_bool(environ: Mapping[str, str], name: str, default: bool) -> bool:
+    """The switch in variable ``name`` (``true``/``false``, ``1``/``0``, ``yes``/``no``), else ``default``.
+
+    An unset or empty variable gives ``default``.
+
+    Raises:
+        SettingsError: the value is none of those words.
+
+    >>> env_bool({"PHALANX_DECISIVE": "false"}, "PHALANX_DECISIVE", True)
+    False
+    >>> env_bool({"PHALANX_DECISIVE": "maybe"}, "PHALANX_DECISIVE", True)
+    Traceback (most recent call last):
+    ...
+    kubeio.config.SettingsError: PHALANX_DECISIVE='maybe' is not true or false
+    """
+    text = (environ.get(name) or "").strip().lower()
+    if not text:
+        return default
+    if text in ("true", "1", "yes"):
+        return True
+    if text in ("false", "0", "no"):
+        return False
+    msg = f"{name}={environ.get(name)!r} is not true or false"
+    raise SettingsError(msg)
 
 
 def _parsed(environ: Mapping[str, str], name: str, parse: Callable[[str], T], kind: str) -> T | None:

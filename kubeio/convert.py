@@ -21,6 +21,7 @@ from kubeio.api_fields import list_field as _list
 from kubeio.api_fields import obj_field as _obj
 from kubeio.api_fields import str_field as _str
 from kubeio.convert_constraints import affinity_of, node_selector_of, taints_of, tolerations_of
+from kubeio.native_podgroups import scheduling_group_of
 from scheduling.model import (
     DEFAULT_SCHEDULE_TIMEOUT_SECONDS,
     GANG_PLAN_ANNOTATION,
@@ -141,7 +142,8 @@ def pod_from_api(raw: object) -> Pod:
         labels=labels,
         priority=priority,
         created=_str(meta.get("creationTimestamp"), "metadata.creationTimestamp"),
-        group=labels.get(GROUP_LABEL) or None,
+        # Kubernetes' own reference first: it is the field the API server and kube-scheduler read.
+        group=scheduling_group_of(spec) or labels.get(GROUP_LABEL) or None,
         started_at=_epoch(status.get("startTime")),
         pinned=_pins(spec.get("tolerations")),
         tolerates_pool=any(

@@ -1,7 +1,7 @@
 """Errors of the Kubernetes adapter.
 
-Callers above ``kubeio`` handle these and never the client library's exceptions (style.md house rule
-9), so the choice of HTTP library stays an implementation detail of this package.
+Callers above ``kubeio`` handle these and never the client library's exceptions
+(docs/design/style.md §9), so the choice of HTTP library stays an implementation detail of this package.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """Raw JSON requests and watch streams against the API server.
 
 The generated ``kubernetes`` models are slow to build and, for the Binding subresource, fail to decode
-the ``Status`` the server returns (extender-protocol.md §6). phalanx therefore uses the client library
-only for what it does well, loading kubeconfig or in-cluster credentials and TLS settings, and sends
+the ``Status`` the server returns (docs/design/extender-protocol.md §6). phalanx therefore uses the client
+library only for what it does well, loading kubeconfig or in-cluster credentials and TLS settings, and sends
 requests through its connection pool with orjson bodies, reading replies as plain dictionaries.
 """
 

@@ -1,6 +1,6 @@
 """Kubeflow MPIJobs (``kubeflow.org/v2beta1``, MPI Operator v0.7.0) as the elastic planner needs them.
 
-What is read (elastic-mpi.md): the workers' count ``spec.mpiReplicaSpecs.Worker.replicas``, the
+What is read (docs/design/elastic-mpi.md): the workers' count ``spec.mpiReplicaSpecs.Worker.replicas``, the
 minimum ``spec.runPolicy.schedulingPolicy.minAvailable`` (launcher included, as the operator counts
 it for its PodGroup), the maximum from the annotation ``phalanx.io/max-workers`` (the API has no field
 for it), a worker's requests from the Worker template, and its queue from the template's label
@@ -24,8 +24,8 @@ from kubeio.http import JsonObject, KubeHttp
 from kubeio.progress import SAMPLES_ANNOTATION, THROUGHPUT_ANNOTATION
 from kubeio.refusals import identity
 from scheduling.elastic import ElasticJob, check_job
-from scheduling.elastic.job import MAX_WORKERS_ANNOTATION
-from scheduling.model import Pod, Resources
+from scheduling.elastic.job import MAX_WORKERS_ANNOTATION, WorkerRange
+from scheduling.model import KUEUE_QUEUE_LABEL, Pod, Resources
 from scheduling.queues import QUEUE_LABEL
 
 API_VERSION = "kubeflow.org/v2beta1"
@@ -115,6 +115,7 @@ class MpiJob:
     problem: str | None = None
     throughput: str | None = None
     samples: str | None = None
+    kueue_queue: str | None = None
 
     @property
     def key(self) -> str:
@@ -163,7 +164,12 @@ def mpijob_from_api(raw: object) -> MpiJob:
         moved_at=_seconds(parts.annotations.get(MOVED_AT_ANNOTATION)),
         throughput=parts.annotations.get(THROUGHPUT_ANNOTATION),
         samples=parts.annotations.get(SAMPLES_ANNOTATION),
+        kueue_queue=_labels(meta.get("labels")).get(KUEUE_QUEUE_LABEL) or None,
     )
+
+
+def _labels(value: object) -> dict[str, str]:
+    return {k: v for k, v in value.items() if isinstance(v, str)} if isinstance(value, dict) else {}
 
 
 def refused_mpijob(raw: object, reason: str) -> MpiJob | None:
@@ -214,6 +220,8 @@ def elastic_job(job: MpiJob, pods: Iterable[Pod], queue: str, gpus_in_cluster: i
         JobError: the declaration cannot be honoured; the message is for the MPIJob's event.
     """
     allowed = check_job(job.key, job.min_available, job.max_workers, gpus_in_cluster, job.worker.gpus)
+    if job.kueue_queue is not None:
+        allowed = kueue_range(job, allowed)
     workers = workers_of(job.namespace, job.name, pods)
     return ElasticJob(
         job.key,
@@ -226,6 +234,25 @@ def elastic_job(job: MpiJob, pods: Iterable[Pod], queue: str, gpus_in_cluster: i
         job.replicas,
         capped=allowed.capped,
     )
+
+
+def kueue_range(job: MpiJob, declared: WorkerRange) -> WorkerRange:
+    """The range of an elastic MPIJob submitted to Kueue: exactly the workers Kueue admitted.
+
+    Kueue admits an MPIJob's pod sets at their counts and stops (suspends) a running job whose counts
+    then differ from its Workload's (``EquivalentToWorkload`` in Kueue's job reconciler): growing it
+    would take GPUs its ClusterQueue never granted, and shrinking it would have Kueue stop the whole
+    job. Kueue v0.17 resizes admitted workloads only for the kinds its ``ElasticJobsViaWorkloadSlices``
+    covers, not MPIJobs; until it does, phalanx keeps such a job at its admitted size and still lays it
+    out and moves its workers (a move keeps the count).
+    """
+    size = job.replicas
+    why = (
+        f"MPIJob {job.key}: submitted to Kueue (LocalQueue {job.kueue_queue}), which admitted {size} "
+        f"workers; phalanx keeps it at {size}, between its min {declared.low} and max {declared.high} "
+        "only as far as Kueue admits (Kueue stops a job whose worker count changes)"
+    )
+    return WorkerRange(size, size, why)
 
 
 def mpijob_ref(job: MpiJob) -> ObjectRef:

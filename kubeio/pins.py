@@ -3,9 +3,9 @@
 Every node of the managed pool carries the taint ``phalanx.io/hostname=<node>`` (effect ``NoSchedule``
 unless the admin asks for another): kube-scheduler's own taint filter then keeps away every pod that
 does not tolerate it. A worker the placement manager planned onto node N gets exactly one toleration,
-``phalanx.io/hostname=N``, so the only pool node it may go to is N (issue 11; Voda's design, with
-``NoSchedule`` so nothing already running is evicted). Tolerations may be added to an existing pod,
-never removed; a worker to move elsewhere is deleted and its operator re-creates it, unpinned.
+``phalanx.io/hostname=N``, so the only pool node it may go to is N (Voda's design with ``NoSchedule``,
+so nothing already running is evicted: docs/design/elastic-mpi.md §3). Tolerations may be added to an
+existing pod, never removed; a worker to move elsewhere is deleted and its operator re-creates it, unpinned.
 
 Writes are read-modify-write with the object's ``resourceVersion`` as a precondition (JSON patch
 ``test``), so a concurrent change is never overwritten: the write fails with a conflict and the next

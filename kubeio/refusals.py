@@ -21,6 +21,7 @@ API_VERSIONS = {
     "Node": "v1",
     "Pod": "v1",
     "PodGroup": "scheduling.x-k8s.io/v1alpha1",
+    "PodGroup.scheduling.k8s.io": "scheduling.k8s.io/v1alpha2",
     "Queue": "scheduling.phalanx.io/v1alpha1",
     "MPIJob": "kubeflow.org/v2beta1",
 }
@@ -53,7 +54,8 @@ class Refusal:
     @property
     def ref(self) -> ObjectRef:
         """The object as the subject of an event."""
-        return ObjectRef(self.kind, API_VERSIONS[self.kind], self.namespace, self.name, self.uid)
+        kind = self.kind.partition(".")[0]  # "PodGroup.scheduling.k8s.io" is a PodGroup of that group
+        return ObjectRef(kind, API_VERSIONS[self.kind], self.namespace, self.name, self.uid)
 
 
 def object_key(raw: object) -> str:

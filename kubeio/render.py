@@ -16,6 +16,7 @@ from scheduling.queues.view import QueueView, pending_of
 from scheduling.resources import CPU, GPU, MEMORY, amount, format_quantity
 
 PODGROUP_API_VERSION = "scheduling.x-k8s.io/v1alpha1"
+NATIVE_PODGROUP_API_VERSION = "scheduling.k8s.io/v1alpha2"
 
 
 def pod_ref(pod: Pod) -> ObjectRef:
@@ -24,8 +25,9 @@ def pod_ref(pod: Pod) -> ObjectRef:
 
 
 def podgroup_ref(group: PodGroup) -> ObjectRef:
-    """The PodGroup as the object of an event."""
-    return ObjectRef("PodGroup", PODGROUP_API_VERSION, group.namespace, group.name, group.uid)
+    """The PodGroup (of either kind) as the object of an event."""
+    version = NATIVE_PODGROUP_API_VERSION if group.native else PODGROUP_API_VERSION
+    return ObjectRef("PodGroup", version, group.namespace, group.name, group.uid)
 
 
 def gpu_annotations(gpus: tuple[int, ...]) -> dict[str, str]:

@@ -8,7 +8,7 @@ those gaps deterministically, so the same document always gives the same fake:
   document has its own;
 * direct NVLinks (bridges, cube-mesh) take the first slots, peer by peer in index order; on an NVSwitch
   node a GPU's ``NV#`` links are spread round-robin over four switches (an H100's 18 links come out as
-  5/5/4/4, as in nvidia-smi-less VMs; nvlink-topology.md §2.5);
+  5/5/4/4, as in nvidia-smi-less VMs; docs/design/nvlink-topology.md §2.5);
 * a GPU has as many slots as its model has NVLinks (the rest are inactive), at least as many as it uses;
 * a pair whose PCIe level the document does not know is ``NODE`` when both GPUs have the same known
   locality (NUMA node, else CPU affinity) and ``SYS`` otherwise; such pairs are listed in ``guessed``.

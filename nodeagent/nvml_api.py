@@ -3,8 +3,8 @@
 The reader takes the module as a parameter instead of importing it, so the real ``pynvml`` (from the
 ``nvidia-ml-py`` package) and :class:`nodeagent.fake_nvml.FakeNvml` are interchangeable:
 :class:`NvmlModule` lists every name the reader touches, which is also the contract the fake keeps.
-Names and values follow ``pynvml`` 13.615 (nvlink-topology.md §2). Constants are read from the module,
-never hard-coded, so a future ``pynvml`` with more link slots is picked up as is.
+Names and values follow ``pynvml`` 13.615 (docs/design/nvlink-topology.md §2). Constants are read from the
+module, never hard-coded, so a future ``pynvml`` with more link slots is picked up as is.
 
 Errors: ``pynvml`` raises one ``NVMLError`` subclass per ``NVML_ERROR_*`` code and keeps the code in
 ``.value`` (§2.4); the reader catches ``nvml.NVMLError`` and decides by that code, which works the same
@@ -161,7 +161,7 @@ def gpu_gone_codes(nvml: NvmlModule) -> frozenset[int]:
 
 
 def pcie_level(nvml: NvmlModule, value: int) -> PcieLevel | None:
-    """The document's level for an ``NVML_TOPOLOGY_*`` value (nvlink-topology.md §2.2).
+    """The document's level for an ``NVML_TOPOLOGY_*`` value (docs/design/nvlink-topology.md §2.2).
 
     ``NVML_TOPOLOGY_INTERNAL`` (two GPUs on one board, e.g. K80) has no ``topo -m`` label; it is at least
     as close as ``PIX``, so it is recorded as ``PIX``. An unknown value gives ``None`` (pair unknown).

@@ -1,6 +1,6 @@
 """The NVML calls for one GPU and one GPU pair, each with its error policy.
 
-Every call answers one of three ways, decided by the error code (nvlink-topology.md §2.4):
+Every call answers one of three ways, decided by the error code (docs/design/nvlink-topology.md §2.4):
 
 * a value;
 * "absent" (``NOT_SUPPORTED``, ``FUNCTION_NOT_FOUND`` on an old driver, and for per-link calls also

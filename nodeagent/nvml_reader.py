@@ -3,14 +3,15 @@
 One :meth:`NvmlTopologyReader.read` is one ``nvmlInit`` … ``nvmlShutdown`` session, so a driver that is
 installed or upgraded while the agent runs is picked up at the next read. The reader never raises an
 NVML error: every outcome is an :class:`NvmlReading` whose status says what happened, and whose document
-is either valid or ``None``. What the document holds, per GPU and per pair (architecture.md §5):
+is either valid or ``None``. What the document holds, per GPU and per pair
+(docs/design/nvlink-topology.md §6):
 
 * GPU index (NVML's), UUID, PCI bus id (NVML's ``00000000:07:00.0`` form), NUMA node
   (``nvmlDeviceGetNumaNodeId``, else unknown: no sysfs), CPU affinity as a cpulist;
 * per pair, the NVLink count (active links whose far end is the other GPU's bus id, compared as numbers)
   and the PCIe common-ancestor level. On an NVSwitch node (a link whose far end is a switch, or a
   device that is neither a GPU of this node nor a CPU) a pair's count is the smaller of the two GPUs'
-  switch link counts, the meaning ``topo -m`` gives ``NV#`` there (nvlink-topology.md §1, §2.5);
+  switch link counts, the meaning ``topo -m`` gives ``NV#`` there (docs/design/nvlink-topology.md §1, §2.5);
 * node-wide: model name, compute capability, NVLink generation and PCIe generation as NVML reports them,
   falling back to what the model name implies (as the ``nvidia-smi`` importer does); the per-link NVLink
   rate comes from the model name only (NVML has it only in field values, which are not read).

@@ -3,9 +3,9 @@
 NVML spells the same PCI address differently depending on the call: ``nvmlDeviceGetPciInfo`` fills
 ``busId`` as ``00000000:07:00.0`` (8-digit domain, upper-case hex) and ``busIdLegacy`` as
 ``0000:07:00.0``, and a remote NVLink end may come back in either form. Comparing the strings would
-miss NVLink peers, so addresses are compared as numbers (nvlink-topology.md §2.1: normalise case and the
-domain prefix; go-gpuallocator lower-cases and strips the leading ``0000``). CPU affinity arrives as an
-array of 64-bit masks and the document stores a Linux cpulist.
+miss NVLink peers, so addresses are compared as numbers (docs/design/nvlink-topology.md §2.1: normalise case
+and the domain prefix; go-gpuallocator lower-cases and strips the leading ``0000``). CPU affinity arrives as
+an array of 64-bit masks and the document stores a Linux cpulist.
 """
 
 from __future__ import annotations

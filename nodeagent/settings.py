@@ -1,7 +1,7 @@
 """Node agent settings: command-line flags that fall back to environment variables, read in one place.
 
 In the DaemonSet everything comes from the environment (``NODE_NAME`` from the downward API); on a
-workstation the same values can be given as flags (style.md house rule 10).
+workstation the same values can be given as flags (docs/design/style.md §10).
 """
 
 from __future__ import annotations

@@ -44,6 +44,7 @@ from placement.round import Round
 from placement.settings import PlacementSettings
 from placement.uninstall import remove_admission_gates, remove_pin_taints
 from placement.views import SharedView
+from placement.visibility import serve_visibility
 from placement.webhook_runtime import start_webhooks
 from scheduling.admission.release import GateSettings, KeptRule
 
@@ -68,6 +69,7 @@ def run(settings: PlacementSettings, stop: threading.Event) -> int:
     events.start(stop)
     views = SharedView()  # one queue view per cluster version for the round and the release pass
     webhooks = start_webhooks(settings, http, events, metrics, stop)
+    visibility = serve_visibility(settings, http, cache.snapshot, None if webhooks is None else webhooks.tls)
     bypass = None
     if webhooks is not None and settings.admission_gates:
         bypass = BypassDetector(
@@ -88,7 +90,7 @@ def run(settings: PlacementSettings, stop: threading.Event) -> int:
         after.append(("gate bypass", lambda _facts: bypass.check()))  # pods created around the gate webhook
     ports = RoundPorts(
         cache=cache,
-        groups=PodGroupWriter(http),
+        groups=PodGroupWriter(http, native=cache.is_native_group),
         queues=QueueWriter(http),
         mpijobs=MpiJobWriter(http),
         pins=PinWriter(http, effect=settings.pin_taint_effect),
@@ -119,6 +121,8 @@ def run(settings: PlacementSettings, stop: threading.Event) -> int:
         stop.wait(settings.interval_seconds)
     if webhooks is not None:
         webhooks.server.shutdown()
+    if visibility is not None:
+        visibility.shutdown()
     if elector is not None:
         elector.join(10)  # gives the Lease up at a clean stop
     return 1 if leadership is not None and leadership.lost.is_set() else 0

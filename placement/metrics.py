@@ -1,4 +1,4 @@
-"""Prometheus metrics of the placement manager, built against an injected registry (style.md house rule 12).
+"""Prometheus metrics of the placement manager, built against an injected registry (docs/design/style.md §12).
 
 The per-queue GPU figures are not kept in gauges set after each pass: :class:`QueueGpus` holds the latest
 queue view and turns it into samples when ``/metrics`` is scraped, so the figures always come from one

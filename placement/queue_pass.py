@@ -26,6 +26,10 @@ from scheduling.topology import TopologyCache
 
 log = logging.getLogger(__name__)
 
+SHRINK_WAIT = 60.0
+"""Seconds reclaim waits at most for elastic jobs giving room back: a worker terminating on a dead node
+never finishes, and one such job must not stop reclaim for every queue."""
+
 
 @dataclass(frozen=True, slots=True)
 class QueueReport:
@@ -55,6 +59,7 @@ class QueuePass:
         self._on_evict = on_evict
         self._written: dict[str, dict[str, Any]] = {}
         self._terminating: set[str] = set()
+        self._back_since: float | None = None
 
     def run(
         self, facts: Round, *, shrinking: frozenset[str] = frozenset(), giving_back: Sequence[str] = ()
@@ -72,9 +77,14 @@ class QueuePass:
         self._terminating = {u for u in self._terminating if _live(snapshot.pod_by_uid(u))}
         if self._terminating:
             return QueueReport(statuses)
-        if giving_back:
-            wait = f"reclaim waits: elastic job(s) {', '.join(giving_back)} give room back by shrinking first"
-            return QueueReport(statuses, messages=(wait,))
+        if not giving_back:
+            self._back_since = None
+        else:
+            since = self._back_since = facts.now if self._back_since is None else self._back_since
+            if facts.now - since < SHRINK_WAIT:
+                jobs = ", ".join(giving_back)
+                wait = f"reclaim waits: elastic job(s) {jobs} give room back by shrinking first"
+                return QueueReport(statuses, messages=(wait,))
         plans = reclaim_plans(snapshot, view, self._topologies, now=facts.now, shrinking=shrinking)
         evicted: list[str] = []
         messages: list[str] = []

@@ -64,6 +64,11 @@ class PlacementSettings:
     webhook_bind_address: str = "0.0.0.0"
     """Address the webhooks listen on (``PHALANX_WEBHOOK_BIND_ADDRESS``)."""
 
+    visibility_port: int = 0
+    """Port of the visibility endpoint (``PHALANX_VISIBILITY_PORT``): ``phalanx why`` for a user who may read
+    only their own namespace, over the webhooks' TLS certificate on ``webhook_bind_address``; 0 serves
+    none. It needs the webhooks (their certificate)."""
+
     webhook_cert_secret: str = "phalanx-placement-webhook-certs"
     """The Secret of internal certificate management, in ``webhook_namespace``
     (``PHALANX_WEBHOOK_CERT_SECRET``)."""
@@ -232,6 +237,11 @@ class PlacementSettings:
             "--webhook-port", type=int, default=environ.get("PHALANX_WEBHOOK_PORT", defaults.webhook_port)
         )
         parser.add_argument(
+            "--visibility-port",
+            type=int,
+            default=environ.get("PHALANX_VISIBILITY_PORT", defaults.visibility_port),
+        )
+        parser.add_argument(
             "--webhook-bind-address",
             default=environ.get("PHALANX_WEBHOOK_BIND_ADDRESS", defaults.webhook_bind_address),
         )
@@ -296,6 +306,7 @@ class PlacementSettings:
             webhook_key_file=str(args.webhook_key_file),
             webhook_port=int(args.webhook_port),
             webhook_bind_address=str(args.webhook_bind_address),
+            visibility_port=int(args.visibility_port),
             webhook_cert_secret=str(args.webhook_cert_secret),
             webhook_namespace=str(args.webhook_namespace),
             webhook_service=str(args.webhook_service),

@@ -184,7 +184,7 @@ Admit = Callable[[bytes], tuple[int, bytes]]
 def serve_webhook(routes: Mapping[str, Admit], *, host: str, port: int, tls: ServingTls) -> BackgroundServer:
     """Start serving ``routes`` (path to answer) over HTTPS on a daemon thread; ``shutdown()`` to stop.
 
-    Every TLS handshake is served with ``tls``'s context of that moment (``_front_context``), so a
+    Every TLS handshake is served with ``tls``'s context of that moment (``front_context``), so a
     certificate reloaded by ``tls`` is served from the next connection on; while ``tls`` has none, the
     handshake is refused (the API server's call fails, and the webhook check says why).
 
@@ -203,7 +203,7 @@ def serve_webhook(routes: Mapping[str, Admit], *, host: str, port: int, tls: Ser
             return _reply(400, b"an AdmissionReview is expected in the body")
         return _reply(*admit(request.body))
 
-    context = _front_context(tls)
+    context = front_context(tls)
     server = serve_in_thread(
         handle, host=host, port=port, limits=LIMITS, threads=WEBHOOK_THREADS, context=context, name="webhook"
     )
@@ -211,7 +211,7 @@ def serve_webhook(routes: Mapping[str, Admit], *, host: str, port: int, tls: Ser
     return server
 
 
-def _front_context(tls: ServingTls) -> ssl.SSLContext:
+def front_context(tls: ServingTls) -> ssl.SSLContext:
     """A server context that hands each handshake to ``tls``'s context of that moment.
 
     The event loop of ``kubeio.serving`` wraps every connection with one context, given at start. Its

@@ -34,10 +34,11 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True, slots=True)
 class RunningWebhooks:
-    """The webhook server and the watch over it."""
+    """The webhook server, the watch over it, and the certificate it serves (the visibility endpoint too)."""
 
     server: BackgroundServer
     watch: WebhookWatch
+    tls: ServingTls
 
 
 def start_webhooks(
@@ -106,7 +107,7 @@ def start_webhooks(
     threading.Thread(
         target=watch.run, args=(stop, settings.webhook_check_seconds), name="webhook-watch", daemon=True
     ).start()
-    return RunningWebhooks(server, watch)
+    return RunningWebhooks(server, watch, tls)
 
 
 def _dialable(bind_address: str) -> str:

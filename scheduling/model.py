@@ -41,6 +41,14 @@ QUEUE_LABEL = "phalanx.io/queue"
 DEFAULT_QUEUE = "default"
 """The cluster-wide queue of workloads that name none; created implicitly with quota 0 and weight 1."""
 
+KUEUE_PODSET_LABEL = "kueue.x-k8s.io/podset"
+"""Pod label Kueue stamps on the pod templates of every workload it admits (``kueue.x-k8s.io/podset``:
+the pod set's name, e.g. ``worker``), so every pod of an admitted job carries it. Such a pod's quota is
+Kueue's: phalanx places it but charges it to none of its own queues (docs/kueue.md)."""
+
+KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+"""Label that submits a job (an MPIJob, a Job) to a Kueue LocalQueue: Kueue suspends it until admitted."""
+
 PIN_KEY = "phalanx.io/hostname"
 """Taint key on nodes of the managed pool (value: the node's name) and toleration key on a pod pinned to
 one of them: the placement manager pins an elastic job's worker to its planned node this way."""
@@ -223,6 +231,11 @@ class Pod:
         return self.node_name is not None and self.phase not in TERMINAL_PHASES
 
     @property
+    def quota_by_kueue(self) -> bool:
+        """Whether Kueue admitted this pod's workload and so owns its quota (``KUEUE_PODSET_LABEL``)."""
+        return KUEUE_PODSET_LABEL in self.labels
+
+    @property
     def in_queues(self) -> bool:
         """Whether the queue rules walk this pod: live, and phalanx's or carrying phalanx's gate.
 
@@ -308,17 +321,23 @@ class Node:
 
 @dataclass(frozen=True, slots=True)
 class PodGroup:
-    """A gang: pods that run all together or not at all (scheduler-plugins ``PodGroup``).
+    """A gang: pods that run all together or not at all.
+
+    One model for both inputs: the scheduler-plugins ``PodGroup`` (``scheduling.x-k8s.io``, members
+    labelled) and Kubernetes' own (``scheduling.k8s.io``, members named in ``spec.schedulingGroup``,
+    ``native``); every decision about a gang reads only this record.
 
     Attributes:
         namespace: the group's namespace (its pods are in the same one).
-        name: the group's name, which member pods carry in ``scheduling.x-k8s.io/pod-group``.
+        name: the group's name, which member pods carry in ``scheduling.x-k8s.io/pod-group`` (or, for a
+            native group, in ``spec.schedulingGroup.podGroupName``).
         min_member: how many members must be placed at once.
         timeout_seconds: ``spec.scheduleTimeoutSeconds``: how long members wait for each other at bind.
         plan: the ``phalanx.io/gang-plan`` annotation when a bind is (or was) under way.
         phase: ``status.phase`` as last written.
         uid: the object's UID.
         counts: ``status`` (scheduled, running, succeeded, failed) as last written.
+        native: declared by a ``scheduling.k8s.io`` PodGroup (only where it is written back differs).
     """
 
     namespace: str
@@ -329,6 +348,7 @@ class PodGroup:
     phase: str = ""
     uid: str = ""
     counts: tuple[int, int, int, int] = (0, 0, 0, 0)
+    native: bool = False
 
     @property
     def key(self) -> str:

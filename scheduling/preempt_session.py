@@ -26,6 +26,13 @@ from scheduling.queues import (
     preempt_within_queue,
 )
 from scheduling.queues.view import group_key
+from scheduling.quota_owner import gang_by_kueue
+
+KUEUE_PREEMPTS = (
+    "admitted by Kueue: its quota, and preemption for it, are Kueue's (its ClusterQueue's preemption "
+    "policy), so kube-scheduler's preemption takes no pod for it"
+)
+"""Why a pod whose quota Kueue owns gets no victims from phalanx (docs/kueue.md)."""
 
 Victims = Mapping[str, tuple[tuple[str, ...], int]]
 """Per candidate node: the victims' UIDs and kube-scheduler's count of PodDisruptionBudget violations."""
@@ -40,6 +47,8 @@ def narrow_victims(
     Returns the reasons too. A gang's size is its live members (bound, not finished, not terminating)
     and its PodGroup's ``minMember``; a gang without a PodGroup in the snapshot has no surplus.
     """
+    if gang_by_kueue(pod, snapshot):
+        return {}, (KUEUE_PREEMPTS,)
     try:
         queue = tree.workload_queue(pod.labels.get(QUEUE_LABEL))
     except QueueError as exc:
@@ -53,12 +62,13 @@ def narrow_victims(
             victim = snapshot.pod_by_uid(uid)
             if victim is None:
                 continue
-            victims.setdefault(node, []).append(_victim(victim, tree))
+            victims.setdefault(node, []).append(_victim(victim, tree, gang_by_kueue(victim, snapshot)))
             gang = victim.group_key
             if gang is None or gang in gangs:
                 continue
             placed = [m for m in snapshot.members(gang) if m.node_name is not None]
-            gangs[gang] = [GangMember(m.node_name, _victim(m, tree)) for m in placed if m.node_name]
+            kueue = any(m.quota_by_kueue for m in placed)
+            gangs[gang] = [GangMember(m.node_name, _victim(m, tree, kueue)) for m in placed if m.node_name]
             group = snapshot.podgroup(gang)
             if group is not None:
                 running = sum(m.holds_resources and not m.terminating for m in placed)
@@ -68,9 +78,14 @@ def narrow_victims(
     return kept, decision.reasons
 
 
-def _victim(pod: Pod, tree: QueueTree) -> VictimPod:
+def _victim(pod: Pod, tree: QueueTree, kueue: bool) -> VictimPod:
+    """The victim as the queue rules see it; one in no queue of phalanx's ("") is nobody's to take.
+
+    A pod whose quota Kueue owns (``kueue``) is in none (only Kueue preempts what it admitted:
+    docs/kueue.md).
+    """
     try:
-        queue = tree.workload_queue(pod.labels.get(QUEUE_LABEL))
+        queue = "" if kueue else tree.workload_queue(pod.labels.get(QUEUE_LABEL))
     except QueueError:
         queue = ""
     return VictimPod(

@@ -1,10 +1,10 @@
 """Kubernetes resource quantities as bounded integers.
 
 The API writes quantities as strings ("500m", "16Gi", "2"). The core keeps CPU in milli-cores and memory
-in bytes, both integers, so comparisons are exact and sums never drift (style.md house rule 7).
+in bytes, both integers, so comparisons are exact and sums never drift (docs/design/style.md §7).
 
 Requests come from outside the process, so the parser is built to be hostile-input safe rather than
-merely correct on good input (issue 15):
+merely correct on good input (a request's text must never cost unbounded time or memory):
 
 - it accepts exactly the grammar of ``k8s.io/apimachinery`` ``resource.Quantity``
   (``<signedNumber><suffix>``: ASCII digits only, an optional ``.``, then one of the binary suffixes

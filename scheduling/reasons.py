@@ -15,7 +15,7 @@ _FIGURES = re.compile(r"\d+")
 
 
 class Code(enum.Enum):
-    """How kube-scheduler should treat a rejection (extender-protocol.md §2.3).
+    """How kube-scheduler should treat a rejection (docs/design/extender-protocol.md §2.3).
 
     ``UNSCHEDULABLE`` goes to ``FailedNodes``: evicting pods on that node could make room, so the node is
     a preemption candidate. ``UNRESOLVABLE`` goes to ``FailedAndUnresolvableNodes``: no eviction helps.

@@ -26,7 +26,7 @@ and promises them (``choose_for_bind``), and for a gang member says what its bin
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from types import MappingProxyType
 
@@ -130,18 +130,30 @@ class FilterOutcome:
         return FilterDecision(self.feasible, self.rejected)
 
 
+Chooser = Callable[[Pod, tuple[str, ...], ClusterSnapshot, PromiseBook], "str | None"]
+"""The decisive node among the candidates for a pod on its own, or ``None`` when none is feasible
+(``scheduling.nodes.rank_index.RankIndex.choose`` over a set of them)."""
+
+
 def filter_pod(
     request: FilterInput,
     *,
     topologies: TopologyCache,
     settings: SessionSettings,
     room: RoomMemo | None = None,
+    choose: Chooser | None = None,
 ) -> FilterOutcome:
     """Decide filter for ``request.pod`` (the composition rule is in the module docstring).
 
     ``room`` memoises the free room per (snapshot, book) pair across calls; the answer is the same
-    without it.
+    without it. With ``choose`` (decisive mode, a pod on its own), a pod its queue lets through gets the
+    one node ``choose`` picks, without judging every candidate; when it finds none (or the queue holds
+    the pod) the full filter below decides, with every node's reason.
     """
+    if choose is not None:
+        decided = _decided(request, settings=settings, room=room, choose=choose)
+        if decided is not None:
+            return decided
     healthy, unhealthy = split_candidates(request.candidates, request.snapshot.nodes)
     if not unhealthy:
         return _filter_healthy(request, topologies=topologies, settings=settings, room=room)
@@ -150,6 +162,35 @@ def filter_pod(
     )
     rejected = MappingProxyType({**outcome.rejected, **unhealthy})
     return replace(outcome, rejected=rejected)
+
+
+def _decided(
+    request: FilterInput, *, settings: SessionSettings, room: RoomMemo | None, choose: Chooser
+) -> FilterOutcome | None:
+    """Steps 3 and 5 for a pod on its own, with the fit replaced by ``choose``; ``None``: decide in full."""
+    pod, snapshot, promises = request.pod, request.snapshot, request.promises
+    if settings.gangs and pod.group_key is not None:
+        return None
+    free = (room or RoomMemo()).free(snapshot, promises)
+    gate = queue_gate(
+        pod,
+        snapshot,
+        promises,
+        request.view,
+        request.admitted,
+        now=request.now,
+        free=free,
+        tried=request.tried,
+    )
+    if gate.held is not None:
+        return None
+    chosen = choose(pod, request.candidates, snapshot, promises)
+    if chosen is None:
+        return None
+    return FilterOutcome((chosen,), _NO_REJECTIONS, promises, admitted=gate.admitted, gate=gate)
+
+
+_NO_REJECTIONS: Mapping[str, Rejection] = MappingProxyType({})
 
 
 def _filter_healthy(
@@ -178,7 +219,7 @@ def _filter_healthy(
         admitted = gate.admitted
     if not gang:
         fit = filter_nodes(pod, request.candidates, snapshot, promises)
-        # A pod no node can take holds nothing, so it must not count against its queue (issue 15).
+        # A pod no node can take holds nothing, so it must not count against its queue (or it blocks others).
         kept = admitted if fit.feasible else None
         return FilterOutcome(fit.feasible, fit.rejected, promises, admitted=kept, gate=gate)
     key = pod.group_key or ""

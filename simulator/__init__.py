@@ -1,4 +1,4 @@
-"""A trace simulator for GPU scheduling policies (issue 12).
+"""A trace simulator for GPU scheduling policies: phalanx's own decisions against baselines on public traces.
 
 It replays a workload (``simulator.workloads``) on a simulated cluster in discrete steps
 (``simulator.loop``), trains each job at the speed its placement gives (``simulator.speed``), and lets a

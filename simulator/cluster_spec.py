@@ -42,7 +42,7 @@ from scheduling.topology import (
 )
 
 DEFAULT_NETWORK_MBS = 12_000
-"""NCCL's ``NET_BW`` (12 GB/s per direction, one 100 Gb/s NIC; nvlink-topology.md §4.2)."""
+"""NCCL's ``NET_BW`` (12 GB/s per direction, one 100 Gb/s NIC; docs/design/nvlink-topology.md §4.2)."""
 
 
 class ClusterSpecError(ValueError):

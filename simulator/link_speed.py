@@ -2,8 +2,8 @@
 
 A data-parallel step is compute plus a gradient all-reduce, and a ring all-reduce runs at the speed of
 its weakest link (nccl-tests ``doc/PERFORMANCE.md``: bus bandwidth "should reflect the speed of the
-hardware bottleneck: NVLink, PCI, QPI, or network"; nvlink-topology.md §4.5). The bottleneck of a job's
-GPUs is, as nvlink-topology.md §5.2 recommends, the smallest of
+hardware bottleneck: NVLink, PCI, QPI, or network"; docs/design/nvlink-topology.md §4.5). The bottleneck of a
+job's GPUs is, as docs/design/nvlink-topology.md §5.2 recommends, the smallest of
 
 - the bandwidth each node part sustains (``scheduling.topology.set_score``: the core's min-cut over the
   node's NVLink / PCIe / socket graph, NCCL's link capacities), for parts of two or more GPUs, and

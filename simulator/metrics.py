@@ -1,4 +1,4 @@
-"""The figures issue 12 asks of every run, computed alike for every policy from what the loop recorded.
+"""The figures of every run, computed alike for every policy from what the loop recorded.
 
 Definitions (the table's columns):
 

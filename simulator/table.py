@@ -1,7 +1,8 @@
 """The comparison table on stdout: one row per policy, the published figures beside it, the goals.
 
-The goals are issue 12's, reported here as met or MISSED and never asserted in a test: a simulator's
-figures are findings, not invariants.
+The goals (``goals``: JCT and queueing delay against FIFO, no partial gang, compact and NVLink-connected
+placements, GPUs busy while jobs wait, Jain's index) are reported here as met or MISSED and never asserted
+in a test: a simulator's figures are findings, not invariants.
 """
 
 from __future__ import annotations
@@ -90,7 +91,7 @@ def _goal(met: bool | None, text: str) -> str:
 
 
 def goals(rows: Sequence[Figures], *, subject: str = "phalanx", baseline: str = "fifo") -> list[str]:
-    """Issue 12's goals for ``subject`` against ``baseline``, each met / MISSED / n/a with the figures."""
+    """The goals for ``subject`` against ``baseline``, each met / MISSED / n/a with the figures."""
     by = {f.policy: f for f in rows}
     ours, base = by.get(subject), by.get(baseline)
     if ours is None:

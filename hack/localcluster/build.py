@@ -1,11 +1,12 @@
 """Building the local cluster's binaries from the pinned Go modules under ``hack/``, once per source hash.
 
-Three modules: ``hack/controlplane`` (etcd, kube-apiserver, kube-controller-manager, kube-scheduler,
+Four modules: ``hack/controlplane`` (etcd, kube-apiserver, kube-controller-manager, kube-scheduler,
 kubectl: Kubernetes v1.36, k8s.io/* v0.36), ``hack/mpioperator`` (the Kubeflow MPI Operator v0.7.0,
 which pins k8s.io/* v0.34, so it cannot share the control plane's module graph) and
 ``hack/devicemanager`` (the test bed's kubelet device manager, our own ``main`` over the same v1.36.3
 modules as the control plane, in a module of its own so that editing it never rebuilds the control
-plane). The binaries are built rather than downloaded so they are exactly the pinned releases, stamped
+plane) and ``hack/helm`` (the Helm v3 CLI that renders ``charts/phalanx``, with Helm's own k8s.io graph).
+The binaries are built rather than downloaded so they are exactly the pinned releases, stamped
 with their versions as the upstream release builds do; each module builds once per source hash into the
 shared cache, under a lock, so concurrent callers build once.
 """
@@ -114,8 +115,64 @@ DEVICE_MANAGER = GoModule(
     lambda source: "-s -w -checklinkname=0",
     "the kubelet device manager",
 )
-MODULES = (CONTROL_PLANE, MPI_OPERATOR, DEVICE_MANAGER)
-"""Every Go module ``build`` builds, in order."""
+KUEUE_PACKAGE = "sigs.k8s.io/kueue"
+"""Kueue's Go module; its ``cmd/kueue`` is the stock controller manager (admission, MultiKueue, webhooks)."""
+
+KUEUE_CRDS = (
+    "admissionchecks",
+    "clusterqueues",
+    "cohorts",
+    "localqueues",
+    "multikueueclusters",
+    "multikueueconfigs",
+    "provisioningrequestconfigs",
+    "resourceflavors",
+    "topologies",
+    "workloadpriorityclasses",
+    "workloads",
+)
+"""Kueue's CRDs (``config/components/crd/bases/kueue.x-k8s.io_<name>.yaml``), all installed: the
+controller watches every one of them at start-up."""
+
+
+def _kueue_ldflags(module_dir: Path) -> str:
+    """Linker flags that stamp Kueue's version, as its Makefile does (``kueue --version``, its logs)."""
+    version = required_version(module_dir, KUEUE_PACKAGE)
+    return f"-s -w -X {KUEUE_PACKAGE}/pkg/version.GitVersion={version}"
+
+
+KUEUE = GoModule(
+    "kueue",
+    {"kueue": f"{KUEUE_PACKAGE}/cmd/kueue"},
+    _kueue_ldflags,
+    "Kueue",
+    {
+        **{
+            f"kueue.x-k8s.io_{crd}.yaml": (
+                KUEUE_PACKAGE,
+                f"config/components/crd/bases/kueue.x-k8s.io_{crd}.yaml",
+            )
+            for crd in KUEUE_CRDS
+        },
+        "webhooks.yaml": (KUEUE_PACKAGE, "config/components/webhook/manifests.yaml"),
+    },
+)
+"""Built on demand only (``Testbed.start_kueue``): most work never needs it, and it takes minutes."""
+
+HELM_PACKAGE = "helm.sh/helm/v3"
+"""Helm's Go module; its ``cmd/helm`` is the stock Helm CLI that renders ``charts/phalanx``."""
+
+
+def _helm_ldflags(module_dir: Path) -> str:
+    """Linker flags that stamp Helm's version (``helm version``), as its Makefile does."""
+    version = required_version(module_dir, HELM_PACKAGE)
+    stamp = f"{HELM_PACKAGE}/internal/version"
+    return f"-s -w -X {stamp}.version={version} -X {stamp}.gitTreeState=clean"
+
+
+HELM = GoModule("helm", {"helm": f"{HELM_PACKAGE}/cmd/helm"}, _helm_ldflags, "the Helm CLI")
+MODULES = (CONTROL_PLANE, MPI_OPERATOR, DEVICE_MANAGER, HELM)
+"""Every Go module ``build`` builds, in order (Kueue only on demand)."""
 
 
 def _complete(directory: Path, module: GoModule) -> bool:
@@ -144,7 +201,7 @@ def _copy_files(go: str, module: GoModule, source: Path, env: Mapping[str, str],
 
 
 def build(repo_root: Path | None = None, log: Callable[[str], None] = log_to_stderr) -> Path:
-    """Build every module's binaries (control plane, MPI Operator, device manager) unless cached.
+    """Build every module's binaries (control plane, MPI Operator, device manager, Helm) unless cached.
 
     Args:
         repo_root: The checkout whose ``hack/`` modules to build (default: this one).
@@ -153,7 +210,7 @@ def build(repo_root: Path | None = None, log: Callable[[str], None] = log_to_std
     Returns:
         The directory holding etcd, kube-apiserver, kube-controller-manager, kube-scheduler and
         kubectl (the operator's is ``bin_dir(hack/mpioperator)``, the device manager's
-        ``bin_dir(hack/devicemanager)``).
+        ``bin_dir(hack/devicemanager)``, Helm's ``bin_dir(hack/helm)``).
 
     Raises:
         ClusterError: If Go is missing or a build fails (the compiler output is included).

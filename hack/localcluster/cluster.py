@@ -94,6 +94,8 @@ class LocalCluster:
         scheduler_verbosity: int = 2,
         start_timeout: float = 120.0,
         node_monitor_grace_seconds: int = NODE_MONITOR_GRACE_SECONDS,
+        apiserver_args: tuple[str, ...] = (),
+        workload_api: bool = False,
         log: Callable[[str], None] = log_to_stderr,
     ) -> None:
         """Describe a cluster; nothing is started until :meth:`up`.
@@ -111,6 +113,10 @@ class LocalCluster:
             start_timeout: Seconds each component gets to become ready.
             node_monitor_grace_seconds: How long a node's Lease may go unrenewed before the node
                 lifecycle controller marks it unreachable (``--node-monitor-grace-period``).
+            apiserver_args: More kube-apiserver flags (the bench turns an alpha API on with them).
+            workload_api: True serves the native Workload API (``scheduling.k8s.io/v1alpha2``
+                Workload and PodGroup) with its alpha gates on in every component
+                (``WORKLOAD_API_GATES``): the Job controller then makes a PodGroup for a gang-shaped Job.
             log: Receives progress lines (default: stderr).
         """
         self.state_dir = Path(state_dir or default_cluster_dir()).resolve()
@@ -124,6 +130,8 @@ class LocalCluster:
         self.scheduler_verbosity = scheduler_verbosity
         self.start_timeout = start_timeout
         self.node_monitor_grace_seconds = node_monitor_grace_seconds
+        self.apiserver_args = apiserver_args
+        self.workload_api = workload_api
         self.log = log
 
     # ---- paths and credentials
@@ -176,7 +184,7 @@ class LocalCluster:
     @property
     def admin_token(self) -> str:
         """Bearer token of the admin user."""
-        return self._tokens()["admin"]
+        return self.tokens()["admin"]
 
     @property
     def ports(self) -> dict[str, int]:
@@ -192,18 +200,20 @@ class LocalCluster:
             raise ClusterError(msg)
         return f"https://127.0.0.1:{port}"
 
-    def _path(self, *parts: str) -> Path:
+    def path(self, *parts: str) -> Path:
+        """A path under the state directory."""
         return self.state_dir.joinpath(*parts)
 
     def _state(self) -> dict[str, Any]:
         try:
-            data = json.loads(self._path("state.json").read_text())
+            data = json.loads(self.path("state.json").read_text())
         except (OSError, ValueError):
             return {}
         return data if isinstance(data, dict) else {}
 
-    def _tokens(self) -> dict[str, str]:
-        return read_tokens(self._path("auth", "tokens.csv"))
+    def tokens(self) -> dict[str, str]:
+        """Bearer tokens by user (``auth/tokens.csv``)."""
+        return read_tokens(self.path("auth", "tokens.csv"))
 
     def ssl_context(self) -> ssl.SSLContext:
         """An SSL context that verifies the apiserver against this cluster's CA."""
@@ -219,7 +229,7 @@ class LocalCluster:
 
     def _read_pidfile(self, name: str) -> dict[str, int] | None:
         try:
-            data = json.loads(self._path("pids", f"{name}.pid").read_text())
+            data = json.loads(self.path("pids", f"{name}.pid").read_text())
             return {
                 "pid": int(data["pid"]),
                 "start_time": int(data["start_time"]),
@@ -228,7 +238,8 @@ class LocalCluster:
         except (OSError, ValueError, KeyError, TypeError):
             return None
 
-    def _apiserver_ready(self, timeout: float = 5.0) -> bool:
+    def apiserver_ready_now(self, timeout: float = 5.0) -> bool:
+        """Whether the API server answers ``/readyz`` now."""
         try:
             context = self.ssl_context()
             status, body = http_get(
@@ -249,7 +260,7 @@ class LocalCluster:
             running = alive(info["pid"], info["start_time"])
             processes.append(ProcessStatus(name, running, info["pid"], info["port"] or None))
         apiserver_running = any(p.running for p in processes if p.name == "kube-apiserver")
-        ready = apiserver_running and self._apiserver_ready()
+        ready = apiserver_running and self.apiserver_ready_now()
         state = self._state()
         expected = _expected(state.get("run_scheduler", True), state.get("run_controller_manager", False))
         return ClusterStatus(tuple(processes), expected, ready, self.server if self.ports else None)
@@ -270,7 +281,7 @@ class LocalCluster:
         """
         bins = self.build()
         self.state_dir.mkdir(parents=True, exist_ok=True)
-        with flock(self._path(".lock"), self.log, "starting or stopping the cluster"):
+        with flock(self.path(".lock"), self.log, "starting or stopping the cluster"):
             current = self.status()
             wanted = _expected(self.run_scheduler, self.run_controller_manager)
             running = {p.name for p in current.processes if p.running}
@@ -304,8 +315,8 @@ class LocalCluster:
             self.extender_url = extender_url
         if scheduler_config is not None:
             self.scheduler_config = Path(scheduler_config).resolve()
-        with flock(self._path(".lock"), self.log, "starting or stopping the cluster"):
-            if not self._apiserver_ready():
+        with flock(self.path(".lock"), self.log, "starting or stopping the cluster"):
+            if not self.apiserver_ready_now():
                 msg = f"no ready cluster in {self.state_dir}; run up() first"
                 raise ClusterError(msg)
             self._stop_component("kube-scheduler")
@@ -315,18 +326,19 @@ class LocalCluster:
                 ports.get("kube-scheduler"), {v for k, v in ports.items() if k != "kube-scheduler"}
             )
             state.update(ports=ports, extender_url=self.extender_url, run_scheduler=True)
-            self._path("state.json").write_text(json.dumps(state, indent=2) + "\n")
+            self.path("state.json").write_text(json.dumps(state, indent=2) + "\n")
             start_scheduler(self, self.build(), ports["kube-scheduler"])
 
     # ---- stopping
 
-    def _stop_started(self, proc: Started) -> None:
+    def stop_started(self, proc: Started) -> None:
+        """Stop a component this run started (a failed ``up`` leaves nothing running)."""
         self._stop_pid(proc.name, proc.pid, proc.start_time)
 
     def _stop_pid(self, name: str, pid: int, start_time: int) -> None:
         if stop_process(pid, start_time):
             self.log(f"stopped {name} (pid {pid})")
-        self._path("pids", f"{name}.pid").unlink(missing_ok=True)
+        self.path("pids", f"{name}.pid").unlink(missing_ok=True)
 
     def _stop_component(self, name: str) -> None:
         info = self._read_pidfile(name)
@@ -343,10 +355,10 @@ class LocalCluster:
         if stat is None:
             return
         record = {"pid": pid, "start_time": stat[1], "port": 0}
-        self._path("pids", f"{name}.pid").write_text(json.dumps(record) + "\n")
+        self.path("pids", f"{name}.pid").write_text(json.dumps(record) + "\n")
 
     def _stop_all(self) -> None:
-        extras = sorted(p.stem for p in self._path("pids").glob("*.pid") if p.stem not in COMPONENTS)
+        extras = sorted(p.stem for p in self.path("pids").glob("*.pid") if p.stem not in COMPONENTS)
         for name in [*extras, *reversed(COMPONENTS)]:  # what talks to the API server goes first
             self._stop_component(name)
 
@@ -365,11 +377,11 @@ class LocalCluster:
         """
         if not self.state_dir.exists():
             return
-        with flock(self._path(".lock"), self.log, "starting or stopping the cluster"):
+        with flock(self.path(".lock"), self.log, "starting or stopping the cluster"):
             self._stop_all()
         if purge:
             markers = ("state.json", "pids", "pki", "logs")
-            if not any(self._path(m).exists() for m in markers) and any(self.state_dir.iterdir()):
+            if not any(self.path(m).exists() for m in markers) and any(self.state_dir.iterdir()):
                 msg = f"refusing to delete {self.state_dir}: not a cluster dir"
                 raise ClusterError(msg)
             shutil.rmtree(self.state_dir)

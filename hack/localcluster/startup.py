@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import json
 import ssl
+import subprocess
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from localcluster.config import render_scheduler_config
 from localcluster.errors import ClusterError
@@ -21,8 +22,87 @@ from localcluster.locations import kubernetes_version
 from localcluster.pki import MPI_OPERATOR_USER, NODE_AGENT_USER, ensure_pki, ensure_tokens, write_kubeconfig
 from localcluster.processes import Started, alive, http_get, pick_port, spawn_detached, tail
 
-if TYPE_CHECKING:
-    from localcluster.cluster import LocalCluster
+
+class Booting(Protocol):
+    """What bringing a cluster up reads of it and calls on it (``localcluster.cluster.LocalCluster``).
+
+    Declared here, not imported, so that the cluster may call this module without this module calling
+    back into the cluster's: startup depends on this shape only.
+    """
+
+    state_dir: Path
+    repo_root: Path
+    scheduler_config: Path
+    extender_url: str
+    run_scheduler: bool
+    run_controller_manager: bool
+    apiserver_args: tuple[str, ...]
+    scheduler_verbosity: int
+    start_timeout: float
+    node_monitor_grace_seconds: int
+    workload_api: bool
+    log: Callable[[str], None]
+
+    @property
+    def controlplane_dir(self) -> Path:
+        """The Go module that builds the control plane."""
+
+    @property
+    def kubeconfig(self) -> Path:
+        """The admin kubeconfig."""
+
+    @property
+    def scheduler_kubeconfig(self) -> Path:
+        """kube-scheduler's kubeconfig."""
+
+    @property
+    def controller_manager_kubeconfig(self) -> Path:
+        """kube-controller-manager's kubeconfig."""
+
+    @property
+    def mpi_operator_kubeconfig(self) -> Path:
+        """The MPI Operator's kubeconfig."""
+
+    @property
+    def node_agent_kubeconfig(self) -> Path:
+        """The node agent's kubeconfig."""
+
+    @property
+    def ca_file(self) -> Path:
+        """The cluster CA's certificate."""
+
+    @property
+    def admin_token(self) -> str:
+        """The admin's bearer token."""
+
+    @property
+    def ports(self) -> dict[str, int]:
+        """The ports of the last start, by component."""
+
+    @property
+    def server(self) -> str:
+        """The API server's URL."""
+
+    def path(self, *parts: str) -> Path:
+        """A path under the state directory."""
+
+    def tokens(self) -> dict[str, str]:
+        """Bearer tokens by user."""
+
+    def ssl_context(self) -> ssl.SSLContext:
+        """A context that trusts the cluster CA."""
+
+    def apiserver_ready_now(self, timeout: float = 5.0) -> bool:
+        """Whether the API server answers ready."""
+
+    def stop_started(self, proc: Started) -> None:
+        """Stop a component started by this run."""
+
+    def kubectl(
+        self, *args: str, check: bool = True, input: str | None = None, timeout: float | None = 120
+    ) -> subprocess.CompletedProcess[str]:
+        """Run kubectl against the cluster."""
+
 
 SERVICE_CLUSTER_IP_RANGE = "10.0.0.0/24"
 """Virtual service range; nothing routes it, the apiserver just needs one to allocate from."""
@@ -69,14 +149,14 @@ node's health; 1 s, so a node is marked and its taints follow within a second of
 not five (a test waits on that)."""
 
 
-def start_all(cluster: LocalCluster, bins: Path) -> None:
+def start_all(cluster: Booting, bins: Path) -> None:
     """Start every component of ``cluster`` from ``bins``; stop what was started if a step fails."""
     started_at = time.monotonic()
     for sub in ("logs", "pids", "pki", "auth", "etcd"):
-        cluster._path(sub).mkdir(parents=True, exist_ok=True)
-    cluster._path("etcd").chmod(0o700)  # etcd refuses data dirs others can read
-    ensure_pki(cluster._path("pki"))
-    ensure_tokens(cluster._path("auth", "tokens.csv"))
+        cluster.path(sub).mkdir(parents=True, exist_ok=True)
+    cluster.path("etcd").chmod(0o700)  # etcd refuses data dirs others can read
+    ensure_pki(cluster.path("pki"))
+    ensure_tokens(cluster.path("auth", "tokens.csv"))
     previous = cluster.ports
     taken: set[int] = set()
     ports: dict[str, int] = {}
@@ -91,8 +171,8 @@ def start_all(cluster: LocalCluster, bins: Path) -> None:
         "bin_dir": str(bins),
         "kubernetes": kubernetes_version(cluster.controlplane_dir),
     }
-    cluster._path("state.json").write_text(json.dumps(state, indent=2) + "\n")
-    tokens = cluster._tokens()
+    cluster.path("state.json").write_text(json.dumps(state, indent=2) + "\n")
+    tokens = cluster.tokens()
     users = (
         (cluster.kubeconfig, "admin"),
         (cluster.scheduler_kubeconfig, "system:kube-scheduler"),
@@ -110,7 +190,7 @@ def start_all(cluster: LocalCluster, bins: Path) -> None:
         _wait(cluster, "etcd", lambda: http_get(etcd_health)[0] == 200, started[-1])
         argv = _apiserver_argv(cluster, bins, ports)
         started.append(_spawn(cluster, "kube-apiserver", argv, ports["kube-apiserver"]))
-        _wait(cluster, "kube-apiserver", cluster._apiserver_ready, started[-1])
+        _wait(cluster, "kube-apiserver", cluster.apiserver_ready_now, started[-1])
         _wait(
             cluster,
             "kube-apiserver",
@@ -132,14 +212,34 @@ def start_all(cluster: LocalCluster, bins: Path) -> None:
             started.append(start_scheduler(cluster, bins, ports["kube-scheduler"]))
     except BaseException:
         for proc in reversed(started):
-            cluster._stop_started(proc)
+            cluster.stop_started(proc)
         raise
     cluster.log(
         f"cluster up in {time.monotonic() - started_at:.1f}s: {cluster.server}, state in {cluster.state_dir}"
     )
 
 
-def start_scheduler(cluster: LocalCluster, bins: Path, port: int) -> Started:
+WORKLOAD_API_GATES = ("GenericWorkload", "GangScheduling", "WorkloadWithJob")
+"""The alpha gates of Kubernetes v1.36's Workload API (all off by default): ``GenericWorkload`` serves
+``scheduling.k8s.io/v1alpha2`` and a pod's ``spec.schedulingGroup``, ``GangScheduling`` (which needs it)
+validates and schedules gang policies, ``WorkloadWithJob`` makes the Job controller create a Workload
+and a PodGroup for an indexed Job whose parallelism equals its completions."""
+
+WORKLOAD_API_VERSION = "scheduling.k8s.io/v1alpha2"
+"""The group version of Workload and PodGroup in v1.36 (alpha: served only when asked for)."""
+
+
+def workload_api_flags(cluster: Booting, *, apiserver: bool = False) -> list[str]:
+    """The flags that turn the Workload API on in one component (none unless the cluster asks for it)."""
+    if not cluster.workload_api:
+        return []
+    flags = [f"--feature-gates={','.join(f'{gate}=true' for gate in WORKLOAD_API_GATES)}"]
+    if apiserver:
+        flags.append(f"--runtime-config={WORKLOAD_API_VERSION}=true")
+    return flags
+
+
+def start_scheduler(cluster: Booting, bins: Path, port: int) -> Started:
     """Render the scheduler config, start kube-scheduler on ``port`` and wait for its /healthz."""
     rendered = render_scheduler_config(
         cluster.scheduler_config.read_text(),
@@ -147,7 +247,7 @@ def start_scheduler(cluster: LocalCluster, bins: Path, port: int) -> Started:
         cluster.extender_url,
         extender_ca=cluster.ca_file,  # used when extender_url is https: the CA signed its certificate
     )
-    config = cluster._path("scheduler-config.yaml")
+    config = cluster.path("scheduler-config.yaml")
     config.write_text(rendered)
     argv = [
         str(bins / "kube-scheduler"),
@@ -156,13 +256,14 @@ def start_scheduler(cluster: LocalCluster, bins: Path, port: int) -> Started:
         f"--authorization-kubeconfig={cluster.scheduler_kubeconfig}",
         "--bind-address=127.0.0.1",
         f"--secure-port={port}",
-        f"--cert-dir={cluster._path('pki', 'scheduler')}",
+        f"--cert-dir={cluster.path('pki', 'scheduler')}",
         f"--v={cluster.scheduler_verbosity}",
+        *workload_api_flags(cluster),
     ]
     return _spawn_and_probe(cluster, "kube-scheduler", argv, port)
 
 
-def _start_controller_manager(cluster: LocalCluster, bins: Path, port: int) -> Started:
+def _start_controller_manager(cluster: Booting, bins: Path, port: int) -> Started:
     """Grant kube-controller-manager its controllers' roles, start it on ``port``, wait for /healthz."""
     user = "system:kube-controller-manager"
     bindings = "".join(
@@ -181,18 +282,19 @@ def _start_controller_manager(cluster: LocalCluster, bins: Path, port: int) -> S
         f"--authorization-kubeconfig={kubeconfig}",
         "--bind-address=127.0.0.1",
         f"--secure-port={port}",
-        f"--cert-dir={cluster._path('pki', 'controller-manager')}",
+        f"--cert-dir={cluster.path('pki', 'controller-manager')}",
         f"--controllers={','.join(CONTROLLERS)}",
         "--use-service-account-credentials=false",
         f"--node-monitor-grace-period={cluster.node_monitor_grace_seconds}s",
         f"--node-monitor-period={NODE_MONITOR_PERIOD_SECONDS}s",
         "--leader-elect=false",  # a lone instance: a Lease would only delay its start
         "--v=1",
+        *workload_api_flags(cluster),
     ]
     return _spawn_and_probe(cluster, "kube-controller-manager", argv, port)
 
 
-def _spawn_and_probe(cluster: LocalCluster, name: str, argv: list[str], port: int) -> Started:
+def _spawn_and_probe(cluster: Booting, name: str, argv: list[str], port: int) -> Started:
     """Start a component that serves ``/healthz`` on ``port`` and wait until it answers 200."""
     proc = _spawn(cluster, name, argv, port)
     insecure = ssl.create_default_context()
@@ -206,16 +308,14 @@ def _spawn_and_probe(cluster: LocalCluster, name: str, argv: list[str], port: in
             proc,
         )
     except BaseException:
-        cluster._stop_started(proc)
+        cluster.stop_started(proc)
         raise
     return proc
 
 
-def _wait(
-    cluster: LocalCluster, name: str, ready: Callable[[], bool], proc: Started, what: str = "ready"
-) -> None:
+def _wait(cluster: Booting, name: str, ready: Callable[[], bool], proc: Started, what: str = "ready") -> None:
     """Poll ``ready`` until it passes, failing fast if the process exits."""
-    log_path = cluster._path("logs", name + ".log")
+    log_path = cluster.path("logs", name + ".log")
     t0 = time.monotonic()
     deadline = t0 + cluster.start_timeout
     while True:
@@ -234,20 +334,20 @@ def _wait(
         time.sleep(0.2)
 
 
-def _spawn(cluster: LocalCluster, name: str, argv: list[str], port: int) -> Started:
+def _spawn(cluster: Booting, name: str, argv: list[str], port: int) -> Started:
     """Start one component detached (logs/<name>.log) and record its pid file for status and down."""
-    proc = spawn_detached(name, argv, cluster._path("logs", f"{name}.log"), cluster.state_dir)
+    proc = spawn_detached(name, argv, cluster.path("logs", f"{name}.log"), cluster.state_dir)
     record = {"pid": proc.pid, "start_time": proc.start_time, "port": port}
-    cluster._path("pids", f"{name}.pid").write_text(json.dumps(record) + "\n")
+    cluster.path("pids", f"{name}.pid").write_text(json.dumps(record) + "\n")
     cluster.log(f"started {name} (pid {proc.pid}, port {port})")
     return proc
 
 
-def _etcd_argv(cluster: LocalCluster, bins: Path, ports: Mapping[str, int]) -> list[str]:
+def _etcd_argv(cluster: Booting, bins: Path, ports: Mapping[str, int]) -> list[str]:
     return [
         str(bins / "etcd"),
         "--name=phalanx",
-        f"--data-dir={cluster._path('etcd')}",
+        f"--data-dir={cluster.path('etcd')}",
         f"--listen-client-urls=http://127.0.0.1:{ports['etcd']}",
         f"--listen-peer-urls=http://127.0.0.1:{ports['etcd-peer']}",
         # Throwaway test state: skipping fsync makes every apiserver write much cheaper.
@@ -256,8 +356,8 @@ def _etcd_argv(cluster: LocalCluster, bins: Path, ports: Mapping[str, int]) -> l
     ]
 
 
-def _apiserver_argv(cluster: LocalCluster, bins: Path, ports: Mapping[str, int]) -> list[str]:
-    pki = cluster._path("pki")
+def _apiserver_argv(cluster: Booting, bins: Path, ports: Mapping[str, int]) -> list[str]:
+    pki = cluster.path("pki")
     return [
         str(bins / "kube-apiserver"),
         f"--etcd-servers=http://127.0.0.1:{ports['etcd']}",
@@ -267,7 +367,7 @@ def _apiserver_argv(cluster: LocalCluster, bins: Path, ports: Mapping[str, int])
         f"--tls-cert-file={pki / 'apiserver.crt'}",
         f"--tls-private-key-file={pki / 'apiserver.key'}",
         f"--cert-dir={pki}",
-        f"--token-auth-file={cluster._path('auth', 'tokens.csv')}",
+        f"--token-auth-file={cluster.path('auth', 'tokens.csv')}",
         # These fill kube-system/extension-apiserver-authentication, which kube-scheduler's
         # delegated authentication reads; without both CAs it logs errors in a loop. The
         # CA only ever signs serverAuth certificates, so it admits no client.
@@ -290,10 +390,12 @@ def _apiserver_argv(cluster: LocalCluster, bins: Path, ports: Mapping[str, int])
         "--endpoint-reconciler-type=none",
         "--profiling=false",
         "--v=1",
+        *cluster.apiserver_args,
+        *workload_api_flags(cluster, apiserver=True),
     ]
 
 
-def _apply_crds(cluster: LocalCluster) -> None:
+def _apply_crds(cluster: Booting) -> None:
     """Apply and wait for every CRD manifest in ``manifests/crds/`` (if any)."""
     crd_dir = cluster.repo_root / "manifests" / "crds"
     files = sorted(p for p in crd_dir.glob("*") if p.suffix in (".yaml", ".yml", ".json"))

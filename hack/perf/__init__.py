@@ -1,4 +1,4 @@
-"""The benchmark harness of issue 6: phalanx measured through the real kube-scheduler.
+"""The benchmark harness: phalanx measured through the real kube-scheduler.
 
 Run ``hack/bench [--quick]`` from the repository root (see ``hack/perf/README.md``). The harness is not
 part of the test suite: it prints a table of figures, writes them as JSON, and says which goal each one

@@ -1,4 +1,4 @@
-"""``python -m perf`` (run through ``hack/bench``): every measurement of issue 6 in one run.
+"""``python -m perf`` (run through ``hack/bench``): every measurement in one run.
 
 Order: the cluster sections first, on one test bed grown size by size (100, then 1,000, then 5,000
 simulated 8-GPU nodes): at each size the baseline scheduler's throughput and latency, the phalanx
@@ -55,6 +55,8 @@ class Plan:
         envelope_calls: timed extender calls per verb and pod shape with those pods in the cache.
         elastic_cases: (elastic jobs, nodes) of the elastic planning rounds timed.
         simulator_windows: (``perf.simreplay.WINDOWS`` label, seconds each policy may take) replayed.
+        interleave_pods: backlog size per node count of the interleaved section (``perf.interleave``).
+        interleave_repeats: its rounds (each: the baseline, phalanx's modes, the floors).
     """
 
     sizes: tuple[int, ...]
@@ -74,6 +76,8 @@ class Plan:
     envelope_calls: int = 0
     elastic_cases: tuple[tuple[int, int], ...] = ((100, 1000),)
     simulator_windows: tuple[tuple[str, float], ...] = (("busy", 300.0),)
+    interleave_pods: dict[int, int] = field(default_factory=lambda: {100: 200, 1000: 500})
+    interleave_repeats: int = 2
     notes: list[str] = field(default_factory=list)
 
 
@@ -113,10 +117,13 @@ FULL = Plan(
     envelope_calls=300,
     elastic_cases=((100, 1000), (1000, 5000)),
     simulator_windows=(("busy", 300.0), ("10k", 900.0)),
+    interleave_pods={100: 320, 1000: 1000, 5000: 1000},
+    interleave_repeats=3,
 )
 
 SECTIONS = (
     "throughput",
+    "interleaved",
     "gangs",
     "envelope",
     "liveprofile",
@@ -126,10 +133,12 @@ SECTIONS = (
     "profile",
     "elastic",
     "simulator",
+    "decision",
 )
-"""Every section; the first five need the cluster (``throughput`` includes the per-call latency)."""
+"""Every section; the first six need the cluster (``throughput`` includes the per-call latency;
+``interleaved`` runs the baseline, phalanx's two modes and the floors in turns, ``perf.interleave``)."""
 
-CLUSTER_SECTIONS = frozenset({"throughput", "gangs", "envelope", "liveprofile", "budget"})
+CLUSTER_SECTIONS = frozenset({"throughput", "interleaved", "gangs", "envelope", "liveprofile", "budget"})
 
 
 def _terminate(signum: int, frame: FrameType | None) -> None:
@@ -157,9 +166,16 @@ def _cluster_sections(
 
     threads = max(320, max(plan.gang_sizes, default=0) + 64)
     bb = BenchBed(state, progress, extender_threads=threads)
+    floors = None
     try:
         wait_for_quiet_machine(progress, what="starting the cluster")
         bb.start()
+        if "interleaved" in sections:
+            from perf.floor import Floors
+
+            floors = Floors(bb, progress)
+            floors.start()
+            results["floors_skipped"] = floors.skipped
         for nodes in plan.sizes:
             wait_for_quiet_machine(progress, what=f"the {nodes}-node measurements")
             progress(f"== {nodes} nodes: registering simulated 8-GPU nodes")
@@ -198,6 +214,14 @@ def _cluster_sections(
 
             if "throughput" in sections and "phalanx" in schedulers:
                 size["phalanx"] = measure(bb, "phalanx", nodes, work, progress, while_bound=while_bound)
+            if "interleaved" in sections and floors is not None:
+                from perf.interleave import interleaved, standard_runners
+
+                count = fitting(plan.interleave_pods.get(nodes, 500), nodes)
+                runners = standard_runners(bb, floors, ranked=True)
+                size["interleaved"] = interleaved(
+                    bb, runners, nodes, count, plan.interleave_repeats, progress
+                )
             if "budget" in sections:
                 size["budget"] = {}
                 for which in schedulers:
@@ -232,6 +256,8 @@ def _cluster_sections(
             )
     finally:
         progress("stopping the cluster, the extender and the baseline scheduler")
+        if floors is not None:
+            floors.stop()
         bb.stop()
 
 
@@ -282,6 +308,13 @@ def _offline_sections(
 
         results["elastic"] = measure_elastic(plan.elastic_cases, progress)
 
+    def decision() -> None:
+        from perf.decision import measure_decision
+
+        results["decision"] = measure_decision(
+            plan.memory_nodes, plan.memory_pods, plan.profile_calls, progress
+        )
+
     def simulator() -> None:
         from perf.simreplay import measure_simulator
 
@@ -293,6 +326,7 @@ def _offline_sections(
         ("profile", profile),
         ("elastic", elastic),
         ("simulator", simulator),
+        ("decision", decision),
     ]
 
 
@@ -394,7 +428,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     from perf.report import render
 
     print(render(results))
+    from perf.goals26 import render_goals26, render_interleaved
+
+    for line in render_interleaved(results):
+        print(line)
     print(f"\n{render_goals(results)}")
+    print(f"\n{render_goals26(results)}")
     _print_live_profiles(results)
     from perf.budget_report import render_budget
 

@@ -1,6 +1,6 @@
 """The benchmark's cluster: the test bed plus a second, extender-free kube-scheduler, and node registration.
 
-Extenders apply to every profile of one kube-scheduler process (extender-protocol.md §2.8), so the
+Extenders apply to every profile of one kube-scheduler process (docs/design/extender-protocol.md §2.8), so the
 comparison needs two processes from the same binary: the test bed's own kube-scheduler, rendered from
 ``manifests/scheduler-config.yaml`` (profile ``phalanx``, extender configured), and a ``baseline`` one
 started here with no extender. Both get the same client QPS/burst, so neither is capped by client-side
@@ -50,6 +50,15 @@ PAUSED_PROFILE = "phalanx-paused"
 
 BASELINE_PROFILE = "baseline"
 """Profile name of the extender-free scheduler."""
+
+NATIVE_GANG_GATES = "--feature-gates=GenericWorkload=true,GangScheduling=true"
+"""kube-scheduler v1.36's native gang scheduling: the PodGroup API and the GangScheduling plugin."""
+
+NATIVE_GANG_APISERVER_ARGS = (
+    "--feature-gates=GenericWorkload=true",
+    "--runtime-config=scheduling.k8s.io/v1alpha2=true",
+)
+"""What the API server needs to serve ``scheduling.k8s.io/v1alpha2`` PodGroups."""
 
 NODES_PER_RACK = 32
 """Simulated nodes per rack label (gang planning prefers one rack), four racks per zone."""
@@ -132,6 +141,9 @@ class BenchBed:
             node_grace_seconds=600,
             log=progress,
         )
+        # kube-scheduler's own gang scheduling, the anchor beside phalanx's gangs (perf.gangs), needs
+        # the PodGroup API of scheduling.k8s.io (alpha in v1.36, off by default) in the API server.
+        self.bed.cluster.apiserver_args = NATIVE_GANG_APISERVER_ARGS
         self.phalanx_config = state_dir / "phalanx-scheduler-config.yaml"
         self.paused_config = state_dir / "paused-scheduler-config.yaml"
         self.baseline_config = state_dir / "baseline-scheduler-config.yaml"
@@ -141,6 +153,7 @@ class BenchBed:
         self._baseline_port = 0
         self._baseline_log: IO[bytes] | None = None
         self._phalanx_paused = False
+        self._extender_env: dict[str, str] = {}
 
     @property
     def http(self) -> KubeHttp:
@@ -223,6 +236,19 @@ class BenchBed:
 
     # -- schedulers ----------------------------------------------------------------------------------
 
+    def set_extender_env(self, env: dict[str, str]) -> None:
+        """Restart the extender with ``env`` added to its environment (nothing if that is its env now).
+
+        The interleaved section measures phalanx's modes this way (``PHALANX_DECISIVE=false``); the
+        extender lists the cluster again, and this returns once it knows every node.
+        """
+        if env == self._extender_env:
+            return
+        self.bed.kill_extender(signal.SIGTERM)
+        self.bed.start_extender(env)
+        self._extender_env = dict(env)
+        self.wait_extender_knows_nodes()
+
     def pause_phalanx(self) -> None:
         """Restart the test bed's kube-scheduler with a profile no pod names, so pods of ``phalanx`` wait."""
         self.bed.cluster.restart_scheduler(scheduler_config=self.paused_config)
@@ -237,47 +263,63 @@ class BenchBed:
         """Start the extender-free kube-scheduler (profile ``baseline``) from the cached binary."""
         if self._baseline is not None:
             return
-        port = self._baseline_port = free_port()
-        log_path = self.state_dir / "baseline-scheduler.log"
-        self._baseline_log = open(log_path, "ab")  # noqa: SIM115 - closed in stop_baseline()
+        self._baseline, self._baseline_port, self._baseline_log = self.start_scheduler(
+            "baseline", self.baseline_config
+        )
+
+    def start_scheduler(
+        self, name: str, config: Path, extra_args: Sequence[str] = ()
+    ) -> tuple[subprocess.Popen[bytes], int, IO[bytes]]:
+        """Start one more kube-scheduler from the cached binary with ``config``, and wait for its health.
+
+        ``extra_args`` are more flags (the native gang anchor's feature gates). Returns the process, its
+        secure port and its open log; ``stop_scheduler`` stops it.
+        """
+        port = free_port()
+        log_path = self.state_dir / f"{name}-scheduler.log"
+        log = open(log_path, "ab")  # noqa: SIM115 - closed in stop_scheduler()
         kubeconfig = str(self.bed.cluster.scheduler_kubeconfig)
         argv = [
             str(self.bed.cluster.bin_dir / "kube-scheduler"),
-            f"--config={self.baseline_config}",
+            f"--config={config}",
             f"--authentication-kubeconfig={kubeconfig}",
             f"--authorization-kubeconfig={kubeconfig}",
             "--bind-address=127.0.0.1",
             f"--secure-port={port}",
-            f"--cert-dir={self.state_dir / 'baseline-pki'}",
+            f"--cert-dir={self.state_dir / f'{name}-pki'}",
             f"--v={self.bed.cluster.scheduler_verbosity}",
+            *extra_args,
         ]
         env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
         env["NO_PROXY"] = ",".join(filter(None, [env.get("NO_PROXY"), "127.0.0.1", "localhost"]))
-        self._baseline = subprocess.Popen(
-            argv, stdout=self._baseline_log, stderr=subprocess.STDOUT, env=env, start_new_session=True
-        )
-        self.progress(f"started baseline kube-scheduler (pid {self._baseline.pid}, log {log_path})")
+        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        self.progress(f"started {name} kube-scheduler (pid {proc.pid}, log {log_path})")
         insecure = ssl.create_default_context()
         insecure.check_hostname = False
         insecure.verify_mode = ssl.CERT_NONE  # self-signed serving certificate; this is only a probe
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
-            if self._baseline.poll() is not None:
+            if proc.poll() is not None:
                 tail = log_path.read_text(errors="replace")[-2000:]
-                self.stop_baseline()
-                msg = f"baseline kube-scheduler exited:\n{tail}"
+                self.stop_scheduler(name, proc, log)
+                msg = f"{name} kube-scheduler exited:\n{tail}"
                 raise RuntimeError(msg)
             url = f"https://127.0.0.1:{port}/healthz"
             with contextlib.suppress(OSError), urllib.request.urlopen(url, context=insecure, timeout=2):
-                return
+                return proc, port, log
             time.sleep(0.2)
-        self.stop_baseline()
-        msg = "baseline kube-scheduler not healthy after 120 s"
+        self.stop_scheduler(name, proc, log)
+        msg = f"{name} kube-scheduler not healthy after 120 s"
         raise RuntimeError(msg)
 
     def stop_baseline(self) -> None:
         """Stop the extender-free kube-scheduler if it runs (SIGTERM, then SIGKILL after 10 s)."""
         proc, self._baseline = self._baseline, None
+        log, self._baseline_log = self._baseline_log, None
+        self.stop_scheduler("baseline", proc, log)
+
+    def stop_scheduler(self, name: str, proc: subprocess.Popen[bytes] | None, log: IO[bytes] | None) -> None:
+        """Stop a kube-scheduler ``start_scheduler`` started (SIGTERM, then SIGKILL after 10 s)."""
         if proc is not None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGTERM)
@@ -287,10 +329,9 @@ class BenchBed:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait(5)
-            self.progress(f"stopped baseline kube-scheduler (pid {proc.pid})")
-        if self._baseline_log is not None:
-            self._baseline_log.close()
-            self._baseline_log = None
+            self.progress(f"stopped {name} kube-scheduler (pid {proc.pid})")
+        if log is not None:
+            log.close()
 
     # -- the extender process ------------------------------------------------------------------------
 

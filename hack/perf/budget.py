@@ -1,4 +1,4 @@
-"""The per-pod budget (issue 13, Build 1): where one scheduled pod's time goes, across the whole machine.
+"""The per-pod budget: where one scheduled pod's time goes, across the whole machine.
 
 While a scheduler binds a backlog, a window of ``seconds`` (after the first binds, so start-up is left
 out) is sampled from every side at once:

@@ -103,7 +103,7 @@ def _mem_total_gib() -> float:
 
 
 def versions() -> dict[str, Any]:
-    """What the figures depend on: versions, commit, cores and memory (perf-anchors.md (i) item 7).
+    """What the figures depend on: versions, commit, cores and memory (a figure means little without them).
 
     The product code measured is the working tree, so uncommitted changes to it are listed too: a
     commit alone would not say what ran.

@@ -2,7 +2,7 @@
 
 A change to phalanx is judged by running the harness before and after it; reading two 60-line reports
 against each other by eye misses what moved. This lines up every figure either run has
-(``perf.figures``), prints the change as new / old, and judges issue 13's goals (``perf.goals``) for
+(``perf.figures``), prints the change as new / old, and judges the same-run goals (``perf.goals``) for
 each run. A figure one run lacks (a ``--quick`` run has no 5,000 nodes, a ``--sections`` subset skips
 sections) shows as "-". Only the two files are read: no cluster, no subprocess, no git.
 """
@@ -16,6 +16,7 @@ import orjson
 
 from perf.figures import Figure, figures, in_report_order
 from perf.goals import issue13
+from perf.goals26 import issue26
 from perf.report import num, table
 
 
@@ -94,11 +95,14 @@ def figure_rows(old: dict[str, Any], new: dict[str, Any]) -> list[list[str]]:
     return rows
 
 
-def goal_rows(old: dict[str, Any], new: dict[str, Any]) -> list[list[str]]:
-    """(goal, old measured, old verdict, new measured, new verdict) for each goal of issue 13."""
+def goal_rows(old: dict[str, Any], new: dict[str, Any], goals: Any = issue13) -> list[list[str]]:
+    """(goal, old measured, old verdict, new measured, new verdict) for each goal of ``goals``.
+
+    ``goals`` defaults to the same-run goals.
+    """
     return [
         [a.label, a.measured, a.verdict, b.measured, b.verdict]
-        for a, b in zip(issue13(old), issue13(new), strict=True)
+        for a, b in zip(goals(old), goals(new), strict=True)
     ]
 
 
@@ -114,6 +118,10 @@ def render_comparison(old_path: Path, new_path: Path) -> str:
     lines += table(["figure", "old", "new", "new / old"], figure_rows(old, new), text_first=True)
     lines += ["", "Goals (issue 13)"]
     lines += table(["goal", "old", "verdict", "new", "verdict"], goal_rows(old, new), text_first=True)
+    lines += ["", "Goals (issue 26)"]
+    lines += table(
+        ["goal", "old", "verdict", "new", "verdict"], goal_rows(old, new, issue26), text_first=True
+    )
     notes = _notes(old, new)
     if notes:
         lines += ["", "Notes"] + [f"  - {n}" for n in notes]

@@ -9,7 +9,7 @@ decides anything here; the point is what the running extender holds. Once its ca
 and the machine has settled, the gunicorn worker's RSS is read, and the per-call latency of
 ``filter`` and ``prioritize`` is measured again with that many pods in the cache.
 
-The fill goes in two stages so that the per-call cost can be compared across pod counts (issue 13: the
+The fill goes in two stages so that the per-call cost can be compared across pod counts (the goal: the
 same at 150,000 pods as at 15,000): first a tenth of the pods (one-GPU pods only, so the cache has seen
 them all once no node has room for a pod of the GPUs left plus one), calls timed; then the rest, CPU-only
 pods and one more one-GPU pod per node last, calls timed again. GPUs stay free on every node in both

@@ -3,8 +3,9 @@
 Requests go straight to the extender under gunicorn, as kube-scheduler sends them with
 ``nodeCacheCapable: true``: a pending pod in the captured shape and every node of the cluster as
 ``NodeNames``, over one kept-alive HTTP connection, one call at a time (kube-scheduler's scheduling loop
-is serial, extender-protocol.md §2.8). Timing each call here gives exact percentiles; the extender's own
-histogram (``phalanx_extender_request_duration_seconds``) has buckets too coarse for a p99 at 2 ms.
+is serial, docs/design/extender-protocol.md §2.8). Timing each call here gives exact percentiles; the
+extender's own histogram (``phalanx_extender_request_duration_seconds``) has buckets too coarse for a
+p99 at 2 ms.
 
 The nodes carry the topology annotations of ``hack/topologies``, and a multi-GPU pod makes
 ``prioritize`` score GPU sets by bandwidth (a one-GPU pod scores 10 without looking at the topology).

@@ -1,6 +1,6 @@
 """The scaling plot of a run: pods/s and paced p50 against node count, baseline and phalanx.
 
-Issue 13's goals are ratios to the baseline kube-scheduler at each size, and whether the ratio holds as
+The same-run goals are ratios to the baseline kube-scheduler at each size, and whether the ratio holds as
 the cluster grows is the question a table of three sizes answers poorly. So the run writes, beside its
 JSON, one PNG with two panels (backlog pods/s; paced creation -> bound p50), a line per scheduler over
 the node counts, and the same-run phalanx / baseline ratio written at each phalanx point.

@@ -1,7 +1,7 @@
 """Section `simulator`: a fixed Philly window replayed through the trace simulator, per policy.
 
-Issue 12 asks the simulator to be fast enough to use (10,000 Philly jobs on 1,000 nodes in a few
-minutes) and ``hack/bench`` to report simulated events per second. Each policy runs in its own
+The simulator must be fast enough to use (10,000 Philly jobs on 1,000 nodes in a few minutes), so
+``hack/bench`` reports simulated events per second. Each policy runs in its own
 subprocess (``python -m perf.simreplay --policy P ...``, one JSON line) with a time limit, so a slow
 policy costs only its own row. Nothing here starts a cluster: the simulator imports ``scheduling/``
 only and runs in-process in the worker.
@@ -30,7 +30,7 @@ WINDOW = {"start": "2017-12-05 08:00:00", "hours": 2.0, "drain_hours": 2.0, "sca
 """A window that `python -m simulator busy` lists as busy at this scale (73 jobs, 5 VCs, 15 nodes)."""
 
 LARGE = {"start": "2017-10-10 00:00:00", "hours": 108.6, "drain_hours": 12.0, "scale": 3.125}
-"""Issue 12 item 8's size: the 10,000 jobs submitted from 2017-10-10 on 1,000 nodes (10 VCs, x 3.125)."""
+"""The speed goal's size: the 10,000 jobs submitted from 2017-10-10 on 1,000 nodes (10 VCs, x 3.125)."""
 
 WINDOWS = {"busy": WINDOW, "10k": LARGE}
 """The windows a plan may name, by the label its rows carry."""

@@ -58,14 +58,15 @@ class Workload:
     paced_rate: float
 
 
-def _pods(scheduler: str, prefix: str, count: int) -> list[tuple[str, dict[str, Any]]]:
+def gpu_pods(scheduler: str, prefix: str, count: int) -> list[tuple[str, dict[str, Any]]]:
+    """``count`` pods of ``GPU_PATTERN`` for ``scheduler``, named ``<prefix>-00001`` on."""
     names = [f"{prefix}-{i + 1:05d}" for i in range(count)]
     return [
         (n, gpu_pod(n, GPU_PATTERN[i % len(GPU_PATTERN)], scheduler=scheduler)) for i, n in enumerate(names)
     ]
 
 
-def _create_all(
+def create_all(
     bb: BenchBed, namespace: str, pods: list[tuple[str, dict[str, Any]]], progress: Progress
 ) -> float:
     """Create ``pods`` with a thread pool; return the seconds it took."""
@@ -112,9 +113,9 @@ def backlog(
         bb.stop_baseline()
     else:
         bb.pause_phalanx()
-    pods = _pods(scheduler, "b", count)
+    pods = gpu_pods(scheduler, "b", count)
     progress(f"{which} @ {nodes} nodes: creating a backlog of {len(pods)} pods")
-    create_seconds = _create_all(bb, namespace, pods, progress)
+    create_seconds = create_all(bb, namespace, pods, progress)
     result["burst_created_per_second"] = round(len(pods) / create_seconds, 1)
     result["settle_seconds_before_start"] = round(wait_for_idle_cpu(progress, what="the backlog"), 1)
     collect: Callable[[], dict[str, Any]] | None = None
@@ -196,7 +197,7 @@ def _paced(
     which: str,
     nodes: int,
 ) -> dict[str, Any]:
-    pods = _pods(scheduler, "p", workload.paced_pods)
+    pods = gpu_pods(scheduler, "p", workload.paced_pods)
     progress(f"{which} @ {nodes} nodes: {len(pods)} pods at {workload.paced_rate:g}/s for latency")
     sent: dict[str, float] = {}
     with BindWatch(bb.http, namespace) as watch:

@@ -63,7 +63,9 @@ def preemption_room(
 
 
 def queue_of(pod: Pod, tree: QueueTree) -> str | None:
-    """The leaf queue ``pod`` runs in, or ``None`` when its label names none."""
+    """The leaf queue ``pod`` runs in, or ``None`` when its label names none or Kueue owns its quota."""
+    if pod.quota_by_kueue:
+        return None
     try:
         return tree.workload_queue(pod.labels.get(QUEUE_LABEL))
     except QueueError:

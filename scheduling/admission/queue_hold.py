@@ -16,7 +16,7 @@ reads:
 Why the last one: kube-scheduler tries pods in its own order, round-robin over its backlog, and cannot be
 told phalanx's. A group ahead that it is not trying now would hold its room for a whole round over the
 backlog: with thousands of pending pods that is minutes of idle GPUs, during which every other pod is
-turned down in turn (the soak of issue 15 ended with 5,291 pods pending on a nearly idle cluster). So
+turned down in turn (a soak at 1,000 pods/min ended with 5,291 pods pending on a nearly idle cluster). So
 the fair order decides between groups that compete for the room now; a group out of kube-scheduler's
 sight competes again as soon as it is tried (and the nudger wakes parked pods when room frees). Fairness
 between queues over time is the job of their shares and reclaim, not of this tie-break, as in Kueue's
@@ -199,6 +199,8 @@ def queue_gate(
     if view is None:
         return GateAnswer(None)
     members = snapshot.members(pod.group_key) if pod.group_key else [pod]
+    if pod.quota_by_kueue or any(m.quota_by_kueue for m in members):  # Kueue's quota (docs/kueue.md)
+        return GateAnswer(None)
     try:
         group = pending_group(pod, members, view.tree)
     except QueueError as exc:

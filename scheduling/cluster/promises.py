@@ -3,8 +3,8 @@
 Two kinds of decision make promises. ``bind`` of a pod on its own picks GPU indices and promises them
 until the pod's watch event (with ``spec.nodeName`` and ``phalanx.io/gpus``) reaches the cache, so a
 concurrent bind cannot hand them out twice. ``filter`` of a gang member plans the whole gang and
-promises every member its node and GPUs (a reservation, architecture.md §3), so no other pod or gang can
-take half of what the gang needs. A promise ends when the cache shows the pod bound or gone, when its
+promises every member its node and GPUs (a reservation, docs/design/gang-scheduling.md §1), so no other pod or
+gang can take half of what the gang needs. A promise ends when the cache shows the pod bound or gone, when its
 bind fails or its gang gives up, or when it expires.
 
 The book is an immutable value: every change returns a new book, so a reader never sees it half-updated.

@@ -1,4 +1,4 @@
-"""One immutable view of the whole cluster per decision (style.md house rule 2).
+"""One immutable view of the whole cluster per decision (docs/design/style.md §2).
 
 ``scheduling.cluster.state.ClusterState`` keeps nodes, pods, PodGroups, Queues and the per-node GPU usage up
 to date one change at a time and hands out a snapshot of all of it in constant time (persistent maps). A
@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from scheduling.cluster.node_changes import NodeChanges
 from scheduling.cluster.promises import PromiseBook
 from scheduling.cluster.queue_specs import Queue
 from scheduling.cluster.room import NodeRoom
@@ -48,6 +49,8 @@ class ClusterSnapshot:
             from every queue's capacity), kept as a running total with ``queue_pods``; ``None``: walk.
         open_rooms: node name -> its room before promises (``scheduling.cluster.room.open_room``; ``None``
             for a node that takes no pods), kept per node by the state; ``None``: built per look.
+        changes: the state's log of which nodes each version changed (``NodeChanges.since``), for
+            indexes kept per change; ``None``: unknown (a hand-built snapshot), such an index rebuilds.
     """
 
     nodes: Mapping[str, Node] = field(default_factory=lambda: MappingProxyType({}))
@@ -65,6 +68,7 @@ class ClusterSnapshot:
     queue_pods: Mapping[str, Pod] | None = field(default=None, compare=False)
     elsewhere: Resources | None = field(default=None, compare=False)
     open_rooms: Mapping[str, NodeRoom | None] | None = field(default=None, compare=False)
+    changes: NodeChanges | None = field(default=None, compare=False, repr=False)
 
     def pod(self, namespace: str, name: str) -> Pod | None:
         """The pod ``namespace/name``, if known."""

@@ -24,6 +24,7 @@ from collections.abc import Iterable
 
 from immutables import Map
 
+from scheduling.cluster.node_changes import NodeChanges
 from scheduling.cluster.queue_specs import Queue
 from scheduling.cluster.room import NodeRoom, open_room
 from scheduling.cluster.snapshot import ClusterSnapshot
@@ -59,6 +60,8 @@ class ClusterState:
         self._elsewhere = Resources()
         self._version = 0
         self._snapshot: ClusterSnapshot | None = None
+        self._changes = NodeChanges()
+        """The nodes each version changed, for indexes kept per change (``scheduling.nodes.rank_index``)."""
 
     @property
     def version(self) -> int:
@@ -83,6 +86,7 @@ class ClusterState:
                 queues=self._queues,
                 queue_pods=self._queue_pods,
                 elsewhere=self._elsewhere,
+                changes=self._changes,
             )
         return self._snapshot
 
@@ -108,6 +112,7 @@ class ClusterState:
         self._nodes[node.name] = node
         self._refresh_free(node.name)
         self._update_room(node.name)
+        self._changes.note(self._version + 1, node.name)
         self._changed()
 
     def remove_node(self, name: str) -> None:
@@ -117,6 +122,7 @@ class ClusterState:
         self._free.pop(name, None)
         self._open.pop(name, None)
         self._update_room(name)
+        self._changes.note(self._version + 1, name)
         self._changed()
 
     # -- pods --------------------------------------------------------------------------------------
@@ -214,6 +220,7 @@ class ClusterState:
         if node in self._nodes:
             self._refresh_free(node)
         self._update_room(node)
+        self._changes.note(self._version + 1, node)  # _apply calls _changed() after its recounts
 
     # -- PodGroups and Queues ----------------------------------------------------------------------
 
@@ -272,6 +279,7 @@ class ClusterState:
         for name in self._nodes:
             self._refresh_free(name)
             self._update_room(name)
+        self._changes.everything(self._version + 1)
         self._changed()
 
     def _own(self) -> None:

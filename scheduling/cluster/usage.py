@@ -1,9 +1,9 @@
 """Which GPUs of a node are taken, index by index.
 
-Accounting is per GPU index, not per count (architecture.md §5): phalanx chooses the indices for each
-pod and writes them into the ``phalanx.io/gpus`` annotation through the Binding, so a pod's annotation is
-the durable record of what it holds, and a restarted extender rebuilds this view from the API server.
-Pods that hold GPUs without the annotation (bound by another scheduler) are counted but cannot be
+Accounting is per GPU index, not per count (docs/design/nvlink-topology.md §6): phalanx chooses the indices
+for each pod and writes them into the ``phalanx.io/gpus`` annotation through the Binding, so a pod's
+annotation is the durable record of what it holds, and a restarted extender rebuilds this view from the API
+server. Pods that hold GPUs without the annotation (bound by another scheduler) are counted but cannot be
 placed on an index; they reduce the free count instead.
 """
 

@@ -1,4 +1,4 @@
-"""Elastic MPI jobs: how many workers each runs and on which nodes (issue 11, Build 3).
+"""Elastic MPI jobs: how many workers each runs and on which nodes (docs/design/elastic-mpi.md §3).
 
 ``job`` says what an elastic job is and checks its declaration; ``sizing`` divides GPUs among elastic
 jobs between their minimum and maximum by their queues' fair share; ``layout`` packs each job's

@@ -1,6 +1,6 @@
 """Where elastic jobs' workers go: the fewest nodes per job, matched to the real nodes for fewest moves.
 
-The reference design is Voda's (anchors.md §3.7): pack first, match second.
+The reference design is Voda's (docs/design/anchors.md §3.7): pack first, match second.
 
 1. **Pack** every job's target workers onto *virtual* nodes, one per real node with the same GPUs
    available to elastic work, largest jobs first (by GPUs, then name): a job that fits one virtual node

@@ -17,6 +17,11 @@ from scheduling.queues import DEFAULT_QUEUE, QUEUE_LABEL, QueueError, QueueState
 from scheduling.queues.view import QueueView, pending_group
 from scheduling.resources import GPU, RESOURCE_NAMES, amount
 
+KUEUE_SENTENCE = (
+    "admitted by Kueue: its ClusterQueue holds the quota, and none of phalanx's queues counts it or holds it"
+)
+"""What a pod whose quota Kueue owns is told about queues."""
+
 AHEAD_SHOWN = 5
 """How many groups from the head of the line are named."""
 
@@ -57,6 +62,8 @@ def queue_place(pod: Pod, members: Sequence[Pod], view: QueueView, gate: GateAns
         gate: the gate's answer on the filter's outcome.
     """
     held, rule = (gate.held, gate.rule) if gate is not None else (None, None)
+    if pod.quota_by_kueue or any(m.quota_by_kueue for m in members):  # Kueue's quota (docs/kueue.md)
+        return QueuePlace("Kueue", None, len(view.pending), None, (), "", (), None, KUEUE_SENTENCE)
     try:
         group = pending_group(pod, members, view.tree)
     except QueueError as exc:

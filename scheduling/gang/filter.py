@@ -1,6 +1,6 @@
 """The filter decision for a member of a gang: answer from its reservation, or plan the whole gang.
 
-Rules (architecture.md §3, issue "Gang scheduling"):
+Rules (docs/design/gang-scheduling.md §1):
 
 - a member that has a reservation gets exactly its reserved node; a repeated filter for the same pod
   UID gives the same answer;

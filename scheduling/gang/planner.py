@@ -1,7 +1,7 @@
 """Plan a whole gang at once: every member's node and GPU indices, or why the gang cannot run now.
 
-This is the "reserve at filter" half of gang scheduling through an extender (architecture.md §3): when
-the first member of a gang reaches ``filter``, the whole gang is planned against free capacity minus
+This is the "reserve at filter" half of gang scheduling through an extender (docs/design/gang-scheduling.md
+§1): when the first member of a gang reaches ``filter``, the whole gang is planned against free capacity minus
 every other promise, and the plan becomes a reservation the rest of the cluster respects. A gang that
 does not fit gets one sentence saying what it needs and what is free, which kube-scheduler shows on
 every member ("gang ml/llama: needs 32 GPUs (4 pods x 8); 20 free on 3 nodes").

@@ -2,8 +2,8 @@
 
 A gang that once ran with all its members but lost some (a member failed, was evicted or deleted) is
 worse than no gang: the survivors hold GPUs and wait forever for peers that will not come back
-(anchors.md §4). Such a gang is evicted whole after a grace period, so its controller can recreate it
-and the scheduler can place it again all at once. A gang winding down (a member succeeded) is not
+(docs/design/anchors.md §4). Such a gang is evicted whole after a grace period, so its controller can recreate
+it and the scheduler can place it again all at once. A gang winding down (a member succeeded) is not
 stale: training jobs finish member by member.
 """
 
@@ -77,7 +77,7 @@ def find_shortage(
     yet, no member is lost that way). The API still shows a member on a dead node Running, but its
     peers wait on it in vain. A member still waiting to be placed is not lost: an elastic job scaled up
     (``minMember`` follows the replicas) or a worker its operator re-created is on its way, and the
-    gang keeps running meanwhile (issue 11: evicting a job because it grew killed it).
+    gang keeps running meanwhile (evicting a job because it grew would kill a job that was only scaling up).
 
     The shortage holds every live member, those on dead nodes too: the gang is evicted whole.
     """

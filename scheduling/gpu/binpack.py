@@ -1,7 +1,7 @@
 """Prioritize by bin-packing GPUs: fill busy nodes first, keep whole nodes free for big jobs.
 
 Scores are integers 0..10 (``MaxExtenderPriority``); kube-scheduler multiplies them by the extender's
-weight and by 10 and adds them to its in-tree scores (extender-protocol.md §2.5). A float or an
+weight and by 10 and adds them to its in-tree scores (docs/design/extender-protocol.md §2.5). A float or an
 out-of-range score would be dropped or distort the sum, so this module only ever returns ``int``.
 """
 

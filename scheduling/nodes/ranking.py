@@ -1,6 +1,6 @@
 """Prioritize: rank candidate nodes for one pod by GPU connectivity first, packing second.
 
-Composition rule (style.md house rule 5): each candidate gets two integer scores 0..10,
+Composition rule (docs/design/style.md §5): each candidate gets two integer scores 0..10,
 
 - ``topology``: how good the best free GPU set of the node is for this pod, relative to the best set
   of that size the node has when empty (``scheduling.topology.node_topology_score``); 10 for one-GPU
@@ -38,7 +38,7 @@ MEMO_GPU_COUNTS = 32
 
 
 class ScoreMemo:
-    """Caller-owned memory of node scores, bounded whatever the requests ask (issue 15).
+    """Caller-owned memory of node scores, bounded whatever the requests ask (it must not grow for ever).
 
     One table per GPU count: node -> (free GPUs, node, score). An entry is used only while the node and
     its free GPUs are the very same objects, which the cache replaces whenever either changes, so a hit

@@ -1,6 +1,6 @@
 """Whether a pending group may start now, by its queue's rules, with a sentence saying which rule holds it.
 
-Rules (architecture.md §4, issue "Queues and fair share"), checked in this order:
+Rules (docs/design/queues.md §4), checked in this order:
 
 1. **Limit.** The queue, and every ancestor, stays within its ``limit`` with the group.
 2. **Non-preemptible within quota.** A non-preemptible group (PriorityClass value >= 100 unless labelled

@@ -2,9 +2,9 @@
 
 A queue that holds 50% of the GPUs but 1% of the CPU is as big as one that holds 50% of the CPU: what
 counts is the scarcest resource it takes from everyone else (Ghodsi et al., as used by KAI, Volcano and
-YuniKorn, anchors.md §3.1, §3.2). Queue order uses it after quota and fair share, so between queues in the
-same standing the one with the smaller dominant share goes first. Shares are exact fractions, so ties
-are real ties and fall through to age and name.
+YuniKorn, docs/design/anchors.md §3.1, §3.2). Queue order uses it after quota and fair share, so between
+queues in the same standing the one with the smaller dominant share goes first. Shares are exact fractions, so
+ties are real ties and fall through to age and name.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Fair share: how much of each resource every queue should hold now, given what all queues ask for.
 
-The rule is the published Run:ai / KAI one (architecture.md §4, anchors.md §3.1), applied per resource
-and per level of the hierarchy, top level first:
+The rule is the published Run:ai / KAI one (docs/design/queues.md §2, docs/design/anchors.md §3.1), applied
+per resource and per level of the hierarchy, top level first:
 
 1. **Quota first.** Each queue gets ``min(quota, wants)``, where ``wants`` is its demand capped by its
    limit. If those amounts together exceed the capacity (quotas over-subscribe the cluster), they are

@@ -1,6 +1,6 @@
 """Queues and their hierarchy: what each team is guaranteed, may borrow and may never exceed.
 
-A queue (the ``queues.scheduling.phalanx.io`` resource, architecture.md §4) has, per resource, a
+A queue (the ``queues.scheduling.phalanx.io`` resource, docs/design/queues.md §1) has, per resource, a
 ``quota`` (deserved: guaranteed whenever the team asks for it), an ``over_quota_weight`` (its share of
 what others leave unused) and a ``limit`` (a hard ceiling; ``None`` is unlimited). Queues form a tree
 through ``parent``; only leaves hold workloads, so a team's share is always decided at every level above

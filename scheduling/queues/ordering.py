@@ -1,6 +1,6 @@
 """The order in which pending groups get their turn, across queues and within a queue.
 
-Rules (architecture.md §4, issue "Queues and fair share"):
+Rules (docs/design/queues.md §3):
 
 - between queues: a group whose queue stays within its deserved quota with it goes first, then one whose
   queue stays within its fair share, then the rest; inside each band the queue with the smaller dominant

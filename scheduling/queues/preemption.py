@@ -1,7 +1,8 @@
 """Preemption inside a queue: narrow kube-scheduler's proposed victims to those phalanx allows.
 
 kube-scheduler's ``preempt`` call brings, per candidate node, the pods its dry run would evict
-(extender-protocol.md §2.7). It knows nothing of queues or gangs, so phalanx keeps a victim only if:
+(docs/design/extender-protocol.md §2.7). It knows nothing of queues or gangs, so phalanx keeps a
+victim only if:
 
 - it is in the preemptor's queue (taking from other queues is reclaim's job, by fair share);
 - its priority is lower than the preemptor's;

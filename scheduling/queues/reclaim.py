@@ -1,6 +1,6 @@
 """Reclaim: give a queue below its fair share its share back by evicting whole gangs from queues above.
 
-Rules (architecture.md §4, issue "Queues and fair share"; the failure modes of anchors.md §4.B):
+Rules (docs/design/queues.md §5; the failure modes of docs/design/anchors.md §4.B):
 
 - Only for a group whose queue stays within its fair share with it, in the resources that are short,
   and that its queue's own rules admit (``scheduling.queues.admission``). When an ancestor would go over

@@ -1,6 +1,6 @@
 """Time-based fair share: a queue that used a lot lately gets a smaller slice of the unused capacity.
 
-This is KAI's time-based fairshare as anchors.md §3.1 describes it (docs/time-based-fairshare, the
+This is KAI's time-based fairshare as docs/design/anchors.md §3.1 describes it (docs/time-based-fairshare, the
 ``resource_division`` weights): historical usage decays with a half-life, ``U = sum(0.5^(age/t_half) * A)``,
 and is normalised by what the cluster could have delivered (capacity x window). When the over-quota rest
 is split, each unsatisfied queue's weight is first normalised among its siblings (``w~ = w / sum w``)

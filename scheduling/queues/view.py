@@ -33,6 +33,7 @@ from scheduling.queues import (
     order_pending,
     queue_states,
 )
+from scheduling.quota_owner import by_kueue, kueue_groups
 from scheduling.resources import ZERO, minus, plus, total
 
 
@@ -184,8 +185,12 @@ def build_queue_view(
     counted: set[str] = set()
     promised = promises.by_uid
     workload_queue = tree.workload_queue
+    pods = pods if isinstance(pods, list) else list(pods)
+    kueue = kueue_groups(pods)
     for pod in pods:
-        if pod.scheduler_name != SCHEDULER_NAME:
+        # Another scheduler's pod, or one whose quota Kueue owns (docs/kueue.md): it charges no queue of
+        # phalanx's (no double accounting) and waits in none; what it holds only comes off the capacity.
+        if pod.scheduler_name != SCHEDULER_NAME or by_kueue(pod, kueue):
             if pod.holds_resources:
                 capacity = minus(capacity, pod.requests)
             continue

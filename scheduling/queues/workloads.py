@@ -2,7 +2,7 @@
 
 A "group" is a PodGroup (gang) or a single pod: it is admitted, placed and evicted whole, so queue
 decisions never look at pods. ``requests`` is what the whole group holds when running. Whether a
-workload may be preempted follows KAI's rule (anchors.md §3.1): PriorityClass value 100 or more is
+workload may be preempted follows KAI's rule (docs/design/anchors.md §3.1): PriorityClass value 100 or more is
 non-preemptible, and a label can say otherwise either way.
 """
 

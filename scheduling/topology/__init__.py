@@ -4,7 +4,7 @@ Pipeline: a :class:`TopologyDocument` (from the node agent's annotation via :fun
 ``nvidia-smi`` text via :func:`parse_topo_matrix` / :func:`apply_nvlink_status`, or :func:`uniform`)
 → :func:`prepare_topology` (graph + per-pair max-flows, once per distinct document) →
 :func:`best_gpu_set` / :func:`node_topology_score` per request, memoised in a caller-owned
-:class:`TopologyCache`. The model is nvlink-topology.md §5.1; capacities are NCCL's (§4.2).
+:class:`TopologyCache`. The model is docs/design/nvlink-topology.md §5.1; capacities are NCCL's (§4.2).
 """
 
 from scheduling.topology.bandwidth import BandwidthModel

@@ -1,8 +1,8 @@
 """Link capacities, in integer MB/s per direction, that turn a topology document into a flow network.
 
 The numbers are NCCL's own effective constants (NVIDIA/nccl ``src/graph/topo.h``, quoted in
-nvlink-topology.md §4.2), as that document's recommended model asks (§0, §5.1): a score in these units
-reads like the bus bandwidth ``nccl-tests`` reports (§4.5) and is comparable across link kinds. They are
+docs/design/nvlink-topology.md §4.2), as that document's recommended model asks (§0, §5.1): a score in these
+units reads like the bus bandwidth ``nccl-tests`` reports (§4.5) and is comparable across link kinds. They are
 about 75-85 % of the nominal rates (§4.1, §4.3); an HGX H100 pair measured 371-377 GB/s one way against
 the 18 x 20.6 = 370.8 GB/s modelled here (§4.4). Integers keep max-flow exact and scores comparable.
 """
@@ -29,7 +29,7 @@ NCCL_PCIE_X16_MBS: tuple[tuple[int, int], ...] = ((3, 12_000), (4, 24_000), (5, 
 
 @dataclass(frozen=True, slots=True)
 class BandwidthModel:
-    """The capacities the graph uses. The defaults follow nvlink-topology.md §4.2.
+    """The capacities the graph uses. The defaults follow docs/design/nvlink-topology.md §4.2.
 
     Attributes:
         nvlink_by_cc: per-link NVLink MB/s keyed by compute capability x 10.

@@ -60,8 +60,8 @@ def infer_nvswitch(gpu_count: int, links: Iterable[GpuLink], nvlinks_per_gpu: Se
     """Decide from ``NV#`` labels alone whether the NVLinks end at an NVSwitch.
 
     ``topo -m`` on an NVSwitch node prints each GPU's whole link count for every pair, so the ``NV#`` of a
-    GPU's pairs add up to more links than the GPU has (nvlink-topology.md §2.5, fallback 3). A GPU whose
-    sum does not exceed its link count has direct links (cube-mesh, bridges, 4-GPU all-to-all boards).
+    GPU's pairs add up to more links than the GPU has (docs/design/nvlink-topology.md §2.5, fallback 3). A GPU
+    whose sum does not exceed its link count has direct links (cube-mesh, bridges, 4-GPU all-to-all boards).
 
     Args:
         gpu_count: GPUs on the node.

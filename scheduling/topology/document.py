@@ -43,7 +43,7 @@ class TopologyDocument:
         links: the known pairs, sorted by ``(a, b)``; a pair may be missing when the source did not show
             it (a ``.partial`` matrix), never because it is unconnected.
         nvswitch: the ``NV#`` links end at an NVSwitch: ``NV#`` is then each GPU's link count to the
-            switch, not a dedicated bundle per pair (nvlink-topology.md §1, §2.5).
+            switch, not a dedicated bundle per pair (docs/design/nvlink-topology.md §1, §2.5).
         gpu_model: the GPU model name when known (``NVIDIA A100-SXM4-40GB``).
         compute_capability: CUDA compute capability times ten (NCCL's key for NVLink bandwidth).
         nvlink_gen: NVLink generation when known.

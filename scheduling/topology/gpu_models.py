@@ -3,8 +3,8 @@
 ``nvidia-smi topo -m`` says how many NVLinks join two GPUs but not how fast one link is, and it does not
 say whether the ``NV#`` links end at an NVSwitch. The model name (given by the operator, printed by
 ``nvidia-smi nvlink -s``, or read through NVML by the node agent) fills those gaps. Only models whose
-figures are in nvlink-topology.md are listed: the NVLink generation, nominal per-link rate and links per
-GPU from §4.1, the architecture (NCCL keys its effective bandwidth on it) from §4.2.
+figures are in docs/design/nvlink-topology.md are listed: the NVLink generation, nominal per-link rate and
+links per GPU from §4.1, the architecture (NCCL keys its effective bandwidth on it) from §4.2.
 """
 
 from __future__ import annotations

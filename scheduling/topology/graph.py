@@ -1,7 +1,7 @@
 """The flow network of one node and the bandwidth a set of its GPUs can sustain.
 
-This is the model nvlink-topology.md §5.1 recommends: GPU vertices; direct NVLink edges with capacity
-links x per-link rate; on NVSwitch nodes one switch vertex that every GPU reaches with its link count
+This is the model docs/design/nvlink-topology.md §5.1 recommends: GPU vertices; direct NVLink edges with
+capacity links x per-link rate; on NVSwitch nodes one switch vertex that every GPU reaches with its link count
 (all switch chips of a baseboard merged into one non-blocking vertex, §2.5); the PCIe tree of
 :mod:`scheduling.topology.pcie_tree` with x16 PCIe capacity on GPU and switch uplinks and the CPU
 interconnect on socket uplinks. Capacities come from :class:`BandwidthModel` (MB/s per direction), and

@@ -1,9 +1,9 @@
 """The kinds of connection between two GPUs, named the way ``nvidia-smi topo -m`` names them.
 
 ``topo -m`` prints one label per GPU pair: ``NV#`` (a bonded set of # NVLinks) or a PCIe level
-(``PIX`` ⊂ ``PXB`` ⊂ ``PHB`` ⊂ ``NODE`` ⊂ ``SYS``; nvlink-topology.md §2.2). NVML reports both facts for
-an NVLink pair (the PCIe common ancestor *and* the link count), so a :class:`GpuLink` can carry both;
-text imported from ``topo -m`` only has the NVLink count for such pairs. The text form ``NV4/PIX`` holds
+(``PIX`` ⊂ ``PXB`` ⊂ ``PHB`` ⊂ ``NODE`` ⊂ ``SYS``; docs/design/nvlink-topology.md §2.2). NVML reports both
+facts for an NVLink pair (the PCIe common ancestor *and* the link count), so a :class:`GpuLink` can carry
+both; text imported from ``topo -m`` only has the NVLink count for such pairs. The text form ``NV4/PIX`` holds
 both facts; ``NV4`` and ``PIX`` hold one each.
 """
 
@@ -25,7 +25,7 @@ class PcieLevel(IntEnum):
     """PCIe common-ancestor level of two GPUs; a larger value means a longer, slower path.
 
     The values follow the order of NVML's ``nvmlDeviceGetTopologyCommonAncestor`` levels
-    (SINGLE, MULTIPLE, HOSTBRIDGE, NODE, SYSTEM; nvlink-topology.md §2.2).
+    (SINGLE, MULTIPLE, HOSTBRIDGE, NODE, SYSTEM; docs/design/nvlink-topology.md §2.2).
     """
 
     PIX = 1
@@ -48,7 +48,7 @@ class GpuLink:
         a: the lower GPU index.
         b: the higher GPU index.
         nvlinks: NVLinks between the two (``NV#``); on an NVSwitch node ``topo -m`` prints each GPU's
-            switch link count here, not a dedicated bundle (nvlink-topology.md §1).
+            switch link count here, not a dedicated bundle (docs/design/nvlink-topology.md §1).
         pcie: the PCIe level, or ``None`` when hidden (``topo -m`` prints ``NV#`` instead of it).
     """
 

@@ -1,7 +1,7 @@
 """Recover each node's PCIe tree from pairwise common-ancestor levels.
 
-PCIe levels nest (PIX ⊂ PXB ⊂ PHB ⊂ NODE ⊂ SYS form an ultrametric, nvlink-topology.md §5.1), so the
-GPUs that are within level L of each other form clusters, and the clusters at successive levels form a
+PCIe levels nest (PIX ⊂ PXB ⊂ PHB ⊂ NODE ⊂ SYS form an ultrametric, docs/design/nvlink-topology.md §5.1), so
+the GPUs that are within level L of each other form clusters, and the clusters at successive levels form a
 tree: PCIe switches, host bridges, CPU sockets. ``topo -m`` hides the PCIe level of NVLink pairs
 (§1), so missing levels are filled from what else is known: GPUs with the same NUMA node (or CPU
 affinity) are at most ``NODE`` apart, GPUs with different ones are ``SYS`` apart, and single linkage

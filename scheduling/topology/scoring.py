@@ -1,7 +1,8 @@
 """Choose the best set of k free GPUs on a node, and score the node for kube-scheduler's prioritize.
 
-The score of a set is the bandwidth it sustains (:mod:`scheduling.topology.graph`; nvlink-topology.md
-§5.1 item 2). Among sets of equal bandwidth the tie-breaks of §5.1 item 3 apply, in this order:
+The score of a set is the bandwidth it sustains (:mod:`scheduling.topology.graph`;
+docs/design/nvlink-topology.md §5.1 item 2). Among sets of equal bandwidth the tie-breaks of §5.1
+item 3 apply, in this order:
 
 1. fewer CPU sockets (NUMA nodes, else CPU-affinity groups; a GPU of unknown locality counts alone);
 2. less fragmentation: the smallest total pair bandwidth between the chosen GPUs and the GPUs left

@@ -1,7 +1,7 @@
 """The search behind ``best_gpu_set``: exact on the machines that exist, bounded in time above them.
 
-Every request gets an answer in bounded time, whatever the node's GPU count (issue 15: a node with more
-than 20 GPUs used to fail the request, and 20 GPUs cost seconds).
+Every request gets an answer in bounded time, whatever the node's GPU count (scoring every subset
+fails outright above 20 GPUs and costs seconds at 20, on kube-scheduler's serial path).
 
 **Exact** when the free GPUs hold at most :data:`EXACT_SETS` k-subsets, which covers every request on
 nodes of up to 16 GPUs (C(16, 8) is the most) and small requests on bigger ones. All k-subsets are ranked

@@ -1,8 +1,9 @@
 """phalanx itself as a simulator policy: every decision is asked of the core the product runs.
 
-Each 60-s step lets the product's control loops run to completion on the simulated cluster, in the
-placement manager's order (``placement.__main__``), each through the same core function its entrypoint
-calls:
+Each 60-s step lets the product's control loops run to completion on the simulated cluster, each
+through the same core function its entrypoint calls, in this order (the placement manager's round,
+``placement.round``, now sizes elastic jobs before reclaim and has reclaim wait while they shrink; this
+policy still sizes them last):
 
 1. **Reclaim** (``scheduling.queues.reclaim_pass.reclaim_plans``): whole gangs of queues above their
    fair share are evicted for a starved queue; the evicted job waits again, keeping its progress (a

@@ -9,9 +9,10 @@ import yaml
 
 from cli.app import main
 from cli.settings import Output
-from cli.why import about, render_why
+from cli.why import render_why
 from kubeio.event_read import EventInfo
 from scheduling.explain import Target, explain
+from scheduling.explain.document import about
 from tests.builders import a_gang, a_node, a_pod, members, snapshot_of
 from tests.scheduling.queues.builders import gpu_queue
 

@@ -1,6 +1,6 @@
 """Admission gates on the real control plane: pods are created gated and released whole, in fair order.
 
-Issue 15 (the soak's collapse): kube-scheduler retries every pod the extender turned down, so with
+Guards against a soak's collapse: kube-scheduler retries every pod the extender turned down, so with
 thousands pending a reserved gang's members arrive minutes apart. With the gate webhook
 (``manifests/admission-gate-webhook.yaml``) a pod of scheduler ``phalanx`` is created with the gate
 ``phalanx.io/admission`` and kube-scheduler does not see it until the placement manager's leader

@@ -1,7 +1,7 @@
 """An elastic MPIJob through the real MPI Operator, phalanx's extender and its placement manager.
 
 With admission gates on, as shipped: every pod of the job is created gated and released by the placement
-manager. Issue 11's acceptance: the job (min 2, max 6 workers of 2 GPUs) alone grows to 6; a gang that
+manager. What it must do: the job (min 2, max 6 workers of 2 GPUs) alone grows to 6; a gang that
 needs the room makes it shrink (the operator deletes the highest indices, ``discover_hosts.sh`` lists only
 the workers left) and binds; when the gang is gone the job grows again. The three 8-GPU nodes are the
 managed pool: the placement manager taints them, pins the workers (those the operator creates as the job

@@ -1,4 +1,4 @@
-"""Gangs as the MPI Operator makes them (issue 11, Build 0): timeout 0, members one by one, scale-up.
+"""Gangs as the MPI Operator makes them: timeout 0, members one by one, scale-up.
 
 The operator writes ``scheduleTimeoutSeconds: 0`` when the user sets none, creates the PodGroup first
 and the members one after another (the launcher last), and raises ``minMember`` with the replicas when

@@ -1,6 +1,6 @@
 """Pins on the real control plane: pool nodes tainted, a worker tolerating only its node goes there.
 
-Issue 11, Build 2's mechanics: a pending pod that only a pin taint keeps away is bound on its node
+The mechanics of pinning: a pending pod that only a pin taint keeps away is bound on its node
 once it gets the toleration; and a gang whose members are pinned to different nodes binds whole
 (the gang planner used to plan every member on the filtered member's nodes and never ran it).
 """

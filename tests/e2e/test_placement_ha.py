@@ -1,6 +1,6 @@
 """Two placement managers with leader election: one acts, the other takes over when it dies.
 
-Issue 15 (high availability, the placement manager's part): the test bed's manager leads; a second
+High availability, the placement manager's part: the test bed's manager leads; a second
 replica starts as a warm standby. An elastic MPIJob grows while both run (one resize, one event: the
 standby writes nothing). The leader is SIGKILLed and, at once, a gang arrives that needs the elastic
 job to shrink: the standby takes the Lease over once it lapses (3 s on the test bed) and shrinks the

@@ -76,6 +76,9 @@ NEEDS: dict[str, list[Ask]] = {
         Ask("patch", "pods", namespace=ANY_NS, name="p"),
         # extender: kubeio/podgroups.py set_plan (PATCH the PodGroup), delete_pod (gang rollback)
         Ask("patch", "podgroups", "scheduling.x-k8s.io", namespace=ANY_NS, name="g"),
+        # the same for Kubernetes' own PodGroups (kubeio/native_podgroups.py; the alpha Workload API)
+        *(Ask(v, "podgroups", "scheduling.k8s.io") for v in ("list", "watch")),
+        Ask("patch", "podgroups", "scheduling.k8s.io", namespace=ANY_NS, name="g"),
         Ask("delete", "pods", namespace=ANY_NS, name="p"),
         # extender and kube-scheduler: kubeio/events.py POST core/v1 Events
         Ask("create", "events", namespace=ANY_NS),
@@ -94,6 +97,8 @@ NEEDS: dict[str, list[Ask]] = {
         *(Ask(v, "queues", "scheduling.phalanx.io") for v in ("list", "watch")),
         # kubeio/podgroups.py set_status, delete_pod (stale gang eviction, reclaim, elastic moves)
         Ask("patch", "podgroups", "scheduling.x-k8s.io", "status", namespace=ANY_NS, name="g"),
+        *(Ask(v, "podgroups", "scheduling.k8s.io") for v in ("list", "watch")),
+        Ask("patch", "podgroups", "scheduling.k8s.io", "status", namespace=ANY_NS, name="g"),
         Ask("delete", "pods", namespace=ANY_NS, name="p"),
         # kubeio/queue_objects.py QueueWriter.set_status
         Ask("patch", "queues", "scheduling.phalanx.io", "status", name="q"),
@@ -122,6 +127,9 @@ NEEDS: dict[str, list[Ask]] = {
             for v in ("get", "patch")
             for n in WEBHOOKS
         ),
+        # placement/visibility.py via kubeio/access_review.py: who holds a caller's token, may they get it
+        Ask("create", "tokenreviews", "authentication.k8s.io"),
+        Ask("create", "subjectaccessreviews", "authorization.k8s.io"),
     ],
     NODE_AGENT: [
         # kubeio/node_annotations.py: GET its Node, merge-patch the topology and unhealthy-GPU annotations
@@ -159,6 +167,7 @@ MUST_NOT: dict[str, list[Ask]] = {
         Ask("patch", "mutatingwebhookconfigurations", ADMISSION, name="phalanx-admission-gate"),
         Ask("patch", "nodes", name="n"),  # the extender only reads nodes; node writes are not its job
         Ask("patch", "podgroups", "scheduling.x-k8s.io", "status", namespace=ANY_NS, name="g"),
+        Ask("patch", "podgroups", "scheduling.k8s.io", "status", namespace=ANY_NS, name="g"),
         Ask("patch", "queues", "scheduling.phalanx.io", "status", name="q"),
         Ask("update", "leases", "coordination.k8s.io", namespace=NAMESPACE, name="phalanx-placement"),
         Ask("patch", "mpijobs", "kubeflow.org", namespace=ANY_NS, name="j"),
@@ -170,6 +179,7 @@ MUST_NOT: dict[str, list[Ask]] = {
         Ask("update", "leases", "coordination.k8s.io", namespace=NAMESPACE, name="someone-else"),
         Ask("delete", "mpijobs", "kubeflow.org", namespace=ANY_NS, name="j"),
         Ask("patch", "podgroups", "scheduling.x-k8s.io", namespace=ANY_NS, name="g"),  # status only
+        Ask("patch", "podgroups", "scheduling.k8s.io", namespace=ANY_NS, name="g"),  # status only
         # no create: with it and get by name it could mint a service-account token Secret of that name
         Ask("create", "secrets", namespace=NAMESPACE),
         Ask("get", "secrets", namespace=NAMESPACE, name="phalanx-scheduler-token"),

@@ -30,7 +30,7 @@ def _saved_decision(testbed: Testbed, pod: str) -> bytes | None:
 
 def _replay(path: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, str(REPO / "hack" / "replay.py"), str(path)],
+        [sys.executable, "-m", "cli", "replay", str(path)],  # ``phalanx replay FILE``
         capture_output=True,
         text=True,
         timeout=60,

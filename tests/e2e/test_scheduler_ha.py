@@ -1,6 +1,6 @@
 """Two kube-scheduler + extender pairs: the standby pair stays passive, then finishes the leader's work.
 
-Issue 15 (high availability, the scheduler's part), on a control plane of its own: kube-scheduler-a
+High availability, the scheduler's part, on a control plane of its own: kube-scheduler-a
 calls extender, kube-scheduler-b calls extender-b; the two schedulers elect a leader with a 4 s Lease;
 the extenders act on their own only while their scheduler calls them (duty window 3 s), and look for
 half-bound gangs every 0.3 s. A gang's Bindings are spread 1 s apart: the standby must not touch a gang

@@ -155,7 +155,7 @@ def test_a_member_without_its_reservation_does_not_enter_the_barrier() -> None:
 
 
 def test_the_first_seen_table_forgets_the_oldest_gangs_past_its_bound() -> None:
-    """Issue 15: every gang name ever filtered stayed in the table until it bound, which some never do."""
+    """Bounded: a gang name filtered once must not stay in the table until it binds, which some never do."""
     registry = CollectorRegistry()
     teller = GangTeller(None, GangMetrics.create(registry), lambda: 0.0)
     for i in range(20_000):  # gangs that never bind: PodGroups deleted, or names no PodGroup has
@@ -167,7 +167,7 @@ def test_the_first_seen_table_forgets_the_oldest_gangs_past_its_bound() -> None:
 
 
 def test_a_member_whose_wait_ends_while_the_gang_still_grows_is_remembered_and_bound_with_it() -> None:
-    """Issue 15's soak: 63 of 64 members in the barrier, one wait over, all started again, 126 times."""
+    """A soak saw 63 of 64 members in the barrier, one wait over, all started again, 126 times: no more."""
     with Rig(bind_wait=10.0) as rig:
         first = rig.start(GANG[0])
         rig.waiting(1)

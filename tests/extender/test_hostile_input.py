@@ -1,4 +1,4 @@
-"""Hostile and extreme input against every verb (issue 15), through the real app over in-memory fakes.
+"""Hostile and extreme input against every verb, through the real app over in-memory fakes.
 
 Every captured kube-scheduler request (both ``nodeCacheCapable`` modes), plus requests that name a
 24-GPU node, is mutated at one to three places, with extreme quantities (huge exponents, thousands of

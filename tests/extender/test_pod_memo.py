@@ -1,10 +1,11 @@
 """``PodMemo`` reads every request's pod exactly as ``pod_from_api`` does, whatever came before it.
 
 kube-scheduler sends the same pod to filter and prioritize, so the extender remembers pods by their JSON
-text (issue 13). A remembered pod must never stand in for a different value: the same pod with a field
-mutated (a type changed, ``1`` for ``true``, a quantity altered) must convert, or fail, as it would
-alone. Each example reads a captured pod, then a series of mutations of it, some repeated, through one
-memo, and compares every answer with a fresh ``pod_from_api``.
+text (decoding each twice would cost time on kube-scheduler's serial path). A remembered pod must never
+stand in for a different value: the same pod with a field mutated (a type changed, ``1`` for ``true``, a
+quantity altered) must convert, or fail, as it would alone. Each example reads a captured pod, then a
+series of mutations of it, some repeated, through one memo, and compares every answer with a fresh
+``pod_from_api``.
 """
 
 from __future__ import annotations

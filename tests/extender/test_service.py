@@ -185,7 +185,7 @@ class QueuedCluster(FakeCluster):
 
 
 def test_a_pod_admitted_then_found_no_node_stops_counting_against_its_queue() -> None:
-    """Issue 15: an admission entry lives only while its group may still get a node."""
+    """An admission entry lives only while its group may still get a node."""
     pod = a_pod("p").gpus(4).queue("b").build()
     cluster = QueuedCluster(queues=[gpu_queue("b", quota=8, limit=8)]).add(a_node("n1").build(), pod)
     holder: list[Extender] = []
@@ -201,7 +201,7 @@ def test_a_pod_admitted_then_found_no_node_stops_counting_against_its_queue() ->
 
 
 def test_a_group_ahead_keeps_its_room_only_while_kube_scheduler_keeps_trying_it() -> None:
-    """Issue 15's soak: a group ahead that kube-scheduler is not trying must not idle the room."""
+    """A group ahead that kube-scheduler is not trying must not idle the room (a soak collapsed on it)."""
     big = a_pod("big").gpus(6).queue("a").created("2026-01-01T00:00:00Z").build()
     late = a_pod("late").gpus(4).queue("a").created("2026-01-02T00:00:00Z").build()
     cluster = QueuedCluster(queues=[gpu_queue("a", quota=8)]).add(a_node("n1").build(), big, late)

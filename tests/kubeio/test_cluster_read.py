@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from kubeio.cluster_cache import PODGROUPS_PATH, ClusterCache
 from kubeio.cluster_read import NODES_PATH, PODS_PATH, read_cluster
-from kubeio.errors import NotFoundError
+from kubeio.errors import KubeError, NotFoundError
 from kubeio.http import JsonObject
+from kubeio.native_podgroups import NATIVE_PODGROUPS_PATH
 from kubeio.queue_objects import QUEUES_PATH
 from kubeio.reflector import Collection, list_collection
 from scheduling.cluster.promises import PromiseBook
@@ -156,3 +159,31 @@ def test_lists_are_read_page_by_page_until_the_last() -> None:
     assert version == "42"
     assert [q.get("continue") for _, q in api.queries] == [None, "3", "6"]
     assert all(q["fieldSelector"] == "x=y" and q["limit"] == "3" for _, q in api.queries)
+
+
+class ForbiddenNative(FakeApi):
+    """Answers 403 for Kubernetes' own PodGroups, as to a user whose role predates them."""
+
+    def request(self, method: str, path: str, **kwargs: Any) -> JsonObject:
+        if path == NATIVE_PODGROUPS_PATH:
+            raise KubeError(403, "Forbidden", "podgroups.scheduling.k8s.io is forbidden")
+        return super().request(method, path, **kwargs)
+
+
+def test_kubernetes_own_podgroups_are_read_beside_the_others_and_a_forbidden_list_is_said() -> None:
+    objects = cluster()
+    native = {
+        "metadata": {"namespace": "ml", "name": "nat"},
+        "spec": {"schedulingPolicy": {"gang": {"minCount": 3}}},
+    }
+    objects[NATIVE_PODGROUPS_PATH] = [native]
+    found = read_cluster(FakeApi(objects))
+    assert [(g.name, g.native) for g in found.snapshot.podgroups()] == [
+        ("big", False),
+        ("g", False),
+        ("nat", True),
+    ]
+    assert not any("scheduling.k8s.io" in w for w in found.warnings)  # absent elsewhere: no warning
+    forbidden = read_cluster(ForbiddenNative(objects))
+    assert [g.name for g in forbidden.snapshot.podgroups()] == ["big", "g"]
+    assert any("PodGroup.scheduling.k8s.io objects cannot be listed" in w for w in forbidden.warnings)

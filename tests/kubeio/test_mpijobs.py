@@ -147,3 +147,15 @@ def test_listing_keeps_an_unreadable_elastic_job_as_refused_and_leaves_other_unr
 def test_a_plan_annotation_nested_deeper_than_json_reads_is_no_plan() -> None:
     assert parse_plan("[" * 100_000) == {}
     assert parse_plan('{"nodes": {"n1": "²", "n2": 2}}') == {"n2": 2}
+
+
+def test_an_elastic_mpijob_submitted_to_kueue_keeps_the_size_kueue_admitted() -> None:
+    """Kueue stops a job whose worker count leaves its Workload's, so phalanx neither grows nor shrinks it."""
+    raw = copy.deepcopy(ELASTIC)
+    raw["metadata"]["labels"] = {"kueue.x-k8s.io/queue-name": "team"}
+    planned = elastic_job(mpijob_from_api(raw), [], "team-a", gpus_in_cluster=32)
+    assert (planned.min_workers, planned.max_workers) == (2, 2)
+    assert planned.capped is not None and "LocalQueue team" in planned.capped
+    assert "admitted 2 workers" in planned.capped
+    free = elastic_job(mpijob_from_api(ELASTIC), [], "team-a", gpus_in_cluster=32)
+    assert (free.min_workers, free.max_workers) == (2, 6)

@@ -11,6 +11,7 @@ import socket
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from socket import SocketIO
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -75,6 +76,28 @@ def served() -> Iterator[Served]:
     yield from serve()
 
 
+class Unbuffered:
+    """A socket whose files read no byte past what they are asked for.
+
+    ``http.client.HTTPResponse`` reads through ``sock.makefile("rb")``, a buffered file: when two pipelined
+    replies have both arrived before the first is read (a busy machine delays the client), the first
+    response's buffer swallows the second, and a second ``HTTPResponse`` on the socket waits for ever.
+    """
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+
+    def makefile(self, *_args: object, **_kwargs: object) -> SocketIO:
+        return self.sock.makefile("rb", buffering=0)
+
+
+def response(sock: socket.socket, method: str = "GET") -> http.client.HTTPResponse:
+    """The next reply on ``sock``, read without taking a byte of the one after it."""
+    reply = http.client.HTTPResponse(Unbuffered(sock), method=method)  # type: ignore[arg-type]
+    reply.begin()
+    return reply
+
+
 def get(path: str) -> bytes:
     return f"GET {path} HTTP/1.1\r\nHost: x\r\n\r\n".encode()
 
@@ -132,11 +155,9 @@ def test_a_body_above_the_limit_is_refused_from_its_length_before_it_is_read(ser
 def test_a_handler_that_raises_is_a_500_and_the_connection_goes_on(served: Served) -> None:
     with served.connect() as sock:
         sock.sendall(get("/boom") + get("/after"))
-        first = http.client.HTTPResponse(sock)
-        first.begin()
+        first = response(sock)
         assert (first.status, first.read()) == (500, b"internal error; see the server's log")
-        second = http.client.HTTPResponse(sock)
-        second.begin()
+        second = response(sock)
         assert (second.status, second.read()) == (200, b"GET /after 0")
 
 
@@ -161,12 +182,10 @@ def test_at_the_connection_bound_the_longest_waiting_connection_is_closed() -> N
 def test_head_gets_the_length_and_no_body(served: Served) -> None:
     with served.connect() as sock:
         sock.sendall(b"HEAD /x HTTP/1.1\r\nHost: x\r\n\r\n" + get("/y"))
-        head = http.client.HTTPResponse(sock, method="HEAD")
-        head.begin()
+        head = response(sock, "HEAD")
         assert head.status == 200 and head.getheader("content-length") == str(len(b"HEAD /x 0"))
         head.read()
-        following = http.client.HTTPResponse(sock)
-        following.begin()
+        following = response(sock)
         assert following.read() == b"GET /y 0"
 
 

@@ -8,7 +8,8 @@ the reading is first cut down to the facts the import has (:func:`import_view`):
 * ``uuid`` and ``pci_bus_id`` of a GPU whose imported entry lacks them: ``topo -m`` prints neither (only
   ``nvlink -s`` prints UUIDs); the fake synthesises them, and tests compare them with the fake's values;
 * the PCIe level of a pair the import shows as ``NV#``: ``topo -m`` prints ``NV#`` *instead of* the level,
-  NVML reports both (nvlink-topology.md §1); the fake guesses it, and tests compare it with the guess;
+  NVML reports both (docs/design/nvlink-topology.md §1); the fake guesses it, and tests compare it
+  with the guess;
 * pairs the import does not know at all (rows cut off in ``.partial`` files): NVML reads every pair.
 
 Everything else (GPU count and order, NUMA node, CPU affinity, every known pair's NVLink count and PCIe

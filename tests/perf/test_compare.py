@@ -1,4 +1,4 @@
-"""``hack/bench --compare``: two runs side by side, issue 13's goals per run, and files it refuses."""
+"""``hack/bench --compare``: two runs side by side, the same-run goals per run, and files it refuses."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 13's gang goal: the 256-pod gang against the baseline's 256 single pods of the same run."""
+"""The same-run gang goal: the 256-pod gang against the baseline's 256 single pods of the same run."""
 
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from kubeio.errors import NotFoundError
-from placement.queue_pass import QueuePass, QueueReport
+from placement.queue_pass import SHRINK_WAIT, QueuePass, QueueReport
 from scheduling.cluster.snapshot import ClusterSnapshot
 from scheduling.model import Pod
 from scheduling.queues import Queue
@@ -180,3 +180,17 @@ def test_reclaim_leaves_elastic_jobs_above_their_minimum_to_shrink() -> None:
     assert reconciler_for(starved(), shrinking=frozenset({"ml/b1", "ml/b2"})).run().evicted == ()
     only = reconciler_for(starved(), shrinking=frozenset({"ml/b1"})).run().evicted
     assert only == ("ml/b2",), "a job at its minimum is a gang like any other"
+
+
+def test_reclaim_waits_for_a_shrinking_elastic_job_but_not_for_ever() -> None:
+    """A worker terminating on a dead node never goes: one such job must not stop reclaim for everyone."""
+    cluster = QueueCluster([gpu_queue("a", quota=8), gpu_queue("b", quota=8)]).add(
+        *gang("b1", "b", "n1"), *gang("b2", "b", "n2"), *gang("a1", "a", None)
+    )
+    queue_pass = QueuePass(cluster, cluster, FakeEvents(), topologies=TopologyCache())
+
+    def run(now: float) -> QueueReport:
+        return queue_pass.run(a_round(cluster, now=now), giving_back=("ml/el",))
+
+    assert run(1000.0).evicted == () and run(1000.0 + SHRINK_WAIT - 1).evicted == ()
+    assert len(run(1000.0 + SHRINK_WAIT).evicted) == 1, "past the wait, reclaim goes on"

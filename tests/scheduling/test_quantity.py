@@ -41,7 +41,7 @@ def test_invalid_quantities_are_rejected(bad: object) -> None:
         to_milli(bad)
 
 
-# Hostile and extreme input (issue 15): the grammar of resource.Quantity, bounded, checked against an
+# Hostile and extreme input: the grammar of resource.Quantity, bounded, checked against an
 # independent oracle (Decimal at a precision far above any value the strategies make).
 
 MAX_QUANTITY = 2**63 - 1  # resource.Quantity's maxAllowed, in base units

@@ -244,7 +244,7 @@ def test_narrow_victims_takes_surplus_members_alone(case: NarrowCase) -> None:
     assert case.reason is None or case.reason in why, why
 
 
-# Issue 15: a group no node can take holds nothing, so it never counts against its queue's admission.
+# A group no node can take holds nothing, so it never counts against its queue's admission.
 
 ROOMY = [gpu_queue("b", quota=8, limit=8)]
 

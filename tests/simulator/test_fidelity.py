@@ -1,4 +1,4 @@
-"""Issue 12's acceptance test: the Tiresias baseline reproduces the published Tiresias JCTs.
+"""The simulator's fidelity: the Tiresias baseline reproduces the published Tiresias JCTs.
 
 In the Pollux-compatible mode, the average JCT of each of workloads 1-4 at load 1.0 must be within 10 %
 of the published one.

@@ -139,7 +139,7 @@ def test_bound_members_count_towards_min_member() -> None:
 def test_the_request_copy_of_a_member_is_the_same_member_by_uid(
     started_at: float | None, phase: str, created: str, labels: dict[str, str], which: int
 ) -> None:
-    """kube-scheduler's copy may differ from the cache's (issue 15): the whole gang is still reserved."""
+    """kube-scheduler's copy may be a moment ahead of the cache's: the whole gang is still reserved."""
     gang = members("g", 4, 4)
     cached = gang[which]
     asked = replace(

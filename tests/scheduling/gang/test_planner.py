@@ -122,7 +122,7 @@ def test_cpu_and_memory_bound_the_plan_too() -> None:
 def test_members_pinned_to_different_nodes_each_go_to_their_own() -> None:
     """Pinned workers are not planned on the filtered member's candidates.
 
-    Issue 11: three 8-GPU workers pinned to three nodes never ran, all planned on the first one's.
+    Guards against three 8-GPU workers pinned to three nodes never running, all planned on the first one's.
     """
     nodes = [a_node(f"n{i}").build() for i in (1, 2, 3)]
     workers = [a_pod(f"w{i}").gpus(8).group("g").pinned(f"n{i}").build() for i in (1, 2, 3)]

@@ -101,7 +101,7 @@ def test_the_score_memo_never_changes_an_answer_and_notices_changed_nodes() -> N
 
 
 def test_the_score_memo_stays_bounded_over_every_gpu_count_and_node_churn() -> None:
-    """Issue 15: one table per distinct GPU count and one entry per node ever seen grew without end."""
+    """One table per distinct GPU count and one entry per node ever seen must not grow without end."""
     cache, memo = TopologyCache(), ScoreMemo()
     for need in range(1, 400):
         nodes = [a_node(f"n{need}-{i}").build() for i in range(3)]  # a new set of nodes every time

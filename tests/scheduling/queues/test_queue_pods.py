@@ -1,8 +1,8 @@
 """The queue view and the release pass decide the same from the pods the state keeps as from every pod.
 
 ``ClusterState`` keeps the pods the queue rules walk (phalanx's live pods and any pod carrying its gate)
-in a map of their own and what every other live pod holds as one sum (issue 13: at 150,000 pods the
-view was rebuilt from every pod each pass). A snapshot without them (``walked``) makes the same code walk
+in a map of their own and what every other live pod holds as one sum (at 150,000 pods, rebuilding the
+view from every pod each pass was the cost). A snapshot without them (``walked``) makes the same code walk
 every pod as before; on random histories of changes both must give equal views, reasons and order
 included, and the same release decision.
 """

@@ -1,9 +1,9 @@
 """The queue view built the fast way equals the view of the rule as first written, on random clusters.
 
 ``build_queue_view`` sums allocations as integers while it walks every pod, and ``order_pending`` skips
-the fair-order keys when only one queue has groups waiting (issue 13: the view is rebuilt from every pod
-once a second). The reference below is the code before those changes; every field of the view must
-come out equal, including the order of the pending groups and their positions.
+the fair-order keys when only one queue has groups waiting (the view is rebuilt from every pod once a
+second, so its cost matters). The reference below is the code before those changes; every field of the
+view must come out equal, including the order of the pending groups and their positions.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ from tests.scheduling.queues.test_ordering_fast import reference_order
 
 
 def reference_pending_group(pod: Pod, members: Iterable[Pod], tree: QueueTree) -> PendingGroup:
-    """``pending_group`` as it was before issue 13."""
+    """``pending_group`` as first written."""
     queue = tree.workload_queue(pod.labels.get(QUEUE_LABEL))
     waiting = [m for m in members if m.node_name is None and not m.terminating] or [pod]
     return PendingGroup(
@@ -58,7 +58,7 @@ def reference_pending_group(pod: Pod, members: Iterable[Pod], tree: QueueTree) -
 
 
 def reference_running(key: str, members: Sequence[Pod], tree: QueueTree) -> RunningGang:
-    """``_running`` as it was before issue 13."""
+    """``_running`` as first written."""
     first = min(members, key=lambda p: p.name)
     return RunningGang(
         key=key,
@@ -76,7 +76,7 @@ def reference_view(
     pods: Iterable[Pod],
     promises: PromiseBook,
 ) -> QueueView:
-    """``build_queue_view`` as it was before issue 13 (``plus`` per pod, the plain fair order)."""
+    """``build_queue_view`` as first written (``plus`` per pod, the plain fair order)."""
     tree = QueueTree.build(queues)
     capacity = total(n.allocatable for n in nodes if n.ready and not n.unschedulable)
     allocated: dict[str, Resources] = {}

@@ -8,7 +8,8 @@ from scheduling.topology.graph import SWITCH, build_graph, gpu_vertex, set_bandw
 from .shared_files import document, topology
 
 # Capacities: NCCL per-link NVLink (SM70/80 20 GB/s, SM86 12, SM90 20.6), PCIe x16 Gen3 12 / Gen4 24 /
-# Gen5 48, inter-socket 10 (nvlink-topology.md §4.2); values below are worked out by hand from them.
+# Gen5 48, inter-socket 10 (docs/design/nvlink-topology.md §4.2); values below are worked out by
+# hand from them.
 SET_BANDWIDTH = [
     pytest.param("v100-cubemesh", (0, 1), 20_000 + 12_000, id="cube-nv1-pair"),
     pytest.param("v100-cubemesh", (0, 3), 40_000 + 12_000, id="cube-nv2-pair"),

@@ -1,0 +1,13 @@
+{{/*
+The elastic pool's settings the values set; none by default, so the placement manager keeps its own
+defaults and the Deployment stays the one manifests/placement.yaml ships.
+*/}}
+{{- define "phalanx.elasticEnv" -}}
+{{- $names := dict "cooldownSeconds" "PHALANX_ELASTIC_COOLDOWN_SECONDS" "growStep" "PHALANX_ELASTIC_GROW_STEP" "movesPerJob" "PHALANX_ELASTIC_MOVES_PER_JOB" "movesPerRound" "PHALANX_ELASTIC_MOVES_PER_ROUND" "pinTaintEffect" "PHALANX_PIN_TAINT_EFFECT" -}}
+{{- range $key := keys $names | sortAlpha -}}
+{{- $value := index $.Values.elasticPool $key -}}
+{{- if not (kindIs "invalid" $value) }}
+- {name: {{ index $names $key }}, value: {{ $value | toString | quote }}}
+{{- end -}}
+{{- end -}}
+{{- end -}}

@@ -1,0 +1,3 @@
+module phalanx.local/nullext
+
+go 1.22

@@ -1,0 +1,55 @@
+"""Which nodes changed between two versions of the cluster state, for indexes kept up to date per change.
+
+``scheduling.cluster.state.ClusterState`` notes the name of every node whose object, usage or free GPUs
+it rewrites, with the version that change creates; a snapshot carries this log, so a reader that built
+something from the snapshot of version ``a`` can bring it to version ``b`` by looking again at the nodes
+changed in between, instead of at every node (``scheduling.nodes.rank_index``). The log keeps the
+newest entries only: asked about a span it no longer covers, it says so (``None``), and the reader
+rebuilds. Entries are only ever appended (the list is replaced, never edited, when trimmed), so a
+snapshot's answer for spans up to its own version does not change after it was taken.
+"""
+
+from __future__ import annotations
+
+import bisect
+import threading
+
+KEEP = 8192
+"""Entries kept after a trim; a reader more than this many node changes behind rebuilds."""
+
+
+class NodeChanges:
+    """An append-only log of (version, node name), trimmed to its newest ``keep`` entries."""
+
+    def __init__(self, keep: int = KEEP) -> None:
+        self._keep = keep
+        self._versions: list[int] = []
+        self._names: list[str] = []
+        self._floor = 0
+        """No entry at or below this version is kept: spans starting below it are not covered."""
+        self._lock = threading.Lock()
+
+    def note(self, version: int, name: str) -> None:
+        """Node ``name`` changed, creating ``version`` (versions never decrease)."""
+        with self._lock:
+            self._versions.append(version)
+            self._names.append(name)
+            if len(self._versions) > 2 * self._keep:
+                cut = len(self._versions) - self._keep
+                self._floor = self._versions[cut - 1]
+                self._versions, self._names = self._versions[cut:], self._names[cut:]
+
+    def everything(self, version: int) -> None:
+        """Every node may have changed at ``version`` (a list replaced them): no earlier span is covered."""
+        with self._lock:
+            self._versions, self._names, self._floor = [], [], version
+
+    def since(self, after: int, upto: int) -> frozenset[str] | None:
+        """The nodes changed by versions ``after + 1 .. upto``, or ``None`` when the log no longer knows."""
+        with self._lock:
+            versions, names, floor = self._versions, self._names, self._floor
+        if after < floor:
+            return None
+        start = bisect.bisect_right(versions, after)
+        stop = bisect.bisect_right(versions, upto, lo=start)
+        return frozenset(names[start:stop])
