@@ -88,7 +88,9 @@ class Throughput:
     def describe(self, workers: int, nodes: int = 1) -> str:
         """The model's figures in words, for events and ``phalanx why``."""
         basis = (
-            f"fitted on {self.samples} sample{'s' if self.samples != 1 else ''}" if self.samples else "prior"
+            f"fitted on {self.samples} sample{'s' if self.samples != 1 else ''}"
+            if self.samples
+            else "no throughput reported yet: linear scaling assumed"
         )
         return (
             f"predicted speedup {self.speedup(workers, nodes):.2f}x at {workers} worker"

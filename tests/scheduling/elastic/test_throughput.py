@@ -64,6 +64,8 @@ def test_recovers_a_known_curve_from_noisy_samples(noise: list[float]) -> None:
 
 
 def test_the_description_names_its_basis() -> None:
-    assert PRIOR.describe(4) == "predicted speedup 4.00x at 4 workers on 1 node (prior)"
+    assert PRIOR.describe(4) == (
+        "predicted speedup 4.00x at 4 workers on 1 node (no throughput reported yet: linear scaling assumed)"
+    )
     text = fit([Sample(1, 1, 10.0), Sample(4, 1, 30.0)]).describe(4)
     assert text.startswith("predicted speedup 3.00x at 4 workers on 1 node (fitted on 2 samples")
