@@ -18,7 +18,8 @@ and a pod the device manager cannot serve is rejected.
 MPI Operator jobs train: the launcher pod of an MPIJob annotated ``phalanx.io/sim-work-gpu-seconds``
 succeeds once its Running pods' GPUs have done that much work, slower when they span more nodes
 (the model is in ``testbed.training``); the progress is logged at every change of speed and every
-``REPORT_SECONDS``.
+``REPORT_SECONDS``, and written on the MPIJob (``phalanx.io/throughput``) every ``REPORT_SECONDS`` and
+once a changed speed has held ``REPORT_SETTLE_SECONDS``, never at each change (see ``testbed.training``).
 
 Run: ``python -m testbed.kubelet --kubeconfig PATH``.
 """
@@ -267,19 +268,20 @@ class SimKubelet:
             now = self._clock()
             with self._lock:
                 finished = self._training.take_finished(now)
-                report = self._training.trainings() if now >= next_report else []
+                report = self._training.trainings() if now >= next_report else self._training.settled(now)
                 eta = self._training.next_finish(now)
+                settling = self._training.next_settled()
                 due = self._timers[0][0] if self._timers else None
             for uid, training in finished:
                 log.info("%s: finished, launcher %s succeeds", training.describe(), training.launcher)
                 self._finish(uid, training.namespace, training.launcher)
-            for training in report:
-                log.info("%s", training.describe())
-            self._report(report)
             if now >= next_report:
+                for training in report:
+                    log.info("%s", training.describe())
                 next_report = now + REPORT_SECONDS
+            self._report(report)
             if due is None or due > now:
-                wake = min(t for t in (due, eta, next_report) if t is not None)
+                wake = min(t for t in (due, eta, next_report, settling) if t is not None)
                 self._wake.wait(min(0.5, max(wake - now, 0.0)))
                 self._wake.clear()
                 continue
@@ -313,8 +315,7 @@ class SimKubelet:
                 changed.append(self._training.launcher_started(meta["uid"], training, now))
         for each in changed:
             log.info("%s", each.describe())
-        self._report(changed)
-        self._wake.set()
+        self._wake.set()  # the timer loop reports the new speed once it has held
 
     def _stop_training(self, uid: str) -> None:
         """A pod no longer runs: its job's speed may change, a launcher's training ends."""
@@ -322,7 +323,6 @@ class SimKubelet:
             changed = self._training.pod_gone(uid, self._clock())
         for each in changed:
             log.info("%s", each.describe())
-        self._report(changed)
         self._wake.set()
 
     def _report(self, trainings: list[Training]) -> None:

@@ -14,8 +14,12 @@ The model, kept small and deterministic so that completion times can be predicte
   speed is then ``gpus ** scaling`` times the span factor, so 0.3 is a job that gains little from more
   workers. It reports its speed as a real launcher would, through the annotation
   ``phalanx.io/throughput`` (``kubeio.progress``): ``Training.report`` is that text, at 100 samples per
-  GPU-second of work, with the workers running; the kubelet writes it at every change of speed and
-  every ``REPORT_SECONDS``.
+  GPU-second of work, with the workers running. Like a launcher, which measures its rate over a
+  window, it reports a speed once the speed has held for ``REPORT_SETTLE_SECONDS`` (a job growing
+  worker by worker is reported once, at the size it reached), and the kubelet writes every training's
+  report every ``REPORT_SECONDS`` besides. Every write to an MPIJob wakes its operator, and the MPI
+  Operator delays each wake-up of a job exponentially until one of its syncs succeeds: a write at
+  every change of speed (one per worker starting) put its next sync 20 s and more away.
 - Speed is piecewise constant: it changes only when a pod of the job starts or stops running, and
   ``advance`` integrates it exactly between those moments. When the work done reaches the work
   declared, the launcher has succeeded (the kubelet reports it ``Succeeded``; the Job controller and
@@ -33,6 +37,9 @@ from collections.abc import Mapping
 
 WORK_ANNOTATION = "phalanx.io/sim-work-gpu-seconds"
 """MPIJob annotation: the job's work in GPU-seconds."""
+
+REPORT_SETTLE_SECONDS = 2.0
+"""How long a job's speed must hold before it is reported (a launcher's measuring window)."""
 
 JOB_NAME_LABEL = "training.kubeflow.org/job-name"
 """Label the MPI Operator puts on the launcher and worker pods of a job: the MPIJob's name."""
@@ -105,6 +112,8 @@ class Training:
     since: float = 0.0
     scaling: float = 1.0
     workers: int = 0
+    changed_at: float | None = None
+    """When its speed last changed, while that speed is not reported yet (``TrainingBook.settled``)."""
 
     def report(self) -> str | None:
         """The ``phalanx.io/throughput`` text the job writes now; None while it does not train."""
@@ -177,6 +186,25 @@ class TrainingBook:
         etas = [eta for t in self._trainings.values() if (eta := t.eta(now)) is not None]
         return min(etas, default=None)
 
+    def settled(self, now: float) -> list[Training]:
+        """The trainings whose speed changed and has held ``REPORT_SETTLE_SECONDS`` since: report them now.
+
+        Each is returned once per change (its pending change is taken), by namespace, job and launcher.
+        """
+        due = [
+            t
+            for t in self.trainings()
+            if t.changed_at is not None and now - t.changed_at >= REPORT_SETTLE_SECONDS
+        ]
+        for training in due:
+            training.changed_at = None
+        return due
+
+    def next_settled(self) -> float | None:
+        """When the earliest pending change of speed will have held long enough to be reported."""
+        pending = [t.changed_at for t in self._trainings.values() if t.changed_at is not None]
+        return min(pending) + REPORT_SETTLE_SECONDS if pending else None
+
     def trainings(self) -> list[Training]:
         """Every training under way, by namespace, job and launcher."""
         return sorted(self._trainings.values(), key=lambda t: (t.namespace, t.job, t.launcher))
@@ -196,6 +224,7 @@ class TrainingBook:
             nodes = sum(1 for gpus in gpus_by_node.values() if gpus > 0)
             if (new, nodes, workers) != (training.speed, training.nodes, training.workers):
                 changed.append(training)
+                training.changed_at = now
             training.since = now
             training.speed = new
             training.gpus = sum(gpus_by_node.values())

@@ -6,6 +6,7 @@ import pytest
 
 from kubeio.progress import parse_report
 from testbed.training import (
+    REPORT_SETTLE_SECONDS,
     SPAN_EFFICIENCY,
     JobPod,
     Training,
@@ -115,3 +116,23 @@ def test_a_training_reports_its_throughput_with_the_workers_running() -> None:
     assert reported is not None
     assert reported[0] == 4
     assert reported[1] == pytest.approx(100 * 8**0.5, abs=1e-3)
+
+
+def test_a_job_growing_worker_by_worker_is_reported_once_at_the_size_it_reached() -> None:
+    """One report per worker starting kept the job's MPI Operator from syncing for 20 s and more.
+
+    Each write wakes the operator, which delays each wake-up of a job exponentially until a sync succeeds.
+    """
+    book = TrainingBook()
+    training = Training("ml", "llama", "llama-launcher", 1e9)
+    book.launcher_started("launcher", training, 0.0)
+    book.pod_running("launcher-pod", JobPod("ml", "llama", "n1", 0, worker=False), 0.0)
+    for i in range(4):
+        book.pod_running(f"w{i}", _worker("n1"), 0.25 * i)
+    assert book.settled(0.75 + REPORT_SETTLE_SECONDS - 0.01) == [], "still changing: nothing to report"
+    assert book.next_settled() == 0.75 + REPORT_SETTLE_SECONDS
+    assert book.settled(0.75 + REPORT_SETTLE_SECONDS) == [training]
+    assert parse_report(training.report()) == (4, 800.0)
+    assert book.settled(100.0) == [] and book.next_settled() is None, "one report per change"
+    book.pod_gone("w3", 100.0)
+    assert book.settled(100.0 + REPORT_SETTLE_SECONDS) == [training], "the next change is reported again"
