@@ -25,14 +25,17 @@ time; the next worker goes, in this order:
 
 A job whose target is above its size then grows only if the speedup repays the restart it costs:
 ``(s(target) / s(size) - 1) * gain_horizon_seconds >= restart_seconds`` (every resize restarts all its
-workers); otherwise it keeps its size this round. A shrink is never held back: the pool is what elastic
-jobs may hold, and what waiting work needs comes out of it.
+workers); otherwise it keeps its size, and the GPUs it would have taken are divided again among the
+other jobs (which may take them, within their own restart rule). GPUs that no other job takes then go
+to the jobs held back after all, in the same round: idle GPUs cost nothing, so the restart rule chooses
+between jobs and never keeps a job small beside GPUs nobody else uses. A shrink is never held back: the
+pool is what elastic jobs may hold, and what waiting work needs comes out of it.
 """
 
 from __future__ import annotations
 
 import heapq
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from scheduling.elastic.job import ElasticJob, ElasticSettings
 from scheduling.elastic.throughput import PRIOR, Throughput
@@ -72,14 +75,9 @@ def size_by_gain(
         settings: ``hysteresis``, ``las_seconds``, ``restart_seconds``, ``gain_horizon_seconds``.
         node_gpus: GPUs of the largest node, for the compact spread a size needs.
     """
-    targets = {job.key: job.min_workers for job in jobs}
-    left = pool_gpus - sum(job.min_workers * job.worker.gpus for job in jobs)
-    deficit = dict(deficits)
-    by_key = {job.key: job for job in jobs}
 
-    def score(job: ElasticJob) -> float:
+    def score_of(job: ElasticJob, k: int) -> float:
         model = models.get(job.key, PRIOR)
-        k = targets[job.key]
         now = speedup_at(model, job, k, node_gpus)
         gain = speedup_at(model, job, k + 1, node_gpus) / now - 1.0 if now > 0 else 1.0
         las = 1.0
@@ -89,11 +87,56 @@ def size_by_gain(
         keep = 1.0 + settings.hysteresis if k + 1 <= job.size else 1.0
         return round(gain * las * keep / job.worker.gpus, 9)  # rounded: ties are ties on every machine
 
+    capped: dict[str, int] = {}  # jobs whose growth does not repay its restart, held at their size
+    while True:
+        targets = _divide(jobs, pool_gpus, deficits, score_of, {}, capped)
+        unpaid = {
+            j.key: j.size
+            for j in jobs
+            if j.key not in capped
+            and _repaid(j, targets[j.key], models, settings, node_gpus) < targets[j.key]
+        }
+        if not unpaid:
+            break
+        capped.update(unpaid)  # each pass holds at least one more job back: at most len(jobs) passes
+    if capped:  # what no other job took would stay idle: the held-back jobs grow into it after all
+        targets = _divide(jobs, pool_gpus, deficits, score_of, targets, {})
+    return targets
+
+
+Score = Callable[[ElasticJob, int], float]
+"""A job's claim on one more worker when it has ``k``."""
+
+
+def _divide(
+    jobs: Sequence[ElasticJob],
+    pool_gpus: int,
+    deficits: Mapping[str, int],
+    score: Score,
+    floors: Mapping[str, int],
+    caps: Mapping[str, int],
+) -> dict[str, int]:
+    """Workers per job: ``floors`` (default its minimum) first, then one at a time by rank up to ``caps``.
+
+    Ranked by its queue's deficit, then its score, then the fewest workers above its minimum, the
+    oldest, the name (see the module docstring).
+    """
+    targets = {job.key: floors.get(job.key, job.min_workers) for job in jobs}
+    left = pool_gpus - sum(targets[job.key] * job.worker.gpus for job in jobs)
+    deficit = dict(deficits)
+    for job in jobs:
+        given = (targets[job.key] - job.min_workers) * job.worker.gpus
+        deficit[job.queue] = deficit.get(job.queue, 0) - given
+    by_key = {job.key: job for job in jobs}
+
+    def cap(job: ElasticJob) -> int:
+        return min(caps.get(job.key, job.max_workers), job.max_workers)
+
     def rank(job: ElasticJob) -> tuple[int, float, int, str, str]:
         above = targets[job.key] - job.min_workers
-        return (-deficit.get(job.queue, 0), -score(job), above, job.created, job.key)
+        return (-deficit.get(job.queue, 0), -score(job, targets[job.key]), above, job.created, job.key)
 
-    heap = [(rank(job), job.key) for job in jobs if job.min_workers < job.max_workers]
+    heap = [(rank(job), job.key) for job in jobs if targets[job.key] < cap(job)]
     heapq.heapify(heap)
     while heap:
         stale_rank, key = heapq.heappop(heap)
@@ -106,9 +149,9 @@ def size_by_gain(
         targets[key] += 1
         left -= job.worker.gpus
         deficit[job.queue] = deficit.get(job.queue, 0) - job.worker.gpus
-        if targets[key] < job.max_workers:
+        if targets[key] < cap(job):
             heapq.heappush(heap, (rank(job), key))
-    return {job.key: _repaid(job, targets[job.key], models, settings, node_gpus) for job in jobs}
+    return targets
 
 
 def _repaid(

@@ -60,12 +60,24 @@ def test_a_queue_below_its_fair_share_comes_first_whatever_the_models_say() -> N
     assert got == {"ml/fast": 1, "ml/slow": 5}
 
 
-def test_a_growth_that_does_not_repay_its_restart_is_not_made() -> None:
+def test_a_growth_that_does_not_repay_its_restart_leaves_the_gpus_to_a_job_it_does_repay() -> None:
     running = a_job("big", ["n1"] * 8, low=1, high=9, gpus=1)
-    modest = fit([Sample(1, 1, 10.0), Sample(8, 1, 40.0)])  # the ninth worker adds about 1%
-    assert sizes([running], 9, {"ml/big": modest}) == {"ml/big": 8}
+    modest = fit([Sample(1, 1, 10.0), Sample(8, 1, 40.0)])  # a ninth worker adds 4%: 24 s in 600 s < 30 s
+    starting = a_job("new", [None], low=1, high=2, gpus=1)  # not running yet: growing costs no restart
+    barely = fit([Sample(1, 1, 10.0), Sample(2, 1, 10.1)])  # a second worker adds 1%: outbid by the ninth
+    models = {"ml/big": modest, "ml/new": barely}
+    assert sizes([running, starting], 10, models) == {"ml/big": 8, "ml/new": 2}
     patient = replace(SETTINGS, gain_horizon_seconds=100_000.0)
-    assert sizes([running], 9, {"ml/big": modest}, settings=patient) == {"ml/big": 9}
+    assert sizes([running, starting], 10, models, settings=patient) == {"ml/big": 9, "ml/new": 1}
+
+
+def test_a_job_is_never_kept_small_beside_gpus_no_other_job_takes() -> None:
+    """Idle GPUs cost nothing: the restart rule chooses between jobs, it never leaves GPUs unused."""
+    running = a_job("big", ["n1"] * 8, low=1, high=9, gpus=1)
+    modest = fit([Sample(1, 1, 10.0), Sample(8, 1, 40.0)])  # a ninth worker adds 4%: not repaid
+    assert sizes([running], 9, {"ml/big": modest}) == {"ml/big": 9}
+    flat = a_job("flat", ["n1"] * 4, low=1, high=6, gpus=2)
+    assert sizes([flat], 12, {"ml/flat": FLAT}) == {"ml/flat": 6}
 
 
 def test_a_job_holding_a_worker_keeps_it_against_an_equal_claim() -> None:
@@ -118,3 +130,5 @@ def test_sizes_stay_within_min_max_and_the_pool(
     above = sum((got[j.key] - j.min_workers) * j.worker.gpus for j in built)
     assert above <= max(0, pool - floor)
     assert all(j.min_workers <= got[j.key] <= j.max_workers for j in built)
+    room = max(0, pool - floor) - above  # GPUs left over: none a job below its maximum could take
+    assert all(got[j.key] == j.max_workers or j.worker.gpus > room for j in built), "no GPU left idle"
