@@ -27,7 +27,11 @@ calls too); this pass reads, asks and applies:
    current one has no place for it (a pin cannot be taken off; its operator re-creates it, pinned anew).
    Each action gets an event on the MPIJob with the plan's reason; a resize's names the model's figures.
 
-Crash safety: nothing is remembered that the API server does not hold. Sizes are set, not added;
+A job resized for waiting work keeps that size while the work waits (``scheduling.elastic.hold``: decide
+the target once, move once); the pass carries each decision's holds to the next, in memory only.
+
+Crash safety: nothing is remembered that the API server does not hold, but the holds (a restarted
+manager starts with none: at most one more resize per job). Sizes are set, not added;
 pins live in the pods' tolerations and a repeated pin writes nothing; a moved worker's replacement is
 a waiting worker, pinned by the webhook or the next pass from the layout recomputed then; the time of a
 job's last move is written on the MPIJob (``phalanx.io/elastic-moved-at``, wall clock) before the worker
@@ -37,7 +41,7 @@ is deleted, so the cooldown holds across a restart.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -51,6 +55,7 @@ from placement.round import Round
 from scheduling.cluster.snapshot import ClusterSnapshot
 from scheduling.elastic import ElasticJob, ElasticSettings, JobError, Layout
 from scheduling.elastic.decide import ElasticDecision, ElasticRound, decide_elastic, may_shrink
+from scheduling.elastic.hold import Hold
 from scheduling.elastic.planner import running_on
 from scheduling.elastic.throughput import PRIOR, Sample, Throughput, fit
 from scheduling.model import Pod
@@ -125,6 +130,9 @@ class ElasticPass:
         self._settings = settings or ElasticSettings()
         self._last_moved: dict[str, float] = {}
         self._told: set[tuple[str, str]] = set()
+        self._holds: Mapping[
+            str, Hold
+        ] = {}  # the last decision's, for the next (``scheduling.elastic.hold``)
 
     def run(self, facts: Round) -> ElasticReport:
         """Run one pass over the round's snapshot, queue view and MPIJobs."""
@@ -150,8 +158,10 @@ class ElasticPass:
                 self._settings,
                 self._topologies,
                 models,
+                holds=self._holds,
             )
         )
+        self._holds = decision.holds
         plan, layout = decision.plan, decision.layout
         self._show_plans(declared, layout, plan)  # first: the webhook pins the pods the actions create
         resized: list[str] = []

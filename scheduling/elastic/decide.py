@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from scheduling.cluster.snapshot import ClusterSnapshot
+from scheduling.elastic.hold import Hold, live_holds, next_holds
 from scheduling.elastic.job import ElasticJob, ElasticSettings
 from scheduling.elastic.layout import Layout
 from scheduling.elastic.pinning import choose_pins, stale_pins
@@ -48,6 +49,7 @@ class ElasticRound:
         topologies: prepared GPU topologies, for the GPUs a move takes.
         models: each job's learned throughput (missing: the prior).
         attained: each job's attained service in GPU-seconds (missing: 0).
+        holds: the holds the last round's decision carried on (``hold``).
     """
 
     jobs: Sequence[ElasticJob]
@@ -59,6 +61,7 @@ class ElasticRound:
     topologies: TopologyCache
     models: Mapping[str, Throughput] = field(default_factory=lambda: MappingProxyType({}))
     attained: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
+    holds: Mapping[str, Hold] = field(default_factory=lambda: MappingProxyType({}))
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +77,8 @@ class ElasticDecision:
         stale_pins: per job, its waiting workers pinned where the layout has no place for them, and
             where they would go instead (delete: the operator re-creates them, pinned anew).
         may_shrink: per job above its minimum, how many workers it may give back without being evicted.
+        holds: per job resized for waiting work, the hold on its size; the driver hands it to the next
+            round (``ElasticRound.holds``).
     """
 
     pool_gpus: int
@@ -83,6 +88,7 @@ class ElasticDecision:
     pins: Mapping[str, Pins]
     stale_pins: Mapping[str, Pins]
     may_shrink: Mapping[str, int]
+    holds: Mapping[str, Hold] = field(default_factory=lambda: MappingProxyType({}))
 
     @property
     def shrinking(self) -> frozenset[str]:
@@ -108,6 +114,8 @@ def decide_elastic(facts: ElasticRound) -> ElasticDecision:
     elastic = {job.key for job in jobs}
     waiting = [g.key for g in (facts.view.pending if facts.view else ()) if g.key not in elastic]
     deficits = queue_deficits(facts.view)
+    held = live_holds(facts.holds, waiting, facts.now, facts.settings.hold_seconds)
+    held = {key: hold for key, hold in held.items() if key in elastic}
     plan, layout = plan_elastic(
         jobs,
         snapshot,
@@ -120,6 +128,7 @@ def decide_elastic(facts: ElasticRound) -> ElasticDecision:
         models=facts.models,
         attained=facts.attained,
         waiting=waiting,
+        held=frozenset(held),
     )
     pins: dict[str, Pins] = {}
     stale: dict[str, Pins] = {}
@@ -131,4 +140,5 @@ def decide_elastic(facts: ElasticRound) -> ElasticDecision:
         moved = stale_pins(target, job.workers)
         if moved:
             stale[job.key] = moved
-    return ElasticDecision(pool, deficits, plan, layout, pins, stale, may_shrink(jobs))
+    holds = next_holds(held, (r.job for r in plan.resizes), waiting, facts.now)
+    return ElasticDecision(pool, deficits, plan, layout, pins, stale, may_shrink(jobs), holds)

@@ -101,7 +101,9 @@ class ElasticSettings:
         las_power: how steeply attained service lowers a job's claim.
         restart_seconds: what one resize costs the job: every worker restarts from its checkpoint.
         gain_horizon_seconds: how long a growth is expected to pay off; a growth whose speedup over this
-            long does not repay ``restart_seconds`` is not made.
+            long does not repay ``restart_seconds`` is not made while another job would use the GPUs.
+        hold_seconds: how long at most a job resized for waiting work keeps that size while the work
+            still waits (``scheduling.elastic.hold``).
     """
 
     moves_per_job: int = 1
@@ -114,6 +116,7 @@ class ElasticSettings:
     las_power: float = 1.0
     restart_seconds: float = 30.0
     gain_horizon_seconds: float = 600.0
+    hold_seconds: float = 60.0
 
 
 @dataclass(frozen=True, slots=True)

@@ -78,15 +78,17 @@ def plan_elastic(
     models: Mapping[str, Throughput] = _NO_MODELS,
     attained: Mapping[str, float] = _NONE,
     waiting: Sequence[str] = (),
+    held: Container[str] = frozenset(),
 ) -> tuple[Plan, Layout]:
     """One round (see the module docstring); returns the plan and the layout it aimed at.
 
     ``models`` (each job's learned throughput) and ``attained`` (its GPU-seconds so far) feed the
     ``"goodput"`` sizing; a job missing from them is sized by the prior (linear) with none attained.
     ``waiting`` names the waiting groups that are not elastic jobs, in their turn: the layout keeps the
-    room each will take free (``shape``), and workers in its way move at once.
+    room each will take free (``shape``), and workers in its way move at once. ``held`` names the jobs
+    that keep their size (``hold``): the others divide the rest of the pool.
     """
-    goals = goals_of(jobs, snapshot, pool_gpus, deficits, settings, models, attained)
+    goals = _goals_holding(jobs, held, snapshot, pool_gpus, deficits, settings, models, attained)
     step = settings.grow_step
     sizes = {j.key: _paced(j, goals[j.key], step) for j in jobs}
     racks = {name: node.labels[RACK_KEY] for name, node in snapshot.nodes.items() if RACK_KEY in node.labels}
@@ -139,6 +141,27 @@ def goals_of(
     return size_by_gain(
         jobs, pool_gpus, deficits, models=models, attained=attained, settings=settings, node_gpus=node_gpus
     )
+
+
+def _goals_holding(
+    jobs: Sequence[ElasticJob],
+    held: Container[str],
+    snapshot: ClusterSnapshot,
+    pool_gpus: int,
+    deficits: Mapping[str, int],
+    settings: ElasticSettings,
+    models: Mapping[str, Throughput],
+    attained: Mapping[str, float],
+) -> dict[str, int]:
+    """Each job's goal, the held jobs at their size; every job afresh when the pool cannot keep them."""
+    kept = [j for j in jobs if j.key in held and j.min_workers <= j.size <= j.max_workers]
+    kept_gpus = sum(j.size * j.worker.gpus for j in kept)
+    if not kept or kept_gpus > pool_gpus:
+        return goals_of(jobs, snapshot, pool_gpus, deficits, settings, models, attained)
+    keys = {j.key for j in kept}
+    others = [j for j in jobs if j.key not in keys]
+    goals = goals_of(others, snapshot, pool_gpus - kept_gpus, deficits, settings, models, attained)
+    return {**goals, **{j.key: j.size for j in kept}}
 
 
 def _paced(job: ElasticJob, goal: int, step: int | None) -> int:

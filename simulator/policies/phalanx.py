@@ -39,6 +39,7 @@ from scheduling.admission.release import GateSettings
 from scheduling.cluster.snapshot import ClusterSnapshot
 from scheduling.elastic import ElasticSettings
 from scheduling.elastic.decide import may_shrink
+from scheduling.elastic.hold import Hold
 from scheduling.elastic.throughput import Sample, Throughput, fit
 from scheduling.model import Node
 from scheduling.queues import Queue
@@ -67,13 +68,15 @@ class PhalanxState:
     """What the policy carries from one decision to the next.
 
     The workers of every running job (waiting jobs are absent), when each job last moved, and what it
-    learned: each elastic job's reported rate per (workers, nodes) and the model fitted on them.
+    learned: each elastic job's reported rate per (workers, nodes) and the model fitted on them; and
+    the elastic jobs' holds (``scheduling.elastic.hold``), as the placement manager carries them.
     """
 
     workers: Map[str, tuple[Worker, ...]] = field(default_factory=Map)
     last_moved: Map[str, float] = field(default_factory=Map)
     samples: Map[str, Map[tuple[int, int], float]] = field(default_factory=Map)
     models: Map[str, Throughput] = field(default_factory=Map)
+    holds: Map[str, Hold] = field(default_factory=Map)
 
 
 @dataclass(frozen=True)
@@ -185,20 +188,22 @@ class Phalanx:
             if not world.admit(view.now):
                 break
         last_moved = {k: v for k, v in state.last_moved.items() if k in jobs}
-        samples, models = state.samples, state.models
+        samples, models, holds = state.samples, state.models, state.holds
         if self.elastic:
             samples, models = _learn(state, view.jobs, shapes)
-            moved = elastic_round(
+            moved, held = elastic_round(
                 world,
                 view.now,
                 last_moved,
                 topology=self.topology,
                 settings=self.elastic_settings,
                 models=models,
+                holds=holds,
             )
+            holds = Map(held)
             last_moved.update(dict.fromkeys(moved, float(view.now)))
         allocations = {name: allocation_of(w, index_of) for name, w in world.workers.items()}
-        new_state = PhalanxState(Map(world.workers), Map(last_moved), samples, models)
+        new_state = PhalanxState(Map(world.workers), Map(last_moved), samples, models, holds)
         return new_state, {name: a for name, a in allocations.items() if a}
 
 

@@ -25,11 +25,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import replace
+from types import MappingProxyType
 
 from scheduling.cluster.promises import PromiseBook
 from scheduling.cluster.snapshot import ClusterSnapshot
 from scheduling.elastic import ElasticJob, ElasticSettings
 from scheduling.elastic.decide import ElasticRound, decide_elastic
+from scheduling.elastic.hold import Hold
 from scheduling.elastic.pinning import choose_pins
 from scheduling.elastic.throughput import Throughput
 from scheduling.gpu.choice import NoGpusError
@@ -39,6 +41,8 @@ from scheduling.queues.view import QueueView, view_of
 from scheduling.session import SessionSettings, choose_for_bind
 from simulator.cluster import NAMESPACE, Worker, created_at, job_of
 from simulator.policies.world import World
+
+_NO_HOLDS: Mapping[str, Hold] = MappingProxyType({})
 
 
 def elastic_jobs(world: World, snapshot: ClusterSnapshot, view: QueueView) -> list[ElasticJob]:
@@ -71,14 +75,17 @@ def elastic_round(
     topology: bool,
     settings: ElasticSettings,
     models: Mapping[str, Throughput],
-) -> list[str]:
-    """Resize and move the running elastic jobs of ``world`` in place; return the jobs moved.
+    holds: Mapping[str, Hold] = _NO_HOLDS,
+) -> tuple[list[str], Mapping[str, Hold]]:
+    """Resize and move the running elastic jobs of ``world`` in place; return the jobs moved and the holds.
 
     ``models`` are the jobs' learned throughputs by name (what the loop reported, never the speed
-    model itself); attained service is what the loop shows every policy.
+    model itself); attained service is what the loop shows every policy. ``holds`` are the last
+    round's (``scheduling.elastic.hold``); the ones returned go to the next round, as the placement
+    manager carries them.
     """
     if not any(world.shapes[name].elastic for name in world.workers):
-        return []
+        return [], _NO_HOLDS
     snapshot = world.snapshot()
     view = view_of(snapshot, PromiseBook())
     jobs = elastic_jobs(world, snapshot, view)
@@ -92,6 +99,7 @@ def elastic_round(
         world.rules.topologies,
         {f"{NAMESPACE}/{k}": m for k, m in models.items()},
         {f"{NAMESPACE}/{j.name}": float(j.attained_gpu_seconds) for j in world.jobs.values()},
+        holds,
     )
     decision = decide_elastic(facts)
     plan, layout = decision.plan, decision.layout
@@ -108,7 +116,7 @@ def elastic_round(
             world.workers[name] = tuple(workers)
             moved.append(name)
     _grow(world, now, layout.targets if topology else None)
-    return sorted(set(moved))
+    return sorted(set(moved)), decision.holds
 
 
 def _grow(world: World, now: int, targets: Mapping[str, Mapping[str, int]] | None) -> None:

@@ -85,3 +85,43 @@ def test_a_waiting_gang_gets_room_in_its_shape_not_only_its_count() -> None:
         "ml/gang", gang, ["n1", "n2", "n3"], snapshot, PromiseBook(), TopologyCache(), statement=applied
     )
     assert isinstance(plan, GangPlan), plan
+
+
+def _two_jobs_and_a_waiting_gang(a_on: list[str], b_on: list[str]) -> ElasticRound:
+    """Jobs ``a`` (on n1) and ``b`` (on n2), 2-GPU workers; an 8-GPU gang waits for one node."""
+    a = a_job("a", a_on, low=1, high=8, gpus=2)
+    b = a_job("b", b_on, low=1, high=8, gpus=2)
+    gang = a_pod("gang-0").gpus(8).group("gang").gated().build()
+    snapshot = snapshot_of(NODES, [*a.workers, *b.workers, gang], [PodGroup("ml", "gang", 1)])
+    return replace(facts([a, b]), snapshot=snapshot, view=view_of(snapshot, PromiseBook()))
+
+
+def test_jobs_resized_for_a_waiting_gang_are_not_resized_again_while_it_waits() -> None:
+    """Decide the target once, move once: the second round learned that ``a`` scales and ``b`` does not.
+
+    Both jobs shrank for the gang (4 -> 2 each); before the gang binds, samples at the new sizes changed
+    the models. Trading workers now (a 2 -> 3, b 2 -> 1) would restart both jobs a second time for a
+    gang that has not even bound: the jobs hold their sizes until it binds or leaves, or
+    ``hold_seconds`` pass.
+    """
+    first = decide_elastic(_two_jobs_and_a_waiting_gang(["n1"] * 4, ["n2"] * 4))
+    assert sorted((r.job, r.before, r.after) for r in first.plan.resizes) == [("ml/a", 4, 2), ("ml/b", 4, 2)]
+    assert sorted(first.holds) == ["ml/a", "ml/b"]
+    learned = {
+        "ml/a": fit([Sample(1, 1, 10.0), Sample(4, 1, 40.0)]),
+        "ml/b": fit([Sample(1, 1, 10.0), Sample(4, 1, 11.0)]),
+    }
+    second = replace(_two_jobs_and_a_waiting_gang(["n1"] * 2, ["n2"] * 2), models=learned, now=101.0)
+    assert decide_elastic(second).plan.resizes, "without the hold, the new models trade workers"
+    held = decide_elastic(replace(second, holds=first.holds))
+    assert held.plan.resizes == (), "held while the gang waits"
+    assert held.holds == first.holds, "the hold is carried, not renewed"
+    timeout = ElasticSettings().hold_seconds
+    late = decide_elastic(replace(second, holds=first.holds, now=100.0 + timeout))  # held at 100 s
+    assert late.plan.resizes, "a hold is bounded: the gang may never bind"
+    gone = _two_jobs_and_a_waiting_gang(["n1"] * 2, ["n2"] * 2)
+    bound = snapshot_of(NODES, [p for j in gone.jobs for p in j.workers])  # the gang left (or bound)
+    after = replace(
+        gone, snapshot=bound, view=view_of(bound, PromiseBook()), models=learned, holds=first.holds
+    )
+    assert decide_elastic(after).holds == {} and decide_elastic(after).plan.resizes
