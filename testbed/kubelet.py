@@ -18,8 +18,9 @@ and a pod the device manager cannot serve is rejected.
 MPI Operator jobs train: the launcher pod of an MPIJob annotated ``phalanx.io/sim-work-gpu-seconds``
 succeeds once its Running pods' GPUs have done that much work, slower when they span more nodes
 (the model is in ``testbed.training``); the progress is logged at every change of speed and every
-``REPORT_SECONDS``, and written on the MPIJob (``phalanx.io/throughput``) every ``REPORT_SECONDS`` and
-once a changed speed has held ``REPORT_SETTLE_SECONDS``, never at each change (see ``testbed.training``).
+``REPORT_SECONDS``, and written on the MPIJob (``phalanx.io/throughput``) once a changed speed has held
+``REPORT_SETTLE_SECONDS`` (again every ``REPORT_SECONDS``, unchanged), never at each change nor while a
+change settles (see ``testbed.training``).
 
 Run: ``python -m testbed.kubelet --kubeconfig PATH``.
 """
@@ -268,7 +269,10 @@ class SimKubelet:
             now = self._clock()
             with self._lock:
                 finished = self._training.take_finished(now)
-                report = self._training.trainings() if now >= next_report else self._training.settled(now)
+                report = self._training.settled(now)
+                progress = self._training.trainings() if now >= next_report else []
+                # the settled ones again (their text unchanged, the API server writes nothing)
+                report += [t for t in progress if t.changed_at is None and all(t is not r for r in report)]
                 eta = self._training.next_finish(now)
                 settling = self._training.next_settled()
                 due = self._timers[0][0] if self._timers else None
@@ -276,7 +280,7 @@ class SimKubelet:
                 log.info("%s: finished, launcher %s succeeds", training.describe(), training.launcher)
                 self._finish(uid, training.namespace, training.launcher)
             if now >= next_report:
-                for training in report:
+                for training in progress:
                     log.info("%s", training.describe())
                 next_report = now + REPORT_SECONDS
             self._report(report)
