@@ -326,21 +326,36 @@ class MpiJobWriter:
                 continue
         return workers_of(namespace, name, pods)
 
-    def set_plan(self, namespace: str, name: str, plan: str) -> None:
-        """Show the placement manager's plan on the MPIJob (annotation ``phalanx.io/elastic-plan``).
+    def update(
+        self,
+        namespace: str,
+        name: str,
+        *,
+        replicas: int | None = None,
+        plan: str | None = None,
+        samples: str | None = None,
+    ) -> None:
+        """Write what changed on the MPIJob in one merge patch (``None``: leave as it is).
+
+        ``replicas`` is ``Worker.replicas`` (the operator then deletes the highest indices or creates the
+        missing), ``plan`` the placement manager's plan (``phalanx.io/elastic-plan``, which the pin
+        webhook reads as the new workers are created: written with the size, never after it), and
+        ``samples`` the throughput samples learned of the job (``phalanx.io/throughput-samples``). One
+        write, not three: each write wakes the job's MPI Operator, which delays every wake-up of a job
+        exponentially until one of its syncs succeeds, and a write landing during a sync fails that
+        sync's status update.
 
         Raises:
             KubeError: the job is gone or the API server failed.
         """
-        self._patch(namespace, name, {"metadata": {"annotations": {PLAN_ANNOTATION: plan}}})
-
-    def set_samples(self, namespace: str, name: str, samples: str) -> None:
-        """Keep the throughput samples learned of the MPIJob on it (``phalanx.io/throughput-samples``).
-
-        Raises:
-            KubeError: the job is gone or the API server failed.
-        """
-        self._patch(namespace, name, {"metadata": {"annotations": {SAMPLES_ANNOTATION: samples}}})
+        annotations = {
+            key: value for key, value in ((PLAN_ANNOTATION, plan), (SAMPLES_ANNOTATION, samples)) if value
+        }
+        body: JsonObject = {"metadata": {"annotations": annotations}} if annotations else {}
+        if replicas is not None:
+            body["spec"] = {"mpiReplicaSpecs": {"Worker": {"replicas": replicas}}}
+        if body:
+            self._patch(namespace, name, body)
 
     def set_moved_at(self, namespace: str, name: str, when: float) -> None:
         """Record on the MPIJob when one of its workers is moved (annotation ``phalanx.io/elastic-moved-at``).
@@ -349,14 +364,6 @@ class MpiJobWriter:
             KubeError: the job is gone or the API server failed.
         """
         self._patch(namespace, name, {"metadata": {"annotations": {MOVED_AT_ANNOTATION: f"{when:.3f}"}}})
-
-    def set_workers(self, namespace: str, name: str, replicas: int) -> None:
-        """Set ``Worker.replicas``; the operator then deletes the highest indices or creates the missing.
-
-        Raises:
-            KubeError: the job is gone or the API server failed.
-        """
-        self._patch(namespace, name, {"spec": {"mpiReplicaSpecs": {"Worker": {"replicas": replicas}}}})
 
     def _patch(self, namespace: str, name: str, body: JsonObject) -> None:
         """Merge-patch the MPIJob."""

@@ -19,10 +19,12 @@ calls too); this pass reads, asks and applies:
    (``scheduling.elastic.throughput``). A job that reports nothing is sized by the prior.
 4. **Plan** from the snapshot: the pool is the free GPUs plus what elastic workers hold, less what other
    waiting groups need; queue deficits from the queue view; sizes by each job's learned gain.
-5. **Apply**: show the plan on the MPIJob (annotation ``phalanx.io/elastic-plan``) first, so that the
-   admission webhook (``placement.webhook``) pins the workers the next steps make the operator create;
-   resize (patch ``Worker.replicas``), move (delete the worker; its operator re-creates it), then pin
-   every waiting worker still unpinned to a node its job's layout has room for
+5. **Apply**: one merge patch per job with what changed: the plan (annotation
+   ``phalanx.io/elastic-plan``, with the size, so that the admission webhook (``placement.webhook``)
+   pins the workers the resize makes the operator create), ``Worker.replicas`` and the samples (each
+   write wakes the job's MPI Operator, which backs off exponentially per wake-up until a sync succeeds,
+   and a write landing during its sync fails that sync); move (delete the worker; its operator
+   re-creates it), then pin every waiting worker still unpinned to a node its job's layout has room for
    (``scheduling.elastic.pinning``), and delete each waiting worker pinned by an older plan where the
    current one has no place for it (a pin cannot be taken off; its operator re-creates it, pinned anew).
    Each action gets an event on the MPIJob with the plan's reason; a resize's names the model's figures.
@@ -73,17 +75,19 @@ class MpiJobSource(Protocol):
     def list(self) -> list[MpiJob]:
         """Every MPIJob."""
 
-    def set_workers(self, namespace: str, name: str, replicas: int) -> None:
-        """Set ``Worker.replicas``."""
-
-    def set_plan(self, namespace: str, name: str, plan: str) -> None:
-        """Show the plan on the MPIJob."""
+    def update(
+        self,
+        namespace: str,
+        name: str,
+        *,
+        replicas: int | None = None,
+        plan: str | None = None,
+        samples: str | None = None,
+    ) -> None:
+        """Set ``Worker.replicas``, show the plan, keep the samples: what is given, in one write."""
 
     def set_moved_at(self, namespace: str, name: str, when: float) -> None:
         """Record when a worker of the MPIJob is moved."""
-
-    def set_samples(self, namespace: str, name: str, samples: str) -> None:
-        """Keep the throughput samples learned of the MPIJob on it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,7 +151,7 @@ class ElasticPass:
         above = frozenset(may_shrink(jobs))
         if not jobs:
             return ElasticReport(tainted, opened, refused=refused, above_minimum=above)
-        models = self._learn(declared, jobs, snapshot)
+        models, learned = self._learn(declared, jobs, snapshot)
         decision = decide_elastic(
             ElasticRound(
                 jobs,
@@ -163,23 +167,32 @@ class ElasticPass:
         )
         self._holds = decision.holds
         plan, layout = decision.plan, decision.layout
-        self._show_plans(declared, layout, plan)  # first: the webhook pins the pods the actions create
+        plans = _changed_plans(declared, layout, plan)
+        sizes = {resize.job: resize for resize in plan.resizes}
         resized: list[str] = []
         grown = 0
-        for resize in plan.resizes:
-            job = declared[resize.job]
-            # Each action's event is written before the action (``EventRecorder.record_now``): a crash
-            # right after the action then cannot lose it; one before it leaves the action to the next pass.
-            model = models.get(job.key, PRIOR)
-            figures = model.describe(resize.after, max(1, decision.layout.nodes_of(job.key)))
-            self._events.record_now(mpijob_ref(job), "Normal", "Resized", f"{resize.reason}; {figures}")
-            try:
-                self._jobs.set_workers(job.namespace, job.name, resize.after)
+        for key in sorted(plans.keys() | sizes.keys() | learned.keys()):
+            job, resize = declared[key], sizes.get(key)
+            if resize is not None:
+                # The event is written before the action (``EventRecorder.record_now``): a crash right
+                # after the action then cannot lose it; one before it leaves the action to the next pass.
+                model = models.get(key, PRIOR)
+                figures = model.describe(resize.after, max(1, layout.nodes_of(key)))
+                self._events.record_now(mpijob_ref(job), "Normal", "Resized", f"{resize.reason}; {figures}")
+            try:  # the size, the plan the webhook pins its new workers by, and the samples: one write
+                self._jobs.update(
+                    job.namespace,
+                    job.name,
+                    replicas=resize.after if resize is not None else None,
+                    plan=plans.get(key),
+                    samples=learned.get(key),
+                )
             except KubeError as exc:
-                log.warning("%s: resize failed (%s); next pass tries again", job.key, exc)
+                log.warning("%s: not written (%s); next pass tries again", key, exc)
                 continue
-            resized.append(job.key)
-            grown += resize.after > resize.before
+            if resize is not None:
+                resized.append(key)
+                grown += resize.after > resize.before
         moved: list[str] = []
         job_of = {p.uid: job.key for job in jobs for p in job.workers}
         for move in plan.migrations:
@@ -214,15 +227,17 @@ class ElasticPass:
 
     def _learn(
         self, declared: dict[str, MpiJob], jobs: Sequence[ElasticJob], snapshot: ClusterSnapshot
-    ) -> dict[str, Throughput]:
-        """Each job's model, fitted on the samples kept on it and the report it wrote now.
+    ) -> tuple[dict[str, Throughput], dict[str, str]]:
+        """Each job's model, fitted on the samples kept on it and the report it wrote now; new samples.
 
         A report counts as a sample only while exactly the workers it names run (one written before a
         resize names the old size and is taken when the job runs that many again; one written while
-        the job grows is a sample of each size it passes). A changed
-        set of samples is written back first, so a restarted placement manager fits the same model.
+        the job grows is a sample of each size it passes). A changed set of samples is returned, to be
+        kept on the MPIJob in this pass's one write to it, so a restarted placement manager fits the
+        same model (a write that fails is tried again next pass: the report is still there).
         """
         models: dict[str, Throughput] = {}
+        learned: dict[str, str] = {}
         for job in jobs:
             mpijob = declared[job.key]
             kept = parse_samples(mpijob.samples)
@@ -236,27 +251,10 @@ class ElasticPass:
             if report is not None and report[0] == sum(on.values()):
                 samples = record(kept, Sample(report[0], len(on), report[1]))
             if samples != kept:
-                try:
-                    self._jobs.set_samples(mpijob.namespace, mpijob.name, render_samples(samples))
-                except KubeError as exc:
-                    log.info("%s: samples not kept (%s); next pass tries again", job.key, exc)
-                    samples = kept
+                learned[job.key] = render_samples(samples)
             if samples:
                 models[job.key] = fit(samples)
-        return models
-
-    def _show_plans(self, declared: dict[str, MpiJob], layout: Layout, plan: Plan) -> None:
-        """Write each job's target (workers and nodes) on it, when it changed."""
-        sizes = {r.job: r.after for r in plan.resizes}
-        for key, nodes in layout.targets.items():
-            job = declared[key]
-            text = render_plan(sizes.get(key, job.replicas), dict(nodes))
-            if text == job.plan:
-                continue
-            try:
-                self._jobs.set_plan(job.namespace, job.name, text)
-            except KubeError as exc:
-                log.info("%s: plan not shown (%s); next pass tries again", key, exc)
+        return models, learned
 
     def _elastic(
         self,
@@ -336,6 +334,18 @@ class ElasticPass:
                     continue
                 repinned.append(pod.key)
         return tuple(repinned)
+
+
+def _changed_plans(declared: dict[str, MpiJob], layout: Layout, plan: Plan) -> dict[str, str]:
+    """Each job's target (workers and nodes) as shown on it, where it changed."""
+    sizes = {r.job: r.after for r in plan.resizes}
+    plans = {}
+    for key, nodes in layout.targets.items():
+        job = declared[key]
+        text = render_plan(sizes.get(key, job.replicas), dict(nodes))
+        if text != job.plan:
+            plans[key] = text
+    return plans
 
 
 def _last_moved(jobs: Iterable[MpiJob], remembered: dict[str, float]) -> dict[str, float]:

@@ -95,7 +95,9 @@ def test_a_job_alone_grows_to_its_max_and_its_new_workers_are_pinned_to_its_node
     assert first.grown == 1
     assert reconciler.above_minimum == frozenset(), "at its minimum: reclaim may take it whole"
     assert jobs.plans == [("ml/mnist", '{"nodes":{"n1":4},"workers":4}')]
-    assert jobs.calls == ["set_plan", "set_workers"], "the plan first: the webhook pins what the resize makes"
+    assert jobs.writes == [("ml/mnist", 4, '{"nodes":{"n1":4},"workers":4}', None)], (
+        "size and plan in one write: the webhook pins what the resize makes, and the operator wakes once"
+    )
     assert events.events[0][:4] == ("MPIJob", "mnist", "Normal", "Resized")
     cluster.add(worker("mnist", 2), worker("mnist", 3))  # the operator creates the missing workers
     second = reconciler.run()
@@ -256,6 +258,7 @@ def test_the_job_that_reports_it_scales_is_grown_and_the_event_names_the_model()
     assert sizes["ml/lin"] > sizes.get("ml/flat", 2), sizes
     kept = {j.name: j.samples for j in fake_jobs.jobs}
     assert kept == {"lin": "[[1,1,10.0],[2,1,20.0]]", "flat": "[[1,1,10.0],[2,1,11.0]]"}
+    assert fake_jobs.calls == ["update", "update"], "one write per job: samples, plan and size together"
     resized = [e[4] for e in events.events if e[3] == "Resized" and e[1] == "lin"]
     assert resized and "predicted speedup" in resized[0] and "fitted on 2 samples" in resized[0], resized
 
