@@ -13,7 +13,7 @@ from kubeio.mpijobs import MpiJob
 from placement.elastic_pass import ElasticPass, ElasticReport
 from placement.pool import POOL_LABEL
 from scheduling.elastic import ElasticSettings
-from scheduling.model import Pod, Resources
+from scheduling.model import Pod, PodGroup, Resources
 from scheduling.topology import TopologyCache
 from tests.builders import FakeCluster, FakeEvents, a_node, a_pod, a_round
 from tests.placement.fakes import FakeDeleter, FakeJobs, FakePins
@@ -281,3 +281,33 @@ def test_a_report_that_cannot_be_read_is_told_once_and_the_job_sized_by_the_prio
     warned = [e for e in events.events if e[3] == "InvalidThroughputReport"]
     assert len(warned) == 1 and "phalanx.io/throughput must be JSON" in warned[0][4]
     assert dict(fake_jobs.resized) == {"ml/lin": 4, "ml/flat": 4}, "no model: the prior, linear for both"
+
+
+def gang_waiting_beside(workers: int) -> FakeCluster:
+    """``lin`` on n1 and ``flat`` on n2 with ``workers`` workers each; an 8-GPU gang waits for a node."""
+    cluster = FakeCluster().add(a_node("n1").build(), a_node("n2").build())
+    cluster.add(*(worker("lin", i, "n1") for i in range(workers)))
+    cluster.add(*(worker("flat", i, "n2") for i in range(workers)))
+    return cluster.add(PodGroup("ml", "gang", 1), a_pod("gang-0").gpus(8).group("gang").gated().build())
+
+
+def test_jobs_shrunk_for_a_waiting_gang_are_not_resized_again_by_what_they_report_while_it_waits() -> None:
+    """The pass hands each decision's holds to the next: what is learned at the new sizes waits."""
+    cluster = gang_waiting_beside(4)
+    jobs = [mpijob("lin", 4, low=1, high="8"), mpijob("flat", 4, low=1, high="8")]
+    reconciler, fake_jobs, _, _, _ = rig(cluster, jobs)
+    reconciler.run()
+    assert sorted(fake_jobs.resized) == [("ml/flat", 2), ("ml/lin", 2)], "both give the gang a node"
+    cluster.pods = gang_waiting_beside(2).pods  # the operator removed indices 2 and 3
+    lin, flat = (
+        replace(job, throughput=f'{{"samplesPerSecond": {rate}, "workers": 2}}', samples="[[1,1,10.0]]")
+        for job, rate in zip(fake_jobs.jobs, (20, 11), strict=True)
+    )  # each reports its rate at 2 workers: lin scales, flat does not
+    fake_jobs.jobs = [lin, flat]
+    reconciler.run()
+    assert len(fake_jobs.resized) == 2, f"held while the gang waits: {fake_jobs.resized}"
+    fresh, fresh_jobs, _, _, _ = rig(gang_waiting_beside(2), [lin, flat])  # the same, but no holds
+    fresh.run()
+    assert sorted(fresh_jobs.resized) == [("ml/flat", 1), ("ml/lin", 3)], (
+        "without the hold, what was learned trades workers before the gang binds"
+    )
