@@ -342,7 +342,7 @@ def test_the_job_that_reports_it_scales_ends_with_more_workers(pool: Testbed, na
 
     ``lin`` scales linearly, ``flat`` gains little from more GPUs (``phalanx.io/sim-scaling: 0.2``). Both
     report through ``phalanx.io/throughput`` as a launcher would. Grown at once into the free GPUs, each
-    is first seen at one size only, which says nothing of how it scales; a gang then takes 16 GPUs and
+    is seen at the size it grew to, which alone says nothing of how it scales; a gang then takes 16 GPUs and
     both shrink, so each is seen at a second size. When the gang is gone, the GPUs go to the job they
     speed up most, by what the placement manager learned and kept on each MPIJob.
     """
@@ -361,7 +361,17 @@ def test_the_job_that_reports_it_scales_ends_with_more_workers(pool: Testbed, na
             body = elastic_mpijob(name, workers=2, gpus_per_worker=2, max_workers="12", min_available=2)
             body["metadata"]["annotations"]["phalanx.io/sim-scaling"] = scaling
             create_mpijob(http, namespace, body)
-        wait_for("both seen at one size", lambda: all(kept(name) for name in jobs), timeout=180)
+
+        def seen_grown(name: str) -> bool:
+            """Grown past its 2 starting workers and seen at the size it grew to.
+
+            A report at a size is written once the job has run at it for a while (a launcher measures
+            its rate over a window): a size held for half a second is never seen.
+            """
+            replicas = int(get_mpijob(http, namespace, name)["spec"]["mpiReplicaSpecs"]["Worker"]["replicas"])
+            return replicas > 2 and any(int(sample[0]) == replicas for sample in kept(name))
+
+        wait_for("both seen at the size they grew to", lambda: all(map(seen_grown, jobs)), timeout=180)
         create_podgroup(http, namespace, podgroup("wide", 2))
         for i in range(2):
             create_pod(http, namespace, member(f"wide-{i}", "wide", 8))
