@@ -189,15 +189,30 @@ class GangBinder:
                 if self._teller.metrics is not None:
                     self._teller.metrics.barrier_timeouts.inc()
             return GangBind(message, "barrier_timeout")
-        recorded = self._write_plan(group, passage.arrived) if passage.leader else None
+        recorded = None
+        if passage.leader:
+            lost = self._lost(key, passage.arrived)
+            recorded = False if lost else self._write_plan(group, passage.arrived)
+            if lost:
+                self._ledger.release_group(key)
+                message = (
+                    f"gang {key}: {lost} while its members waited to bind; not binding, it is planned again"
+                )
+                self._teller.tell(group, "Warning", "GangBindAbandoned", message)
         if recorded is not None:
             self.board.publish_plan(passage, recorded)
         if not (recorded if recorded is not None else self.board.await_plan(passage, wait)):
             # Without the plan on the PodGroup a crash mid-bind could not be recovered: nobody binds.
-            return GangBind(f"gang {key}: the bind plan could not be recorded; not binding", "plan_failed")
+            return GangBind(
+                f"gang {key}: the bind plan could not be recorded, or the reservation was lost "
+                "(the PodGroup's events say which); not binding",
+                "plan_failed",
+            )
         if self._settings.bind_delay:
             self._sleep(self._settings.bind_delay * passage.rank)
         log.debug("gang %s: binding %s to %s", key, pod.name, node)
+        if self._lost(key, (pod.uid,)):  # its node left since the plan: a Binding there is a lost pod
+            return GangBind(f"gang {key}: {pod.name} lost its reservation before its bind", "no_reservation")
         try:
             self._bind(pod.namespace, pod.name, pod.uid, node, gpu_annotations(gpus))
         except (BindRefusedError, KubeError) as exc:
@@ -214,6 +229,23 @@ class GangBinder:
                 group, "Normal", "GangBound", f"gang {key}: all members released to bind together"
             )
         return GangBind("", "bound", gpus)
+
+    def _lost(self, key: str, members: Sequence[str]) -> str:
+        """Why the reservation of ``members`` no longer holds (``""`` while it does).
+
+        A node deleted or not Ready while members wait in the barrier releases the gang's reservation
+        (``ExtenderService.node_changed``); the API server does not check a Binding's node, so binding
+        there anyway makes pods that the pod garbage collector deletes: the gang would be lost.
+        """
+        book, nodes = self._ledger.book, self._snapshot().nodes
+        for uid in members:
+            promise = book.by_uid.get(uid)
+            if promise is None or promise.group != key:
+                return f"member {uid} lost its reservation"
+            node = nodes.get(promise.node)
+            if node is None or not node.ready:
+                return f"node {promise.node} left the cluster or is not Ready"
+        return ""
 
     def _still_reserved(self, key: str) -> Callable[[str], bool]:
         def reserved(uid: str) -> bool:

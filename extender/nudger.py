@@ -35,9 +35,9 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Protocol
 
 from kubeio.errors import KubeError
+from kubeio.ports import PodToucher
 from scheduling.model import Pod
 from scheduling.reasons import sentence_rule
 
@@ -57,13 +57,6 @@ class _Parked:
     name: str
     group: str
     rule: str
-
-
-class PodToucher(Protocol):
-    """Bumps an annotation on a pod (``kubeio.binding.PodBinder.touch``)."""
-
-    def touch(self, namespace: str, name: str, key: str, value: str) -> None:
-        """Merge-patch one annotation."""
 
 
 class Nudger:

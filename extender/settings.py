@@ -1,11 +1,20 @@
-"""Extender settings, read from the environment in one place (docs/design/style.md §10)."""
+"""Extender settings: each declared once in :data:`SETTINGS` (variable, type, help), from the environment.
+
+gunicorn owns the extender's command line, so its settings have no flags: ``kubeio.setting.read_env``
+reads the same kind of rows the other entrypoints parse with click, through the same types
+(docs/design/style.md §10).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
-from kubeio.config import LOG_LEVEL_ENV, SettingsError, env_bool, env_float, env_int
+import click
+
+from kubeio.config import LOG_LEVEL, LOG_LEVEL_ENV, NAMES, PORT, SECONDS, SWITCH, Seconds, SettingsError
+from kubeio.setting import Setting, read_env
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,64 +115,139 @@ class ExtenderSettings:
 
     @staticmethod
     def from_env(environ: Mapping[str, str]) -> ExtenderSettings:
-        """Read ``PHALANX_*`` variables (and ``KUBECONFIG``); unset ones keep their defaults.
+        """Read ``PHALANX_*`` variables (and ``KUBECONFIG``); unset or empty ones keep their defaults.
 
         Raises:
             kubeio.config.SettingsError: a variable is set to a value of the wrong type or out of range,
                 or only one of the TLS certificate and key is set.
         """
-        defaults = ExtenderSettings()
-        cert, key = environ.get("PHALANX_TLS_CERT_FILE") or None, environ.get("PHALANX_TLS_KEY_FILE") or None
-        if (cert is None) != (key is None):
+        settings = read_env(SETTINGS, ExtenderSettings(), environ)
+        if (settings.tls_cert_file is None) != (settings.tls_key_file is None):
             msg = "PHALANX_TLS_CERT_FILE and PHALANX_TLS_KEY_FILE must be set together (HTTPS needs both)"
             raise SettingsError(msg)
-        return ExtenderSettings(
-            kubeconfig=environ.get("KUBECONFIG") or None,
-            bind_address=environ.get("PHALANX_BIND_ADDRESS", defaults.bind_address),
-            port=env_int(environ, "PHALANX_PORT", defaults.port, minimum=1, maximum=65535),
-            metrics_port=env_int(
-                environ, "PHALANX_METRICS_PORT", defaults.metrics_port, minimum=0, maximum=65535
-            ),
-            threads=env_int(environ, "PHALANX_THREADS", defaults.threads, minimum=1, maximum=4096),
-            max_body_bytes=env_int(
-                environ, "PHALANX_MAX_BODY_BYTES", defaults.max_body_bytes, minimum=1024, maximum=2**31
-            ),
-            request_read_timeout_seconds=env_float(
-                environ, "PHALANX_REQUEST_READ_TIMEOUT_SECONDS", defaults.request_read_timeout_seconds
-            ),
-            max_connections=env_int(
-                environ, "PHALANX_MAX_CONNECTIONS", defaults.max_connections, minimum=1, maximum=1_000_000
-            ),
-            promise_ttl_seconds=env_float(
-                environ, "PHALANX_PROMISE_TTL_SECONDS", defaults.promise_ttl_seconds
-            ),
-            api_timeout_seconds=env_float(
-                environ, "PHALANX_API_TIMEOUT_SECONDS", defaults.api_timeout_seconds
-            ),
-            ready_timeout_seconds=env_float(
-                environ, "PHALANX_READY_TIMEOUT_SECONDS", defaults.ready_timeout_seconds
-            ),
-            reservation_ttl_seconds=env_float(
-                environ, "PHALANX_RESERVATION_TTL_SECONDS", defaults.reservation_ttl_seconds
-            ),
-            bind_wait_seconds=env_float(environ, "PHALANX_BIND_WAIT_SECONDS", defaults.bind_wait_seconds),
-            gang_bind_delay_seconds=env_float(
-                environ, "PHALANX_GANG_BIND_DELAY_SECONDS", defaults.gang_bind_delay_seconds, allow_zero=True
-            ),
-            locality_keys=tuple(
-                k.strip()
-                for k in environ.get("PHALANX_LOCALITY_KEYS", ",".join(defaults.locality_keys)).split(",")
-                if k.strip()
-            ),
-            recovery_interval_seconds=env_float(
-                environ, "PHALANX_RECOVERY_INTERVAL_SECONDS", defaults.recovery_interval_seconds
-            ),
-            duty_window_seconds=env_float(
-                environ, "PHALANX_DUTY_WINDOW_SECONDS", defaults.duty_window_seconds
-            ),
-            decisive=env_bool(environ, "PHALANX_DECISIVE", defaults.decisive),
-            hot_verbs=env_bool(environ, "PHALANX_HOT_VERBS", defaults.hot_verbs),
-            log_level=environ.get(LOG_LEVEL_ENV, defaults.log_level),
-            tls_cert_file=cert,
-            tls_key_file=key,
-        )
+        return settings
+
+
+def _env(field: str, env: str, type_: click.ParamType[Any] = click.STRING, *, help_: str) -> Setting:
+    """A row read from one variable alone (the extender has no flags)."""
+    return Setting(field, None, (env,), type_, help_)
+
+
+SETTINGS = (
+    _env("kubeconfig", "KUBECONFIG", help_="kubeconfig path; unset: in-cluster"),
+    _env(
+        "bind_address",
+        "PHALANX_BIND_ADDRESS",
+        help_="listen address (loopback: the extender is its kube-scheduler's sidecar)",
+    ),
+    _env(
+        "port",
+        "PHALANX_PORT",
+        click.IntRange(1, 65535),
+        help_="listen port; must match urlPrefix in the scheduler configuration",
+    ),
+    _env(
+        "metrics_port",
+        "PHALANX_METRICS_PORT",
+        PORT,
+        help_="a second listener on all addresses serving only /metrics; 0: none",
+    ),
+    _env(
+        "threads",
+        "PHALANX_THREADS",
+        click.IntRange(1, 4096),
+        help_="concurrent requests: at least the largest gang (its binds wait for each other)",
+    ),
+    _env(
+        "max_body_bytes",
+        "PHALANX_MAX_BODY_BYTES",
+        click.IntRange(1024, 2**31),
+        help_="larger requests get HTTP 413",
+    ),
+    _env(
+        "request_read_timeout_seconds",
+        "PHALANX_REQUEST_READ_TIMEOUT_SECONDS",
+        SECONDS,
+        help_="longest a request (or a TLS handshake) may take to arrive; then HTTP 408",
+    ),
+    _env(
+        "max_connections",
+        "PHALANX_MAX_CONNECTIONS",
+        click.IntRange(1, 1_000_000),
+        help_="open connections at most; then the one waiting longest unserved is closed",
+    ),
+    _env(
+        "promise_ttl_seconds",
+        "PHALANX_PROMISE_TTL_SECONDS",
+        SECONDS,
+        help_="how long GPUs chosen at bind stay reserved if the bound pod never shows up",
+    ),
+    _env(
+        "api_timeout_seconds",
+        "PHALANX_API_TIMEOUT_SECONDS",
+        SECONDS,
+        help_="timeout of the API calls made by bind (below httpTimeout, 30 s)",
+    ),
+    _env(
+        "ready_timeout_seconds",
+        "PHALANX_READY_TIMEOUT_SECONDS",
+        SECONDS,
+        help_="how long start-up waits for the first list of nodes and pods",
+    ),
+    _env(
+        "reservation_ttl_seconds",
+        "PHALANX_RESERVATION_TTL_SECONDS",
+        SECONDS,
+        help_="how long a gang's reservation holds without its members reaching bind",
+    ),
+    _env(
+        "bind_wait_seconds",
+        "PHALANX_BIND_WAIT_SECONDS",
+        SECONDS,
+        help_="longest a gang member's bind waits for the rest of the gang",
+    ),
+    _env(
+        "gang_bind_delay_seconds",
+        "PHALANX_GANG_BIND_DELAY_SECONDS",
+        Seconds(zero=True),
+        help_="fault injection for crash tests only: spreads a gang's Bindings in time",
+    ),
+    _env(
+        "locality_keys",
+        "PHALANX_LOCALITY_KEYS",
+        NAMES,
+        help_="node labels of locality domains, innermost first, comma-separated",
+    ),
+    _env(
+        "recovery_interval_seconds",
+        "PHALANX_RECOVERY_INTERVAL_SECONDS",
+        SECONDS,
+        help_="how often gangs left with a bind plan are completed or rolled back",
+    ),
+    _env(
+        "duty_window_seconds",
+        "PHALANX_DUTY_WINDOW_SECONDS",
+        SECONDS,
+        help_="act on its own only this long after kube-scheduler's last call",
+    ),
+    _env(
+        "decisive",
+        "PHALANX_DECISIVE",
+        SWITCH,
+        help_="answer filter with the one node ranked first for a pod on its own",
+    ),
+    _env(
+        "hot_verbs",
+        "PHALANX_HOT_VERBS",
+        SWITCH,
+        help_="answer filter and prioritize in the worker, without Flask",
+    ),
+    _env("log_level", LOG_LEVEL_ENV, LOG_LEVEL, help_="Python logging level"),
+    _env(
+        "tls_cert_file",
+        "PHALANX_TLS_CERT_FILE",
+        help_="PEM certificate to serve HTTPS with (with the key); unset: plain HTTP",
+    ),
+    _env("tls_key_file", "PHALANX_TLS_KEY_FILE", help_="its private key"),
+)
+"""Every setting of the extender, once; the field docstrings above say what each means."""

@@ -1,18 +1,18 @@
-"""Reading settings from flags and the environment, shared by every entrypoint (docs/design/style.md §10).
+"""The types of settings every entrypoint shares, and its logging (docs/design/style.md §10).
 
-The extender, the placement manager and the node agent are separate binaries that must not import each
-other, yet they read numbers from the same kind of flags and variables. The readers live here, in the
-adapter layer all three may import, so a malformed value fails the same way in each of them: the
-extender's environment readers raise :class:`SettingsError` naming the variable and the bad value, and
-flags (which fall back to variables) fail through argparse with its usage message.
+The extender, the placement manager, the node agent and the dispatcher are separate binaries that must
+not import each other, yet they read the same kinds of values: seconds, ports, bounded counts, switches,
+comma-separated names, a logging level. Their click types live here, in the adapter layer all of them may
+import, so a malformed value fails the same way in each; the declarations that use them are in each
+entrypoint's ``settings`` module (``kubeio.setting``).
 """
 
 from __future__ import annotations
 
-import argparse
 import logging
-from collections.abc import Callable, Mapping
-from typing import TypeVar
+import math
+
+import click
 
 LOG_LEVEL_ENV = "PHALANX_LOG_LEVEL"
 """The variable every entrypoint reads its Python logging level from."""
@@ -20,112 +20,71 @@ LOG_LEVEL_ENV = "PHALANX_LOG_LEVEL"
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 """One log line format for every binary."""
 
-T = TypeVar("T")
+LOG_LEVEL = click.Choice(["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"], case_sensitive=False)
+"""A Python logging level name, any case (``info`` reads as ``INFO``)."""
+
+PORT = click.IntRange(0, 65535)
+"""A TCP port; 0 where the setting says it turns the listener off."""
+
+SWITCH = click.BOOL
+"""On or off: ``true``/``false``, ``1``/``0``, ``yes``/``no`` (click's words, any case)."""
 
 
 class SettingsError(ValueError):
     """An environment variable has a value the entrypoint cannot use."""
 
 
-def env_int(environ: Mapping[str, str], name: str, default: int, *, minimum: int, maximum: int) -> int:
-    """The integer in variable ``name``, else ``default``.
+class Seconds(click.ParamType[float]):
+    """A finite positive number (seconds, intervals); zero too when ``zero`` says so.
 
-    An unset or empty variable gives ``default``.
-
-    Raises:
-        SettingsError: the value is not an integer, or lies outside ``minimum..maximum``.
-
-    >>> env_int({"PHALANX_THREADS": "8"}, "PHALANX_THREADS", 256, minimum=1, maximum=4096)
-    8
-    >>> env_int({"PHALANX_THREADS": "0"}, "PHALANX_THREADS", 256, minimum=1, maximum=4096)
+    >>> Seconds().convert("1.5", None, None)
+    1.5
+    >>> Seconds().convert("0", None, None)
     Traceback (most recent call last):
     ...
-    kubeio.config.SettingsError: PHALANX_THREADS=0 is outside 1..4096
+    click.exceptions.BadParameter: '0' must be a finite positive number
     """
-    value = _parsed(environ, name, int, "an integer")
-    if value is None:
-        return default
-    if not minimum <= value <= maximum:
-        msg = f"{name}={value} is outside {minimum}..{maximum}"
-        raise SettingsError(msg)
-    return value
+
+    name = "seconds"
+
+    def __init__(self, *, zero: bool = False) -> None:
+        self.zero = zero
+
+    def convert(self, value: object, param: click.Parameter | None, ctx: click.Context | None) -> float:
+        """The number, or click's usage error naming the flag."""
+        if isinstance(value, float | int) and not isinstance(value, bool):
+            number = float(value)
+        else:
+            try:
+                number = float(str(value))
+            except ValueError:
+                self.fail(f"{value!r} is not a number", param, ctx)
+        if not math.isfinite(number) or number < 0 or (number == 0 and not self.zero):
+            kind = "finite number, 0 or above" if self.zero else "finite positive number"
+            self.fail(f"{value!r} must be a {kind}", param, ctx)
+        return number
 
 
-def env_float(environ: Mapping[str, str], name: str, default: float, *, allow_zero: bool = False) -> float:
-    """The finite positive number (or zero, with ``allow_zero``) in variable ``name``, else ``default``.
+class Names(click.ParamType[tuple[str, ...]]):
+    """A comma-separated list, as a tuple with blanks dropped.
 
-    An unset or empty variable gives ``default``.
-
-    Raises:
-        SettingsError: the value is not a number, or is negative, zero (unless allowed), NaN or infinite.
-
-    >>> env_float({"PHALANX_BIND_WAIT_SECONDS": "soon"}, "PHALANX_BIND_WAIT_SECONDS", 25.0)
-    Traceback (most recent call last):
-    ...
-    kubeio.config.SettingsError: PHALANX_BIND_WAIT_SECONDS='soon' is not a number
+    >>> Names().convert("a, b,,", None, None)
+    ('a', 'b')
     """
-    value = _parsed(environ, name, float, "a number")
-    if value is None:
-        return default
-    if not (value > 0 or (allow_zero and value == 0)) or value != value or value == float("inf"):
-        msg = f"{name}={value} must be a finite positive number"
-        raise SettingsError(msg)
-    return value
+
+    name = "names"
+
+    def convert(
+        self, value: object, param: click.Parameter | None, ctx: click.Context | None
+    ) -> tuple[str, ...]:
+        """The names; a tuple (a default) is kept as it is."""
+        if isinstance(value, tuple):
+            return tuple(str(v) for v in value)
+        return tuple(n.strip() for n in str(value).split(",") if n.strip())
 
 
-def env_bool(environ: Mapping[str, str], name: str, default: bool) -> bool:
-    """The switch in variable ``name`` (``true``/``false``, ``1``/``0``, ``yes``/``no``), else ``default``.
-
-    An unset or empty variable gives ``default``.
-
-    Raises:
-        SettingsError: the value is none of those words.
-
-    >>> env_bool({"PHALANX_DECISIVE": "false"}, "PHALANX_DECISIVE", True)
-    False
-    >>> env_bool({"PHALANX_DECISIVE": "maybe"}, "PHALANX_DECISIVE", True)
-    Traceback (most recent call last):
-    ...
-    kubeio.config.SettingsError: PHALANX_DECISIVE='maybe' is not true or false
-    """
-    text = (environ.get(name) or "").strip().lower()
-    if not text:
-        return default
-    if text in ("true", "1", "yes"):
-        return True
-    if text in ("false", "0", "no"):
-        return False
-    msg = f"{name}={environ.get(name)!r} is not true or false"
-    raise SettingsError(msg)
-
-
-def _parsed(environ: Mapping[str, str], name: str, parse: Callable[[str], T], kind: str) -> T | None:
-    """Variable ``name`` parsed, or ``None`` when it is unset or empty; ``kind`` names the type in errors."""
-    text = environ.get(name)
-    if text is None or text == "":
-        return None
-    try:
-        return parse(text)
-    except ValueError:
-        msg = f"{name}={text!r} is not {kind}"
-        raise SettingsError(msg) from None
-
-
-def positive_number(text: object) -> float:
-    """Argparse type: a finite positive number (seconds, intervals).
-
-    Raises:
-        argparse.ArgumentTypeError: ``text`` is not a number, or not finite and positive.
-    """
-    try:
-        value = float(str(text))
-    except ValueError:
-        msg = f"{text!r} is not a number"
-        raise argparse.ArgumentTypeError(msg) from None
-    if not 0 < value < float("inf"):
-        msg = f"{text!r} must be a positive number"
-        raise argparse.ArgumentTypeError(msg)
-    return value
+SECONDS = Seconds()
+NAMES = Names()
 
 
 def configure_logging(level: str) -> None:

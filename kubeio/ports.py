@@ -1,18 +1,24 @@
-"""What the drivers read from and write to the cluster, declared once.
+"""What the drivers read from and write to the cluster, declared once: the ports.
 
-The extender and the placement manager depend on these shapes, not on the classes behind them, so a
-unit test hands them an in-memory fake (``tests/builders.py``) and production hands them the real
-adapters named in each docstring.
+The extender, the placement manager and the node agent depend on these shapes, not on the classes behind
+them, so a unit test hands them an in-memory fake and production hands them the real adapter named in
+each docstring. Each port has one fake: ``tests/builders.py`` (the cluster, binder, plan writer, events,
+clock), ``tests/placement/fakes.py`` (MPIJobs, pins, deletes), ``tests/kubeio/fake_api.py`` (the API
+boundary itself, ``kubeio.http.JsonRequester``, declared beside ``KubeHttp``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from kubeio.binding import BindStatus
 from kubeio.events import ObjectRef
+from kubeio.mpijobs import MpiJob
+from kubeio.secrets import StoredSecret
+from kubeio.webhook_configs import WebhookConfiguration
 from scheduling.cluster.snapshot import ClusterSnapshot
+from scheduling.leadership import LeaseRecord
 from scheduling.model import Pod
 
 
@@ -78,11 +84,117 @@ class QueueSink(Protocol):
         """Merge a queue's status."""
 
 
-class EventSink(Protocol):
-    """Records an event (``kubeio.events.EventRecorder``)."""
+class EventQueue(Protocol):
+    """Queues an event (``kubeio.events.EventRecorder``), for a caller that takes no action on its own."""
 
     def record(self, ref: ObjectRef, type_: str, reason: str, message: str) -> None:
         """Queue one event (a reason: written off the caller's path)."""
 
+
+class EventSink(EventQueue, Protocol):
+    """Records events, an action's before the action (``kubeio.events.EventRecorder``)."""
+
     def record_now(self, ref: ObjectRef, type_: str, reason: str, message: str) -> None:
         """Write one event before returning (an action's, called before the action)."""
+
+
+class PodToucher(Protocol):
+    """Bumps an annotation on a pod (``kubeio.binding.PodBinder.touch``)."""
+
+    def touch(self, namespace: str, name: str, key: str, value: str) -> None:
+        """Merge-patch one annotation."""
+
+
+class Pinner(Protocol):
+    """Pins pods and taints pool nodes (``kubeio.pins.PinWriter``)."""
+
+    def pin_pod(self, namespace: str, name: str, uid: str, node: str) -> bool:
+        """Add the toleration for ``node``."""
+
+    def taint_node(self, node: str, *, present: bool) -> bool:
+        """Put the pin taint on or take it off."""
+
+    def open_pool(self, namespace: str, name: str, uid: str) -> bool:
+        """Let a pod that is no pinned worker use pool nodes."""
+
+
+class ConfigAccess(Protocol):
+    """Reads configurations and writes their CA bundle (``kubeio.webhook_configs.WebhookConfigs``)."""
+
+    def read(self, name: str) -> WebhookConfiguration | None:
+        """The configuration, or ``None`` if it does not exist."""
+
+    def set_ca_bundle(self, name: str, webhooks: Sequence[str], bundle: bytes) -> None:
+        """Set ``caBundle`` on the named webhooks."""
+
+
+class JobReader(Protocol):
+    """Reads an MPIJob and its workers from the API server (``kubeio.mpijobs.MpiJobWriter``)."""
+
+    def get(self, namespace: str, name: str) -> MpiJob | None:
+        """The MPIJob, or ``None``."""
+
+    def workers(self, namespace: str, name: str) -> tuple[Pod, ...]:
+        """Its worker pods, by replica index."""
+
+
+class LeaseStore(Protocol):
+    """The Lease in the API server (``kubeio.lease.LeaseClient``)."""
+
+    def read(self) -> LeaseRecord | None:
+        """The Lease now, or ``None``."""
+
+    def create(self, holder: str, duration_seconds: int) -> bool:
+        """Create it held by ``holder``; ``False`` if another was first."""
+
+    def write(self, holder: str, duration_seconds: int, *, taking: bool) -> bool:
+        """Renew or take over the Lease last read; ``False`` if it changed since."""
+
+    def release(self, holder: str) -> None:
+        """Give it up if ``holder`` holds it."""
+
+
+class SecretAccess(Protocol):
+    """Reads and writes one Secret (``kubeio.secrets.SecretStore``)."""
+
+    def read(self, namespace: str, name: str) -> StoredSecret | None:
+        """The Secret, or ``None``."""
+
+    def create(self, namespace: str, name: str, data: Mapping[str, bytes], labels: Mapping[str, str]) -> bool:
+        """Create it; ``False`` if it exists already."""
+
+    def update(self, secret: StoredSecret, data: Mapping[str, bytes]) -> bool:
+        """Replace its data; ``False`` if it changed since read."""
+
+
+class MpiJobLister(Protocol):
+    """Lists MPIJobs (``kubeio.mpijobs.MpiJobWriter``)."""
+
+    def list(self) -> list[MpiJob]:
+        """Every MPIJob."""
+
+
+class Ungater(Protocol):
+    """Removes the admission gate from one pod (``kubeio.gate_patches.GateWriter``)."""
+
+    def ungate(self, pod: Pod) -> bool:
+        """``True`` once the gate is gone; ``False`` if the pod is gone or changed (decide again)."""
+
+
+class Annotator(Protocol):
+    """Writes one pod annotation (:class:`kubeio.node_pods.PodAnnotator`)."""
+
+    def set(self, namespace: str, name: str, uid: str, key: str, value: str) -> None:
+        """Write it; raises ``KubeError``."""
+
+
+class AnnotationStore(Protocol):
+    """Reads and merge-patches one annotation of a node (:class:`kubeio.node_annotations.NodeAnnotations`)."""
+
+    def get(self, node: str, key: str) -> str | None:
+        """The annotation's value, ``None`` when absent; raises ``KubeError`` on failure."""
+        ...
+
+    def patch(self, node: str, key: str, value: str | None) -> str:
+        """Set the annotation and return the node's new ``resourceVersion``; raises ``KubeError``."""
+        ...

@@ -15,10 +15,9 @@ from collections.abc import Callable, Mapping
 from kubeio.errors import KubeError
 from kubeio.events import ObjectRef
 from kubeio.node_pods import NodePod
+from kubeio.ports import AnnotationStore, EventQueue
 from nodeagent.gpu_devices import GpuDevices
 from nodeagent.node_metrics import NodeMetrics
-from nodeagent.publisher import AnnotationStore
-from nodeagent.truth_keeper import Recorder
 from scheduling.model import UNHEALTHY_GPUS_ANNOTATION
 
 
@@ -30,7 +29,7 @@ class HealthReporter:
         devices: GpuDevices,
         store: AnnotationStore,
         node: str,
-        recorder: Recorder,
+        recorder: EventQueue,
         *,
         held: Callable[[], Mapping[str, tuple[int, ...]]],
         pods: Callable[[], Mapping[str, NodePod]],

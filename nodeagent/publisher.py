@@ -11,22 +11,10 @@ from __future__ import annotations
 
 import enum
 import logging
-from typing import Protocol
 
+from kubeio.ports import AnnotationStore
 from scheduling.model import TOPOLOGY_ANNOTATION
 from scheduling.topology import TopologyDocument
-
-
-class AnnotationStore(Protocol):
-    """Reads and merge-patches one annotation of a node (:class:`kubeio.node_annotations.NodeAnnotations`)."""
-
-    def get(self, node: str, key: str) -> str | None:
-        """The annotation's value, ``None`` when absent; raises ``KubeError`` on failure."""
-        ...
-
-    def patch(self, node: str, key: str, value: str | None) -> str:
-        """Set the annotation and return the node's new ``resourceVersion``; raises ``KubeError``."""
-        ...
 
 
 class PublishOutcome(enum.Enum):

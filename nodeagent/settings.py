@@ -1,16 +1,17 @@
-"""Node agent settings: command-line flags that fall back to environment variables, read in one place.
+"""Node agent settings: each declared once in :data:`SETTINGS` (flag, variables, type, help).
 
 In the DaemonSet everything comes from the environment (``NODE_NAME`` from the downward API); on a
-workstation the same values can be given as flags (docs/design/style.md §10).
+workstation the same values can be given as flags (docs/design/style.md §10, ``kubeio.setting``).
 """
 
 from __future__ import annotations
 
-import argparse
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from kubeio.config import LOG_LEVEL_ENV, positive_number
+from kubeio.config import LOG_LEVEL, LOG_LEVEL_ENV, PORT, SECONDS, SWITCH
+from kubeio.setting import Setting, command, parse
 
 ENV_NODE = "NODE_NAME"
 ENV_KUBECONFIG = "KUBECONFIG"
@@ -94,131 +95,86 @@ def parse_settings(argv: Sequence[str] | None, environ: Mapping[str, str]) -> Ag
     """Read flags, falling back to ``environ`` for each one that has an environment variable.
 
     Raises:
-        SystemExit: a flag or variable has a malformed value, or no node name is given (status 2, with
-            argparse's usage message).
+        SystemExit: ``--help`` (status 0); a flag or variable has a malformed value, or no node name is
+            given (status 2, with click's usage message).
     """
-    defaults = AgentSettings()
-    parser = argparse.ArgumentParser(
-        prog="python -m nodeagent",
-        description="Publish this node's GPU topology (read through NVML) as a node annotation.",
-    )
-    parser.add_argument("--node", default=environ.get(ENV_NODE) or None, help=f"node name (${ENV_NODE})")
-    parser.add_argument(
-        "--kubeconfig",
-        default=environ.get(ENV_KUBECONFIG) or None,
-        help=f"kubeconfig path (${ENV_KUBECONFIG}; default: in-cluster service account)",
-    )
-    for flag, env, default, meaning in (
-        ("--interval", ENV_INTERVAL, defaults.interval_seconds, "seconds between reads"),
-        (
-            "--max-backoff",
-            ENV_MAX_BACKOFF,
-            defaults.max_backoff_seconds,
-            "longest wait after failures, seconds",
-        ),
-        ("--api-timeout", ENV_API_TIMEOUT, defaults.api_timeout_seconds, "API request timeout, seconds"),
-    ):
-        parser.add_argument(
-            flag,
-            type=positive_number,
-            default=environ.get(env) or default,
-            help=f"{meaning} (${env}; default %(default)s)",
-        )
-    parser.add_argument("--once", action="store_true", help="run one cycle and exit")
-    parser.add_argument("--print", dest="print_only", action="store_true", help="print the topology, no API")
-    parser.add_argument("--fake-topology", metavar="FILE", help="answer NVML from a topo -m or JSON file")
-    parser.add_argument("--fake-gpu-model", metavar="NAME", help="GPU model of a topo -m --fake-topology")
-    parser.add_argument(
+    settings: AgentSettings = parse(COMMAND, argv, environ, prog="python -m nodeagent")
+    backoff = min(AgentSettings().initial_backoff_seconds, settings.interval_seconds)
+    return dataclasses.replace(settings, initial_backoff_seconds=backoff)
+
+
+def _no_node(settings: AgentSettings) -> str | None:
+    """Why the settings cannot run: no node to write, unless only printing."""
+    if settings.node_name or settings.print_only:
+        return None
+    return f"the node name is required: --node or ${ENV_NODE} (the downward API in the DaemonSet)"
+
+
+SETTINGS = (
+    Setting("node_name", "--node", (ENV_NODE,), help="node name"),
+    Setting("kubeconfig", "--kubeconfig", (ENV_KUBECONFIG,), help="kubeconfig path; unset: in-cluster"),
+    Setting("interval_seconds", "--interval", (ENV_INTERVAL,), SECONDS, "seconds between reads"),
+    Setting(
+        "max_backoff_seconds",
+        "--max-backoff",
+        (ENV_MAX_BACKOFF,),
+        SECONDS,
+        "longest wait after failures, seconds",
+    ),
+    Setting(
+        "api_timeout_seconds", "--api-timeout", (ENV_API_TIMEOUT,), SECONDS, "API request timeout, seconds"
+    ),
+    Setting("once", "--once", switch=True, help="run one cycle and exit"),
+    Setting("print_only", "--print", switch=True, help="print the topology, no API"),
+    Setting(
+        "fake_topology", "--fake-topology", help="answer NVML from a topo -m or JSON file", metavar="FILE"
+    ),
+    Setting(
+        "fake_gpu_model", "--fake-gpu-model", help="GPU model of a topo -m --fake-topology", metavar="NAME"
+    ),
+    Setting(
+        "device_plugin",
         "--device-plugin",
-        type=_boolean,
-        nargs="?",
-        const=True,
-        default=environ.get(ENV_DEVICE_PLUGIN) or "false",
-        help=f"serve phalanx's device plugin for nvidia.com/gpu (${ENV_DEVICE_PLUGIN}; default %(default)s)",
-    )
-    parser.add_argument(
+        (ENV_DEVICE_PLUGIN,),
+        SWITCH,
+        "serve phalanx's device plugin for nvidia.com/gpu (the flag alone: true)",
+        bare=True,
+        metavar="BOOLEAN",
+    ),
+    Setting(
+        "device_plugin_dir",
         "--device-plugin-dir",
-        default=environ.get(ENV_DEVICE_PLUGIN_DIR) or DEVICE_PLUGIN_DIR,
-        help=f"the kubelet's device-plugin directory (${ENV_DEVICE_PLUGIN_DIR}; default %(default)s)",
-    )
-    parser.add_argument(
+        (ENV_DEVICE_PLUGIN_DIR,),
+        help="the kubelet's device-plugin directory",
+    ),
+    Setting(
+        "pod_resources_socket",
         "--pod-resources-socket",
-        default=environ.get(ENV_POD_RESOURCES, POD_RESOURCES_SOCKET),
-        help=f"the kubelet's PodResources socket, empty for none (${ENV_POD_RESOURCES}; default %(default)s)",
-    )
-    parser.add_argument(
+        (ENV_POD_RESOURCES,),
+        help="the kubelet's PodResources socket; empty (the variable too): do not read what pods hold",
+        empty=True,
+    ),
+    Setting(
+        "truth_interval_seconds",
         "--truth-interval",
-        type=positive_number,
-        default=environ.get(ENV_TRUTH_INTERVAL) or defaults.truth_interval_seconds,
-        help=f"seconds between reads of what pods hold (${ENV_TRUTH_INTERVAL}; default %(default)s)",
-    )
-    parser.add_argument(
-        "--metrics-port",
-        type=_port,
-        default=environ.get(ENV_METRICS_PORT) or "0",
-        help=f"serve Prometheus metrics on this port, 0 for none (${ENV_METRICS_PORT}; default %(default)s)",
-    )
-    parser.add_argument(
-        "--fake-xid-file", metavar="FILE", help="with --fake-topology: NVML Xid events from FILE"
-    )
-    parser.add_argument(
-        "--log-level",
-        default=environ.get(ENV_LOG_LEVEL) or defaults.log_level,
-        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
-        type=str.upper,
-        help=f"logging level (${ENV_LOG_LEVEL}; default %(default)s)",
-    )
-    args = parser.parse_args(argv)
-    if not args.node and not args.print_only:
-        parser.error(f"the node name is required: --node or ${ENV_NODE} (the downward API in the DaemonSet)")
-    return AgentSettings(
-        node_name=args.node,
-        kubeconfig=args.kubeconfig,
-        interval_seconds=args.interval,
-        initial_backoff_seconds=min(defaults.initial_backoff_seconds, args.interval),
-        max_backoff_seconds=args.max_backoff,
-        api_timeout_seconds=args.api_timeout,
-        once=args.once,
-        print_only=args.print_only,
-        fake_topology=args.fake_topology,
-        fake_gpu_model=args.fake_gpu_model,
-        log_level=args.log_level,
-        device_plugin=args.device_plugin,
-        device_plugin_dir=args.device_plugin_dir,
-        pod_resources_socket=args.pod_resources_socket,
-        truth_interval_seconds=args.truth_interval,
-        metrics_port=args.metrics_port,
-        fake_xid_file=args.fake_xid_file,
-    )
+        (ENV_TRUTH_INTERVAL,),
+        SECONDS,
+        "seconds between reads of what pods hold",
+    ),
+    Setting("metrics_port", "--metrics-port", (ENV_METRICS_PORT,), PORT, "Prometheus metrics port; 0: none"),
+    Setting(
+        "fake_xid_file",
+        "--fake-xid-file",
+        help="with --fake-topology: NVML Xid events from FILE",
+        metavar="FILE",
+    ),
+    Setting("log_level", "--log-level", (ENV_LOG_LEVEL,), LOG_LEVEL, "logging level"),
+)
+"""Every setting of the node agent, once: ``python -m nodeagent --help`` is built from it."""
 
-
-def _boolean(text: object) -> bool:
-    """Argparse type: ``true``/``false`` (also ``1``/``0``, ``yes``/``no``), any case.
-
-    Raises:
-        argparse.ArgumentTypeError: anything else.
-    """
-    value = str(text).strip().lower()
-    if value in ("true", "1", "yes"):
-        return True
-    if value in ("false", "0", "no"):
-        return False
-    msg = f"{text!r} is not true or false"
-    raise argparse.ArgumentTypeError(msg)
-
-
-def _port(text: object) -> int:
-    """Argparse type: a TCP port, 0 to 65535 (0: off).
-
-    Raises:
-        argparse.ArgumentTypeError: not such a number.
-    """
-    try:
-        value = int(str(text))
-    except ValueError:
-        msg = f"{text!r} is not a port number"
-        raise argparse.ArgumentTypeError(msg) from None
-    if not 0 <= value <= 65535:
-        msg = f"{text!r} is not a port number (0 to 65535)"
-        raise argparse.ArgumentTypeError(msg)
-    return value
+COMMAND = command(
+    SETTINGS,
+    AgentSettings(),
+    about="Publish this node's GPU topology (read through NVML) as a node annotation.",
+    check=_no_node,
+)

@@ -24,23 +24,10 @@ from kubeio.convert import format_gpu_indices
 from kubeio.errors import KubeError
 from kubeio.events import ObjectRef
 from kubeio.node_pods import NodePod
+from kubeio.ports import Annotator, EventQueue
 from nodeagent.kubelet_view import KubeletView
 from scheduling.devices.truth import Correction, Kind, PodRecord, TruthReport, reconcile
 from scheduling.model import GPUS_ANNOTATION
-
-
-class Annotator(Protocol):
-    """Writes one pod annotation (:class:`kubeio.node_pods.PodAnnotator`)."""
-
-    def set(self, namespace: str, name: str, uid: str, key: str, value: str) -> None:
-        """Write it; raises ``KubeError``."""
-
-
-class Recorder(Protocol):
-    """Records an event (:class:`kubeio.events.EventRecorder`)."""
-
-    def record(self, ref: ObjectRef, type_: str, reason: str, message: str) -> None:
-        """Queue it."""
 
 
 class TruthMetrics(Protocol):
@@ -69,7 +56,7 @@ class TruthKeeper:
         read: Callable[[Mapping[str, NodePod]], KubeletView],
         pods: Callable[[], Mapping[str, NodePod]],
         annotator: Annotator,
-        recorder: Recorder,
+        recorder: EventQueue,
         metrics: TruthMetrics,
         *,
         node: str,

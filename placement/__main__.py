@@ -46,7 +46,7 @@ from placement.uninstall import remove_admission_gates, remove_pin_taints
 from placement.views import SharedView
 from placement.visibility import serve_visibility
 from placement.webhook_runtime import start_webhooks
-from scheduling.admission.release import GateSettings, KeptRule
+from scheduling.admission.release import KeptRule
 
 log = logging.getLogger("placement")
 
@@ -145,12 +145,7 @@ def _start_release_loop(
         events,
         clock=time.time,  # wall clock: release times meet creationTimestamps
         topologies=cache.topologies,
-        settings=GateSettings(
-            max_unbound_gpus=settings.gate_max_unbound_gpus,
-            max_unbound_pods=settings.gate_max_unbound_pods,
-            release_ttl=settings.gate_release_ttl_seconds,
-            starve_after=settings.gate_starve_after_seconds,
-        ),
+        settings=settings.gates,
         views=views,
     )
     wake = threading.Event()

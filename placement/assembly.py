@@ -12,16 +12,14 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from kubeio.ports import EventSink, GroupStatusSink, QueueSink
+from kubeio.ports import EventSink, GroupStatusSink, Pinner, QueueSink
 from placement.elastic_pass import ElasticPass, ElasticReport, MpiJobSource
 from placement.gang_pass import GangPass, GangReport
 from placement.metrics import PlacementMetrics
-from placement.pool import Pinner
 from placement.queue_pass import QueuePass, QueueReport
 from placement.round import PlacementRound, Round, RoundReader, RoundReport, RoundSource
 from placement.settings import PlacementSettings
 from placement.views import SharedView
-from scheduling.elastic import ElasticSettings
 from scheduling.topology import TopologyCache
 
 log = logging.getLogger(__name__)
@@ -88,12 +86,7 @@ def assemble(
         ports.events,
         clock=time.time,  # wall clock: the time of a job's last move is written on it, read after a restart
         topologies=ports.topologies,
-        settings=ElasticSettings(
-            moves_per_job=settings.elastic_moves_per_job,
-            moves_per_round=settings.elastic_moves_per_round,
-            cooldown_seconds=settings.elastic_cooldown_seconds,
-            grow_step=settings.elastic_grow_step,
-        ),
+        settings=settings.elastic,
     )
 
     def on_pass(name: str, seconds: float, ok: bool) -> None:

@@ -15,30 +15,16 @@ certificate to the server (``placement.serving_tls``), both from what ``sync`` l
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import Protocol
 
-from kubeio.secrets import StoredSecret
+from kubeio.ports import SecretAccess
 from placement.certificates import KeyPair, WebhookCerts, renew
 
 log = logging.getLogger(__name__)
 
 MANAGED_BY = {"app.kubernetes.io/managed-by": "phalanx-placement"}
 """Labels of a Secret the placement manager creates itself (where it may create one)."""
-
-
-class SecretAccess(Protocol):
-    """Reads and writes one Secret (``kubeio.secrets.SecretStore``)."""
-
-    def read(self, namespace: str, name: str) -> StoredSecret | None:
-        """The Secret, or ``None``."""
-
-    def create(self, namespace: str, name: str, data: Mapping[str, bytes], labels: Mapping[str, str]) -> bool:
-        """Create it; ``False`` if it exists already."""
-
-    def update(self, secret: StoredSecret, data: Mapping[str, bytes]) -> bool:
-        """Replace its data; ``False`` if it changed since read."""
 
 
 class CertKeeperError(Exception):

@@ -18,21 +18,22 @@ of the same nominee.
 
 from __future__ import annotations
 
-import argparse
 import logging
+import os
 import signal
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from kubeio.cluster_read import read_cluster
-from kubeio.config import configure_logging
+from kubeio.config import LOG_LEVEL, LOG_LEVEL_ENV, SECONDS, configure_logging
 from kubeio.errors import KubeError
 from kubeio.events import EventRecorder
 from kubeio.http import KubeHttp, load_api_client
 from kubeio.multikueue import active_workers, multikueue_checks, nominate, waiting_workloads, worker_clients
+from kubeio.setting import Setting, command, parse
 from scheduling.cluster.statement import Statement
 from scheduling.dispatch import dispatch
 from scheduling.topology import TopologyCache
@@ -92,22 +93,38 @@ class DispatchPass:
         return DispatchReport(sent, tuple(held), tuple(problems))
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+@dataclass(frozen=True, slots=True)
+class DispatcherSettings:
+    """How the dispatcher runs (``python -m placement.dispatcher --help``)."""
+
+    kubeconfig: str | None = None
+    """The manager cluster's kubeconfig; unset: in-cluster."""
+
+    interval_seconds: float = 2.0
+    """Time between two dispatch passes."""
+
+    kueue_namespace: str = "kueue-system"
+    """Where MultiKueue's kubeconfig Secrets are."""
+
+    log_level: str = "INFO"
+    """Python logging level."""
+
+
+SETTINGS = (
+    Setting("kubeconfig", "--kubeconfig", help="the manager cluster's kubeconfig; unset: in-cluster"),
+    Setting("interval_seconds", "--interval-seconds", type=SECONDS, help="seconds between passes"),
+    Setting("kueue_namespace", "--kueue-namespace", help="where MultiKueue's kubeconfig Secrets are"),
+    Setting("log_level", "--log-level", (LOG_LEVEL_ENV,), LOG_LEVEL, "Python logging level"),
+)
+"""Every setting of the dispatcher, once (``kubeio.setting``)."""
+
+
+def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> int:
     """Run the dispatcher until SIGTERM or SIGINT."""
-    parser = argparse.ArgumentParser(
-        prog="python -m placement.dispatcher", description=__doc__.splitlines()[0]
+    cmd = command(SETTINGS, DispatcherSettings(), about=(__doc__ or "").splitlines()[0])
+    args: DispatcherSettings = parse(
+        cmd, argv, os.environ if environ is None else environ, prog="python -m placement.dispatcher"
     )
-    parser.add_argument(
-        "--kubeconfig", default=None, help="the manager cluster's kubeconfig (default: in-cluster)"
-    )
-    parser.add_argument("--interval-seconds", type=float, default=2.0, help="seconds between passes")
-    parser.add_argument(
-        "--kueue-namespace", default="kueue-system", help="where MultiKueue's kubeconfig Secrets are"
-    )
-    parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR")
-    args = parser.parse_args(argv)
-    if args.interval_seconds <= 0:
-        parser.error("--interval-seconds must be above 0")
     configure_logging(args.log_level)
     http = KubeHttp(load_api_client(args.kubeconfig), user_agent="phalanx-dispatcher")
     stop = threading.Event()

@@ -12,28 +12,12 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from typing import Protocol
 
 from kubeio.errors import KubeError
-from scheduling.leadership import LeaseRecord, Sighting, Step, next_step, observe
+from kubeio.ports import LeaseStore
+from scheduling.leadership import Sighting, Step, next_step, observe
 
 log = logging.getLogger(__name__)
-
-
-class LeaseStore(Protocol):
-    """The Lease in the API server (``kubeio.lease.LeaseClient``)."""
-
-    def read(self) -> LeaseRecord | None:
-        """The Lease now, or ``None``."""
-
-    def create(self, holder: str, duration_seconds: int) -> bool:
-        """Create it held by ``holder``; ``False`` if another was first."""
-
-    def write(self, holder: str, duration_seconds: int, *, taking: bool) -> bool:
-        """Renew or take over the Lease last read; ``False`` if it changed since."""
-
-    def release(self, holder: str) -> None:
-        """Give it up if ``holder`` holds it."""
 
 
 class Leadership:

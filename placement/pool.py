@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence, Set
-from typing import Protocol
 
 from kubeio.errors import KubeError
+from kubeio.ports import Pinner as Pinner  # re-exported: placement.elastic_pass imports it from here
 from scheduling.cluster.snapshot import ClusterSnapshot
 from scheduling.model import SCHEDULER_NAME, Pod
 
@@ -21,19 +21,6 @@ log = logging.getLogger(__name__)
 
 POOL_LABEL = "phalanx.io/elastic-pool"
 """Node label (value ``true``) that puts a node in the managed pool."""
-
-
-class Pinner(Protocol):
-    """Pins pods and taints pool nodes (``kubeio.pins.PinWriter``)."""
-
-    def pin_pod(self, namespace: str, name: str, uid: str, node: str) -> bool:
-        """Add the toleration for ``node``."""
-
-    def taint_node(self, node: str, *, present: bool) -> bool:
-        """Put the pin taint on or take it off."""
-
-    def open_pool(self, namespace: str, name: str, uid: str) -> bool:
-        """Let a pod that is no pinned worker use pool nodes."""
 
 
 def keep_taints(pins: Pinner, snapshot: ClusterSnapshot) -> tuple[str, ...]:

@@ -21,11 +21,10 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Protocol
 
 from kubeio.errors import KubeError
 from kubeio.events import ObjectRef
-from kubeio.ports import ClusterSource, EventSink
+from kubeio.ports import ClusterSource, EventSink, Ungater
 from kubeio.render import pod_ref, podgroup_ref
 from placement.views import SharedView
 from scheduling.admission.release import GateSettings, Released, ReleasedBook, release
@@ -49,13 +48,6 @@ rest of its group."""
 WAITING_EVENT_AFTER = 5.0
 """A group kept gated gets its first ``AdmissionWaiting`` event once it has waited this long: most groups
 are released within a pass or two (a gang's members still being created, say) and need no sentence."""
-
-
-class Ungater(Protocol):
-    """Removes the admission gate from one pod (``kubeio.gate_patches.GateWriter``)."""
-
-    def ungate(self, pod: Pod) -> bool:
-        """``True`` once the gate is gone; ``False`` if the pod is gone or changed (decide again)."""
 
 
 @dataclass(frozen=True, slots=True)

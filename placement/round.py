@@ -32,7 +32,7 @@ from typing import Protocol, TypeVar
 
 from kubeio.errors import KubeError
 from kubeio.mpijobs import MpiJob
-from kubeio.ports import ClusterSource
+from kubeio.ports import ClusterSource, MpiJobLister
 from placement.views import SharedView
 from scheduling.cluster.snapshot import ClusterSnapshot
 from scheduling.queues.view import QueueView
@@ -66,13 +66,6 @@ class RoundSource(ClusterSource, Protocol):
 
     def nodes_listed(self) -> bool:
         """Whether the node watch has listed nodes once."""
-
-
-class MpiJobLister(Protocol):
-    """Lists MPIJobs (``kubeio.mpijobs.MpiJobWriter``)."""
-
-    def list(self) -> list[MpiJob]:
-        """Every MPIJob."""
 
 
 class RoundReader:

@@ -1,12 +1,22 @@
-"""Placement manager settings: flags, falling back to environment variables, in one place."""
+"""Placement manager settings: each declared once (flag, variables, type, help) in :data:`SETTINGS`.
+
+The flags fall back to their environment variables, then to the dataclass's defaults; the nested
+settings of the elastic planner and of the release pass are the core's own dataclasses
+(``ElasticSettings``, ``GateSettings``), filled from their rows (``kubeio.setting``), so their defaults
+live once, in the core.
+"""
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from kubeio.config import LOG_LEVEL_ENV, positive_number
+import click
+
+from kubeio.config import LOG_LEVEL, LOG_LEVEL_ENV, NAMES, PORT, SECONDS, SWITCH
+from kubeio.setting import Setting, command, parse
+from scheduling.admission.outcome import GateSettings
+from scheduling.elastic import ElasticSettings
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,19 +36,8 @@ class PlacementSettings:
     metrics_port: int = 0
     """Port of ``/metrics`` on all addresses; 0 turns it off (``PHALANX_PLACEMENT_METRICS_PORT``)."""
 
-    elastic_cooldown_seconds: float = 60.0
-    """An elastic job moved less than this long ago is not moved again
-    (``PHALANX_ELASTIC_COOLDOWN_SECONDS``)."""
-
-    elastic_moves_per_job: int = 1
-    """Workers of one elastic job moved in one pass at most (``PHALANX_ELASTIC_MOVES_PER_JOB``)."""
-
-    elastic_moves_per_round: int = 4
-    """Workers moved in the whole cluster in one pass at most (``PHALANX_ELASTIC_MOVES_PER_ROUND``)."""
-
-    elastic_grow_step: int = 32
-    """Workers one elastic job grows by in one pass at most (``PHALANX_ELASTIC_GROW_STEP``): each is a pod
-    the operator creates and kube-scheduler places, so growth is paced; shrinking is not."""
+    elastic: ElasticSettings = field(default_factory=ElasticSettings)
+    """The elastic planner's guards (``--elastic-*``, ``PHALANX_ELASTIC_*``), its defaults the core's."""
 
     pin_taint_effect: str = "NoSchedule"
     """Effect of the elastic pool's pin taints (``PHALANX_PIN_TAINT_EFFECT``): ``NoSchedule`` keeps new pods
@@ -122,19 +121,9 @@ class PlacementSettings:
     webhook lets pods through ungated and nothing is released (a pod gated before stays gated until a
     replica with gates on releases it)."""
 
-    gate_max_unbound_gpus: int = 128
-    """GPUs released and not yet bound, at most (``PHALANX_GATE_MAX_UNBOUND_GPUS``)."""
-
-    gate_max_unbound_pods: int = 256
-    """Pods released and not yet bound, at most (``PHALANX_GATE_MAX_UNBOUND_PODS``)."""
-
-    gate_release_ttl_seconds: float = 60.0
-    """A released group not bound after this long stops counting as in flight
-    (``PHALANX_GATE_RELEASE_TTL_SECONDS``)."""
-
-    gate_starve_after_seconds: float = 300.0
-    """A group kept gated this long keeps its GPUs from groups behind it
-    (``PHALANX_GATE_STARVE_AFTER_SECONDS``)."""
+    gates: GateSettings = field(default_factory=GateSettings)
+    """How much the release pass lets into kube-scheduler's queue at once (``--gate-*``,
+    ``PHALANX_GATE_*``), its defaults the core's."""
 
     remove_pin_taints: bool = False
     """Take every pin taint off every node and exit (``--remove-pin-taints``), e.g. before uninstalling."""
@@ -162,196 +151,229 @@ class PlacementSettings:
 
     @staticmethod
     def parse(argv: Sequence[str] | None, environ: Mapping[str, str]) -> PlacementSettings:
-        """Read flags, each defaulting to its environment variable, then to the built-in default."""
-        defaults = PlacementSettings()
-        parser = argparse.ArgumentParser(prog="python -m placement", description="phalanx placement manager")
-        parser.add_argument("--kubeconfig", default=environ.get("KUBECONFIG") or None)
-        parser.add_argument(
-            "--interval-seconds",
-            type=positive_number,
-            default=environ.get("PHALANX_PLACEMENT_INTERVAL_SECONDS", defaults.interval_seconds),
-        )
-        parser.add_argument(
-            "--stale-grace-seconds",
-            type=positive_number,
-            default=environ.get("PHALANX_STALE_GANG_GRACE_SECONDS", defaults.stale_grace_seconds),
-        )
-        metrics_port = environ.get("PHALANX_PLACEMENT_METRICS_PORT", defaults.metrics_port)
-        parser.add_argument("--metrics-port", type=int, default=metrics_port)
-        parser.add_argument(
-            "--elastic-cooldown-seconds",
-            type=positive_number,
-            default=environ.get("PHALANX_ELASTIC_COOLDOWN_SECONDS", defaults.elastic_cooldown_seconds),
-        )
-        parser.add_argument(
-            "--elastic-moves-per-job",
-            type=int,
-            default=environ.get("PHALANX_ELASTIC_MOVES_PER_JOB", defaults.elastic_moves_per_job),
-        )
-        parser.add_argument(
-            "--elastic-moves-per-round",
-            type=int,
-            default=environ.get("PHALANX_ELASTIC_MOVES_PER_ROUND", defaults.elastic_moves_per_round),
-        )
-        parser.add_argument(
-            "--elastic-grow-step",
-            type=int,
-            default=environ.get("PHALANX_ELASTIC_GROW_STEP", defaults.elastic_grow_step),
-        )
-        parser.add_argument(
-            "--pin-taint-effect",
-            choices=("NoSchedule", "PreferNoSchedule", "NoExecute"),
-            default=environ.get("PHALANX_PIN_TAINT_EFFECT", defaults.pin_taint_effect),
-        )
-        parser.add_argument(
-            "--webhook-certs",
-            choices=("internal", "files"),
-            default=environ.get("PHALANX_WEBHOOK_CERTS", defaults.webhook_certs),
-        )
-        for flag, env, text in (
-            ("--webhook-cert-secret", "PHALANX_WEBHOOK_CERT_SECRET", defaults.webhook_cert_secret),
-            ("--webhook-service", "PHALANX_WEBHOOK_SERVICE", defaults.webhook_service),
-            ("--webhook-cert-names", "PHALANX_WEBHOOK_CERT_NAMES", ""),
-            (
-                "--webhook-configurations",
-                "PHALANX_WEBHOOK_CONFIGURATIONS",
-                ",".join(defaults.webhook_configurations),
-            ),
-        ):
-            parser.add_argument(flag, default=environ.get(env, text))
-        parser.add_argument(
-            "--webhook-namespace", default=environ.get("POD_NAMESPACE") or defaults.webhook_namespace
-        )
-        for flag, env, seconds in (
-            ("--webhook-check-seconds", "PHALANX_WEBHOOK_CHECK_SECONDS", defaults.webhook_check_seconds),
-            (
-                "--gate-bypass-unready-seconds",
-                "PHALANX_GATE_BYPASS_UNREADY_SECONDS",
-                defaults.gate_bypass_unready_seconds,
-            ),
-        ):
-            parser.add_argument(flag, type=positive_number, default=environ.get(env, seconds))
-        parser.add_argument("--webhook-cert-file", default=environ.get("PHALANX_WEBHOOK_CERT_FILE", ""))
-        parser.add_argument("--webhook-key-file", default=environ.get("PHALANX_WEBHOOK_KEY_FILE", ""))
-        parser.add_argument(
-            "--webhook-port", type=int, default=environ.get("PHALANX_WEBHOOK_PORT", defaults.webhook_port)
-        )
-        parser.add_argument(
-            "--visibility-port",
-            type=int,
-            default=environ.get("PHALANX_VISIBILITY_PORT", defaults.visibility_port),
-        )
-        parser.add_argument(
-            "--webhook-bind-address",
-            default=environ.get("PHALANX_WEBHOOK_BIND_ADDRESS", defaults.webhook_bind_address),
-        )
-        parser.add_argument(
-            "--leader-elect",
-            type=_flag,
-            default=environ.get("PHALANX_LEADER_ELECT", str(defaults.leader_elect)),
-        )
-        parser.add_argument(
-            "--lease-namespace", default=environ.get("POD_NAMESPACE") or defaults.lease_namespace
-        )
-        parser.add_argument("--lease-name", default=defaults.lease_name)
-        parser.add_argument("--lease-duration-seconds", type=int, default=defaults.lease_duration_seconds)
-        parser.add_argument(
-            "--renew-deadline-seconds", type=positive_number, default=defaults.renew_deadline_seconds
-        )
-        parser.add_argument(
-            "--lease-retry-seconds", type=positive_number, default=defaults.lease_retry_seconds
-        )
-        parser.add_argument(
-            "--admission-gates",
-            type=_flag,
-            default=environ.get("PHALANX_ADMISSION_GATES", str(defaults.admission_gates)),
-        )
-        for flag, env, default in (
-            ("--gate-max-unbound-gpus", "PHALANX_GATE_MAX_UNBOUND_GPUS", defaults.gate_max_unbound_gpus),
-            ("--gate-max-unbound-pods", "PHALANX_GATE_MAX_UNBOUND_PODS", defaults.gate_max_unbound_pods),
-        ):
-            parser.add_argument(flag, type=int, default=environ.get(env, default))
-        for flag, env, seconds in (
-            (
-                "--gate-release-ttl-seconds",
-                "PHALANX_GATE_RELEASE_TTL_SECONDS",
-                defaults.gate_release_ttl_seconds,
-            ),
-            (
-                "--gate-starve-after-seconds",
-                "PHALANX_GATE_STARVE_AFTER_SECONDS",
-                defaults.gate_starve_after_seconds,
-            ),
-        ):
-            parser.add_argument(flag, type=positive_number, default=environ.get(env, seconds))
-        parser.add_argument("--remove-pin-taints", action="store_true")
-        parser.add_argument("--remove-admission-gates", action="store_true")
-        args = parser.parse_args(argv)
-        if args.leader_elect and not 0 < args.renew_deadline_seconds < args.lease_duration_seconds:
-            parser.error("--renew-deadline-seconds must be above 0 and below --lease-duration-seconds")
-        if args.leader_elect and args.lease_retry_seconds >= args.renew_deadline_seconds:
-            parser.error("--lease-retry-seconds must be below --renew-deadline-seconds")
-        return PlacementSettings(
-            kubeconfig=args.kubeconfig,
-            interval_seconds=positive_number(args.interval_seconds),
-            stale_grace_seconds=positive_number(args.stale_grace_seconds),
-            metrics_port=int(args.metrics_port),
-            elastic_cooldown_seconds=positive_number(args.elastic_cooldown_seconds),
-            elastic_moves_per_job=int(args.elastic_moves_per_job),
-            elastic_moves_per_round=int(args.elastic_moves_per_round),
-            elastic_grow_step=_at_least_one(int(args.elastic_grow_step), "--elastic-grow-step", parser),
-            pin_taint_effect=str(args.pin_taint_effect),
-            webhook_certs=str(args.webhook_certs),
-            webhook_cert_file=str(args.webhook_cert_file),
-            webhook_key_file=str(args.webhook_key_file),
-            webhook_port=int(args.webhook_port),
-            webhook_bind_address=str(args.webhook_bind_address),
-            visibility_port=int(args.visibility_port),
-            webhook_cert_secret=str(args.webhook_cert_secret),
-            webhook_namespace=str(args.webhook_namespace),
-            webhook_service=str(args.webhook_service),
-            webhook_cert_names=_names(str(args.webhook_cert_names)),
-            webhook_configurations=_names(str(args.webhook_configurations)),
-            webhook_check_seconds=positive_number(args.webhook_check_seconds),
-            gate_bypass_unready_seconds=positive_number(args.gate_bypass_unready_seconds),
-            leader_elect=bool(args.leader_elect),
-            lease_namespace=str(args.lease_namespace),
-            lease_name=str(args.lease_name),
-            lease_duration_seconds=int(args.lease_duration_seconds),
-            renew_deadline_seconds=float(args.renew_deadline_seconds),
-            lease_retry_seconds=float(args.lease_retry_seconds),
-            admission_gates=bool(args.admission_gates),
-            gate_max_unbound_gpus=_at_least_one(
-                int(args.gate_max_unbound_gpus), "--gate-max-unbound-gpus", parser
-            ),
-            gate_max_unbound_pods=_at_least_one(
-                int(args.gate_max_unbound_pods), "--gate-max-unbound-pods", parser
-            ),
-            gate_release_ttl_seconds=positive_number(args.gate_release_ttl_seconds),
-            gate_starve_after_seconds=positive_number(args.gate_starve_after_seconds),
-            remove_pin_taints=bool(args.remove_pin_taints),
-            remove_admission_gates=bool(args.remove_admission_gates),
-            log_level=environ.get(LOG_LEVEL_ENV, defaults.log_level),
-        )
+        """Read flags, each defaulting to its environment variable, then to the built-in default.
+
+        Raises:
+            SystemExit: ``--help`` (0), or a malformed flag or variable (2, click's message on stderr).
+        """
+        settings: PlacementSettings = parse(COMMAND, argv, environ, prog="python -m placement")
+        return settings
 
 
-def _flag(text: str) -> bool:
-    """``true``/``false`` (any case, also 1/0, yes/no), as flags and environment variables are written."""
-    value = text.strip().lower()
-    if value in ("true", "1", "yes"):
-        return True
-    if value in ("false", "0", "no"):
-        return False
-    msg = f"expected true or false, got {text!r}"
-    raise argparse.ArgumentTypeError(msg)
+def _lease_problem(settings: PlacementSettings) -> str | None:
+    """Why the Lease timings cannot work together, or ``None``."""
+    if not settings.leader_elect:
+        return None
+    if not 0 < settings.renew_deadline_seconds < settings.lease_duration_seconds:
+        return "--renew-deadline-seconds must be above 0 and below --lease-duration-seconds"
+    if settings.lease_retry_seconds >= settings.renew_deadline_seconds:
+        return "--lease-retry-seconds must be below --renew-deadline-seconds"
+    return None
 
 
-def _names(text: str) -> tuple[str, ...]:
-    """A comma-separated list, blanks dropped."""
-    return tuple(n.strip() for n in text.split(",") if n.strip())
+AT_LEAST_ONE = click.IntRange(min=1)
 
+SETTINGS = (
+    Setting("kubeconfig", "--kubeconfig", ("KUBECONFIG",), help="kubeconfig path; unset: in-cluster"),
+    Setting(
+        "interval_seconds",
+        "--interval-seconds",
+        ("PHALANX_PLACEMENT_INTERVAL_SECONDS",),
+        SECONDS,
+        "seconds between reconcile rounds",
+    ),
+    Setting(
+        "stale_grace_seconds",
+        "--stale-grace-seconds",
+        ("PHALANX_STALE_GANG_GRACE_SECONDS",),
+        SECONDS,
+        "seconds a placed gang may run below minMember before it is evicted whole",
+    ),
+    Setting(
+        "metrics_port", "--metrics-port", ("PHALANX_PLACEMENT_METRICS_PORT",), PORT, "/metrics port; 0: none"
+    ),
+    Setting(
+        "elastic.cooldown_seconds",
+        "--elastic-cooldown-seconds",
+        ("PHALANX_ELASTIC_COOLDOWN_SECONDS",),
+        SECONDS,
+        "an elastic job moved less than this long ago is not moved again",
+    ),
+    Setting(
+        "elastic.moves_per_job",
+        "--elastic-moves-per-job",
+        ("PHALANX_ELASTIC_MOVES_PER_JOB",),
+        click.IntRange(min=0),
+        "workers of one elastic job moved in one round at most",
+    ),
+    Setting(
+        "elastic.moves_per_round",
+        "--elastic-moves-per-round",
+        ("PHALANX_ELASTIC_MOVES_PER_ROUND",),
+        click.IntRange(min=0),
+        "workers moved in the whole cluster in one round at most",
+    ),
+    Setting(
+        "elastic.grow_step",
+        "--elastic-grow-step",
+        ("PHALANX_ELASTIC_GROW_STEP",),
+        AT_LEAST_ONE,
+        "workers one elastic job grows by in one round at most",
+    ),
+    Setting(
+        "pin_taint_effect",
+        "--pin-taint-effect",
+        ("PHALANX_PIN_TAINT_EFFECT",),
+        click.Choice(["NoSchedule", "PreferNoSchedule", "NoExecute"]),
+        "effect of the elastic pool's pin taints",
+    ),
+    Setting(
+        "webhook_certs",
+        "--webhook-certs",
+        ("PHALANX_WEBHOOK_CERTS",),
+        click.Choice(["internal", "files"]),
+        "where the webhooks' TLS certificate comes from",
+    ),
+    Setting(
+        "webhook_cert_file",
+        "--webhook-cert-file",
+        ("PHALANX_WEBHOOK_CERT_FILE",),
+        help="the webhooks' certificate with --webhook-certs=files",
+    ),
+    Setting("webhook_key_file", "--webhook-key-file", ("PHALANX_WEBHOOK_KEY_FILE",), help="its private key"),
+    Setting("webhook_port", "--webhook-port", ("PHALANX_WEBHOOK_PORT",), PORT, "webhooks' port; 0: none"),
+    Setting(
+        "webhook_bind_address",
+        "--webhook-bind-address",
+        ("PHALANX_WEBHOOK_BIND_ADDRESS",),
+        help="address the webhooks listen on",
+    ),
+    Setting(
+        "visibility_port",
+        "--visibility-port",
+        ("PHALANX_VISIBILITY_PORT",),
+        PORT,
+        "port of the visibility endpoint (phalanx why for namespace users); 0: none",
+    ),
+    Setting(
+        "webhook_cert_secret",
+        "--webhook-cert-secret",
+        ("PHALANX_WEBHOOK_CERT_SECRET",),
+        help="the Secret of internal certificate management",
+    ),
+    Setting(
+        "webhook_namespace",
+        "--webhook-namespace",
+        ("POD_NAMESPACE",),
+        help="namespace of that Secret and of the webhook Service",
+    ),
+    Setting("webhook_service", "--webhook-service", ("PHALANX_WEBHOOK_SERVICE",), help="the webhook Service"),
+    Setting(
+        "webhook_cert_names",
+        "--webhook-cert-names",
+        ("PHALANX_WEBHOOK_CERT_NAMES",),
+        NAMES,
+        "names of the internal serving certificate, comma-separated; unset: the Service's DNS names",
+    ),
+    Setting(
+        "webhook_configurations",
+        "--webhook-configurations",
+        ("PHALANX_WEBHOOK_CONFIGURATIONS",),
+        NAMES,
+        "the MutatingWebhookConfigurations served here, comma-separated",
+    ),
+    Setting(
+        "webhook_check_seconds",
+        "--webhook-check-seconds",
+        ("PHALANX_WEBHOOK_CHECK_SECONDS",),
+        SECONDS,
+        "seconds between two checks of certificates and configurations",
+    ),
+    Setting(
+        "gate_bypass_unready_seconds",
+        "--gate-bypass-unready-seconds",
+        ("PHALANX_GATE_BYPASS_UNREADY_SECONDS",),
+        SECONDS,
+        "seconds the leader is not ready after a pod was created around the gate",
+    ),
+    Setting(
+        "leader_elect",
+        "--leader-elect",
+        ("PHALANX_LEADER_ELECT",),
+        SWITCH,
+        "act only while holding the Lease",
+        metavar="BOOLEAN",
+    ),
+    Setting("lease_namespace", "--lease-namespace", ("POD_NAMESPACE",), help="namespace of the Lease"),
+    Setting("lease_name", "--lease-name", help="name of the Lease"),
+    Setting(
+        "lease_duration_seconds",
+        "--lease-duration-seconds",
+        type=AT_LEAST_ONE,
+        help="seconds a standby waits on an unrenewed Lease",
+    ),
+    Setting(
+        "renew_deadline_seconds",
+        "--renew-deadline-seconds",
+        type=SECONDS,
+        help="a leader that could not renew this long stops and exits",
+    ),
+    Setting(
+        "lease_retry_seconds",
+        "--lease-retry-seconds",
+        type=SECONDS,
+        help="seconds between two reads of the Lease",
+    ),
+    Setting(
+        "admission_gates",
+        "--admission-gates",
+        ("PHALANX_ADMISSION_GATES",),
+        SWITCH,
+        "gate pods at creation and release them group by group",
+        metavar="BOOLEAN",
+    ),
+    Setting(
+        "gates.max_unbound_gpus",
+        "--gate-max-unbound-gpus",
+        ("PHALANX_GATE_MAX_UNBOUND_GPUS",),
+        AT_LEAST_ONE,
+        "GPUs released and not yet bound, at most",
+    ),
+    Setting(
+        "gates.max_unbound_pods",
+        "--gate-max-unbound-pods",
+        ("PHALANX_GATE_MAX_UNBOUND_PODS",),
+        AT_LEAST_ONE,
+        "pods released and not yet bound, at most",
+    ),
+    Setting(
+        "gates.release_ttl",
+        "--gate-release-ttl-seconds",
+        ("PHALANX_GATE_RELEASE_TTL_SECONDS",),
+        SECONDS,
+        "seconds a released group not bound counts as in flight",
+    ),
+    Setting(
+        "gates.starve_after",
+        "--gate-starve-after-seconds",
+        ("PHALANX_GATE_STARVE_AFTER_SECONDS",),
+        SECONDS,
+        "seconds a kept group waits before it keeps its GPUs from those behind it",
+    ),
+    Setting(
+        "remove_pin_taints",
+        "--remove-pin-taints",
+        switch=True,
+        help="take every pin taint off every node and exit",
+    ),
+    Setting(
+        "remove_admission_gates",
+        "--remove-admission-gates",
+        switch=True,
+        help="take the admission gate off every gated pod and exit",
+    ),
+    Setting("log_level", "--log-level", (LOG_LEVEL_ENV,), LOG_LEVEL, "Python logging level"),
+)
+"""Every setting of the placement manager, once: ``python -m placement --help`` is built from it."""
 
-def _at_least_one(value: int, flag: str, parser: argparse.ArgumentParser) -> int:
-    if value < 1:
-        parser.error(f"{flag} must be at least 1")
-    return value
+COMMAND = command(SETTINGS, PlacementSettings(), about="phalanx placement manager", check=_lease_problem)

@@ -32,19 +32,17 @@ from __future__ import annotations
 import logging
 import ssl
 from collections.abc import Callable, Mapping
-from typing import Protocol
 
 from kubeio.admission_review import PodAdmission, ReviewError, allow, read_gate_review, read_review
 from kubeio.convert import ConvertError
 from kubeio.errors import KubeError
 from kubeio.gate_patches import gate_ops, stamp_ops
-from kubeio.mpijobs import JOB_NAME_LABEL, ROLE_LABEL, MpiJob, mpijob_ref, parse_plan, workers_of
+from kubeio.mpijobs import JOB_NAME_LABEL, ROLE_LABEL, mpijob_ref, parse_plan, workers_of
 from kubeio.pins import pin_toleration
-from kubeio.ports import EventSink
+from kubeio.ports import EventSink, JobReader
 from kubeio.serving import BackgroundServer, FrontLimits, Reply, Request, serve_in_thread
 from placement.serving_tls import ServingTls
 from scheduling.elastic.pinning import choose_pins
-from scheduling.model import Pod
 
 log = logging.getLogger(__name__)
 
@@ -62,16 +60,6 @@ its workers); only whole requests reach a thread."""
 LIMITS = FrontLimits(max_body_bytes=MAX_BODY, request_timeout=10.0, idle_timeout=60.0, max_connections=1000)
 """The webhook server's bounds (``kubeio.serving``): the API server calls with a 10 s timeout by
 default and keeps connections alive between reviews."""
-
-
-class JobReader(Protocol):
-    """Reads an MPIJob and its workers from the API server (``kubeio.mpijobs.MpiJobWriter``)."""
-
-    def get(self, namespace: str, name: str) -> MpiJob | None:
-        """The MPIJob, or ``None``."""
-
-    def workers(self, namespace: str, name: str) -> tuple[Pod, ...]:
-        """Its worker pods, by replica index."""
 
 
 class PinAdmitter:

@@ -24,12 +24,11 @@ import dataclasses
 import logging
 import threading
 from collections.abc import Callable, Sequence
-from typing import Protocol
 
 from prometheus_client import Gauge
 
 from kubeio.errors import KubeError
-from kubeio.ports import EventSink
+from kubeio.ports import ConfigAccess, EventSink
 from kubeio.webhook_configs import Webhook, WebhookConfiguration, configuration_ref
 from placement.cert_keeper import CertKeeper, CertKeeperError
 from placement.serving_tls import ServingTls
@@ -39,16 +38,6 @@ log = logging.getLogger(__name__)
 
 REPORT_EVERY = 600.0
 """Seconds between two reports (log line, event) of a webhook that stays uncallable for the same reason."""
-
-
-class ConfigAccess(Protocol):
-    """Reads configurations and writes their CA bundle (``kubeio.webhook_configs.WebhookConfigs``)."""
-
-    def read(self, name: str) -> WebhookConfiguration | None:
-        """The configuration, or ``None`` if it does not exist."""
-
-    def set_ca_bundle(self, name: str, webhooks: Sequence[str], bundle: bytes) -> None:
-        """Set ``caBundle`` on the named webhooks."""
 
 
 class WebhookWatch:

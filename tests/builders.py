@@ -327,3 +327,19 @@ class FakeEvents:
 
     def reasons(self) -> list[str]:
         return [reason for _, _, _, reason, _ in self.events]
+
+
+class FakeClock:
+    """The one fake of the clock port (``Callable[[], float]``, wall or monotonic): a time the test sets.
+
+    >>> clock = FakeClock(100.0)
+    >>> clock.now += 2.5
+    >>> clock()
+    102.5
+    """
+
+    def __init__(self, now: float = 0.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now

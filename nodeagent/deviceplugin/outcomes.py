@@ -13,8 +13,8 @@ from collections.abc import Callable, Mapping
 
 from kubeio.events import ObjectRef
 from kubeio.node_pods import NodePod
+from kubeio.ports import EventQueue
 from nodeagent.node_metrics import NodeMetrics
-from nodeagent.truth_keeper import Recorder
 from scheduling.devices.claims import Basis, Preference
 
 
@@ -24,7 +24,7 @@ class PluginOutcomes:
     def __init__(
         self,
         metrics: NodeMetrics,
-        recorder: Recorder,
+        recorder: EventQueue,
         pods: Callable[[], Mapping[str, NodePod]],
         poke: Callable[[], None],
         *,

@@ -212,6 +212,33 @@ def build_queue_view(
             running.setdefault(group_key(pod), []).append(pod)
         elif pod.node_name is None and not pod.terminating and pod.uid not in promised:
             waiting.setdefault(group_key(pod), []).append(pod)
+    gangs = tuple(running_gang(key, members, tree) for key, members in sorted(running.items()))
+    return assemble_view(tree, capacity, held, held_np, gangs, waiting, misplaced, counted)
+
+
+def assemble_view(
+    tree: QueueTree,
+    capacity: Resources,
+    held: Mapping[str, Sequence[int]],
+    held_np: Mapping[str, Sequence[int]],
+    running: tuple[RunningGang, ...],
+    waiting: Mapping[str, Sequence[Pod]],
+    misplaced: Mapping[str, str],
+    counted: Iterable[str],
+) -> QueueView:
+    """The view from what the pods add up to (``build_queue_view`` walks them; ``QueueTally`` keeps them).
+
+    Args:
+        tree: the queues in force.
+        capacity: what the queues divide (other schedulers' and Kueue's pods already taken off).
+        held: per queue, [milli_cpu, memory, gpus] its pods hold; a queue is listed once one pod holds
+            anything there, even nothing.
+        held_np: the same for its non-preemptible pods.
+        running: the groups holding resources, by key (``running_gang``).
+        waiting: per group key, its members that wait, sorted by key.
+        misplaced: pod key -> why its queue label names no queue that holds workloads.
+        counted: the UIDs of the pods counted in ``held``.
+    """
     allocated = {queue: Resources(*sums) for queue, sums in held.items()}
     non_preemptible = {queue: Resources(*sums) for queue, sums in held_np.items()}
     pending = [pending_group(members[0], members, tree) for _, members in sorted(waiting.items())]
@@ -230,8 +257,8 @@ def build_queue_view(
         shares=shares,
         states=states,
         pending=ordered,
-        running=tuple(_running(key, members, tree) for key, members in sorted(running.items())),
-        misplaced=MappingProxyType(misplaced),
+        running=running,
+        misplaced=MappingProxyType(dict(misplaced)),
         counted=frozenset(counted),
         positions=MappingProxyType({g.key: i for i, g in enumerate(ordered)}),
     )
@@ -246,7 +273,8 @@ def _add(sums: dict[str, list[int]], queue: str, requests: Resources) -> None:
     into[2] += requests.gpus
 
 
-def _running(key: str, members: Sequence[Pod], tree: QueueTree) -> RunningGang:
+def running_gang(key: str, members: Sequence[Pod], tree: QueueTree) -> RunningGang:
+    """The running group ``key`` of ``members`` (those holding resources), charged to its queue."""
     if len(members) == 1:  # a pod on its own (most running groups): the same figures without the folds
         (pod,) = members
         return RunningGang(

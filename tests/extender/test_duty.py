@@ -17,20 +17,12 @@ from extender.app import create_app
 from extender.duty import Duty
 from extender.service import Extender
 from extender.settings import ExtenderSettings
-from tests.builders import FakeBinder
+from tests.builders import FakeBinder, FakeClock
 from tests.extender.appkit import fixture_cluster
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def test_the_first_call_after_a_quiet_window_recovers_first_and_later_calls_do_not() -> None:
-    clock, recoveries = Clock(), []
+    clock, recoveries = FakeClock(100.0), []
     duty = Duty(clock=clock, window=10.0, on_duty=lambda: recoveries.append(clock.now))
     assert not duty.on(), "never called: beside a standby"
     duty.called()
@@ -77,7 +69,7 @@ def test_a_failed_recovery_does_not_fail_the_call() -> None:
         msg = "API server down"
         raise RuntimeError(msg)
 
-    duty = Duty(clock=Clock(), window=10.0, on_duty=broken)
+    duty = Duty(clock=FakeClock(100.0), window=10.0, on_duty=broken)
     duty.called()
     assert duty.on()
 

@@ -144,6 +144,34 @@ def test_when_the_leader_cannot_record_the_plan_no_member_binds() -> None:
         assert not [e for e in rig.events.events if e[3] == "GangBound"]
 
 
+def test_a_gang_whose_node_left_while_its_members_waited_binds_no_member() -> None:
+    """The API server takes a Binding to a deleted node; the pod garbage collector then deletes the pod."""
+    with Rig() as rig:
+        del rig.cluster.nodes["n1"]  # deleted; the cache's listener has not released the promises yet
+        results = [f.result(timeout=10) for f in [rig.start(pod) for pod in GANG]]
+        assert [r.outcome for r in results] == ["plan_failed"] * len(GANG), results
+        assert not [call for call in rig.calls if call[0] == "bind"]
+        assert rig.ledger.book.by_uid == {}, "the reservation goes: the gang is planned again whole"
+        assert [e[3] for e in rig.events.events] == ["GangBindAbandoned"]
+        assert "node n1 left the cluster or is not Ready" in rig.events.events[0][4]
+
+
+def test_a_member_whose_reservation_goes_after_the_plan_is_not_bound() -> None:
+    """The node may go between the plan and a member's Binding (a busy extender): that member waits."""
+    with Rig() as rig:
+        original = rig.writer.set_plan
+
+        def set_plan_then_lose_the_node(namespace: str, name: str, plan: str | None) -> None:
+            original(namespace, name, plan)
+            if plan is not None:
+                rig.ledger.release_group("ml/g")  # what the node listener does on the node's deletion
+
+        rig.writer.set_plan = set_plan_then_lose_the_node  # type: ignore[method-assign]
+        results = [f.result(timeout=10) for f in [rig.start(pod) for pod in GANG]]
+        assert {r.outcome for r in results} == {"no_reservation"}, results
+        assert not [call for call in rig.calls if call[0] == "bind"]
+
+
 def test_a_member_without_its_reservation_does_not_enter_the_barrier() -> None:
     with Rig() as rig:
         rig.ledger.release(GANG[0].uid)

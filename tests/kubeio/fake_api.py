@@ -1,13 +1,22 @@
-"""An in-memory API server for list requests, at phalanx's own boundary (``KubeHttp.request``).
+"""The one in-memory fake of phalanx's API boundary, ``kubeio.http.JsonRequester.request``.
 
-It pages as the API server does (``limit`` and ``continue``), answers 404 for a collection it does not
-have (a CRD not installed), and records every query, so the code under test is exercised through its
-real paging loop while the real API server is left to tests/e2e.
+Every unit test that hands a reader or writer an API server uses this fake, so the port is faked once:
+
+- ``collections`` (path -> items) answer GETs of a list, paged as the API server pages (``limit`` and
+  ``continue``); a GET of a path it does not have is a 404 (a CRD not installed), so readers run their
+  real paging loop;
+- ``objects`` (path -> object, or an exception to raise) answer any request for that exact path;
+- ``replies`` answer requests in order, before anything else (a reply may be an exception to raise);
+- ``answer`` computes a reply from the request, for a fake with rules of its own;
+- a write to anything else answers ``{}``.
+
+Every request is recorded in ``sent`` (``Sent``: method, path, query, body, content type, timeout). The
+real API server is left to tests/e2e.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,12 +24,39 @@ from kubeio.errors import NotFoundError
 from kubeio.http import JsonObject
 
 
+@dataclass(frozen=True, slots=True)
+class Sent:
+    """One request as the fake received it."""
+
+    method: str
+    path: str
+    query: dict[str, str]
+    body: Any
+    content_type: str
+    timeout: float
+
+
 @dataclass
 class FakeApi:
-    """Serves ``collections`` (path -> items) to GET requests."""
+    """An API server in memory: see the module docstring for how it answers."""
 
-    collections: dict[str, list[JsonObject]]
-    queries: list[tuple[str, dict[str, str]]] = field(default_factory=list)
+    collections: dict[str, list[JsonObject]] = field(default_factory=dict)
+    objects: dict[str, JsonObject | Exception] = field(default_factory=dict)
+    replies: list[JsonObject | Exception] = field(default_factory=list)
+    answer: Callable[[Sent], JsonObject] | None = None
+    read_only: bool = True
+    """Refuse any write: a reader under test must send none (a writer's test says ``read_only=False``)."""
+    sent: list[Sent] = field(default_factory=list)
+
+    @property
+    def queries(self) -> list[tuple[str, dict[str, str]]]:
+        """The path and query of every GET, in order."""
+        return [(s.path, s.query) for s in self.sent if s.method == "GET"]
+
+    @property
+    def writes(self) -> list[Sent]:
+        """Every request but GETs, in order."""
+        return [s for s in self.sent if s.method != "GET"]
 
     def request(
         self,
@@ -32,16 +68,34 @@ class FakeApi:
         content_type: str = "application/json",
         timeout: float = 30.0,
     ) -> JsonObject:
-        assert method == "GET", f"a reader sent {method} {path}"
-        query = dict(query or {})
-        self.queries.append((path, query))
-        if path not in self.collections:
+        """Record the request and answer it (see the module docstring)."""
+        sent = Sent(method, path, dict(query or {}), body, content_type, timeout)
+        self.sent.append(sent)
+        assert not (self.read_only and method != "GET"), f"a reader sent {method} {path}"
+        if self.replies:
+            return _given(self.replies.pop(0))
+        if self.answer is not None:
+            return self.answer(sent)
+        if path in self.objects:
+            return _given(self.objects[path])
+        if method == "GET" and path in self.collections:
+            return _page(self.collections[path], sent.query)
+        if method == "GET":
             raise NotFoundError(404, "NotFound", f"the server could not find the requested resource ({path})")
-        items = self.collections[path]
-        start = int(query.get("continue") or 0)
-        limit = int(query.get("limit") or len(items) or 1)
-        page = items[start : start + limit]
-        meta: dict[str, Any] = {"resourceVersion": "42"}
-        if start + limit < len(items):
-            meta["continue"] = str(start + limit)
-        return {"items": page, "metadata": meta}
+        return {}
+
+
+def _given(reply: JsonObject | Exception) -> JsonObject:
+    if isinstance(reply, Exception):
+        raise reply
+    return reply
+
+
+def _page(items: list[JsonObject], query: Mapping[str, str]) -> JsonObject:
+    """One page of ``items`` as the API server returns it: ``limit`` items from the ``continue`` token."""
+    start = int(query.get("continue") or 0)
+    limit = int(query.get("limit") or len(items) or 1)
+    meta: dict[str, Any] = {"resourceVersion": "42"}
+    if start + limit < len(items):
+        meta["continue"] = str(start + limit)
+    return {"items": items[start : start + limit], "metadata": meta}

@@ -2,17 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from kubeio.events import EventRecorder, ObjectRef
-
-
-@dataclass
-class Clock:
-    now: float = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
+from tests.builders import FakeClock
+from tests.kubeio.fake_api import FakeApi
 
 
 def pod(i: int) -> ObjectRef:
@@ -20,7 +12,7 @@ def pod(i: int) -> ObjectRef:
 
 
 def test_a_repeat_within_a_minute_is_suppressed_and_a_later_one_is_not() -> None:
-    clock = Clock()
+    clock = FakeClock(1000.0)
     recorder = EventRecorder(None, clock=clock)  # type: ignore[arg-type]  # nothing is written here
     recorder.record(pod(0), "Normal", "AdmissionReleased", "released")
     recorder.record(pod(0), "Normal", "AdmissionReleased", "released")
@@ -32,7 +24,7 @@ def test_a_repeat_within_a_minute_is_suppressed_and_a_later_one_is_not() -> None
 
 
 def test_it_remembers_only_the_last_minute_of_events_however_many_objects_it_saw() -> None:
-    clock = Clock()
+    clock = FakeClock(1000.0)
     recorder = EventRecorder(None, clock=clock, max_queue=1_000_000)  # type: ignore[arg-type]
     for minute in range(30):
         for i in range(1_000):
@@ -42,22 +34,14 @@ def test_it_remembers_only_the_last_minute_of_events_however_many_objects_it_saw
     assert recorder.remembered <= 2_000, "about a minute's worth, not all 30,000"
 
 
-@dataclass
-class Posts:
-    paths: list[tuple[str, str]]
-
-    def request(self, method: str, path: str, **kwargs: object) -> dict[str, object]:
-        body = kwargs["body"]
-        assert isinstance(body, dict)
-        self.paths.append((path, body["involvedObject"]["namespace"]))
-        return {}
-
-
 def test_an_event_about_a_cluster_scoped_object_is_written_in_the_default_namespace() -> None:
-    posts = Posts([])
-    recorder = EventRecorder(posts, clock=Clock())  # type: ignore[arg-type]
+    posts = FakeApi(read_only=False)
+    recorder = EventRecorder(posts, clock=FakeClock(1000.0))  # type: ignore[arg-type]
     recorder.record(ObjectRef("Node", "v1", "", "big", "uid-big"), "Warning", "Refused", "too many GPUs")
     recorder.record(pod(1), "Normal", "Pinned", "pinned")
     while not recorder._queue.empty():
         recorder._write(recorder._queue.get())
-    assert posts.paths == [("/api/v1/namespaces/default/events", ""), ("/api/v1/namespaces/ml/events", "ml")]
+    assert [(s.path, s.body["involvedObject"]["namespace"]) for s in posts.sent] == [
+        ("/api/v1/namespaces/default/events", ""),
+        ("/api/v1/namespaces/ml/events", "ml"),
+    ]

@@ -9,13 +9,13 @@ import pytest
 
 from kubeio.cluster_cache import NATIVE_PODGROUP, ClusterCache
 from kubeio.convert import ConvertError, pod_from_api, podgroup_from_api
-from kubeio.http import JsonObject
 from kubeio.native_podgroups import GANG_CONDITION, native_podgroup_from_api, native_status
 from kubeio.podgroups import PodGroupWriter
 from kubeio.render import podgroup_status
 from scheduling.gang.status import gang_status
 from scheduling.model import DEFAULT_SCHEDULE_TIMEOUT_SECONDS, PodGroup, Resources
 from tests.builders import a_pod
+from tests.kubeio.fake_api import FakeApi
 
 
 def native(name: str, policy: object, *, conditions: object = None, uid: str = "g1") -> dict[str, Any]:
@@ -140,36 +140,15 @@ def test_a_malformed_native_group_is_refused_and_the_others_kept() -> None:
     assert cache.refusals.standing(NATIVE_PODGROUP, "ml/bad") is not None
 
 
-class RecordingApi:
-    """Records writes; answers a pod list with ``pods``."""
-
-    def __init__(self, pods: list[JsonObject]) -> None:
-        self.pods = pods
-        self.sent: list[tuple[str, str, object, str, Mapping[str, str]]] = []
-
-    def request(
-        self,
-        method: str,
-        path: str,
-        *,
-        query: Mapping[str, str] | None = None,
-        body: object = None,
-        content_type: str = "application/json",
-        timeout: float = 30.0,
-    ) -> JsonObject:
-        self.sent.append((method, path, body, content_type, dict(query or {})))
-        return {"items": self.pods} if method == "GET" else {}
-
-
 def test_the_writer_writes_a_native_groups_plan_and_status_on_the_native_object() -> None:
-    api = RecordingApi([])
+    api = FakeApi(read_only=False)
     writer = PodGroupWriter(api, native=lambda key: key == "ml/n", clock=lambda: 0.0)  # type: ignore[arg-type]
     writer.set_plan("ml", "n", "plan")
     writer.set_plan("ml", "p", "plan")
     writer.set_status(
         "ml", "n", {"phase": "Pending", "scheduled": 0, "running": 0, "succeeded": 0, "failed": 0}
     )
-    paths = [(method, path, kind) for method, path, _, kind, _ in api.sent]
+    paths = [(s.method, s.path, s.content_type) for s in api.sent]
     assert paths == [
         (
             "PATCH",
@@ -187,7 +166,7 @@ def test_the_writer_writes_a_native_groups_plan_and_status_on_the_native_object(
             "application/strategic-merge-patch+json",
         ),
     ]
-    status = api.sent[2][2]
+    status = api.sent[2].body
     assert isinstance(status, dict) and status["status"]["conditions"][0]["status"] == "False"
 
 
@@ -197,10 +176,10 @@ def test_the_writer_finds_a_native_groups_members_by_their_reference() -> None:
         pod("w1", {"schedulingGroup": {"podGroupName": "other"}}),
         pod("w2", {}),
     ]
-    api = RecordingApi(pods)
+    api = FakeApi(answer=lambda _sent: {"items": pods})
     writer = PodGroupWriter(api, native=lambda key: key == "ml/n")  # type: ignore[arg-type]
     assert [p.name for p in writer.list_members("ml", "n")] == ["w0"]
-    assert api.sent[0][4] == {}  # no label selector reaches spec.schedulingGroup
+    assert api.sent[0].query == {}  # no label selector reaches spec.schedulingGroup
 
 
 def test_resources_of_a_native_member_are_read_as_any_pods() -> None:

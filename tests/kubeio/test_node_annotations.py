@@ -2,43 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any
-
 import pytest
 
 from kubeio.errors import KubeError, NotFoundError
 from kubeio.http import JsonObject
 from kubeio.node_annotations import MERGE_PATCH, NodeAnnotations
+from tests.kubeio.fake_api import FakeApi, Sent
 
 KEY = "phalanx.io/gpu-topology"
-
-
-@dataclass
-class RecordingHttp:
-    """Answers each request with the next reply and records what was sent."""
-
-    replies: list[JsonObject | Exception]
-    sent: list[dict[str, Any]] = field(default_factory=list)
-
-    def request(
-        self,
-        method: str,
-        path: str,
-        *,
-        query: Mapping[str, str] | None = None,
-        body: object = None,
-        content_type: str = "application/json",
-        timeout: float = 30.0,
-    ) -> JsonObject:
-        self.sent.append(
-            {"method": method, "path": path, "body": body, "type": content_type, "timeout": timeout}
-        )
-        reply = self.replies.pop(0)
-        if isinstance(reply, Exception):
-            raise reply
-        return reply
 
 
 def node(annotations: object, version: str = "7") -> JsonObject:
@@ -56,32 +27,24 @@ def node(annotations: object, version: str = "7") -> JsonObject:
     ids=["present", "other-keys-only", "null-annotations", "no-annotations"],
 )
 def test_get(reply: JsonObject, value: str | None) -> None:
-    http = RecordingHttp([reply])
+    http = FakeApi(replies=[reply])
     assert NodeAnnotations(http, timeout=4).get("gpu-node-1", KEY) == value
-    assert http.sent == [
-        {
-            "method": "GET",
-            "path": "/api/v1/nodes/gpu-node-1",
-            "body": None,
-            "type": "application/json",
-            "timeout": 4,
-        }
-    ]
+    assert http.sent == [Sent("GET", "/api/v1/nodes/gpu-node-1", {}, None, "application/json", 4)]
 
 
 @pytest.mark.parametrize("value", ['{"v":1}', None], ids=["set", "remove"])
 def test_patch_is_a_merge_patch_of_one_key_without_resource_version(value: str | None) -> None:
-    http = RecordingHttp([node({KEY: value} if value else {}, "8")])
+    http = FakeApi(replies=[node({KEY: value} if value else {}, "8")], read_only=False)
     assert NodeAnnotations(http).patch("gpu-node-1", KEY, value) == "8"
     (sent,) = http.sent
-    assert (sent["method"], sent["path"], sent["type"]) == ("PATCH", "/api/v1/nodes/gpu-node-1", MERGE_PATCH)
-    assert sent["body"] == {"metadata": {"annotations": {KEY: value}}}
+    assert (sent.method, sent.path, sent.content_type) == ("PATCH", "/api/v1/nodes/gpu-node-1", MERGE_PATCH)
+    assert sent.body == {"metadata": {"annotations": {KEY: value}}}
 
 
 def test_node_names_are_quoted() -> None:
-    http = RecordingHttp([node({})])
+    http = FakeApi(replies=[node({})])
     NodeAnnotations(http).get("a/b", KEY)
-    assert http.sent[0]["path"] == "/api/v1/nodes/a%2Fb"
+    assert http.sent[0].path == "/api/v1/nodes/a%2Fb"
 
 
 @pytest.mark.parametrize(
@@ -96,7 +59,7 @@ def test_node_names_are_quoted() -> None:
     ids=["missing-node", "not-a-string", "annotations-not-object", "reply-disagrees", "no-resource-version"],
 )
 def test_errors_are_kubeio_errors(call: str, reply: JsonObject | Exception, error: type[Exception]) -> None:
-    store = NodeAnnotations(RecordingHttp([reply]))
+    store = NodeAnnotations(FakeApi(replies=[reply], read_only=False))
     request = store.get if call == "get" else lambda node, key: store.patch(node, key, "x")
     with pytest.raises(error):
         request("gpu-node-1", KEY)

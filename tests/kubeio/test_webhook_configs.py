@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import base64
-from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
 
-from kubeio.errors import NotFoundError
 from kubeio.http import JsonObject
-from kubeio.webhook_configs import STRATEGIC_MERGE, Endpoint, Webhook, WebhookConfigs
+from kubeio.webhook_configs import CONFIGS, STRATEGIC_MERGE, Endpoint, Webhook, WebhookConfigs
+from tests.kubeio.fake_api import FakeApi
 
 CA = b"-----BEGIN CERTIFICATE-----\n...\n"
 
@@ -40,30 +38,13 @@ RAW = {
 }
 
 
-@dataclass
-class FakeApi:
-    objects: dict[str, JsonObject]
-    sent: list[tuple[str, str, Any, str]] = field(default_factory=list)
-
-    def request(
-        self,
-        method: str,
-        path: str,
-        *,
-        query: Mapping[str, str] | None = None,
-        body: object = None,
-        content_type: str = "application/json",
-        timeout: float = 30.0,
-    ) -> JsonObject:
-        self.sent.append((method, path, body, content_type))
-        name = path.rsplit("/", 1)[1]
-        if name not in self.objects:
-            raise NotFoundError(404, "NotFound", name)
-        return self.objects[name]
+def served(objects: dict[str, JsonObject]) -> FakeApi:
+    """The API server holding ``objects`` (configuration name -> object); writes are recorded."""
+    return FakeApi(objects={f"{CONFIGS}/{name}": raw for name, raw in objects.items()}, read_only=False)
 
 
 def test_endpoints_ca_bundles_and_selectors_are_read_as_the_api_server_uses_them() -> None:
-    config = WebhookConfigs(FakeApi({"phalanx-admission-gate": RAW})).read("phalanx-admission-gate")
+    config = WebhookConfigs(served({"phalanx-admission-gate": RAW})).read("phalanx-admission-gate")
     assert config is not None and (config.uid, config.created) == ("u1", "2026-01-01T00:00:00Z")
     gate, url, broken = config.webhooks
     host = "phalanx-placement-webhook.phalanx-system.svc"
@@ -74,17 +55,17 @@ def test_endpoints_ca_bundles_and_selectors_are_read_as_the_api_server_uses_them
     assert url.endpoint == Endpoint(None, "127.0.0.1", 9443, "/mutate-pods", "127.0.0.1")
     assert url.ca_bundle == b""
     assert broken.endpoint is None and broken.ca_bundle == b"not base64"
-    assert WebhookConfigs(FakeApi({})).read("phalanx-admission-gate") is None
+    assert WebhookConfigs(served({})).read("phalanx-admission-gate") is None
 
 
 def test_the_ca_bundle_is_written_by_webhook_name_with_a_strategic_merge_patch() -> None:
-    api = FakeApi({"phalanx-admission-gate": RAW})
+    api = served({"phalanx-admission-gate": RAW})
     WebhookConfigs(api).set_ca_bundle("phalanx-admission-gate", ["gates.phalanx.io"], CA)
-    method, path, body, content_type = api.sent[-1]
-    assert (method, content_type) == ("PATCH", STRATEGIC_MERGE)
-    assert path.endswith("/mutatingwebhookconfigurations/phalanx-admission-gate")
+    sent = api.sent[-1]
+    assert (sent.method, sent.content_type) == ("PATCH", STRATEGIC_MERGE)
+    assert sent.path == f"{CONFIGS}/phalanx-admission-gate"
     encoded = base64.b64encode(CA).decode()
-    assert body == {"webhooks": [{"name": "gates.phalanx.io", "clientConfig": {"caBundle": encoded}}]}
+    assert sent.body == {"webhooks": [{"name": "gates.phalanx.io", "clientConfig": {"caBundle": encoded}}]}
 
 
 @pytest.mark.parametrize(

@@ -16,9 +16,10 @@ from nodeagent.health_reporter import HealthReporter
 from nodeagent.node_metrics import NodeMetrics
 from nodeagent.nvml_reader import NvmlTopologyReader
 from scheduling.topology.builders import uniform
+from tests.builders import FakeEvents
 from tests.nodeagent.fakes import MemoryStore
 from tests.nodeagent.plugin_fixtures import wait_for
-from tests.nodeagent.test_truth_keeper import Recorder, pod
+from tests.nodeagent.test_truth_keeper import pod
 
 DOCUMENT = uniform(8, "NV12", gpu_model="NVIDIA A100-SXM4-40GB")
 
@@ -87,7 +88,7 @@ def test_a_failing_gpu_is_withdrawn_published_and_told_to_its_pods() -> None:
     read = NvmlTopologyReader(nvml).read().document  # what the agent reads: with the GPUs' UUIDs
     assert read is not None
     devices = GpuDevices.from_document(read)
-    store, recorder, metrics = MemoryStore(nodes=frozenset({"n1"})), Recorder(), NodeMetrics()
+    store, recorder, metrics = MemoryStore(nodes=frozenset({"n1"})), FakeEvents(), NodeMetrics()
     holders = {"ns/a": pod("ns/a", (2, 3), 2), "ns/b": pod("ns/b", (4,), 1)}
     reporter = HealthReporter(
         devices,
@@ -103,8 +104,8 @@ def test_a_failing_gpu_is_withdrawn_published_and_told_to_its_pods() -> None:
     reporter.on_unhealthy(uuid, "critical Xid 79")  # once is enough
     assert not devices.healthy(3)
     assert store.annotations[("n1", "phalanx.io/unhealthy-gpus")] == "3"
-    assert [(n, r) for n, _, r, _ in recorder.events] == [("a", "GPUUnhealthy")]
-    assert "GPU 3" in recorder.events[0][3]
+    assert [(n, r) for _, n, _, r, _ in recorder.events] == [("a", "GPUUnhealthy")]
+    assert "GPU 3" in recorder.events[0][4]
     assert metrics.unhealthy_gpus._value.get() == 1
 
 
@@ -114,7 +115,7 @@ def test_a_refused_publish_is_retried_until_it_lands() -> None:
     assert read is not None
     devices = GpuDevices.from_document(read)
     store = MemoryStore(nodes=frozenset({"n1"}), failures=[ConflictError(409, "Conflict", "try again")])
-    reporter = HealthReporter(devices, store, "n1", Recorder(), held=dict, pods=dict, metrics=NodeMetrics())
+    reporter = HealthReporter(devices, store, "n1", FakeEvents(), held=dict, pods=dict, metrics=NodeMetrics())
     reporter.on_unhealthy(nvml.node.gpus[1].uuid, "critical Xid 79")
     assert ("n1", "phalanx.io/unhealthy-gpus") not in store.annotations
     stop = threading.Event()

@@ -1,10 +1,10 @@
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import pytest
 
-from nodeagent.settings import AgentSettings, parse_settings
+from nodeagent.settings import SETTINGS, AgentSettings, parse_settings
 
 
 @dataclass(frozen=True)
@@ -45,6 +45,12 @@ CASES = [
     Case("empty-env-is-unset", ["--node", "n"], {"KUBECONFIG": ""}, AgentSettings(node_name="n")),
     Case("print-needs-no-node", ["--print"], {}, AgentSettings(print_only=True)),
     Case(
+        "device-plugin-flag-takes-an-optional-value",
+        ["--node", "n", "--device-plugin", "false", "--once"],
+        {"PHALANX_DEVICE_PLUGIN": "true"},
+        AgentSettings(node_name="n", device_plugin=False, once=True),
+    ),
+    Case(
         "fake",
         ["--node", "n", "--once", "--fake-topology", "t.txt", "--fake-gpu-model", "NVIDIA L40S"],
         {},
@@ -81,12 +87,12 @@ def test_flags_fall_back_to_the_environment(case: Case) -> None:
     ("argv", "environ", "message"),
     [
         ([], {}, "node name is required"),
-        (["--node", "n", "--interval", "0"], {}, "must be a positive"),
+        (["--node", "n", "--interval", "0"], {}, "'0' must be a finite positive number"),
         ([], {"NODE_NAME": "n", "PHALANX_NODE_AGENT_INTERVAL_SECONDS": "soon"}, "is not a number"),
-        (["--node", "n", "--max-backoff", "inf"], {}, "must be a positive"),
-        (["--node", "n", "--log-level", "chatty"], {}, "invalid choice"),
-        ([], {"NODE_NAME": "n", "PHALANX_DEVICE_PLUGIN": "maybe"}, "is not true or false"),
-        (["--node", "n", "--metrics-port", "70000"], {}, "is not a port number"),
+        (["--node", "n", "--max-backoff", "inf"], {}, "'inf' must be a finite positive number"),
+        (["--node", "n", "--log-level", "chatty"], {}, "'chatty' is not one of 'debug'"),
+        ([], {"NODE_NAME": "n", "PHALANX_DEVICE_PLUGIN": "maybe"}, "'maybe' is not a valid boolean"),
+        (["--node", "n", "--metrics-port", "70000"], {}, "70000 is not in the range 0<=x<=65535"),
     ],
     ids=[
         "no-node",
@@ -105,3 +111,12 @@ def test_bad_settings_exit_with_usage(
         parse_settings(argv, environ)
     assert exited.value.code == 2
     assert message in capsys.readouterr().err
+
+
+def test_every_field_but_the_derived_backoff_is_declared_once_with_one_flag() -> None:
+    declared = [s.field for s in SETTINGS]
+    flags = [s.flag for s in SETTINGS]
+    assert len(set(flags)) == len(flags)
+    assert sorted(declared) == sorted(
+        f.name for f in fields(AgentSettings) if f.name != "initial_backoff_seconds"
+    )

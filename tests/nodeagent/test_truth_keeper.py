@@ -10,7 +10,6 @@ import grpc
 import pytest
 
 from kubeio.errors import ConflictError
-from kubeio.events import ObjectRef
 from kubeio.kubeletapi import podresources_v1_pb2 as pr
 from kubeio.node_pods import NodePod
 from nodeagent.gpu_devices import GpuDevice, GpuDevices
@@ -19,6 +18,7 @@ from nodeagent.node_metrics import NodeMetrics
 from nodeagent.node_side import claims_of
 from nodeagent.truth_keeper import TruthKeeper
 from scheduling.devices.truth import Kind
+from tests.builders import FakeEvents
 from tests.nodeagent.plugin_fixtures import uuid
 
 DEVICES = GpuDevices([GpuDevice(i, uuid(i)) for i in range(8)])
@@ -91,14 +91,6 @@ class Annotator:
 
 
 @dataclass
-class Recorder:
-    events: list[tuple[str, str, str, str]] = field(default_factory=list)
-
-    def record(self, ref: ObjectRef, type_: str, reason: str, message: str) -> None:
-        self.events.append((ref.name, type_, reason, message))
-
-
-@dataclass
 class Kubelet:
     answer: pr.ListPodResourcesResponse
     failing: bool = False
@@ -111,7 +103,11 @@ class Kubelet:
 
 
 def keeper(
-    kubelet: Kubelet, pods: dict[str, NodePod], annotator: Annotator, recorder: Recorder, metrics: NodeMetrics
+    kubelet: Kubelet,
+    pods: dict[str, NodePod],
+    annotator: Annotator,
+    recorder: FakeEvents,
+    metrics: NodeMetrics,
 ) -> TruthKeeper:
     return TruthKeeper(kubelet.read, lambda: pods, annotator, recorder, metrics, node="n1")
 
@@ -122,32 +118,32 @@ def count(metrics: NodeMetrics, kind: Kind) -> float:
 
 def test_a_mismatch_is_written_once_with_a_warning_and_a_metric() -> None:
     pods = {"ns/a": pod("ns/a", (0, 1), 2)}
-    annotator, recorder, metrics = Annotator(), Recorder(), NodeMetrics()
+    annotator, recorder, metrics = Annotator(), FakeEvents(), NodeMetrics()
     truth = keeper(
         Kubelet(reply(listed("ns/a", {"main": [uuid(4), uuid(5)]}))), pods, annotator, recorder, metrics
     )
     truth.run_once()
     truth.run_once()  # the watch has not brought the new annotation yet: not written again
     assert annotator.writes == [("ns", "a", "uid-ns/a", "phalanx.io/gpus", "4,5")]
-    assert [(n, t, r) for n, t, r, _ in recorder.events] == [("a", "Warning", "GPUsCorrected")]
+    assert [(n, t, r) for _, n, t, r, _ in recorder.events] == [("a", "Warning", "GPUsCorrected")]
     assert count(metrics, Kind.MISMATCH) == 1
     assert dict(truth.held()) == {"ns/a": (4, 5)}
 
 
 def test_a_gpu_pod_phalanx_did_not_place_gets_its_indices_recorded() -> None:
     pods = {"other/x": pod("other/x", None, 1)}
-    annotator, recorder, metrics = Annotator(), Recorder(), NodeMetrics()
+    annotator, recorder, metrics = Annotator(), FakeEvents(), NodeMetrics()
     keeper(
         Kubelet(reply(listed("other/x", {"main": [uuid(6)]}))), pods, annotator, recorder, metrics
     ).run_once()
     assert annotator.writes == [("other", "x", "uid-other/x", "phalanx.io/gpus", "6")]
-    assert [(t, r) for _, t, r, _ in recorder.events] == [("Normal", "GPUsRecorded")]
+    assert [(t, r) for _, _, t, r, _ in recorder.events] == [("Normal", "GPUsRecorded")]
     assert count(metrics, Kind.UNANNOTATED) == 1
 
 
 def test_a_refused_write_is_tried_again_next_cycle() -> None:
     pods = {"ns/a": pod("ns/a", (0,), 1)}
-    annotator, recorder, metrics = Annotator(fail=True), Recorder(), NodeMetrics()
+    annotator, recorder, metrics = Annotator(fail=True), FakeEvents(), NodeMetrics()
     truth = keeper(Kubelet(reply(listed("ns/a", {"main": [uuid(3)]}))), pods, annotator, recorder, metrics)
     truth.run_once()
     annotator.fail = False
@@ -158,7 +154,7 @@ def test_a_refused_write_is_tried_again_next_cycle() -> None:
 
 def test_a_kubelet_that_cannot_be_read_changes_nothing() -> None:
     annotator = Annotator()
-    truth = keeper(Kubelet(reply(), failing=True), {}, annotator, Recorder(), NodeMetrics())
+    truth = keeper(Kubelet(reply(), failing=True), {}, annotator, FakeEvents(), NodeMetrics())
     assert truth.run_once() is None
     assert truth.admitting() is None
     assert annotator.writes == []
@@ -169,7 +165,7 @@ def test_read_failures_of_both_kinds_are_absorbed(error: Exception) -> None:
     def read(pods: Mapping[str, NodePod]) -> KubeletView:
         raise error
 
-    truth = TruthKeeper(read, dict, Annotator(), Recorder(), NodeMetrics(), node="n1")
+    truth = TruthKeeper(read, dict, Annotator(), FakeEvents(), NodeMetrics(), node="n1")
     assert truth.run_once() is None
 
 

@@ -20,6 +20,7 @@ from placement.queue_pass import QueueReport
 from placement.settings import PlacementSettings
 from placement.views import SharedView
 from scheduling.cluster.snapshot import ClusterSnapshot
+from scheduling.elastic import ElasticSettings
 from scheduling.model import Pod, Resources
 from scheduling.queues import Queue
 from scheduling.topology import TopologyCache
@@ -80,7 +81,7 @@ def manager(api: Api, jobs: FakeJobs) -> tuple[Any, Any, CollectorRegistry]:
         events=FakeEvents(),
         topologies=TopologyCache(),
     )
-    settings = PlacementSettings(elastic_cooldown_seconds=0)
+    settings = PlacementSettings(elastic=ElasticSettings(cooldown_seconds=0))
     reader, passes = assemble(ports, settings, PlacementMetrics.create(registry), SharedView())
     return reader, passes, registry
 

@@ -8,12 +8,11 @@ or before the lookback, are not reported; without a gate configuration nothing i
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from kubeio.webhook_configs import Endpoint, Webhook, WebhookConfiguration
 from placement.gate_bypass import LOOKBACK, BypassDetector
-from tests.builders import FakeCluster, FakeEvents, a_pod
+from tests.builders import FakeClock, FakeCluster, FakeEvents, a_pod
 
 CONFIGURED = "2026-06-01T11:00:00Z"
 NOW = datetime.fromisoformat("2026-06-01T12:00:00Z").timestamp()
@@ -35,20 +34,12 @@ GATE = Webhook(
 CONFIG = WebhookConfiguration("phalanx-admission-gate", "uid-gate", CONFIGURED, (GATE,))
 
 
-@dataclass
-class Clock:
-    now: float = NOW
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def at(seconds_before_now: float) -> str:
     return datetime.fromtimestamp(NOW - seconds_before_now, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def detector(
-    cluster: FakeCluster, events: FakeEvents, clock: Clock, counted: list[int], *, gate: bool = True
+    cluster: FakeCluster, events: FakeEvents, clock: FakeClock, counted: list[int], *, gate: bool = True
 ) -> BypassDetector:
     return BypassDetector(
         cluster,
@@ -71,7 +62,7 @@ def test_only_unstamped_phalanx_pods_the_webhook_was_called_for_are_reported_onc
         a_pod("before-the-gate").gpus(1).created("2026-06-01T10:59:59Z").build(),
         a_pod("long-ago").gpus(1).created(at(LOOKBACK + 1)).build(),
     )
-    events, counted, clock = FakeEvents(), list[int](), Clock()
+    events, counted, clock = FakeEvents(), list[int](), FakeClock(NOW)
     bypass = detector(cluster, events, clock, counted)
     assert sorted(p.name for p in bypass.check()) == ["around", "around-and-bound"]
     assert sorted((kind, name, type_, reason) for kind, name, type_, reason, _ in events.events) == [
@@ -87,7 +78,7 @@ def test_only_unstamped_phalanx_pods_the_webhook_was_called_for_are_reported_onc
 
 def test_not_ready_for_the_window_after_the_last_bypass() -> None:
     cluster = FakeCluster()
-    events, counted, clock = FakeEvents(), list[int](), Clock()
+    events, counted, clock = FakeEvents(), list[int](), FakeClock(NOW)
     bypass = detector(cluster, events, clock, counted)
     assert bypass.check() == [] and bypass.recent() == []
     cluster.add(a_pod("late").gpus(1).created(at(1)).build())
@@ -103,5 +94,5 @@ def test_not_ready_for_the_window_after_the_last_bypass() -> None:
 def test_without_a_gate_configuration_nothing_is_a_bypass() -> None:
     cluster = FakeCluster().add(a_pod("ungated").gpus(1).created(at(30)).build())
     events, counted = FakeEvents(), list[int]()
-    assert detector(cluster, events, Clock(), counted, gate=False).check() == []
+    assert detector(cluster, events, FakeClock(NOW), counted, gate=False).check() == []
     assert events.events == [] and counted == []

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from kubeio.errors import UnavailableError
 from placement.leadership import Leadership
 from scheduling.leadership import LeaseRecord
+from tests.builders import FakeClock
 
 
 @dataclass
@@ -60,15 +61,7 @@ class FakeLease:
             self.store.writes.append(f"release {holder}")
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def candidate(name: str, store: Store, clock: Clock) -> Leadership:
+def candidate(name: str, store: Store, clock: FakeClock) -> Leadership:
     return Leadership(
         FakeLease(store),
         name,
@@ -80,7 +73,7 @@ def candidate(name: str, store: Store, clock: Clock) -> Leadership:
 
 
 def test_a_standby_takes_over_once_the_lease_lapses_and_the_old_leader_stops_for_good() -> None:
-    store, clock = Store(), Clock()
+    store, clock = Store(), FakeClock(0.0)
     a, b = candidate("a", store, clock), candidate("b", store, clock)
     a.step()
     b.step()
@@ -105,7 +98,7 @@ def test_a_standby_takes_over_once_the_lease_lapses_and_the_old_leader_stops_for
 
 
 def test_an_unreachable_api_server_makes_the_leader_stop_at_its_deadline_not_before() -> None:
-    store, clock = Store(), Clock()
+    store, clock = Store(), FakeClock(0.0)
     a = candidate("a", store, clock)
     a.step()
     store.down = True
@@ -119,7 +112,7 @@ def test_an_unreachable_api_server_makes_the_leader_stop_at_its_deadline_not_bef
 
 
 def test_a_clean_stop_releases_the_lease_and_the_standby_leads_at_once() -> None:
-    store, clock = Store(), Clock()
+    store, clock = Store(), FakeClock(0.0)
     a, b = candidate("a", store, clock), candidate("b", store, clock)
     a.step()
     b.step()

@@ -19,7 +19,7 @@ from scheduling.admission.flight import seconds
 from scheduling.admission.release import GateSettings
 from scheduling.model import ADMISSION_GATE, GATE_STAMP, Pod
 from scheduling.topology import TopologyCache
-from tests.builders import FakeCluster, FakeEvents, a_gang, a_node, a_pod
+from tests.builders import FakeClock, FakeCluster, FakeEvents, a_gang, a_node, a_pod
 from tests.kubeio.test_admission_review import WORKER, review
 from tests.placement.test_webhook import answer
 
@@ -43,21 +43,13 @@ class FakeUngater:
         return True
 
 
-@dataclass
-class Clock:
-    now: float = START
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def bed(
     *pods: Pod, groups: tuple[object, ...] = ()
-) -> tuple[ReleasePass, FakeCluster, FakeUngater, FakeEvents, Clock]:
+) -> tuple[ReleasePass, FakeCluster, FakeUngater, FakeEvents, FakeClock]:
     cluster = FakeCluster().add(a_node("n1").build(), *pods)
     for group in groups:
         cluster.add(group)  # type: ignore[arg-type]
-    ungater, events, clock = FakeUngater(cluster), FakeEvents(), Clock()
+    ungater, events, clock = FakeUngater(cluster), FakeEvents(), FakeClock(START)
     releaser = ReleasePass(
         cluster,
         ungater,

@@ -1,12 +1,50 @@
 from __future__ import annotations
 
+from dataclasses import fields
+
 import pytest
 
-from placement.settings import PlacementSettings
+from placement.settings import SETTINGS, PlacementSettings
+from scheduling.admission.outcome import GateSettings
+from scheduling.elastic import ElasticSettings
 
 
 def test_defaults() -> None:
     assert PlacementSettings.parse([], {}) == PlacementSettings()
+
+
+def test_an_empty_variable_counts_as_unset() -> None:
+    environ = {"PHALANX_PLACEMENT_INTERVAL_SECONDS": "", "POD_NAMESPACE": ""}
+    assert PlacementSettings.parse([], environ) == PlacementSettings()
+
+
+def test_nested_settings_are_the_cores_own_filled_from_their_flags_and_variables() -> None:
+    environ = {"PHALANX_GATE_RELEASE_TTL_SECONDS": "9", "PHALANX_ELASTIC_MOVES_PER_ROUND": "2"}
+    argv = ["--gate-max-unbound-gpus", "16", "--elastic-cooldown-seconds", "5"]
+    settings = PlacementSettings.parse(argv, environ)
+    assert settings.gates == GateSettings(max_unbound_gpus=16, release_ttl=9.0)
+    assert settings.elastic == ElasticSettings(moves_per_round=2, cooldown_seconds=5.0)
+
+
+def test_every_field_is_declared_once_with_one_flag() -> None:
+    declared = [s.field for s in SETTINGS]
+    flags = [s.flag for s in SETTINGS]
+    assert len(set(declared)) == len(declared) and len(set(flags)) == len(flags)
+    top = {f.split(".")[0] for f in declared}
+    assert top == {f.name for f in fields(PlacementSettings)}
+    for nested, kind in (("gates", GateSettings), ("elastic", ElasticSettings)):
+        inner = {f.partition(".")[2] for f in declared if f.startswith(nested + ".")}
+        assert inner <= {f.name for f in fields(kind)}
+
+
+def test_help_lists_every_flag_and_variable(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        PlacementSettings.parse(["--help"], {})
+    assert exited.value.code == 0
+    text = " ".join(capsys.readouterr().out.split())
+    for setting in SETTINGS:
+        assert setting.flag is not None and setting.flag in text
+        assert all(env in text for env in setting.env)
 
 
 def test_flags_win_over_the_environment_which_wins_over_defaults() -> None:
@@ -42,19 +80,15 @@ def test_flags_win_over_the_environment_which_wins_over_defaults() -> None:
 @pytest.mark.parametrize(
     ("argv", "environ", "message"),
     [
-        (["--interval-seconds", "0"], {}, "argument --interval-seconds: '0' must be a positive number"),
+        (["--interval-seconds", "0"], {}, "'0' must be a finite positive number"),
         (
             [],
             {"PHALANX_STALE_GANG_GRACE_SECONDS": "soon"},
-            "argument --stale-grace-seconds: 'soon' is not a number",
+            "(env var: 'PHALANX_STALE_GANG_GRACE_SECONDS'): 'soon' is not a number",
         ),
-        ([], {"PHALANX_PLACEMENT_INTERVAL_SECONDS": ""}, "argument --interval-seconds: '' is not a number"),
-        ([], {"PHALANX_PLACEMENT_METRICS_PORT": "x"}, "argument --metrics-port: invalid int value: 'x'"),
-        (
-            [],
-            {"PHALANX_LEADER_ELECT": "maybe"},
-            "argument --leader-elect: expected true or false, got 'maybe'",
-        ),
+        ([], {"PHALANX_GATE_MAX_UNBOUND_GPUS": "0"}, "Invalid value for '--gate-max-unbound-gpus'"),
+        ([], {"PHALANX_PLACEMENT_METRICS_PORT": "x"}, "Invalid value for '--metrics-port'"),
+        ([], {"PHALANX_LEADER_ELECT": "maybe"}, "'maybe' is not a valid boolean"),
         (
             ["--lease-duration-seconds", "5", "--renew-deadline-seconds", "5"],
             {},
@@ -69,7 +103,7 @@ def test_flags_win_over_the_environment_which_wins_over_defaults() -> None:
     ids=[
         "zero-interval",
         "bad-env-grace",
-        "empty-env-interval",
+        "zero-gate-gpus",
         "bad-env-port",
         "bad-leader-elect",
         "deadline-not-below-duration",
@@ -123,11 +157,11 @@ def test_webhook_certificate_settings_from_flags_and_environment() -> None:
 def test_an_unknown_certificate_source_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         PlacementSettings.parse(["--webhook-certs", "cert-manager"], {})
-    assert "invalid choice: 'cert-manager'" in capsys.readouterr().err
+    assert "'cert-manager' is not one of 'internal', 'files'" in capsys.readouterr().err
 
 
 def test_the_elastic_grow_step_is_a_setting_of_at_least_one() -> None:
-    assert PlacementSettings.parse([], {"PHALANX_ELASTIC_GROW_STEP": "4"}).elastic_grow_step == 4
-    assert PlacementSettings.parse(["--elastic-grow-step", "8"], {}).elastic_grow_step == 8
+    assert PlacementSettings.parse([], {"PHALANX_ELASTIC_GROW_STEP": "4"}).elastic.grow_step == 4
+    assert PlacementSettings.parse(["--elastic-grow-step", "8"], {}).elastic.grow_step == 8
     with pytest.raises(SystemExit):
         PlacementSettings.parse(["--elastic-grow-step", "0"], {})

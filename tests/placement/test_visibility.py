@@ -7,8 +7,6 @@ real ServiceAccount and RBAC, are in tests/e2e/test_visibility.py.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any
 
 import orjson
 import pytest
@@ -19,7 +17,8 @@ from kubeio.http import JsonObject
 from kubeio.serving import Request
 from placement.visibility import QUESTION_BURST, QUESTIONS_PER_MINUTE, QuestionLimit, Visibility, parse
 from scheduling.explain.visible import OTHER
-from tests.builders import a_node, a_pod, snapshot_of
+from tests.builders import FakeClock, a_node, a_pod, snapshot_of
+from tests.kubeio.fake_api import FakeApi, Sent
 
 SNAPSHOT = snapshot_of(
     [a_node(f"n{i}").build() for i in (1, 2, 3)],
@@ -33,40 +32,28 @@ SNAPSHOT = snapshot_of(
 ALICE = "system:serviceaccount:team-a:alice"
 
 
-@dataclass
-class FakeReviews:
-    """Accepts ``tokens`` (token -> user) and allows each user ``grants`` (user -> namespaces)."""
+def reviewing(tokens: Mapping[str, str], grants: Mapping[str, set[str]], *, down: bool = False) -> FakeApi:
+    """The API server's reviews: ``tokens`` (token -> user), each user allowed ``grants`` (namespaces)."""
 
-    tokens: Mapping[str, str]
-    grants: Mapping[str, set[str]]
-    down: bool = False
-    reviews: list[JsonObject] = field(default_factory=list)
-
-    def request(self, method: str, path: str, *, body: Any = None, **_: Any) -> JsonObject:
-        assert method == "POST"
-        if self.down:
+    def review(sent: Sent) -> JsonObject:
+        assert sent.method == "POST"
+        if down:
             raise UnavailableError(0, "Unavailable", "connection refused")
-        self.reviews.append(body)
-        if path == TOKEN_REVIEWS:
-            user = self.tokens.get(body["spec"]["token"])
+        body = sent.body
+        if sent.path == TOKEN_REVIEWS:
+            user = tokens.get(body["spec"]["token"])
             status = {"authenticated": True, "user": {"username": user, "groups": ["system:authenticated"]}}
             return {"status": status if user else {"authenticated": False}}
-        assert path == ACCESS_REVIEWS
+        assert sent.path == ACCESS_REVIEWS
         spec = body["spec"]
-        allowed = spec["resourceAttributes"]["namespace"] in self.grants.get(spec["user"], set())
+        allowed = spec["resourceAttributes"]["namespace"] in grants.get(spec["user"], set())
         return {"status": {"allowed": allowed, "reason": "" if allowed else "no RBAC policy matched"}}
 
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
+    return FakeApi(answer=review, read_only=False)
 
 
-def endpoint(reviews: FakeReviews, clock: Clock | None = None) -> Visibility:
-    limit = QuestionLimit(QUESTIONS_PER_MINUTE, QUESTION_BURST, clock=clock or Clock())
+def endpoint(reviews: FakeApi, clock: FakeClock | None = None) -> Visibility:
+    limit = QuestionLimit(QUESTIONS_PER_MINUTE, QUESTION_BURST, clock=clock or FakeClock(100.0))
     return Visibility(reviews, lambda: SNAPSHOT, clock=lambda: 1.0, limit=limit)
 
 
@@ -75,13 +62,13 @@ def request(path: str, token: str | None = "t-alice") -> Request:
     return Request("GET", path, headers, b"", None, ("127.0.0.1", 9444), "https")
 
 
-def ask(reviews: FakeReviews, path: str, token: str | None = "t-alice") -> tuple[int, bytes]:
+def ask(reviews: FakeApi, path: str, token: str | None = "t-alice") -> tuple[int, bytes]:
     reply = endpoint(reviews).answer(request(path, token))
     return reply.status, reply.body
 
 
-def alice() -> FakeReviews:
-    return FakeReviews({"t-alice": ALICE}, {ALICE: {"team-a"}})
+def alice() -> FakeApi:
+    return reviewing({"t-alice": ALICE}, {ALICE: {"team-a"}})
 
 
 def test_a_member_gets_the_explanation_of_their_pod_without_other_namespaces() -> None:
@@ -93,7 +80,7 @@ def test_a_member_gets_the_explanation_of_their_pod_without_other_namespaces() -
     assert answer["whatIf"]["finished"] == [OTHER]
     assert b"team-b" not in body
     assert answer["about"] == [["Pod", "p"]]
-    access = reviews.reviews[1]["spec"]
+    access = reviews.sent[1].body["spec"]
     assert access["user"] == ALICE
     assert access["resourceAttributes"] == {
         "namespace": "team-a",
@@ -127,7 +114,7 @@ def test_every_refusal_says_why(path: str, token: str | None, status: int, words
 
 
 def test_an_api_server_it_cannot_reach_is_a_503_with_the_reason_not_a_crash() -> None:
-    status, body = ask(FakeReviews({}, {}, down=True), "/why/namespaces/team-a/pods/p")
+    status, body = ask(reviewing({}, {}, down=True), "/why/namespaces/team-a/pods/p")
     assert status == 503
     assert b"connection refused" in body
 
@@ -143,8 +130,8 @@ def test_paths_name_a_pod_or_a_podgroup() -> None:
 
 
 def test_a_user_asking_in_a_loop_is_slowed_down_and_others_are_not() -> None:
-    reviews = FakeReviews({"t-alice": ALICE, "t-bob": "bob"}, {ALICE: {"team-a"}, "bob": {"team-a"}})
-    clock = Clock()
+    reviews = reviewing({"t-alice": ALICE, "t-bob": "bob"}, {ALICE: {"team-a"}, "bob": {"team-a"}})
+    clock = FakeClock(100.0)
     visibility = endpoint(reviews, clock)
     path = "/why/namespaces/team-a/pods/p"
     statuses = [visibility.answer(request(path)).status for _ in range(QUESTION_BURST + 1)]

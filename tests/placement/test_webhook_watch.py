@@ -26,7 +26,7 @@ from placement.serving_tls import ServingTls
 from placement.webhook import GATE_PATH, MUTATE_PATH, serve_webhook
 from placement.webhook_trust import OwnServer
 from placement.webhook_watch import WebhookWatch
-from tests.builders import FakeEvents
+from tests.builders import FakeClock, FakeEvents
 
 SERVICE = ("phalanx-system", "phalanx-placement-webhook")
 HOST = "phalanx-placement-webhook.phalanx-system.svc"
@@ -54,14 +54,6 @@ class Configs:
 def configuration(name: str, hook: str, path: str, bundle: bytes) -> WebhookConfiguration:
     webhook = Webhook(hook, Endpoint(SERVICE, HOST, 443, path, HOST), bundle)
     return WebhookConfiguration(name, f"uid-{name}", "2026-01-01T00:00:00Z", (webhook,))
-
-
-@dataclass
-class Clock:
-    now: float = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @dataclass
@@ -102,7 +94,7 @@ def test_an_untrusted_gate_webhook_is_told_once_and_its_recovery_too(
     configs = Configs()
     configs.held["pins"] = configuration("pins", "pins.phalanx.io", MUTATE_PATH, served.ca.cert)
     configs.held["gates"] = configuration("gates", "gates.phalanx.io", GATE_PATH, b"")  # the old recipe
-    registry, events, clock = CollectorRegistry(), FakeEvents(), Clock()
+    registry, events, clock = CollectorRegistry(), FakeEvents(), FakeClock(1000.0)
     metrics = PlacementMetrics.create(registry)
     watch = WebhookWatch(
         tls=served.tls,
@@ -157,7 +149,7 @@ def test_a_deleted_configuration_is_no_longer_checked_nor_counted(served: Setup)
         own=served.own,
         events=FakeEvents(),
         trusted=PlacementMetrics.create(registry).webhook_trusted,
-        clock=Clock(),
+        clock=FakeClock(1000.0),
         source="the files",
     )
     watch.check_once()
@@ -177,7 +169,7 @@ def test_with_gates_off_an_untrusted_gate_webhook_does_not_make_the_replica_unre
         own=served.own,
         events=FakeEvents(),
         trusted=PlacementMetrics.create(CollectorRegistry()).webhook_trusted,
-        clock=Clock(),
+        clock=FakeClock(1000.0),
         source="the files",
         gates=False,
     )
@@ -226,7 +218,7 @@ def test_internal_certificates_are_served_and_their_ca_written_into_every_config
             own=own,
             events=events,
             trusted=PlacementMetrics.create(registry).webhook_trusted,
-            clock=Clock(),
+            clock=FakeClock(1000.0),
             source="the Secret phalanx-system/certs",
             keeper=keeper,
         )
@@ -252,7 +244,7 @@ def test_a_replica_without_a_certificate_says_so_for_every_webhook(served: Setup
         own=served.own,
         events=FakeEvents(),
         trusted=PlacementMetrics.create(CollectorRegistry()).webhook_trusted,
-        clock=Clock(),
+        clock=FakeClock(1000.0),
         source="the files /etc/phalanx/webhook/tls.crt and tls.key",
     )
     (trust,) = watch.check_once()

@@ -1,10 +1,15 @@
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from scheduling.cluster.promises import Promise, PromiseBook
+from scheduling.cluster.room import NodeRoom
+from scheduling.gang import planner
 from scheduling.gang.planner import GangPlan, GangShortfall, plan_gang
 from scheduling.model import Node, Pod
 from scheduling.topology import TopologyCache
@@ -141,3 +146,83 @@ def test_a_member_pinned_to_a_full_node_is_named() -> None:
     plan = plan_gang("ml/g", workers, ["n1"], snapshot_of(nodes, [busy]), PromiseBook(), TopologyCache())
     assert isinstance(plan, GangShortfall)
     assert plan.message == "gang ml/g: w2 is pinned to n2, which has no room for it now"
+
+
+def _reference_choice(
+    pod: Pod,
+    rooms: Mapping[str, NodeRoom],
+    allowed: frozenset[str],
+    used: Sequence[str],
+    domain: tuple[str, str] | None,
+    keys: Sequence[str],
+    _fresh: object,
+) -> str | None:
+    """The placement rule read literally: rank every fitting node for every member (the module docstring)."""
+    fitting = [name for name in used if name in allowed and rooms[name].fits(pod)]
+    if not fitting:
+        fitting = [name for name, room in rooms.items() if name in allowed and room.fits(pod)]
+    if not fitting:
+        return None
+    used_domains = {tuple(rooms[n].node.labels.get(k, "") for k in keys) for n in used}
+
+    def rank(name: str) -> tuple[int, int, int, int, str]:
+        room = rooms[name]
+        in_domain = domain is None or room.node.labels.get(domain[0]) == domain[1]
+        node_domain = tuple(room.node.labels.get(k, "") for k in keys)
+        return (
+            0 if name in used else 1,
+            0 if in_domain else 1,
+            0 if node_domain in used_domains else 1,
+            room.count - pod.requests.gpus,
+            name,
+        )
+
+    return min(fitting, key=rank)
+
+
+@st.composite
+def _clusters(draw: st.DrawFn) -> tuple[list[Node], list[Pod], list[Pod], list[str]]:
+    """Racks in zones, some GPUs held, a gang of mixed members (some pinned), and the offered nodes."""
+    count = draw(st.integers(2, 24))
+    nodes = [
+        a_node(f"n{i:02d}")
+        .gpus(draw(st.sampled_from((4, 8))))
+        .labels(
+            **{"phalanx.io/rack": f"r{draw(st.integers(0, 4))}", "topology.kubernetes.io/zone": f"z{i % 2}"}
+        )
+        .build()
+        for i in range(count)
+    ]
+    running = []
+    for node in nodes:
+        held = draw(st.integers(0, node.allocatable.gpus))
+        if held:
+            running.append(a_pod(f"busy-{node.name}").gpus(held).on(node.name, range(held)).build())
+    gang = []
+    for i in range(draw(st.integers(1, 40))):
+        pod = a_pod(f"m{i:02d}").gpus(draw(st.sampled_from((0, 1, 1, 1, 2, 4, 8)))).group("g")
+        if draw(st.integers(0, 3)) == 0:
+            pod = pod.pinned(
+                *draw(st.lists(st.sampled_from([n.name for n in nodes]), min_size=1, max_size=3))
+            )
+        gang.append(pod.build())
+    offered = draw(st.lists(st.sampled_from([n.name for n in nodes]), min_size=1, unique=True))
+    return nodes, running, gang, offered
+
+
+@settings(max_examples=300, deadline=None)
+@given(_clusters())
+def test_ranking_fresh_nodes_once_places_every_member_as_ranking_them_each_time(
+    cluster: tuple[list[Node], list[Pod], list[Pod], list[str]],
+) -> None:
+    """The planner ranks the nodes a gang does not use yet once per member shape; the plan is the rule's."""
+    nodes, running, gang, offered = cluster
+
+    def plan() -> GangPlan | GangShortfall:
+        return plan_gang("ml/g", gang, offered, snapshot_of(nodes, running), PromiseBook(), TopologyCache())
+
+    fast = plan()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(planner, "_choose_node", _reference_choice)
+        literal = plan()
+    assert fast == literal

@@ -1,0 +1,98 @@
+"""A tally's view equals the view walked from every pod, snapshot after snapshot.
+
+``QueueTally`` recounts only the pods whose object changed since its last view; a random sequence of
+changes (pods added, changed, finished and deleted, Queues changed, gangs stamped by Kueue) must leave
+every view it gives equal to ``view_of`` on the same snapshot.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from scheduling.cluster.promises import PromiseBook
+from scheduling.cluster.state import ClusterState
+from scheduling.model import KUEUE_PODSET_LABEL
+from scheduling.queues.tally import QueueTally
+from scheduling.queues.view import QueueView, view_of
+from tests.builders import a_node
+from tests.scheduling.queues.test_view_fast import POD, QUEUE_SETS, PodSpec, _pods
+
+CHANGE = st.tuples(
+    st.sampled_from(["keep", "keep", "put", "remove"]),
+    POD,
+    st.integers(0, 7).map(lambda i: i == 0),  # stamped by Kueue
+)
+
+
+def _views(state: ClusterState, tally: QueueTally) -> tuple[QueueView | str, QueueView | str]:
+    snapshot = state.snapshot()
+    try:
+        walked: QueueView | str = view_of(snapshot, PromiseBook())
+    except ValueError as exc:
+        with pytest.raises(ValueError, match=re.escape(str(exc))):
+            tally.view(snapshot)
+        return str(exc), str(exc)
+    return walked, tally.view(snapshot)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    first=st.sampled_from(sorted(QUEUE_SETS)),
+    steps=st.lists(
+        st.tuples(
+            st.sampled_from([None, None, None, None, *sorted(QUEUE_SETS)]),  # most steps keep the Queues
+            st.lists(CHANGE, min_size=1, max_size=25),
+        ),
+        min_size=1,
+        max_size=10,
+    ),
+)
+def test_a_tally_gives_the_walked_view_after_every_change(
+    first: str, steps: list[tuple[str | None, list[tuple[str, PodSpec, bool]]]]
+) -> None:
+    state = ClusterState()
+    for i in range(3):
+        state.put_node(a_node(f"n{i}").build())
+    state.replace_queues(QUEUE_SETS[first])
+    tally = QueueTally()
+    for queues, changes in steps:
+        if queues is not None:
+            state.replace_queues(QUEUE_SETS[queues])
+        built, _ = _pods([spec for _, spec, _ in changes])
+        for (what, _, stamped), pod in zip(changes, built, strict=True):
+            if stamped:
+                pod = replace(pod, labels={**pod.labels, KUEUE_PODSET_LABEL: "main"})
+            if what == "put":
+                state.put_pod(pod)
+            elif what == "remove":
+                state.remove_pod(pod.uid)
+        walked, tallied = _views(state, tally)
+        assert tallied == walked
+        if isinstance(walked, QueueView):
+            assert isinstance(tallied, QueueView)
+            assert tallied.pending == walked.pending  # in order
+            assert dict(tallied.positions) == dict(walked.positions)
+            assert dict(tallied.misplaced) == dict(walked.misplaced)
+
+
+def test_a_tally_recounts_only_when_queues_change() -> None:
+    state = ClusterState()
+    state.put_node(a_node("n0").build())
+    state.replace_queues(QUEUE_SETS[sorted(QUEUE_SETS)[0]])
+    tally = QueueTally()
+    specs = [PodSpec("q0", 1, 0, None, "Pending", False, False, 0, None, None, 0, False, 0)] * 3
+    pods, _ = _pods(specs)
+    for pod in pods:
+        state.put_pod(pod)
+    tally.view(state.snapshot())
+    state.remove_pod(pods[0].uid)
+    tally.view(state.snapshot())
+    assert tally.recounts == 1, "a pod's change is counted on its own"
+    state.replace_queues(QUEUE_SETS[sorted(QUEUE_SETS)[1]])
+    tally.view(state.snapshot())
+    assert tally.recounts == 2, "a Queue's change recounts every pod"
