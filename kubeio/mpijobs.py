@@ -21,6 +21,7 @@ from kubeio.convert import ConvertError, api_parts, pod_from_api, pod_requests
 from kubeio.errors import NotFoundError
 from kubeio.events import ObjectRef
 from kubeio.http import JsonObject, KubeHttp
+from kubeio.progress import SAMPLES_ANNOTATION, THROUGHPUT_ANNOTATION
 from kubeio.refusals import identity
 from scheduling.elastic import ElasticJob, check_job
 from scheduling.elastic.job import MAX_WORKERS_ANNOTATION, WorkerRange
@@ -94,6 +95,8 @@ class MpiJob:
         queue: the queue label of the Worker template, or ``None`` (the default queue).
         plan: the ``phalanx.io/elastic-plan`` annotation the placement manager last wrote, if any.
         moved_at: the ``phalanx.io/elastic-moved-at`` annotation, if any and a number.
+        throughput: the job's ``phalanx.io/throughput`` report as written (``kubeio.progress``), if any.
+        samples: the ``phalanx.io/throughput-samples`` phalanx recorded, as written, if any.
         problem: why phalanx cannot read the MPIJob (a field of the wrong shape), or ``None``; such a
             job is refused with this reason and left alone.
     """
@@ -110,6 +113,8 @@ class MpiJob:
     plan: str | None = None
     moved_at: float | None = None
     problem: str | None = None
+    throughput: str | None = None
+    samples: str | None = None
     kueue_queue: str | None = None
 
     @property
@@ -157,6 +162,8 @@ def mpijob_from_api(raw: object) -> MpiJob:
         queue=labels.get(QUEUE_LABEL) if isinstance(labels, dict) else None,
         plan=parts.annotations.get(PLAN_ANNOTATION),
         moved_at=_seconds(parts.annotations.get(MOVED_AT_ANNOTATION)),
+        throughput=parts.annotations.get(THROUGHPUT_ANNOTATION),
+        samples=parts.annotations.get(SAMPLES_ANNOTATION),
         kueue_queue=_labels(meta.get("labels")).get(KUEUE_QUEUE_LABEL) or None,
     )
 
@@ -319,13 +326,36 @@ class MpiJobWriter:
                 continue
         return workers_of(namespace, name, pods)
 
-    def set_plan(self, namespace: str, name: str, plan: str) -> None:
-        """Show the placement manager's plan on the MPIJob (annotation ``phalanx.io/elastic-plan``).
+    def update(
+        self,
+        namespace: str,
+        name: str,
+        *,
+        replicas: int | None = None,
+        plan: str | None = None,
+        samples: str | None = None,
+    ) -> None:
+        """Write what changed on the MPIJob in one merge patch (``None``: leave as it is).
+
+        ``replicas`` is ``Worker.replicas`` (the operator then deletes the highest indices or creates the
+        missing), ``plan`` the placement manager's plan (``phalanx.io/elastic-plan``, which the pin
+        webhook reads as the new workers are created: written with the size, never after it), and
+        ``samples`` the throughput samples learned of the job (``phalanx.io/throughput-samples``). One
+        write, not three: each write wakes the job's MPI Operator, which delays every wake-up of a job
+        exponentially until one of its syncs succeeds, and a write landing during a sync fails that
+        sync's status update.
 
         Raises:
             KubeError: the job is gone or the API server failed.
         """
-        self._patch(namespace, name, {"metadata": {"annotations": {PLAN_ANNOTATION: plan}}})
+        annotations = {
+            key: value for key, value in ((PLAN_ANNOTATION, plan), (SAMPLES_ANNOTATION, samples)) if value
+        }
+        body: JsonObject = {"metadata": {"annotations": annotations}} if annotations else {}
+        if replicas is not None:
+            body["spec"] = {"mpiReplicaSpecs": {"Worker": {"replicas": replicas}}}
+        if body:
+            self._patch(namespace, name, body)
 
     def set_moved_at(self, namespace: str, name: str, when: float) -> None:
         """Record on the MPIJob when one of its workers is moved (annotation ``phalanx.io/elastic-moved-at``).
@@ -334,14 +364,6 @@ class MpiJobWriter:
             KubeError: the job is gone or the API server failed.
         """
         self._patch(namespace, name, {"metadata": {"annotations": {MOVED_AT_ANNOTATION: f"{when:.3f}"}}})
-
-    def set_workers(self, namespace: str, name: str, replicas: int) -> None:
-        """Set ``Worker.replicas``; the operator then deletes the highest indices or creates the missing.
-
-        Raises:
-            KubeError: the job is gone or the API server failed.
-        """
-        self._patch(namespace, name, {"spec": {"mpiReplicaSpecs": {"Worker": {"replicas": replicas}}}})
 
     def _patch(self, namespace: str, name: str, body: JsonObject) -> None:
         """Merge-patch the MPIJob."""

@@ -1,6 +1,7 @@
 """Elastic MPI pass: keep the pool's pin taints, size and move elastic MPIJobs, pin their waiting workers.
 
-Every decision is the core's (``scheduling.elastic.plan_elastic``); this pass reads, asks and applies:
+Every decision is the core's (``scheduling.elastic.decide.decide_elastic``, the function the simulator
+calls too); this pass reads, asks and applies:
 
 1. **Pool taints.** Nodes labelled ``phalanx.io/elastic-pool=true`` carry the taint
    ``phalanx.io/hostname=<node>:NoSchedule``; a node that loses the label loses the taint. Pods that are
@@ -12,17 +13,27 @@ Every decision is the core's (``scheduling.elastic.plan_elastic``); this pass re
    per job and reason) and is left alone, and every other job is planned as if it were not there. A
    maximum above what the cluster could ever hold, or above ``MAX_ELASTIC_WORKERS``, is capped, with a
    ``MaxWorkersCapped`` event.
-3. **Plan** from the snapshot: the pool is the free GPUs plus what elastic workers hold, less what other
-   waiting groups need; queue deficits from the queue view.
-4. **Apply**: show the plan on the MPIJob (annotation ``phalanx.io/elastic-plan``) first, so that the
-   admission webhook (``placement.webhook``) pins the workers the next steps make the operator create;
-   resize (patch ``Worker.replicas``), move (delete the worker; its operator re-creates it), then pin
-   every waiting worker still unpinned to a node its job's layout has room for
+3. **Learn**: each job's throughput report (``kubeio.progress``: the annotation ``phalanx.io/throughput``
+   its launcher writes) becomes a sample of the size and spread it runs at; the samples are kept on the
+   MPIJob (``phalanx.io/throughput-samples``) and a model is fitted on them
+   (``scheduling.elastic.throughput``). A job that reports nothing is sized by the prior.
+4. **Plan** from the snapshot: the pool is the free GPUs plus what elastic workers hold, less what other
+   waiting groups need; queue deficits from the queue view; sizes by each job's learned gain.
+5. **Apply**: one merge patch per job with what changed: the plan (annotation
+   ``phalanx.io/elastic-plan``, with the size, so that the admission webhook (``placement.webhook``)
+   pins the workers the resize makes the operator create), ``Worker.replicas`` and the samples (each
+   write wakes the job's MPI Operator, which backs off exponentially per wake-up until a sync succeeds,
+   and a write landing during its sync fails that sync); move (delete the worker; its operator
+   re-creates it), then pin every waiting worker still unpinned to a node its job's layout has room for
    (``scheduling.elastic.pinning``), and delete each waiting worker pinned by an older plan where the
    current one has no place for it (a pin cannot be taken off; its operator re-creates it, pinned anew).
-   Each action gets an event on the MPIJob with the plan's reason.
+   Each action gets an event on the MPIJob with the plan's reason; a resize's names the model's figures.
 
-Crash safety: nothing is remembered that the API server does not hold. Sizes are set, not added;
+A job resized for waiting work keeps that size while the work waits (``scheduling.elastic.hold``: decide
+the target once, move once); the pass carries each decision's holds to the next, in memory only.
+
+Crash safety: nothing is remembered that the API server does not hold, but the holds (a restarted
+manager starts with none: at most one more resize per job). Sizes are set, not added;
 pins live in the pods' tolerations and a repeated pin writes nothing; a moved worker's replacement is
 a waiting worker, pinned by the webhook or the next pass from the layout recomputed then; the time of a
 job's last move is written on the MPIJob (``phalanx.io/elastic-moved-at``, wall clock) before the worker
@@ -32,20 +43,23 @@ is deleted, so the cooldown holds across a restart.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 from kubeio.errors import KubeError
 from kubeio.mpijobs import MpiJob, elastic_job, mpijob_ref, render_plan
 from kubeio.ports import EventSink, PodDeleter
+from kubeio.progress import ReportError, parse_report, parse_samples, record, render_samples
 from kubeio.render import pod_ref
 from placement.pool import Pinner, keep_taints, open_pool
 from placement.round import Round
 from scheduling.cluster.snapshot import ClusterSnapshot
-from scheduling.elastic import ElasticJob, ElasticSettings, JobError, Layout, plan_elastic
-from scheduling.elastic.pinning import choose_pins, stale_pins
-from scheduling.elastic.pool import elastic_pool, queue_deficits
+from scheduling.elastic import ElasticJob, ElasticSettings, JobError, Layout
+from scheduling.elastic.decide import ElasticDecision, ElasticRound, decide_elastic, may_shrink
+from scheduling.elastic.hold import Hold
+from scheduling.elastic.planner import running_on
+from scheduling.elastic.throughput import PRIOR, Sample, Throughput, fit
 from scheduling.model import Pod
 from scheduling.plan import Plan
 from scheduling.queues import QueueError
@@ -61,11 +75,16 @@ class MpiJobSource(Protocol):
     def list(self) -> list[MpiJob]:
         """Every MPIJob."""
 
-    def set_workers(self, namespace: str, name: str, replicas: int) -> None:
-        """Set ``Worker.replicas``."""
-
-    def set_plan(self, namespace: str, name: str, plan: str) -> None:
-        """Show the plan on the MPIJob."""
+    def update(
+        self,
+        namespace: str,
+        name: str,
+        *,
+        replicas: int | None = None,
+        plan: str | None = None,
+        samples: str | None = None,
+    ) -> None:
+        """Set ``Worker.replicas``, show the plan, keep the samples: what is given, in one write."""
 
     def set_moved_at(self, namespace: str, name: str, when: float) -> None:
         """Record when a worker of the MPIJob is moved."""
@@ -115,6 +134,9 @@ class ElasticPass:
         self._settings = settings or ElasticSettings()
         self._last_moved: dict[str, float] = {}
         self._told: set[tuple[str, str]] = set()
+        self._holds: Mapping[
+            str, Hold
+        ] = {}  # the last decision's, for the next (``scheduling.elastic.hold``)
 
     def run(self, facts: Round) -> ElasticReport:
         """Run one pass over the round's snapshot, queue view and MPIJobs."""
@@ -126,34 +148,51 @@ class ElasticPass:
         pods = snapshot.all_pods() if declared or any(n.pin_taint for n in snapshot.nodes.values()) else []
         jobs, refused = self._elastic(declared.values(), snapshot, pods, view)
         opened = open_pool(self._pins, snapshot, pods, {p.uid for job in jobs for p in job.workers})
-        above = frozenset(job.key for job in jobs if job.size > job.min_workers)
+        above = frozenset(may_shrink(jobs))
         if not jobs:
             return ElasticReport(tainted, opened, refused=refused, above_minimum=above)
-        plan, layout = plan_elastic(
-            jobs,
-            snapshot,
-            pool_gpus=elastic_pool(snapshot, view, jobs),
-            deficits=queue_deficits(view),
-            now=self._clock(),
-            last_moved=_last_moved(declared.values(), self._last_moved),
-            settings=self._settings,
-            topologies=self._topologies,
+        models, learned = self._learn(declared, jobs, snapshot)
+        decision = decide_elastic(
+            ElasticRound(
+                jobs,
+                snapshot,
+                view,
+                self._clock(),
+                _last_moved(declared.values(), self._last_moved),
+                self._settings,
+                self._topologies,
+                models,
+                holds=self._holds,
+            )
         )
-        self._show_plans(declared, layout, plan)  # first: the webhook pins the pods the actions create
+        self._holds = decision.holds
+        plan, layout = decision.plan, decision.layout
+        plans = _changed_plans(declared, layout, plan)
+        sizes = {resize.job: resize for resize in plan.resizes}
         resized: list[str] = []
         grown = 0
-        for resize in plan.resizes:
-            job = declared[resize.job]
-            # Each action's event is written before the action (``EventRecorder.record_now``): a crash
-            # right after the action then cannot lose it; one before it leaves the action to the next pass.
-            self._events.record_now(mpijob_ref(job), "Normal", "Resized", resize.reason)
-            try:
-                self._jobs.set_workers(job.namespace, job.name, resize.after)
+        for key in sorted(plans.keys() | sizes.keys() | learned.keys()):
+            job, resize = declared[key], sizes.get(key)
+            if resize is not None:
+                # The event is written before the action (``EventRecorder.record_now``): a crash right
+                # after the action then cannot lose it; one before it leaves the action to the next pass.
+                model = models.get(key, PRIOR)
+                figures = model.describe(resize.after, max(1, layout.nodes_of(key)))
+                self._events.record_now(mpijob_ref(job), "Normal", "Resized", f"{resize.reason}; {figures}")
+            try:  # the size, the plan the webhook pins its new workers by, and the samples: one write
+                self._jobs.update(
+                    job.namespace,
+                    job.name,
+                    replicas=resize.after if resize is not None else None,
+                    plan=plans.get(key),
+                    samples=learned.get(key),
+                )
             except KubeError as exc:
-                log.warning("%s: resize failed (%s); next pass tries again", job.key, exc)
+                log.warning("%s: not written (%s); next pass tries again", key, exc)
                 continue
-            resized.append(job.key)
-            grown += resize.after > resize.before
+            if resize is not None:
+                resized.append(key)
+                grown += resize.after > resize.before
         moved: list[str] = []
         job_of = {p.uid: job.key for job in jobs for p in job.workers}
         for move in plan.migrations:
@@ -169,8 +208,8 @@ class ElasticPass:
             if self._deleter.delete_pod(namespace, name, move.uid):
                 self._last_moved[job_key] = self._clock()
                 moved.append(move.pod)
-        pinned = self._pin_waiting(jobs, layout)
-        repinned = self._repin_stale(jobs, layout, declared)
+        pinned = self._pin_waiting(decision)
+        repinned = self._repin_stale(decision, declared)
         waiting = sum(1 for job in jobs for p in job.workers if p.node_name is None and not p.terminating)
         return ElasticReport(
             tainted,
@@ -182,22 +221,40 @@ class ElasticPass:
             refused,
             grown,
             waiting,
-            above,
+            decision.shrinking,
             _giving_back(jobs, {r.job for r in plan.resizes if r.after < r.before} & set(resized)),
         )
 
-    def _show_plans(self, declared: dict[str, MpiJob], layout: Layout, plan: Plan) -> None:
-        """Write each job's target (workers and nodes) on it, when it changed."""
-        sizes = {r.job: r.after for r in plan.resizes}
-        for key, nodes in layout.targets.items():
-            job = declared[key]
-            text = render_plan(sizes.get(key, job.replicas), dict(nodes))
-            if text == job.plan:
-                continue
+    def _learn(
+        self, declared: dict[str, MpiJob], jobs: Sequence[ElasticJob], snapshot: ClusterSnapshot
+    ) -> tuple[dict[str, Throughput], dict[str, str]]:
+        """Each job's model, fitted on the samples kept on it and the report it wrote now; new samples.
+
+        A report counts as a sample only while exactly the workers it names run (one written before a
+        resize names the old size and is taken when the job runs that many again; one written while
+        the job grows is a sample of each size it passes). A changed set of samples is returned, to be
+        kept on the MPIJob in this pass's one write to it, so a restarted placement manager fits the
+        same model (a write that fails is tried again next pass: the report is still there).
+        """
+        models: dict[str, Throughput] = {}
+        learned: dict[str, str] = {}
+        for job in jobs:
+            mpijob = declared[job.key]
+            kept = parse_samples(mpijob.samples)
             try:
-                self._jobs.set_plan(job.namespace, job.name, text)
-            except KubeError as exc:
-                log.info("%s: plan not shown (%s); next pass tries again", key, exc)
+                report = parse_report(mpijob.throughput)
+            except ReportError as exc:
+                self._tell(mpijob, "Warning", "InvalidThroughputReport", f"MPIJob {job.key}: {exc}")
+                report = None
+            samples = kept
+            on = running_on(job, snapshot.nodes)
+            if report is not None and report[0] == sum(on.values()):
+                samples = record(kept, Sample(report[0], len(on), report[1]))
+            if samples != kept:
+                learned[job.key] = render_samples(samples)
+            if samples:
+                models[job.key] = fit(samples)
+        return models, learned
 
     def _elastic(
         self,
@@ -236,11 +293,11 @@ class ElasticPass:
             self._told.add((job.uid, message))
             self._events.record(mpijob_ref(job), kind, reason, message)
 
-    def _pin_waiting(self, jobs: Sequence[ElasticJob], layout: Layout) -> list[str]:
-        """Pin each waiting worker where ``scheduling.elastic.pinning.choose_pins`` puts it."""
+    def _pin_waiting(self, decision: ElasticDecision) -> list[str]:
+        """Pin each waiting worker where the decision puts it."""
         pinned = []
-        for job in jobs:
-            for pod, node in choose_pins(layout.targets.get(job.key, {}), job.workers):
+        for key, pins in decision.pins.items():
+            for pod, node in pins:
                 try:
                     if not self._pins.pin_pod(pod.namespace, pod.name, pod.uid, node):
                         continue
@@ -252,33 +309,43 @@ class ElasticPass:
                     pod_ref(pod),
                     "Normal",
                     "Pinned",
-                    f"pinned to {node}: the layout of {job.key} puts a worker there",
+                    f"pinned to {node}: the layout of {key} puts a worker there",
                 )
         return pinned
 
-    def _repin_stale(
-        self, jobs: Sequence[ElasticJob], layout: Layout, declared: dict[str, MpiJob]
-    ) -> tuple[str, ...]:
+    def _repin_stale(self, decision: ElasticDecision, declared: dict[str, MpiJob]) -> tuple[str, ...]:
         """Delete each waiting worker pinned where the plan has no place for it now; it comes back pinned.
 
         Its operator re-creates it at once, and the webhook (or the next pass) pins the new pod by the
-        current plan (``scheduling.elastic.pinning.stale_pins``). Nothing runs in it, so nothing is lost.
+        current plan (the decision's ``stale_pins``). Nothing runs in it, so nothing is lost.
         """
         repinned = []
-        for job in jobs:
-            for pod, node in stale_pins(layout.targets.get(job.key, {}), job.workers):
+        for key, stale in decision.stale_pins.items():
+            for pod, node in stale:
                 old = ", ".join(sorted(pod.pinned))
                 self._events.record_now(
-                    mpijob_ref(declared[job.key]),
+                    mpijob_ref(declared[key]),
                     "Normal",
                     "Repinned",
-                    f"deleted waiting {pod.name}, pinned to {old} where the plan of {job.key} has no place "
+                    f"deleted waiting {pod.name}, pinned to {old} where the plan of {key} has no place "
                     f"for it now; its operator re-creates it, to be pinned to {node}",
                 )
                 if not self._deleter.delete_pod(pod.namespace, pod.name, pod.uid):
                     continue
                 repinned.append(pod.key)
         return tuple(repinned)
+
+
+def _changed_plans(declared: dict[str, MpiJob], layout: Layout, plan: Plan) -> dict[str, str]:
+    """Each job's target (workers and nodes) as shown on it, where it changed."""
+    sizes = {r.job: r.after for r in plan.resizes}
+    plans = {}
+    for key, nodes in layout.targets.items():
+        job = declared[key]
+        text = render_plan(sizes.get(key, job.replicas), dict(nodes))
+        if text != job.plan:
+            plans[key] = text
+    return plans
 
 
 def _last_moved(jobs: Iterable[MpiJob], remembered: dict[str, float]) -> dict[str, float]:

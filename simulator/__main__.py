@@ -13,17 +13,46 @@ import click
 import msgspec
 
 from simulator import report
+from simulator.cluster_spec import ClusterSpecError
 from simulator.compare import run_all
-from simulator.comparison import POLICY_HELP, chosen_policies, show
-from simulator.loop import MODES
+from simulator.comparison import POLICY_HELP, SEED_HELP, chosen_policies, show
+from simulator.gpu_sets import GpuSetError
+from simulator.loop import MODES, SimulationError
 from simulator.openb_command import openb_command
 from simulator.philly_commands import busy_command, philly_command
 from simulator.policies import POLICIES
-from simulator.speed import PolluxSpeed
-from simulator.workloads import read_pollux_workload
+from simulator.speed import PolluxSpeed, SpeedError
+from simulator.workloads import WorkloadError, read_pollux_workload
+
+INPUT_ERRORS = (
+    WorkloadError,
+    SpeedError,
+    ClusterSpecError,
+    GpuSetError,
+    SimulationError,
+    OSError,
+    ValueError,
+)
+"""What bad input ends in: a file that cannot be read as a trace, a job the speed model has no data for,
+a cluster file that is wrong, a run that cannot go on. Each says where and why in one line."""
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
+class Simulator(click.Group):
+    """The command group: a bad input file ends in a one-line error and exit status 1, not a traceback."""
+
+    def invoke(self, ctx: click.Context) -> object:
+        """Run the subcommand; turn an input error into ``click.ClickException``."""
+        try:
+            return super().invoke(ctx)
+        except click.ClickException:
+            raise
+        except INPUT_ERRORS as exc:
+            raise click.ClickException(str(exc) or type(exc).__name__) from None
+
+
+@click.group(
+    cls=Simulator, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110}
+)
 def main() -> None:
     """Trace simulator for GPU scheduling policies."""
 
@@ -37,7 +66,7 @@ def main() -> None:
 )
 @click.option("--policy", default="tiresias", show_default=True, help=POLICY_HELP)
 @click.option("--mode", type=click.Choice(sorted(MODES)), default="pollux", show_default=True)
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed handed to the policy.")
+@click.option("--seed", type=int, default=0, show_default=True, help=SEED_HELP)
 @click.option(
     "--published",
     type=click.Path(dir_okay=False, path_type=Path),

@@ -47,6 +47,13 @@ class Comparison(msgspec.Struct, frozen=True, kw_only=True):
     openb: OpenbCounts | None = None
 
 
+SEED_UNUSED = "the trace is replayed as written and no built-in policy draws randomness"
+SEED_HELP = (
+    "Seed handed to the policies (ClusterView.seed). No built-in policy draws randomness and the trace is "
+    "replayed as written, so every seed gives the same result (said on stderr when not 0)."
+)
+
+
 def chosen_policies(spec: str) -> list[str]:
     """The policy names ``--policy`` lists; an unknown one is the option's error.
 
@@ -71,11 +78,15 @@ def show(
     plots: Path | None,
     load: float = 1.0,
     openb_counts: OpenbCounts | None = None,
+    seed_used: bool = False,
 ) -> None:
     """Print the table, the published line and the goals; write plots and ``--json`` when asked.
 
-    ``json_path`` ``-`` writes the JSON alone to stdout (nothing else is printed there).
+    ``json_path`` ``-`` writes the JSON alone to stdout (nothing else is printed there). A seed that
+    nothing draws on (``seed_used`` false) is said on stderr, so no one compares seeds that cannot differ.
     """
+    if seed and not seed_used:
+        click.echo(f"note: --seed {seed} changes nothing here: {SEED_UNUSED}", err=True)
     rows = [figures(result, queues) for result in results]
     comparison = Comparison(
         workload=workload,

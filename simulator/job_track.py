@@ -38,6 +38,8 @@ class JobTrack:
     gpus: GpuSets = ()
     placements: tuple[tuple[int, GpuSets], ...] = ()
     nvlink: bool | None = None
+    rate: float = 0.0
+    """Samples per second it trained at in the last step (0: it did not train), as its launcher reports."""
 
 
 def result_of(job: JobTrack) -> JobResult:
@@ -94,11 +96,11 @@ def placement_of(allocation: Allocation) -> Placement:
 def train(job: JobTrack, speed: SpeedModel, now: int, seconds: int, on_sets: SpeedOnSets | None) -> JobTrack:
     """``job`` after ``seconds`` of training from ``now``: the restart penalty first, then progress."""
     if job.completed is not None or not job.allocation:
-        return job
+        return replace(job, rate=0.0) if job.rate else job
     gpus = len(job.allocation)
     pause = min(job.penalty_left, seconds)
     left = seconds - pause
-    progress, finished = job.progress, None
+    progress, finished, rate = job.progress, None, 0.0
     if left > 0:
         placement = placement_of(job.allocation)
         step = (
@@ -106,11 +108,12 @@ def train(job: JobTrack, speed: SpeedModel, now: int, seconds: int, on_sets: Spe
             if on_sets is not None and job.gpus
             else speed.advance(job.spec, job.progress, placement, left)
         )
-        progress, finished = step.progress, step.finished_after
+        progress, finished, rate = step.progress, step.finished_after, step.samples_per_second
     used = left if finished is None else finished
     return replace(
         job,
         progress=progress,
+        rate=rate,
         penalty_left=job.penalty_left - pause,
         attained_gpu_seconds=job.attained_gpu_seconds + (pause + used) * gpus,
         completed=None if finished is None else now + pause + finished,
@@ -161,8 +164,8 @@ def place(job: JobTrack, placed: tuple[GpuSets, bool | None] | None, now: int) -
     """Record the job's GPU indices after a decision, and the NVLink verdict of a new placement."""
     if job.completed is not None:
         return job
-    if placed is None:
-        return replace(job, gpus=()) if job.gpus else job
+    if placed is None:  # it lost its GPUs (a preemption): the record shows the release
+        return replace(job, gpus=(), placements=(*job.placements, (now, ()))) if job.gpus else job
     sets, verdict = placed
     if sets == job.gpus:
         return job

@@ -92,6 +92,9 @@ class JobView:
     allocation: Allocation
     attained_gpu_seconds: int
     queue: str = "default"
+    rate: float = 0.0
+    """Progress per second the job reported over its last step's training on ``allocation`` (0: it
+    did not train): what a launcher reports, the only speed a learning policy may see."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,8 +160,9 @@ def run(
         mode: cluster shape, step length and restart penalty.
         seed: passed to the policy through ``ClusterView.seed``.
         start: the clock's first reading (arrival times are on the same clock).
-        horizon_seconds: simulated time after which the run fails instead of looping forever (a job
-            that needs more GPUs than the cluster has never starts under a gang policy).
+        horizon_seconds: simulated time after the last arrival after which the run fails instead of
+            looping forever (a job that needs more GPUs than the cluster has never starts under a gang
+            policy); counted from the last arrival, so a trace of any span (openb's 149 days) replays.
         until: stop at this time and report the jobs not completed by then as unfinished (a trace
             window); ``None``: run until every job completed.
         timeline: keep a ``StepRecord`` per decision (for plots and allocation figures).
@@ -187,10 +191,14 @@ def run(
     remaining = len(table)
     records: list[StepRecord] = []
     now, steps = start, 0
+    last_arrival = max([start, *(spec.time for spec in jobs)])
     while remaining and (until is None or now < until):
-        if now - start > horizon_seconds:
-            waiting = [job.spec.name for job in table if job.completed is None]
-            msg = f"horizon of {horizon_seconds} s passed with {len(waiting)} jobs left: {waiting[:5]}"
+        if now - last_arrival > horizon_seconds:
+            waiting = [table[i].spec.name for i in live]
+            msg = (
+                f"horizon of {horizon_seconds} s after the last arrival passed with {len(waiting)} "
+                f"jobs not completed: {waiting[:5]}"
+            )
             raise SimulationError(msg)
         for i in live:  # a job not arrived holds no GPUs and a completed one trains no more
             table[i] = train(table[i], speed, now, mode.step_seconds, on_sets)
@@ -220,6 +228,7 @@ def run(
                     j.allocation,
                     j.attained_gpu_seconds,
                     j.spec.queue,
+                    j.rate,
                 )
                 for j in active
             ),

@@ -126,5 +126,5 @@ def advance_at(job: PolluxJob, progress: Progress, rate: float, seconds: int) ->
     """Train a rigid job at ``rate`` work seconds per second for ``seconds``; the end rounds up."""
     left = job.duration - progress.work
     if left <= rate * seconds + 1e-9:
-        return Advance(Progress(1, float(job.duration)), max(1, math.ceil(left / rate - 1e-9)))
-    return Advance(Progress(0, progress.work + rate * seconds), None)
+        return Advance(Progress(1, float(job.duration)), max(1, math.ceil(left / rate - 1e-9)), rate)
+    return Advance(Progress(0, progress.work + rate * seconds), None, rate)

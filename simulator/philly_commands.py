@@ -12,7 +12,7 @@ from scheduling.topology import NodeTopology, TopologyCache, TopologyDocument
 from simulator import busy, philly
 from simulator.cluster_spec import ClusterSpec, ClusterSpecError, read_cluster
 from simulator.compare import run_all
-from simulator.comparison import SHARED_TRACES, chosen_policies, show
+from simulator.comparison import SEED_HELP, SHARED_TRACES, chosen_policies, show
 from simulator.link_speed import DEFAULT_COMM_FRACTION, LinkSpeed
 from simulator.loop import Mode
 from simulator.policies import for_rigid_trace
@@ -54,7 +54,7 @@ def _philly_inputs(command: Callable[..., None]) -> Callable[..., None]:
 @click.option(
     "--policy", default="phalanx,phalanx-no-reclaim,phalanx-no-topology,fifo,tiresias", show_default=True
 )
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True, help=SEED_HELP)
 @click.option(
     "--cluster",
     "cluster_path",

@@ -15,6 +15,7 @@ import msgspec
 
 from simulator.loop import Mode
 from simulator.results import RunResult
+from simulator.workloads import WorkloadError
 
 PUBLISHED_FILE = "published_avg_jct_osdi21_simulator.csv"
 
@@ -37,12 +38,27 @@ class Report(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def read_published(path: Path) -> Mapping[tuple[str, float, str], float]:
-    """Published average JCTs keyed by (policy, relative job load, workload name)."""
-    with path.open(newline="") as stream:
-        return {
-            (row["policy"], float(row["relative_job_load"]), row["workload"]): float(row["avg_jct_s"])
-            for row in csv.DictReader(stream)
-        }
+    """Published average JCTs keyed by (policy, relative job load, workload name).
+
+    Raises:
+        WorkloadError: a missing column, a figure that is no number, or a file that is not CSV text.
+    """
+    out: dict[tuple[str, float, str], float] = {}
+    line = 1
+    try:
+        with path.open(newline="", encoding="utf-8") as stream:
+            reader = csv.DictReader(stream)
+            for row in reader:
+                line = reader.line_num
+                key = (row["policy"], float(row["relative_job_load"]), row["workload"])
+                out[key] = float(row["avg_jct_s"])
+    except KeyError as exc:
+        raise WorkloadError(path, line, str(exc.args[0]), "column missing from the header") from None
+    except (TypeError, ValueError) as exc:  # a short row gives None, a bad figure a ValueError
+        raise WorkloadError(path, line, "avg_jct_s", f"not a published figure: {exc}") from None
+    except csv.Error as exc:
+        raise WorkloadError(path, line, "policy", f"not a CSV file: {exc}") from None
+    return out
 
 
 def build(workload: str, result: RunResult, published: float | None) -> Report:

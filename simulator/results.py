@@ -33,7 +33,8 @@ class JobResult:
         partial: decisions that gave it fewer GPUs than the policy's minimum for it (a partial gang).
         compact: it held GPUs on the fewest nodes that can hold them at every decision (``None`` for a
             one-GPU job, where the question does not arise).
-        placements: at each (re)allocation, its time and the GPU indices it got per node index.
+        placements: at each (re)allocation, its time and the GPU indices it got per node index; a
+            preemption is an entry with no GPUs, so occupancy can be rebuilt from these alone.
         nvlink: every node part of two or more GPUs it was placed on was pairwise NVLink-connected
             wherever the GPUs the other jobs left free held such a set (``None``: no placement where
             such a set existed; ``simulator.gpu_sets``).

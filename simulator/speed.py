@@ -75,10 +75,16 @@ class Progress:
 
 @dataclass(frozen=True, slots=True)
 class Advance:
-    """A job's progress after some seconds on a placement, and when inside them it finished, if it did."""
+    """A job's progress after some seconds on a placement, and when inside them it finished, if it did.
+
+    ``samples_per_second`` is the throughput the job trained at (its batch over its step time): what its
+    launcher reports, and all a learning policy may see of the speed model (0: the model has no
+    notion of samples).
+    """
 
     progress: Progress
     finished_after: int | None
+    samples_per_second: float = 0.0
 
 
 class SpeedModel(Protocol):
@@ -270,18 +276,19 @@ class PolluxSpeed:
         scale = batch / app.init_batch_size
         step, sync = self._step_time(app, placement, split.atomic)
         seconds_per_step = step + (step - sync) * split.accumulation_steps
+        rate = batch / seconds_per_step
         epoch, work, elapsed, left = progress.epoch, progress.work, 0, seconds
         while left > 0:
             sqr, var = app.grad_stats(batch, epoch)
             goodput = (var + sqr) / (var / scale + sqr) / seconds_per_step
             boundary = app.progress_at(epoch + 1)
             if work + goodput * left < boundary:
-                return Advance(Progress(epoch, work + goodput * left), None)
+                return Advance(Progress(epoch, work + goodput * left), None, rate)
             delta = round((boundary - work) / goodput)
             epoch, work, elapsed, left = epoch + 1, boundary, elapsed + delta, left - delta
             if epoch >= app.epochs:
-                return Advance(Progress(epoch, work), elapsed)
-        return Advance(Progress(epoch, work), None)
+                return Advance(Progress(epoch, work), elapsed, rate)
+        return Advance(Progress(epoch, work), None, rate)
 
     def _step_time(self, app: ApplicationProfile, placement: Placement, atomic: int) -> tuple[float, float]:
         key = (app.name, canonical(placement), atomic)

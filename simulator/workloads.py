@@ -149,7 +149,18 @@ class _Row:
 
 
 def _read(path: Path, columns: Sequence[str], parse: Callable[[_Row], T]) -> Iterator[T]:
-    with path.open(newline="") as stream:
+    try:
+        yield from _rows(path, columns, parse)
+    except UnicodeDecodeError as exc:
+        raise WorkloadError(
+            path, 0, columns[0], f"not UTF-8 text (byte {exc.start}): not a CSV trace"
+        ) from None
+    except csv.Error as exc:
+        raise WorkloadError(path, 0, columns[0], f"not a CSV trace: {exc}") from None
+
+
+def _rows(path: Path, columns: Sequence[str], parse: Callable[[_Row], T]) -> Iterator[T]:
+    with path.open(newline="", encoding="utf-8") as stream:
         reader = csv.reader(stream)
         header = [name.strip() for name in next(reader, [])]
         for column in columns:

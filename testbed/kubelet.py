@@ -18,7 +18,9 @@ and a pod the device manager cannot serve is rejected.
 MPI Operator jobs train: the launcher pod of an MPIJob annotated ``phalanx.io/sim-work-gpu-seconds``
 succeeds once its Running pods' GPUs have done that much work, slower when they span more nodes
 (the model is in ``testbed.training``); the progress is logged at every change of speed and every
-``REPORT_SECONDS``.
+``REPORT_SECONDS``, and written on the MPIJob (``phalanx.io/throughput``) once a changed speed has held
+``REPORT_SETTLE_SECONDS`` (again every ``REPORT_SECONDS``, unchanged), never at each change nor while a
+change settles (see ``testbed.training``).
 
 Run: ``python -m testbed.kubelet --kubeconfig PATH``.
 """
@@ -38,6 +40,7 @@ from urllib.parse import quote
 from kubeio.convert import ConvertError, pod_requests
 from kubeio.errors import KubeError, NotFoundError
 from kubeio.http import JsonObject, KubeHttp, load_api_client
+from kubeio.progress import THROUGHPUT_ANNOTATION
 from kubeio.reflector import Collection, Reflector
 from scheduling.model import GPU_RESOURCE
 from testbed.device_manager import Admission, DeviceNodes, rejected_status, with_devices
@@ -45,10 +48,12 @@ from testbed.heartbeat import SIMULATED_LABEL, NodeHeartbeat, kubelet_state, nod
 from testbed.training import (
     JOB_NAME_LABEL,
     JOB_ROLE_LABEL,
+    SCALING_ANNOTATION,
     WORK_ANNOTATION,
     JobPod,
     Training,
     TrainingBook,
+    parse_scaling,
     parse_work,
 )
 
@@ -264,18 +269,23 @@ class SimKubelet:
             now = self._clock()
             with self._lock:
                 finished = self._training.take_finished(now)
-                report = self._training.trainings() if now >= next_report else []
+                report = self._training.settled(now)
+                progress = self._training.trainings() if now >= next_report else []
+                # the settled ones again (their text unchanged, the API server writes nothing)
+                report += [t for t in progress if t.changed_at is None and all(t is not r for r in report)]
                 eta = self._training.next_finish(now)
+                settling = self._training.next_settled()
                 due = self._timers[0][0] if self._timers else None
             for uid, training in finished:
                 log.info("%s: finished, launcher %s succeeds", training.describe(), training.launcher)
                 self._finish(uid, training.namespace, training.launcher)
-            for training in report:
-                log.info("%s", training.describe())
             if now >= next_report:
+                for training in progress:
+                    log.info("%s", training.describe())
                 next_report = now + REPORT_SECONDS
+            self._report(report)
             if due is None or due > now:
-                wake = min(t for t in (due, eta, next_report) if t is not None)
+                wake = min(t for t in (due, eta, next_report, settling) if t is not None)
                 self._wake.wait(min(0.5, max(wake - now, 0.0)))
                 self._wake.clear()
                 continue
@@ -296,18 +306,20 @@ class SimKubelet:
             gpus = 0
         namespace = meta["namespace"]
         training = None
-        if labels.get(JOB_ROLE_LABEL) == "launcher":
-            work = self._declared_work(namespace, job)
+        role = labels.get(JOB_ROLE_LABEL)
+        if role == "launcher":
+            work, scaling = self._declared_work(namespace, job)
             if work is not None:
-                training = Training(namespace, job, meta["name"], work)
+                training = Training(namespace, job, meta["name"], work, scaling=scaling)
         now = self._clock()
         with self._lock:
-            changed = self._training.pod_running(meta["uid"], JobPod(namespace, job, node, gpus), now)
+            running = JobPod(namespace, job, node, gpus, worker=role == "worker")
+            changed = self._training.pod_running(meta["uid"], running, now)
             if training is not None:
                 changed.append(self._training.launcher_started(meta["uid"], training, now))
         for each in changed:
             log.info("%s", each.describe())
-        self._wake.set()
+        self._wake.set()  # the timer loop reports the new speed once it has held
 
     def _stop_training(self, uid: str) -> None:
         """A pod no longer runs: its job's speed may change, a launcher's training ends."""
@@ -317,19 +329,35 @@ class SimKubelet:
             log.info("%s", each.describe())
         self._wake.set()
 
-    def _declared_work(self, namespace: str, job: str) -> float | None:
-        """The GPU-seconds the MPIJob ``job`` declares, or None (no MPIJob, no or a bad annotation)."""
-        path = f"/apis/kubeflow.org/v2beta1/namespaces/{quote(namespace)}/mpijobs/{quote(job)}"
+    def _report(self, trainings: list[Training]) -> None:
+        """Write each training's throughput on its MPIJob, as a launcher would (``kubeio.progress``)."""
+        for training in trainings:
+            text = training.report()
+            if text is None:
+                continue
+            try:
+                self._http.request(
+                    "PATCH",
+                    _mpijob_path(training.namespace, training.job),
+                    body={"metadata": {"annotations": {THROUGHPUT_ANNOTATION: text}}},
+                    content_type="application/merge-patch+json",
+                )
+            except KubeError as exc:
+                log.info("mpijob %s/%s: throughput not reported: %s", training.namespace, training.job, exc)
+
+    def _declared_work(self, namespace: str, job: str) -> tuple[float | None, float]:
+        """The GPU-seconds the MPIJob ``job`` declares (None: none, or a bad annotation), and its scaling."""
         try:
-            mpijob = self._http.request("GET", path)
+            mpijob = self._http.request("GET", _mpijob_path(namespace, job))
         except KubeError as exc:
             log.warning("mpijob %s/%s: cannot read its work: %s", namespace, job, exc)
-            return None
-        text = ((mpijob.get("metadata") or {}).get("annotations") or {}).get(WORK_ANNOTATION)
+            return None, 1.0
+        annotations = (mpijob.get("metadata") or {}).get("annotations") or {}
+        text = annotations.get(WORK_ANNOTATION)
         work = parse_work(text)
         if text is not None and work is None:
             log.warning("mpijob %s/%s: %s=%r is not a positive number", namespace, job, WORK_ANNOTATION, text)
-        return work
+        return work, parse_scaling(annotations.get(SCALING_ANNOTATION))
 
     def _finish(self, uid: str, namespace: str, name: str) -> None:
         path = f"/api/v1/namespaces/{quote(namespace)}/pods/{quote(name)}"
@@ -398,6 +426,10 @@ def run(kubeconfig: str | None, stop: threading.Event, *, lease_seconds: int = 4
     threading.Thread(target=kubelet.run_timers, args=(stop,), name="timers", daemon=True).start()
     threading.Thread(target=heartbeat.run, args=(stop,), name="heartbeat", daemon=True).start()
     stop.wait()
+
+
+def _mpijob_path(namespace: str, job: str) -> str:
+    return f"/apis/kubeflow.org/v2beta1/namespaces/{quote(namespace)}/mpijobs/{quote(job)}"
 
 
 def main() -> None:

@@ -10,6 +10,16 @@ The model, kept small and deterministic so that completion times can be predicte
   the GPUs of its Running pods times ``SPAN_EFFICIENCY ** (nodes - 1)``, where ``nodes`` is how many
   nodes those GPUs are on. So 8 GPUs on one node do 8 GPU-seconds of work per second, on two nodes
   7.2, on four 5.832: a job spread thinly finishes later, which is what consolidation must win back.
+- A job may declare how it scales in ``phalanx.io/sim-scaling`` (an exponent in (0, 1], default 1): its
+  speed is then ``gpus ** scaling`` times the span factor, so 0.3 is a job that gains little from more
+  workers. It reports its speed as a real launcher would, through the annotation
+  ``phalanx.io/throughput`` (``kubeio.progress``): ``Training.report`` is that text, at 100 samples per
+  GPU-second of work, with the workers running. Like a launcher, which measures its rate over a
+  window, it reports a speed once the speed has held for ``REPORT_SETTLE_SECONDS`` (a job growing
+  worker by worker is reported once, at the size it reached), and the kubelet writes every training's
+  report every ``REPORT_SECONDS`` besides. Every write to an MPIJob wakes its operator, and the MPI
+  Operator delays each wake-up of a job exponentially until one of its syncs succeeds: a write at
+  every change of speed (one per worker starting) put its next sync 20 s and more away.
 - Speed is piecewise constant: it changes only when a pod of the job starts or stops running, and
   ``advance`` integrates it exactly between those moments. When the work done reaches the work
   declared, the launcher has succeeded (the kubelet reports it ``Succeeded``; the Job controller and
@@ -21,11 +31,15 @@ Nothing here talks to the API or reads a clock: the kubelet passes the time in a
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 from collections.abc import Mapping
 
 WORK_ANNOTATION = "phalanx.io/sim-work-gpu-seconds"
 """MPIJob annotation: the job's work in GPU-seconds."""
+
+REPORT_SETTLE_SECONDS = 2.0
+"""How long a job's speed must hold before it is reported (a launcher's measuring window)."""
 
 JOB_NAME_LABEL = "training.kubeflow.org/job-name"
 """Label the MPI Operator puts on the launcher and worker pods of a job: the MPIJob's name."""
@@ -35,6 +49,12 @@ JOB_ROLE_LABEL = "training.kubeflow.org/job-role"
 
 SPAN_EFFICIENCY = 0.9
 """Speed factor for each node a job's GPUs span beyond the first (communication across nodes)."""
+
+SCALING_ANNOTATION = "phalanx.io/sim-scaling"
+"""MPIJob annotation: the exponent of the job's speed in its GPUs (default 1: linear)."""
+
+SAMPLES_PER_GPU_SECOND = 100.0
+"""Samples a job reports per GPU-second of work (any unit would do: phalanx compares a job with itself)."""
 
 
 def parse_work(text: object) -> float | None:
@@ -48,12 +68,22 @@ def parse_work(text: object) -> float | None:
     return work if work > 0 and math.isfinite(work) else None
 
 
-def speed(gpus_by_node: Mapping[str, int]) -> float:
+def speed(gpus_by_node: Mapping[str, int], scaling: float = 1.0) -> float:
     """GPU-seconds of work per second for GPUs on these nodes (see the module's model)."""
     nodes = [gpus for gpus in gpus_by_node.values() if gpus > 0]
     if not nodes:
         return 0.0
-    return sum(nodes) * SPAN_EFFICIENCY ** (len(nodes) - 1)
+    spread: float = SPAN_EFFICIENCY ** (len(nodes) - 1)
+    return math.pow(sum(nodes), scaling) * spread
+
+
+def parse_scaling(text: object) -> float:
+    """The exponent an annotation value declares; 1 when it is missing or not a number in (0, 1]."""
+    try:
+        value = float(text) if isinstance(text, str) else 1.0
+    except ValueError:
+        return 1.0
+    return value if 0 < value <= 1 else 1.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,6 +94,7 @@ class JobPod:
     job: str
     node: str
     gpus: int
+    worker: bool = True
 
 
 @dataclasses.dataclass
@@ -79,6 +110,17 @@ class Training:
     gpus: int = 0
     nodes: int = 0
     since: float = 0.0
+    scaling: float = 1.0
+    workers: int = 0
+    changed_at: float | None = None
+    """When its speed last changed, while that speed is not reported yet (``TrainingBook.settled``)."""
+
+    def report(self) -> str | None:
+        """The ``phalanx.io/throughput`` text the job writes now; None while it does not train."""
+        if self.speed <= 0 or self.workers <= 0:
+            return None
+        rate = round(self.speed * SAMPLES_PER_GPU_SECOND, 3)
+        return json.dumps({"samplesPerSecond": rate, "workers": self.workers}, separators=(",", ":"))
 
     def eta(self, now: float) -> float | None:
         """When the work will be done at the current speed (None while the job does not advance)."""
@@ -144,25 +186,48 @@ class TrainingBook:
         etas = [eta for t in self._trainings.values() if (eta := t.eta(now)) is not None]
         return min(etas, default=None)
 
+    def settled(self, now: float) -> list[Training]:
+        """The trainings whose speed changed and has held ``REPORT_SETTLE_SECONDS`` since: report them now.
+
+        Each is returned once per change (its pending change is taken), by namespace, job and launcher.
+        """
+        due = [
+            t
+            for t in self.trainings()
+            if t.changed_at is not None and now - t.changed_at >= REPORT_SETTLE_SECONDS
+        ]
+        for training in due:
+            training.changed_at = None
+        return due
+
+    def next_settled(self) -> float | None:
+        """When the earliest pending change of speed will have held long enough to be reported."""
+        pending = [t.changed_at for t in self._trainings.values() if t.changed_at is not None]
+        return min(pending) + REPORT_SETTLE_SECONDS if pending else None
+
     def trainings(self) -> list[Training]:
         """Every training under way, by namespace, job and launcher."""
         return sorted(self._trainings.values(), key=lambda t: (t.namespace, t.job, t.launcher))
 
     def _respeed(self, namespace: str, job: str, now: float) -> list[Training]:
         gpus_by_node: dict[str, int] = {}
+        workers = 0
         for pod in self._pods.values():
             if pod.namespace == namespace and pod.job == job:
                 gpus_by_node[pod.node] = gpus_by_node.get(pod.node, 0) + pod.gpus
+                workers += pod.worker
         changed = []
         for training in self._trainings.values():
             if training.namespace != namespace or training.job != job:
                 continue
-            new = speed(gpus_by_node)
+            new = speed(gpus_by_node, training.scaling)
             nodes = sum(1 for gpus in gpus_by_node.values() if gpus > 0)
-            if (new, nodes) != (training.speed, training.nodes):
+            if (new, nodes, workers) != (training.speed, training.nodes, training.workers):
                 changed.append(training)
+                training.changed_at = now
             training.since = now
             training.speed = new
             training.gpus = sum(gpus_by_node.values())
             training.nodes = nodes
+            training.workers = workers
         return changed

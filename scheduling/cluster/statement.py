@@ -101,8 +101,16 @@ class Statement:
             raise
         self._actions.append(Migration(pod.key, pod.uid, pod.node_name or "", target, gpus, reason))
 
-    def resize(self, job: str, before: int, after: int, reason: str = "") -> None:
-        """Record that elastic ``job`` goes from ``before`` to ``after`` workers (its pods follow)."""
+    def resize(
+        self, job: str, before: int, after: int, reason: str = "", removed: Iterable[Pod] = ()
+    ) -> None:
+        """Record that elastic ``job`` goes from ``before`` to ``after`` workers (its pods follow).
+
+        ``removed`` are the workers a shrink deletes: their room is free in the working copy, so a move
+        into it can be planned in the same round (it lands when they are gone).
+        """
+        for pod in removed:
+            self._give_back(pod)
         self._actions.append(Resize(job, before, after, reason))
 
     # -- checkpoints -------------------------------------------------------------------------------

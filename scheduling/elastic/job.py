@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Literal
 
 from scheduling.model import GPU_RESOURCE, Pod, Resources
 
@@ -90,12 +91,32 @@ class ElasticSettings:
             grows by this many a round (every 2 s by default), so the API server, the operator and
             the scheduler are never handed hundreds of pods in one go. Shrinking is not bounded: it
             gives GPUs back to waiting work and creates nothing.
+        sizing: how the pool is divided above the minimums: ``"goodput"`` (``scheduling.elastic.gain``:
+            the next worker to the job it speeds up most, least attained service first) or ``"even"``
+            (``scheduling.elastic.sizing``: evenly, the rule before the throughput model, kept for
+            comparison).
+        hysteresis: a worker a job holds counts this much more than one it would gain (``"goodput"``).
+        las_seconds: attained GPU-seconds at which a job's claim on the next worker halves (with
+            ``las_power`` 1); ``None``: attained service does not weigh.
+        las_power: how steeply attained service lowers a job's claim.
+        restart_seconds: what one resize costs the job: every worker restarts from its checkpoint.
+        gain_horizon_seconds: how long a growth is expected to pay off; a growth whose speedup over this
+            long does not repay ``restart_seconds`` is not made while another job would use the GPUs.
+        hold_seconds: how long at most a job resized for waiting work keeps that size while the work
+            still waits (``scheduling.elastic.hold``).
     """
 
     moves_per_job: int = 1
     moves_per_round: int = 4
     cooldown_seconds: float = 60.0
     grow_step: int | None = 32
+    sizing: Literal["goodput", "even"] = "goodput"
+    hysteresis: float = 0.3
+    las_seconds: float | None = None
+    las_power: float = 1.0
+    restart_seconds: float = 30.0
+    gain_horizon_seconds: float = 600.0
+    hold_seconds: float = 60.0
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,7 +1,8 @@
 """Scheduling policies the loop can run, registered by name in one visible list.
 
 ``phalanx`` decides through the product's core (``scheduling``); each ``phalanx-no-*`` is phalanx with
-one rule switched off, so that the table shows what that rule moved. ``fifo`` and ``tiresias`` are the
+one rule switched off, so that the table shows what that rule moved; ``phalanx-even`` sizes elastic
+jobs by the even rule that came before the learned throughput model. ``fifo`` and ``tiresias`` are the
 baselines.
 """
 
@@ -11,6 +12,7 @@ from collections.abc import Callable, Mapping
 from functools import partial
 from typing import Any
 
+from scheduling.elastic import ElasticSettings
 from scheduling.queues import Queue
 from scheduling.topology import TopologyDocument
 from simulator.loop import Policy
@@ -23,6 +25,7 @@ POLICIES: Mapping[str, Callable[[], Policy[Any]]] = {
     "phalanx-no-elastic": partial(Phalanx, name="phalanx-no-elastic", elastic=False),
     "phalanx-no-topology": partial(Phalanx, name="phalanx-no-topology", topology=False),
     "phalanx-no-reclaim": partial(Phalanx, name="phalanx-no-reclaim", reclaim=False),
+    "phalanx-even": partial(Phalanx, name="phalanx-even", elastic_settings=ElasticSettings(sizing="even")),
     "fifo": Fifo,
     "tiresias": Tiresias,
 }

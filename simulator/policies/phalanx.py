@@ -15,9 +15,14 @@ policy still sizes them last):
    ``scheduling.session``): the first member's filter plans and reserves the whole gang, the others
    take their reservation. A gang binds whole or not at all. Rounds repeat until one releases nothing
    (the product runs a round every few seconds; a step is 60 s).
-3. **Elastic round** (``scheduling.elastic.plan_elastic``, pool and deficits from
-   ``scheduling.elastic.pool``): running elastic jobs are resized between their minimum and maximum and
-   consolidated (``simulator.policies.phalanx_elastic`` applies the plan).
+3. **Elastic round** (``scheduling.elastic.decide.decide_elastic``, the placement manager's elastic
+   pass's function): running elastic jobs are resized between their minimum and maximum and
+   consolidated (``simulator.policies.phalanx_elastic`` applies the decision). Reclaim (1) reads which
+   jobs may shrink from the same module (``may_shrink``).
+
+The policy learns each elastic job's throughput as the placement manager does: from the progress the
+job reports (the loop's ``JobView.rate``, what a launcher would report at the size and spread it ran
+at), never from the speed model (``scheduling.elastic.throughput.fit`` over those samples).
 
 The loop charges the restart penalty for every allocation change (start, resize, move) and counts a
 gang given fewer GPUs than its minimum. Parameters switch rules off for the ablations.
@@ -31,8 +36,14 @@ from dataclasses import dataclass, field, replace
 from immutables import Map
 
 from scheduling.admission.release import GateSettings
+from scheduling.cluster.snapshot import ClusterSnapshot
+from scheduling.elastic import ElasticSettings
+from scheduling.elastic.decide import may_shrink
+from scheduling.elastic.hold import Hold
+from scheduling.elastic.throughput import Sample, Throughput, fit
 from scheduling.model import Node
 from scheduling.queues import Queue
+from scheduling.queues.view import QueueView
 from scheduling.topology import TopologyCache, TopologyDocument
 from simulator.cluster import (
     JobShape,
@@ -42,8 +53,8 @@ from simulator.cluster import (
     shape_job,
 )
 from simulator.gpu_sets import GpuSets
-from simulator.loop import Allocation, ClusterView
-from simulator.policies.phalanx_elastic import elastic_round
+from simulator.loop import Allocation, ClusterView, JobView
+from simulator.policies.phalanx_elastic import elastic_jobs, elastic_round
 from simulator.policies.synced_state import SyncedState
 from simulator.policies.world import World, WorldRules
 from simulator.workloads import PolluxJob
@@ -54,10 +65,18 @@ MAX_ROUNDS = 8
 
 @dataclass(frozen=True, slots=True)
 class PhalanxState:
-    """The workers of every running job (waiting jobs are absent) and when each job last moved."""
+    """What the policy carries from one decision to the next.
+
+    The workers of every running job (waiting jobs are absent), when each job last moved, and what it
+    learned: each elastic job's reported rate per (workers, nodes) and the model fitted on them; and
+    the elastic jobs' holds (``scheduling.elastic.hold``), as the placement manager carries them.
+    """
 
     workers: Map[str, tuple[Worker, ...]] = field(default_factory=Map)
     last_moved: Map[str, float] = field(default_factory=Map)
+    samples: Map[str, Map[tuple[int, int], float]] = field(default_factory=Map)
+    models: Map[str, Throughput] = field(default_factory=Map)
+    holds: Map[str, Hold] = field(default_factory=Map)
 
 
 @dataclass(frozen=True)
@@ -80,6 +99,8 @@ class Phalanx:
         documents: each node's GPU topology document, by node index, as its ``phalanx.io/gpu-topology``
             annotation holds it (empty: no node has one). With ``topology`` off the nodes carry none:
             the ablation is a cluster without the node agent, so the core takes the lowest free indices.
+        elastic_settings: the elastic round's settings (its sizing rule: ``"goodput"``, or ``"even"``
+            for the rule before the throughput model).
     """
 
     name: str = "phalanx"
@@ -92,6 +113,7 @@ class Phalanx:
     gates: GateSettings = field(default_factory=GateSettings)
     topologies: TopologyCache = field(default_factory=TopologyCache, compare=False, repr=False)
     documents: tuple[TopologyDocument | None, ...] = field(default=(), repr=False)
+    elastic_settings: ElasticSettings = field(default_factory=ElasticSettings)
     _nodes: dict[tuple[int, int, tuple[int, ...]], tuple[Node, ...]] = field(
         default_factory=dict, compare=False, repr=False
     )
@@ -157,17 +179,55 @@ class Phalanx:
         rules = WorldRules(self.queues, self.gates, self.topologies)
         world = World(nodes, jobs, workers, shapes, rules, synced)
         if self.reclaim and self.queues:
-            world.reclaim(view.now)
+
+            def shrinking(snapshot: ClusterSnapshot, queues: QueueView) -> frozenset[str]:
+                return frozenset(may_shrink(elastic_jobs(world, snapshot, queues)))
+
+            world.reclaim(view.now, shrinking)
         for _ in range(MAX_ROUNDS):
             if not world.admit(view.now):
                 break
         last_moved = {k: v for k, v in state.last_moved.items() if k in jobs}
+        samples, models, holds = state.samples, state.models, state.holds
         if self.elastic:
-            moved = elastic_round(world, view.now, last_moved, topology=self.topology)
+            samples, models = _learn(state, view.jobs, shapes)
+            moved, held = elastic_round(
+                world,
+                view.now,
+                last_moved,
+                topology=self.topology,
+                settings=self.elastic_settings,
+                models=models,
+                holds=holds,
+            )
+            holds = Map(held)
             last_moved.update(dict.fromkeys(moved, float(view.now)))
         allocations = {name: allocation_of(w, index_of) for name, w in world.workers.items()}
-        new_state = PhalanxState(Map(world.workers), Map(last_moved))
+        new_state = PhalanxState(Map(world.workers), Map(last_moved), samples, models, holds)
         return new_state, {name: a for name, a in allocations.items() if a}
+
+
+def _learn(
+    state: PhalanxState, jobs: tuple[JobView, ...], shapes: Mapping[str, JobShape]
+) -> tuple[Map[str, Map[tuple[int, int], float]], Map[str, Throughput]]:
+    """Each active elastic job's samples with the rate it reported for the last step, and its refit model.
+
+    One sample per (workers, nodes): the newest, as a launcher reports its current rate. A job that
+    reported nothing (it did not train) keeps its model; jobs no longer active are forgotten.
+    """
+    samples = {k: v for k, v in state.samples.items() if k in shapes}
+    models = {k: v for k, v in state.models.items() if k in shapes}
+    for job in jobs:
+        if job.rate <= 0 or not job.allocation or not shapes[job.name].elastic:
+            continue
+        config = (len(job.allocation), len(set(job.allocation)))
+        seen = samples.get(job.name, Map())
+        if seen.get(config) == job.rate:
+            continue
+        seen = seen.set(config, job.rate)
+        samples[job.name] = seen
+        models[job.name] = fit(Sample(k, n, rate) for (k, n), rate in seen.items())
+    return Map(samples), Map(models)
 
 
 def _node_index(name: str) -> int:

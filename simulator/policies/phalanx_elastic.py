@@ -1,9 +1,11 @@
-"""The placement manager's elastic round on the simulated cluster: the core plans, this applies.
+"""The placement manager's elastic round on the simulated cluster: the core decides, this applies.
 
-``scheduling.elastic.plan_elastic`` decides sizes (the pool from ``scheduling.elastic.pool``: free GPUs
-plus what elastic workers hold, less what waiting gangs need, so a waiting gang shrinks elastic jobs
-first), the layout on the fewest nodes, and the guarded moves. Applying it does what the MPI Operator
-and the product's webhook do:
+``scheduling.elastic.decide.decide_elastic``, the function the placement manager's elastic pass calls,
+decides sizes (the pool: free GPUs plus what elastic workers hold, less what waiting gangs need, so a
+waiting gang shrinks elastic jobs first; each job's learned throughput and attained service), the
+layout on the fewest nodes, and the guarded moves. ``elastic_jobs`` reads the world into the core's
+``ElasticJob`` as ``kubeio.mpijobs.elastic_job`` reads MPIJobs. Applying the decision does what the MPI
+Operator and the product's webhook do:
 
 - a **shrink** removes the highest replica indices (the operator's rule);
 - a **move** re-creates the worker on its target node with the GPUs the plan chose;
@@ -22,30 +24,30 @@ first node, in name order, with a free GPU.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
+from types import MappingProxyType
 
 from scheduling.cluster.promises import PromiseBook
 from scheduling.cluster.snapshot import ClusterSnapshot
-from scheduling.elastic import ElasticJob, ElasticSettings, plan_elastic
+from scheduling.elastic import ElasticJob, ElasticSettings
+from scheduling.elastic.decide import ElasticRound, decide_elastic
+from scheduling.elastic.hold import Hold
 from scheduling.elastic.pinning import choose_pins
-from scheduling.elastic.pool import elastic_pool, queue_deficits
+from scheduling.elastic.throughput import Throughput
 from scheduling.gpu.choice import NoGpusError
 from scheduling.model import Pod, Resources
 from scheduling.queues import QUEUE_LABEL
-from scheduling.queues.view import view_of
+from scheduling.queues.view import QueueView, view_of
 from scheduling.session import SessionSettings, choose_for_bind
 from simulator.cluster import NAMESPACE, Worker, created_at, job_of
 from simulator.policies.world import World
 
-NO_MOVES = ElasticSettings(moves_per_job=0, moves_per_round=0)
+_NO_HOLDS: Mapping[str, Hold] = MappingProxyType({})
 
 
-def elastic_round(world: World, now: int, last_moved: Mapping[str, float], *, topology: bool) -> list[str]:
-    """Resize and move the running elastic jobs of ``world`` in place; return the jobs moved."""
+def elastic_jobs(world: World, snapshot: ClusterSnapshot, view: QueueView) -> list[ElasticJob]:
+    """The running elastic jobs of ``world`` as the core sees them, by name."""
     running = sorted(name for name in world.workers if world.shapes[name].elastic)
-    if not running:
-        return []
-    snapshot = world.snapshot()
-    view = view_of(snapshot, PromiseBook())
     jobs = []
     for name in running:
         shape, spec = world.shapes[name], world.jobs[name]
@@ -62,16 +64,45 @@ def elastic_round(world: World, now: int, last_moved: Mapping[str, float], *, to
                 created=created_at(spec.submitted),
             )
         )
-    plan, layout = plan_elastic(
+    return jobs
+
+
+def elastic_round(
+    world: World,
+    now: int,
+    last_moved: Mapping[str, float],
+    *,
+    topology: bool,
+    settings: ElasticSettings,
+    models: Mapping[str, Throughput],
+    holds: Mapping[str, Hold] = _NO_HOLDS,
+) -> tuple[list[str], Mapping[str, Hold]]:
+    """Resize and move the running elastic jobs of ``world`` in place; return the jobs moved and the holds.
+
+    ``models`` are the jobs' learned throughputs by name (what the loop reported, never the speed
+    model itself); attained service is what the loop shows every policy. ``holds`` are the last
+    round's (``scheduling.elastic.hold``); the ones returned go to the next round, as the placement
+    manager carries them.
+    """
+    if not any(world.shapes[name].elastic for name in world.workers):
+        return [], _NO_HOLDS
+    snapshot = world.snapshot()
+    view = view_of(snapshot, PromiseBook())
+    jobs = elastic_jobs(world, snapshot, view)
+    facts = ElasticRound(
         jobs,
         snapshot,
-        pool_gpus=elastic_pool(snapshot, view, jobs),
-        deficits=queue_deficits(view),
-        now=float(now),
-        last_moved={f"{NAMESPACE}/{k}": v for k, v in last_moved.items()},
-        settings=ElasticSettings() if topology else NO_MOVES,
-        topologies=world.rules.topologies,
+        view,
+        float(now),
+        {f"{NAMESPACE}/{k}": v for k, v in last_moved.items()},
+        settings if topology else replace(settings, moves_per_job=0, moves_per_round=0),
+        world.rules.topologies,
+        {f"{NAMESPACE}/{k}": m for k, m in models.items()},
+        {f"{NAMESPACE}/{j.name}": float(j.attained_gpu_seconds) for j in world.jobs.values()},
+        holds,
     )
+    decision = decide_elastic(facts)
+    plan, layout = decision.plan, decision.layout
     for resize in plan.resizes:
         name = resize.job.partition("/")[2]
         kept = world.workers[name][: resize.after]
@@ -85,7 +116,7 @@ def elastic_round(world: World, now: int, last_moved: Mapping[str, float], *, to
             world.workers[name] = tuple(workers)
             moved.append(name)
     _grow(world, now, layout.targets if topology else None)
-    return sorted(set(moved))
+    return sorted(set(moved)), decision.holds
 
 
 def _grow(world: World, now: int, targets: Mapping[str, Mapping[str, int]] | None) -> None:

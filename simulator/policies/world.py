@@ -10,7 +10,7 @@ round (``simulator.policies.phalanx_elastic``) works on the same world.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
 from scheduling.admission.queue_hold import AdmittedBook, RoomMemo
@@ -23,10 +23,10 @@ from scheduling.nodes.ranking import ScoreMemo
 from scheduling.offline.cycle import CycleContext, active_queue_order, schedule_pod
 from scheduling.queues import Queue, ReclaimOutcome
 from scheduling.queues.reclaim_pass import reclaim_plans
-from scheduling.queues.view import view_of
+from scheduling.queues.view import QueueView, view_of
 from scheduling.session import SessionSettings
 from scheduling.topology import TopologyCache
-from simulator.cluster import NAMESPACE, JobShape, Worker, job_group, job_of, job_pods
+from simulator.cluster import JobShape, Worker, job_group, job_of, job_pods
 from simulator.loop import JobView
 from simulator.policies.synced_state import JobEntry, SyncedState
 
@@ -87,16 +87,17 @@ class World:
             self.nodes, self.pods() if pods is None else pods, groups, self.rules.queues
         ).snapshot()
 
-    def reclaim(self, now: int) -> None:
-        """Evict the gangs reclaim chooses; their jobs wait again."""
+    def reclaim(self, now: int, shrinking: Callable[[ClusterSnapshot, QueueView], frozenset[str]]) -> None:
+        """Evict the gangs reclaim chooses; their jobs wait again.
+
+        ``shrinking`` says, from the snapshot and view reclaim decides on, which jobs give room back by
+        shrinking (the elastic decision's ``may_shrink``, as the placement manager's round hands it).
+        """
         snapshot = self.snapshot()
         view = view_of(snapshot, PromiseBook())
-        shrinking = frozenset(
-            f"{NAMESPACE}/{name}"
-            for name, w in self.workers.items()
-            if len(w) > self.shapes[name].min_workers
+        plans = reclaim_plans(
+            snapshot, view, self.rules.topologies, now=now, shrinking=shrinking(snapshot, view)
         )
-        plans = reclaim_plans(snapshot, view, self.rules.topologies, now=now, shrinking=shrinking)
         for plan in plans:
             if plan.outcome is ReclaimOutcome.EVICT:
                 for eviction in plan.evictions:

@@ -10,6 +10,7 @@ grows, through the pin webhook as they are created) and opens the pool to other 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import sys
@@ -33,6 +34,7 @@ from workload import (
     wait_for,
 )
 
+from kubeio.errors import NotFoundError
 from kubeio.http import JsonObject
 from kubeio.pins import pin_toleration
 from tests.conftest import REPO
@@ -292,3 +294,116 @@ def test_a_bad_elastic_declaration_gets_an_event_and_nothing_changes(
         assert (
             int(get_mpijob(http, namespace, "sloppy")["spec"]["mpiReplicaSpecs"]["Worker"]["replicas"]) == 2
         )
+
+
+def test_a_gang_needing_room_on_every_node_binds_beside_an_elastic_job_filling_them(
+    pool: Testbed, namespace: str
+) -> None:
+    """A 3 x 6-GPU gang arrives while an elastic job (12 workers of 2 GPUs) fills the three 8-GPU nodes.
+
+    Giving back 18 GPUs is not enough: the job's 3 remaining workers packed on one node would leave
+    2 + 8 + 8 free, and the gang would wait for ever. The placement manager keeps 6 GPUs free on each
+    node where the gang's planner puts it and moves the workers in its way in the same pass.
+    """
+    http = pool.http
+    body = elastic_mpijob("elastic", workers=2, gpus_per_worker=2, max_workers="12", min_available=2)
+    with deleted_after(pool, namespace, "elastic"):
+        create_mpijob(http, namespace, body)
+        wait_for("12 workers running", lambda: len(_running_workers(pool, namespace)) == 12, timeout=180)
+        create_podgroup(http, namespace, podgroup("wide", 3))
+        for i in range(3):
+            create_pod(http, namespace, member(f"wide-{i}", "wide", 6))
+        start = time.monotonic()
+
+        def gang_bound() -> bool:
+            pods = [p for p in list_pods(http, namespace) if p["metadata"]["name"].startswith("wide-")]
+            return len(pods) == 3 and all(p["spec"].get("nodeName") for p in pods)
+
+        wait_for("the 3 x 6 GPU gang bound", gang_bound, timeout=180)
+        print(f"\nthe 3 x 6 gang bound {time.monotonic() - start:.1f}s after it was created")
+        nodes = sorted(
+            p["spec"]["nodeName"]
+            for p in list_pods(http, namespace)
+            if p["metadata"]["name"].startswith("wide-")
+        )
+        assert nodes == list(NODES), "one member on each node: the only shape 3 x 6 fits on 3 x 8"
+        assert _replicas(pool, namespace) == 3
+        moves = [str(e["message"]) for e in events_for(http, namespace, "elastic") if e["reason"] == "Moved"]
+        print(f"moves: {moves}")
+        wait_for("3 workers running", lambda: len(_running_workers(pool, namespace)) == 3, timeout=60)
+        for i in range(3):
+            http.request(
+                "DELETE", f"/api/v1/namespaces/{namespace}/pods/wide-{i}", body={"gracePeriodSeconds": 0}
+            )
+
+
+def test_the_job_that_reports_it_scales_ends_with_more_workers(pool: Testbed, namespace: str) -> None:
+    """Two elastic jobs share the three nodes; the simulated kubelet reports each one's throughput.
+
+    ``lin`` scales linearly, ``flat`` gains little from more GPUs (``phalanx.io/sim-scaling: 0.2``). Both
+    report through ``phalanx.io/throughput`` as a launcher would. Grown at once into the free GPUs, each
+    is seen at the size it grew to, which alone says nothing of how it scales; a gang then takes 16 GPUs and
+    both shrink, so each is seen at a second size. When the gang is gone, the GPUs go to the job they
+    speed up most, by what the placement manager learned and kept on each MPIJob.
+    """
+    http = pool.http
+    jobs = {"lin": "1", "flat": "0.2"}
+
+    def kept(name: str) -> list[list[float]]:
+        annotations = get_mpijob(http, namespace, name)["metadata"].get("annotations") or {}
+        return list(json.loads(annotations.get("phalanx.io/throughput-samples", "[]")))
+
+    def running() -> dict[str, int]:
+        return {name: len(_running_workers(pool, namespace, name)) for name in jobs}
+
+    try:
+        for name, scaling in jobs.items():
+            body = elastic_mpijob(name, workers=2, gpus_per_worker=2, max_workers="12", min_available=2)
+            body["metadata"]["annotations"]["phalanx.io/sim-scaling"] = scaling
+            create_mpijob(http, namespace, body)
+
+        def seen_grown(name: str) -> bool:
+            """Grown past its 2 starting workers and seen at the size it grew to.
+
+            A report at a size is written once the job has run at it for a while (a launcher measures
+            its rate over a window): a size held for half a second is never seen.
+            """
+            replicas = int(get_mpijob(http, namespace, name)["spec"]["mpiReplicaSpecs"]["Worker"]["replicas"])
+            return replicas > 2 and any(int(sample[0]) == replicas for sample in kept(name))
+
+        wait_for("both seen at the size they grew to", lambda: all(map(seen_grown, jobs)), timeout=180)
+        create_podgroup(http, namespace, podgroup("wide", 2))
+        for i in range(2):
+            create_pod(http, namespace, member(f"wide-{i}", "wide", 8))
+        wait_for("both seen at two sizes", lambda: all(len(kept(name)) >= 2 for name in jobs), timeout=180)
+        for i in range(2):
+            http.request(
+                "DELETE", f"/api/v1/namespaces/{namespace}/pods/wide-{i}", body={"gracePeriodSeconds": 0}
+            )
+
+        def settled() -> dict[str, int] | None:
+            now = running()
+            return now if now["lin"] > now["flat"] and sum(now.values()) >= 10 else None
+
+        sizes = wait_for("the job that scales runs more workers", settled, timeout=180)
+        print(f"\nrunning workers: {sizes}")
+        for name in jobs:
+            print(f"{name}: samples kept on the MPIJob: {kept(name)}")
+        told = [str(e["message"]) for e in events_for(http, namespace, "flat") if e["reason"] == "Resized"]
+        print(f"flat resized: {told}")
+        assert any("predicted speedup" in message and "fitted on 2 samples" in message for message in told), (
+            told
+        )
+    finally:  # both jobs, then wait once: each job's pods go with it
+        for name in jobs:
+            told = [f"{e['reason']}: {e['message']}" for e in events_for(http, namespace, name)]
+            print(f"{name} events: {[t for t in told if t.startswith(('Resized', 'Moved'))]}")
+            print(f"{name} samples: {kept(name)}, running {running()}")
+            with contextlib.suppress(NotFoundError):
+                http.request("DELETE", f"/apis/kubeflow.org/v2beta1/namespaces/{namespace}/mpijobs/{name}")
+        for i in range(2):
+            with contextlib.suppress(NotFoundError):
+                http.request(
+                    "DELETE", f"/api/v1/namespaces/{namespace}/pods/wide-{i}", body={"gracePeriodSeconds": 0}
+                )
+        wait_for("the jobs' pods deleted", lambda: not list_pods(http, namespace), timeout=120)

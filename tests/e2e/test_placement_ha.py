@@ -74,7 +74,10 @@ def test_the_standby_takes_over_within_the_lease_and_no_action_is_made_twice(
         wait_for("the job grown to 6", lambda: _replicas(bed, namespace) == 6, timeout=60)
         time.sleep(2)  # two more passes of each replica: nothing more may happen
         grown = _resizes(bed, namespace)
-        assert grown == [("resized 2 -> 6 workers: grows into free GPUs (min 2, max 6)", 1)]
+        # One resize, recorded once (the standby wrote nothing), saying why; the model's figures after
+        # the reason are the sizing's business (tests/scheduling/elastic), not high availability's.
+        assert [count for _, count in grown] == [1], grown
+        assert grown[0][0].startswith("resized 2 -> 6 workers: grows into free GPUs"), grown
 
         bed.kill_placement(signal.SIGKILL)
         killed = time.monotonic()

@@ -14,25 +14,37 @@ class FakeJobs:
     resized: list[tuple[str, int]] = field(default_factory=list)
     plans: list[tuple[str, str]] = field(default_factory=list)
     calls: list[str] = field(default_factory=list)
+    writes: list[tuple[str, int | None, str | None, str | None]] = field(default_factory=list)
 
     def list(self) -> list[MpiJob]:
         return self.jobs
 
-    def set_plan(self, namespace: str, name: str, plan: str) -> None:
-        self.plans.append((f"{namespace}/{name}", plan))
-        self.calls.append("set_plan")
-        self.jobs = [replace(j, plan=plan) if j.key == f"{namespace}/{name}" else j for j in self.jobs]
+    def update(
+        self,
+        namespace: str,
+        name: str,
+        *,
+        replicas: int | None = None,
+        plan: str | None = None,
+        samples: str | None = None,
+    ) -> None:
+        key = f"{namespace}/{name}"
+        self.calls.append("update")
+        self.writes.append((key, replicas, plan, samples))
+        if replicas is not None:
+            self.resized.append((key, replicas))
+        if plan is not None:
+            self.plans.append((key, plan))
+        changes = {
+            field: value
+            for field, value in (("replicas", replicas), ("plan", plan), ("samples", samples))
+            if value is not None
+        }
+        self.jobs = [replace(j, **changes) if j.key == key else j for j in self.jobs]  # type: ignore[arg-type]
 
     def set_moved_at(self, namespace: str, name: str, when: float) -> None:
         self.calls.append("set_moved_at")
         self.jobs = [replace(j, moved_at=when) if j.key == f"{namespace}/{name}" else j for j in self.jobs]
-
-    def set_workers(self, namespace: str, name: str, replicas: int) -> None:
-        self.resized.append((f"{namespace}/{name}", replicas))
-        self.calls.append("set_workers")
-        self.jobs = [
-            replace(j, replicas=replicas) if j.key == f"{namespace}/{name}" else j for j in self.jobs
-        ]
 
 
 @dataclass

@@ -13,7 +13,7 @@ from kubeio.mpijobs import MpiJob
 from placement.elastic_pass import ElasticPass, ElasticReport
 from placement.pool import POOL_LABEL
 from scheduling.elastic import ElasticSettings
-from scheduling.model import Pod, Resources
+from scheduling.model import Pod, PodGroup, Resources
 from scheduling.topology import TopologyCache
 from tests.builders import FakeCluster, FakeEvents, a_node, a_pod, a_round
 from tests.placement.fakes import FakeDeleter, FakeJobs, FakePins
@@ -95,7 +95,9 @@ def test_a_job_alone_grows_to_its_max_and_its_new_workers_are_pinned_to_its_node
     assert first.grown == 1
     assert reconciler.above_minimum == frozenset(), "at its minimum: reclaim may take it whole"
     assert jobs.plans == [("ml/mnist", '{"nodes":{"n1":4},"workers":4}')]
-    assert jobs.calls == ["set_plan", "set_workers"], "the plan first: the webhook pins what the resize makes"
+    assert jobs.writes == [("ml/mnist", 4, '{"nodes":{"n1":4},"workers":4}', None)], (
+        "size and plan in one write: the webhook pins what the resize makes, and the operator wakes once"
+    )
     assert events.events[0][:4] == ("MPIJob", "mnist", "Normal", "Resized")
     cluster.add(worker("mnist", 2), worker("mnist", 3))  # the operator creates the missing workers
     second = reconciler.run()
@@ -234,3 +236,78 @@ def test_a_max_the_cluster_could_never_hold_is_capped_with_an_event() -> None:
             "of 2 GPUs",
         )
     ]
+
+
+def learning_cluster() -> FakeCluster:
+    cluster = FakeCluster().add(a_node("n1").build(), a_node("n2").build())
+    return cluster.add(
+        worker("lin", 0, "n1"), worker("lin", 1, "n1"), worker("flat", 0, "n2"), worker("flat", 1, "n2")
+    )
+
+
+def reporting(name: str, rate: float, kept: str) -> MpiJob:
+    report = f'{{"samplesPerSecond": {rate}, "workers": 2}}'
+    return replace(mpijob(name, 2, low=1, high="8"), throughput=report, samples=kept)
+
+
+def test_the_job_that_reports_it_scales_is_grown_and_the_event_names_the_model() -> None:
+    jobs = [reporting("lin", 20.0, "[[1,1,10.0]]"), reporting("flat", 11.0, "[[1,1,10.0]]")]
+    reconciler, fake_jobs, _, _, events = rig(learning_cluster(), jobs)
+    reconciler.run()
+    sizes = dict(fake_jobs.resized)
+    assert sizes["ml/lin"] > sizes.get("ml/flat", 2), sizes
+    kept = {j.name: j.samples for j in fake_jobs.jobs}
+    assert kept == {"lin": "[[1,1,10.0],[2,1,20.0]]", "flat": "[[1,1,10.0],[2,1,11.0]]"}
+    assert fake_jobs.calls == ["update", "update"], "one write per job: samples, plan and size together"
+    resized = [e[4] for e in events.events if e[3] == "Resized" and e[1] == "lin"]
+    assert resized and "predicted speedup" in resized[0] and "fitted on 2 samples" in resized[0], resized
+
+
+def test_a_restarted_manager_decides_the_same_from_the_samples_the_api_server_holds() -> None:
+    jobs = [reporting("lin", 20.0, "[[1,1,10.0]]"), reporting("flat", 11.0, "[[1,1,10.0]]")]
+    first, first_jobs, _, _, _ = rig(learning_cluster(), jobs)
+    first.run()
+    held = [replace(j, throughput=None, replicas=2) for j in first_jobs.jobs]  # only what the API holds
+    restarted, restarted_jobs, _, _, _ = rig(learning_cluster(), held)
+    restarted.run()
+    assert restarted_jobs.resized == first_jobs.resized
+
+
+def test_a_report_that_cannot_be_read_is_told_once_and_the_job_sized_by_the_prior() -> None:
+    bad = replace(mpijob("lin", 2, low=1, high="8"), throughput="fast!")
+    reconciler, fake_jobs, _, _, events = rig(learning_cluster(), [bad, mpijob("flat", 2, low=1, high="8")])
+    reconciler.run()
+    reconciler.run()
+    warned = [e for e in events.events if e[3] == "InvalidThroughputReport"]
+    assert len(warned) == 1 and "phalanx.io/throughput must be JSON" in warned[0][4]
+    assert dict(fake_jobs.resized) == {"ml/lin": 4, "ml/flat": 4}, "no model: the prior, linear for both"
+
+
+def gang_waiting_beside(workers: int) -> FakeCluster:
+    """``lin`` on n1 and ``flat`` on n2 with ``workers`` workers each; an 8-GPU gang waits for a node."""
+    cluster = FakeCluster().add(a_node("n1").build(), a_node("n2").build())
+    cluster.add(*(worker("lin", i, "n1") for i in range(workers)))
+    cluster.add(*(worker("flat", i, "n2") for i in range(workers)))
+    return cluster.add(PodGroup("ml", "gang", 1), a_pod("gang-0").gpus(8).group("gang").gated().build())
+
+
+def test_jobs_shrunk_for_a_waiting_gang_are_not_resized_again_by_what_they_report_while_it_waits() -> None:
+    """The pass hands each decision's holds to the next: what is learned at the new sizes waits."""
+    cluster = gang_waiting_beside(4)
+    jobs = [mpijob("lin", 4, low=1, high="8"), mpijob("flat", 4, low=1, high="8")]
+    reconciler, fake_jobs, _, _, _ = rig(cluster, jobs)
+    reconciler.run()
+    assert sorted(fake_jobs.resized) == [("ml/flat", 2), ("ml/lin", 2)], "both give the gang a node"
+    cluster.pods = gang_waiting_beside(2).pods  # the operator removed indices 2 and 3
+    lin, flat = (
+        replace(job, throughput=f'{{"samplesPerSecond": {rate}, "workers": 2}}', samples="[[1,1,10.0]]")
+        for job, rate in zip(fake_jobs.jobs, (20, 11), strict=True)
+    )  # each reports its rate at 2 workers: lin scales, flat does not
+    fake_jobs.jobs = [lin, flat]
+    reconciler.run()
+    assert len(fake_jobs.resized) == 2, f"held while the gang waits: {fake_jobs.resized}"
+    fresh, fresh_jobs, _, _, _ = rig(gang_waiting_beside(2), [lin, flat])  # the same, but no holds
+    fresh.run()
+    assert sorted(fresh_jobs.resized) == [("ml/flat", 1), ("ml/lin", 3)], (
+        "without the hold, what was learned trades workers before the gang binds"
+    )

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import msgspec
+import pytest
 from click.testing import CliRunner
 
 from simulator.__main__ import main
@@ -92,3 +93,48 @@ def test_philly_names_a_bad_cluster_file(tmp_path: Path) -> None:
     result = CliRunner().invoke(main, ["philly", "--cluster", str(cluster)])
     assert result.exit_code == 2
     assert f"{cluster}: field: Expected `str`, got `int` - at `$.group[0].name`" in result.output
+
+
+@pytest.mark.parametrize(
+    ("content", "said"),
+    [
+        pytest.param(
+            "name,time,application\nx,1,bert\n", "field 'num_replicas': column missing", id="column"
+        ),
+        pytest.param(HEADER + "x,abc,bert,1,32\n", "field 'time': 'abc' is not a number", id="number"),
+        pytest.param(HEADER + "x,1,nosuch,1,32\n", "unknown application 'nosuch'", id="application"),
+        pytest.param(b"\xff\xfe\x00garbage", "not UTF-8 text", id="binary"),
+    ],
+)
+def test_a_bad_workload_ends_in_a_cli_error_not_a_traceback(
+    tmp_path: Path, content: str | bytes, said: str
+) -> None:
+    path = tmp_path / "workload-bad.csv"
+    if isinstance(content, bytes):
+        path.write_bytes(content)
+    else:
+        path.write_text(content)
+    result = CliRunner().invoke(main, ["run", "--workload", str(path), "--policy", "fifo"])
+    assert result.exit_code == 1, result.output
+    assert result.output.startswith("Error: ") and said in result.output, result.output
+    assert "Traceback" not in result.output
+    assert not isinstance(result.exception, Exception) or isinstance(result.exception, SystemExit)
+
+
+def test_a_bad_published_file_ends_in_a_cli_error(tmp_path: Path) -> None:
+    published = tmp_path / "published.csv"
+    published.write_text("policy,workload\ntiresias,workload-9\n")
+    args = ["run", "--workload", str(_workload(tmp_path)), "--policy", "fifo", "--published", str(published)]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 1, result.output
+    assert "field 'relative_job_load': column missing from the header" in result.output
+
+
+def test_a_seed_that_changes_nothing_is_said(tmp_path: Path) -> None:
+    args = ["run", "--workload", str(_workload(tmp_path)), "--policy", "fifo,tiresias"]
+    seeded = CliRunner().invoke(main, [*args, "--seed", "7"])
+    plain = CliRunner().invoke(main, args)
+    assert seeded.exit_code == 0, seeded.output
+    assert "note: --seed 7 changes nothing here" in seeded.stderr
+    assert "note:" not in plain.stderr
+    assert seeded.stdout.replace("seed 7", "seed 0") == plain.stdout

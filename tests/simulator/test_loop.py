@@ -86,6 +86,24 @@ def test_tiresias_demotes_a_long_job_and_a_short_one_preempts_it() -> None:
     assert {j.name: j.restarts for j in result.jobs} == {"x": 1, "y": 0}
 
 
+def test_the_gpu_sets_record_a_preemption_so_occupancy_rebuilds_without_double_booking() -> None:
+    trace = (job("x", 0, 4, 1200), job("y", 100, 4, 120))
+    result = run(trace, Tiresias(threshold_gpu_seconds=480), GpuSeconds(), ONE_NODE)
+    placements = {j.name: j.placements for j in result.jobs}
+    assert placements["x"] == ((60, ((0, (0, 1, 2, 3)),)), (180, ()), (240, ((0, (0, 1, 2, 3)),)))
+    held: dict[str, set[int]] = {}
+    for now in range(0, 481, 60):  # rebuild who holds which GPU at each decision from the record alone
+        for name, entries in placements.items():
+            last = [sets for at, sets in entries if at <= now and j_alive(result, name, now)]
+            held[name] = {g for _, gpus in (last[-1] if last else ()) for g in gpus}
+        taken = [g for gpus in held.values() for g in gpus]
+        assert len(taken) == len(set(taken)), (now, held)
+
+
+def j_alive(result: RunResult, name: str, now: int) -> bool:
+    return next(j for j in result.jobs if j.name == name).completed > now
+
+
 def test_without_demotion_the_short_job_waits() -> None:
     trace = (job("x", 0, 4, 1200), job("y", 100, 4, 120))
     result = run(trace, Tiresias(), GpuSeconds(), ONE_NODE)
@@ -126,8 +144,18 @@ def test_over_committing_policy_stops_the_run() -> None:
 
 
 def test_a_job_bigger_than_the_cluster_hits_the_horizon() -> None:
-    with pytest.raises(SimulationError, match="horizon of 600 s passed with 1 jobs left"):
+    with pytest.raises(SimulationError, match="horizon of 600 s after the last arrival passed with 1 jobs"):
         run((job("huge", 0, 5, 5),), Fifo(), GpuSeconds(), ONE_NODE, horizon_seconds=600)
+
+
+def test_a_trace_longer_than_the_horizon_replays_and_the_message_counts_arrived_jobs_only() -> None:
+    """The openb trace spans 149 days: the horizon counts from the last arrival, not the start."""
+    late = (job("early", 0, 1, 60), job("late", 100 * 86_400, 1, 60))
+    result = run(late, Fifo(), GpuSeconds(), ONE_NODE, horizon_seconds=86_400)
+    assert sorted(j.name for j in result.jobs) == ["early", "late"]
+    stuck = (job("small", 0, 1, 60), job("huge", 86_400, 5, 5))
+    with pytest.raises(SimulationError, match=r"passed with 1 jobs not completed: \['huge'\]"):
+        run(stuck, Fifo(), GpuSeconds(), ONE_NODE, horizon_seconds=600)
 
 
 def test_pollux_mode_is_the_artifacts_cluster_and_clock() -> None:

@@ -6,18 +6,21 @@ second, so only the rules decide the JCTs. Decisions every 60 s, 30 s lost per a
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from scheduling.elastic import ElasticSettings
 from scheduling.queues import Queue, ResourceQuota
 from simulator.cluster import JobShape, shape_job
-from simulator.loop import Mode, run
+from simulator.loop import Allocation, ClusterView, Mode, run
 from simulator.policies import POLICIES
-from simulator.policies.phalanx import Phalanx
-from simulator.speed import PolluxSpeed
+from simulator.policies.phalanx import Phalanx, PhalanxState
+from simulator.speed import Advance, Placement, PolluxSpeed, Progress
 from simulator.workloads import PolluxJob, read_pollux_workload
 from tests.simulator.test_loop import ONE_NODE, TRACE, GpuSeconds, jcts, job
 
@@ -164,3 +167,64 @@ def test_keeping_the_core_state_decides_as_rebuilding_it_on_a_pollux_workload(sh
     assert kept == rebuilt
     assert kept.timeline == rebuilt.timeline
     assert sum(j.resizes for j in kept.jobs) > 0  # the elastic round's looks were compared too
+
+
+class Curves:
+    """Job ``lin-*`` trains at one sample/s per GPU; ``flat-*`` gains a tenth of that from each GPU past one.
+
+    Both report their samples per second, the only speed the policy may learn from.
+    """
+
+    def check(self, job: PolluxJob) -> None:
+        pass
+
+    def advance(self, job: PolluxJob, progress: Progress, placement: Placement, seconds: int) -> Advance:
+        gpus = sum(placement)
+        rate = float(gpus) if job.name.startswith("lin") else 1.0 + 0.1 * (gpus - 1)
+        return Advance(Progress(0, progress.work + rate * seconds), None, rate)
+
+    def remaining_work(self, job: PolluxJob, progress: Progress) -> float:
+        return job.batch_size - progress.work
+
+
+@dataclass
+class Watched:
+    """A policy whose decisions are kept, to read the GPUs each job held at each step."""
+
+    inner: Phalanx
+    held: list[dict[str, int]] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return self.inner.name
+
+    def initial(self) -> PhalanxState:
+        return self.inner.initial()
+
+    def minimum_gpus(self, job: PolluxJob) -> int:
+        return self.inner.minimum_gpus(job)
+
+    def decide(self, state: PhalanxState, view: ClusterView) -> tuple[PhalanxState, Mapping[str, Allocation]]:
+        state, decided = self.inner.decide(state, view)
+        self.held.append({name: len(a) for name, a in decided.items()})
+        return state, decided
+
+
+def test_the_policy_learns_from_reported_rates_which_job_to_grow() -> None:
+    """Two jobs of 8 GPUs share 8: with what they reported, the one that scales ends with more."""
+    trace = (job("flat-a", 0, 8, 10**9), job("lin-b", 0, 8, 10**9))
+    learning = Watched(Phalanx())
+    run(trace, learning, Curves(), TWO_NODES, until=3600)
+    last = learning.held[-1]
+    assert last["lin-b"] > last["flat-a"], learning.held
+    even = Watched(Phalanx(elastic_settings=ElasticSettings(sizing="even")))
+    run(trace, even, Curves(), TWO_NODES, until=3600)
+    assert even.held[-1] == {"flat-a": 4, "lin-b": 4}
+
+
+def test_a_job_that_reports_nothing_is_sized_by_the_prior() -> None:
+    """GpuSeconds reports no rate: the learning policy sizes as if both scaled linearly: evenly."""
+    trace = (job("a", 0, 8, 10**9), job("b", 0, 8, 10**9))
+    watched = Watched(Phalanx())
+    run(trace, watched, GpuSeconds(), TWO_NODES, until=1200)
+    assert watched.held[-1] == {"a": 4, "b": 4}

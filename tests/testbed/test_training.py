@@ -4,7 +4,17 @@ from __future__ import annotations
 
 import pytest
 
-from testbed.training import SPAN_EFFICIENCY, JobPod, Training, TrainingBook, parse_work, speed
+from kubeio.progress import parse_report
+from testbed.training import (
+    REPORT_SETTLE_SECONDS,
+    SPAN_EFFICIENCY,
+    JobPod,
+    Training,
+    TrainingBook,
+    parse_scaling,
+    parse_work,
+    speed,
+)
 
 
 def test_speed_counts_gpus_and_charges_each_extra_node() -> None:
@@ -80,3 +90,49 @@ def test_a_gone_launcher_ends_its_training_and_the_description_says_where_it_sta
     )
     book.pod_gone("launcher", now=6.0)
     assert book.trainings() == [] and book.take_finished(100.0) == []
+
+
+def test_a_job_that_scales_poorly_gains_little_from_more_gpus() -> None:
+    assert speed({"n1": 8}, scaling=0.5) == pytest.approx(8**0.5)
+    assert speed({"n1": 4, "n2": 4}, scaling=1.0) == speed({"n1": 4, "n2": 4})
+
+
+@pytest.mark.parametrize(
+    ("text", "scaling"), [("0.3", 0.3), ("1", 1.0), ("0", 1.0), ("1.5", 1.0), ("x", 1.0), (None, 1.0)]
+)
+def test_parse_scaling(text: str | None, scaling: float) -> None:
+    assert parse_scaling(text) == scaling
+
+
+def test_a_training_reports_its_throughput_with_the_workers_running() -> None:
+    book = TrainingBook()
+    training = Training("ml", "llama", "llama-launcher", 1e9, scaling=0.5)
+    book.launcher_started("launcher", training, 0.0)
+    assert training.report() is None, "no worker runs: nothing to report"
+    book.pod_running("launcher-pod", JobPod("ml", "llama", "n1", 0, worker=False), 0.0)
+    for i in range(4):
+        book.pod_running(f"w{i}", _worker("n1"), 1.0)
+    reported = parse_report(training.report())
+    assert reported is not None
+    assert reported[0] == 4
+    assert reported[1] == pytest.approx(100 * 8**0.5, abs=1e-3)
+
+
+def test_a_job_growing_worker_by_worker_is_reported_once_at_the_size_it_reached() -> None:
+    """One report per worker starting kept the job's MPI Operator from syncing for 20 s and more.
+
+    Each write wakes the operator, which delays each wake-up of a job exponentially until a sync succeeds.
+    """
+    book = TrainingBook()
+    training = Training("ml", "llama", "llama-launcher", 1e9)
+    book.launcher_started("launcher", training, 0.0)
+    book.pod_running("launcher-pod", JobPod("ml", "llama", "n1", 0, worker=False), 0.0)
+    for i in range(4):
+        book.pod_running(f"w{i}", _worker("n1"), 0.25 * i)
+    assert book.settled(0.75 + REPORT_SETTLE_SECONDS - 0.01) == [], "still changing: nothing to report"
+    assert book.next_settled() == 0.75 + REPORT_SETTLE_SECONDS
+    assert book.settled(0.75 + REPORT_SETTLE_SECONDS) == [training]
+    assert parse_report(training.report()) == (4, 800.0)
+    assert book.settled(100.0) == [] and book.next_settled() is None, "one report per change"
+    book.pod_gone("w3", 100.0)
+    assert book.settled(100.0 + REPORT_SETTLE_SECONDS) == [training], "the next change is reported again"

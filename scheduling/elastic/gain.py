@@ -1,0 +1,168 @@
+"""Sizing by marginal gain: each GPU of the pool to the job one more worker speeds up most.
+
+Every job gets its minimum first, as with the even rule (``sizing``). The GPUs left go one worker at a
+time; the next worker goes, in this order:
+
+1. to a job of the queue furthest below its fair share (fairness stays the outer rule, as in the even
+   rule: one queue's GPUs never buy another queue's speed);
+2. within it, to the job whose *score* for one more worker is highest, where the score is
+
+       (s(k + 1) / s(k) - 1) * las * keep
+
+   - ``s`` the job's learned speedup (``throughput``) on the fewest nodes that hold ``k`` workers
+     (the layout packs compactly): ``s(k + 1) / s(k) - 1`` is the share of its remaining time one more
+     worker saves, so a job that scales almost linearly outbids one that does not, and a job on few
+     workers outbids one on many (the share falls as it grows);
+   - ``las = (1 + attained / las_seconds) ** -las_power``: least attained service first (Tiresias's
+     lesson: attained service is the only size estimate a scheduler has), off by default
+     (``las_seconds=None``): on the Pollux workloads it raised the average JCT (the simulator's
+     results, ``docs/results/simulator``);
+   - ``keep = 1 + hysteresis`` for a worker the job holds now: a worker is taken from one job for
+     another only when the other gains clearly more, so two near-equal jobs do not trade workers
+     every round.
+3. ties: the fewest workers above the minimum (with a model that knows nothing, the even rule), then
+   the oldest, then by name.
+
+A job whose target is above its size then grows only if the speedup repays the restart it costs:
+``(s(target) / s(size) - 1) * gain_horizon_seconds >= restart_seconds`` (every resize restarts all its
+workers); otherwise it keeps its size, and the GPUs it would have taken are divided again among the
+other jobs (which may take them, within their own restart rule). GPUs that no other job takes then go
+to the jobs held back after all, in the same round: idle GPUs cost nothing, so the restart rule chooses
+between jobs and never keeps a job small beside GPUs nobody else uses. A shrink is never held back: the
+pool is what elastic jobs may hold, and what waiting work needs comes out of it.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Mapping, Sequence
+
+from scheduling.elastic.job import ElasticJob, ElasticSettings
+from scheduling.elastic.throughput import PRIOR, Throughput
+
+
+def nodes_for(workers: int, worker_gpus: int, node_gpus: int) -> int:
+    """The fewest nodes of ``node_gpus`` GPUs that hold ``workers`` workers of ``worker_gpus`` each."""
+    if workers <= 0:
+        return 0
+    per_node = max(1, node_gpus // max(worker_gpus, 1)) if node_gpus > 0 else workers
+    return -(-workers // per_node)
+
+
+def speedup_at(model: Throughput, job: ElasticJob, workers: int, node_gpus: int) -> float:
+    """The job's predicted speedup at ``workers`` laid out compactly."""
+    return model.speedup(workers, nodes_for(workers, job.worker.gpus, node_gpus))
+
+
+def size_by_gain(
+    jobs: Sequence[ElasticJob],
+    pool_gpus: int,
+    deficits: Mapping[str, int],
+    *,
+    models: Mapping[str, Throughput],
+    attained: Mapping[str, float],
+    settings: ElasticSettings,
+    node_gpus: int,
+) -> dict[str, int]:
+    """The target number of workers of every job, by job key (see the module docstring).
+
+    Args:
+        jobs: the elastic jobs (declarations already checked).
+        pool_gpus: the GPUs elastic jobs may hold in all.
+        deficits: per queue, its fair share less its allocation, in GPUs.
+        models: each job's learned throughput (a job missing: the prior, linear).
+        attained: each job's attained service in GPU-seconds (missing: 0).
+        settings: ``hysteresis``, ``las_seconds``, ``restart_seconds``, ``gain_horizon_seconds``.
+        node_gpus: GPUs of the largest node, for the compact spread a size needs.
+    """
+
+    def score_of(job: ElasticJob, k: int) -> float:
+        model = models.get(job.key, PRIOR)
+        now = speedup_at(model, job, k, node_gpus)
+        gain = speedup_at(model, job, k + 1, node_gpus) / now - 1.0 if now > 0 else 1.0
+        las = 1.0
+        if settings.las_seconds is not None:
+            attained_gpu_s = max(attained.get(job.key, 0.0), 0.0)
+            las = (1.0 + attained_gpu_s / settings.las_seconds) ** -settings.las_power
+        keep = 1.0 + settings.hysteresis if k + 1 <= job.size else 1.0
+        return round(gain * las * keep / job.worker.gpus, 9)  # rounded: ties are ties on every machine
+
+    capped: dict[str, int] = {}  # jobs whose growth does not repay its restart, held at their size
+    while True:
+        targets = _divide(jobs, pool_gpus, deficits, score_of, {}, capped)
+        unpaid = {
+            j.key: j.size
+            for j in jobs
+            if j.key not in capped
+            and _repaid(j, targets[j.key], models, settings, node_gpus) < targets[j.key]
+        }
+        if not unpaid:
+            break
+        capped.update(unpaid)  # each pass holds at least one more job back: at most len(jobs) passes
+    if capped:  # what no other job took would stay idle: the held-back jobs grow into it after all
+        targets = _divide(jobs, pool_gpus, deficits, score_of, targets, {})
+    return targets
+
+
+Score = Callable[[ElasticJob, int], float]
+"""A job's claim on one more worker when it has ``k``."""
+
+
+def _divide(
+    jobs: Sequence[ElasticJob],
+    pool_gpus: int,
+    deficits: Mapping[str, int],
+    score: Score,
+    floors: Mapping[str, int],
+    caps: Mapping[str, int],
+) -> dict[str, int]:
+    """Workers per job: ``floors`` (default its minimum) first, then one at a time by rank up to ``caps``.
+
+    Ranked by its queue's deficit, then its score, then the fewest workers above its minimum, the
+    oldest, the name (see the module docstring).
+    """
+    targets = {job.key: floors.get(job.key, job.min_workers) for job in jobs}
+    left = pool_gpus - sum(targets[job.key] * job.worker.gpus for job in jobs)
+    deficit = dict(deficits)
+    for job in jobs:
+        given = (targets[job.key] - job.min_workers) * job.worker.gpus
+        deficit[job.queue] = deficit.get(job.queue, 0) - given
+    by_key = {job.key: job for job in jobs}
+
+    def cap(job: ElasticJob) -> int:
+        return min(caps.get(job.key, job.max_workers), job.max_workers)
+
+    def rank(job: ElasticJob) -> tuple[int, float, int, str, str]:
+        above = targets[job.key] - job.min_workers
+        return (-deficit.get(job.queue, 0), -score(job, targets[job.key]), above, job.created, job.key)
+
+    heap = [(rank(job), job.key) for job in jobs if targets[job.key] < cap(job)]
+    heapq.heapify(heap)
+    while heap:
+        stale_rank, key = heapq.heappop(heap)
+        job = by_key[key]
+        if stale_rank != rank(job):  # its queue's deficit moved since it was pushed: requeue
+            heapq.heappush(heap, (rank(job), key))
+            continue
+        if job.worker.gpus > left:
+            continue
+        targets[key] += 1
+        left -= job.worker.gpus
+        deficit[job.queue] = deficit.get(job.queue, 0) - job.worker.gpus
+        if targets[key] < cap(job):
+            heapq.heappush(heap, (rank(job), key))
+    return targets
+
+
+def _repaid(
+    job: ElasticJob, target: int, models: Mapping[str, Throughput], settings: ElasticSettings, node_gpus: int
+) -> int:
+    """``target``, or the job's size when growing to it would not repay the restart."""
+    if target <= job.size or job.size < job.min_workers or job.running < job.size:
+        return target  # a shrink, or a job still starting: it restarts anyway
+    model = models.get(job.key, PRIOR)
+    now = speedup_at(model, job, job.size, node_gpus)
+    then = speedup_at(model, job, target, node_gpus)
+    if now > 0 and (then / now - 1.0) * settings.gain_horizon_seconds < settings.restart_seconds:
+        return job.size
+    return target
