@@ -1,5 +1,5 @@
 """``python -m cli``: the same program as the ``phalanx`` and ``kubectl-phalanx`` console scripts."""
 
-from cli.app import main
+from cli.program import main
 
 raise SystemExit(main())

@@ -1,7 +1,7 @@
 """kubectl's global flags, accepted before the subcommand and after it, merged into one ``CliSettings``.
 
-The group (``cli.app``) keeps the flags given before the subcommand; :func:`cluster_options` adds the same
-flags to a subcommand and hands the command the merged settings (``cli.settings.settings_from``), so each
+The group (``cli.program``) keeps the flags given before the subcommand; :func:`cluster_options` adds the same
+flags to a subcommand and hands the command the merged settings (``cli.cli_settings.settings_from``), so each
 command reads its settings as one frozen value and never touches the environment.
 """
 
@@ -15,7 +15,7 @@ from typing import Any
 
 import click
 
-from cli.settings import CliSettings, Flags, Output, settings_from
+from cli.cli_settings import CliSettings, Flags, Output, settings_from
 
 OUTPUT_CHOICE = click.Choice([o.value for o in Output])
 

@@ -1,8 +1,8 @@
 """``phalanx why``'s table form: the verdict first, then the queue, the gang, the nodes, the plan, the events.
 
-Made from the same JSON document as ``-o json`` (``cli.why.document``), so the text never says more or
+Made from the same JSON document as ``-o json`` (``cli.why_command.document``), so the text never says more or
 less than the JSON; sections without content are left out. Sub-tables use the tool's kubectl layout
-(``cli.render.table_text``), indented under their section.
+(``cli.output.table_text``), indented under their section.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from cli.render import Report, table_text
+from cli.output import Report, table_text
 from scheduling.resources import format_amount
 
 INDENT = "  "

@@ -9,10 +9,10 @@ from prometheus_client import CollectorRegistry
 
 from extender import routes, wire
 from extender.duty import Duty
+from extender.extender_metrics import ExtenderMetrics
+from extender.extender_settings import ExtenderSettings
 from extender.hot import hot_handler
-from extender.metrics import ExtenderMetrics
 from extender.service import Extender
-from extender.settings import ExtenderSettings
 
 
 def create_app(

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from extender.barrier import BarrierBoard, Passage
+from extender.extender_metrics import GangMetrics
 from extender.ledger import PromiseLedger
-from extender.metrics import GangMetrics
 from kubeio.binding import BindRefusedError
 from kubeio.errors import KubeError
 from kubeio.ports import EventSink, PlanWriter

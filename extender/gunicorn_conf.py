@@ -18,7 +18,7 @@ import ssl
 from collections.abc import Callable
 from typing import Any
 
-from extender.settings import ExtenderSettings
+from extender.extender_settings import ExtenderSettings
 
 _settings = ExtenderSettings.from_env(os.environ)
 

@@ -30,7 +30,7 @@ import orjson
 
 from extender import routes, wire
 from extender.duty import Duty
-from extender.metrics import ExtenderMetrics
+from extender.extender_metrics import ExtenderMetrics
 from extender.service import Extender
 from kubeio.convert import ConvertError, pod_from_api
 from kubeio.serving import Reply, Request

@@ -109,7 +109,7 @@ class Nudger:
         return parked
 
     def held_for_ahead(self, pod: Pod, group: str, ahead: tuple[str, ...]) -> None:
-        """The queue gate held ``pod`` (of ``group``) for the room of the groups ``ahead``."""
+        """The queue hold held ``pod`` (of ``group``) for the room of the groups ``ahead``."""
         with self._lock:
             self._held_for_ahead[pod.uid] = (pod.namespace, pod.name, group, ahead)
             self._held_for_ahead.move_to_end(pod.uid)

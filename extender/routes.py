@@ -18,7 +18,7 @@ from flask import Blueprint, Flask, Response, current_app, request
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from extender import wire
-from extender.metrics import ExtenderMetrics
+from extender.extender_metrics import ExtenderMetrics
 from extender.service import Extender, UnknownNodeError
 from scheduling.offline.replay import save_filter
 

@@ -27,7 +27,7 @@ from kubeio.render import gpu_annotations
 from scheduling.admission.queue_hold import AdmittedBook, RoomMemo
 from scheduling.cluster.promises import Promise, PromiseBook
 from scheduling.cluster.snapshot import ClusterSnapshot
-from scheduling.gang.planner import DEFAULT_LOCALITY_KEYS
+from scheduling.gang.gang_planner import DEFAULT_LOCALITY_KEYS
 from scheduling.gpu.choice import NoGpusError
 from scheduling.gpu.fit import FilterDecision
 from scheduling.model import Node, Pod
@@ -36,7 +36,7 @@ from scheduling.nodes.rank_index import NotIndexed, RankIndex
 from scheduling.nodes.ranking import ScoreMemo
 from scheduling.nodes.readiness import promises_ended
 from scheduling.preempt_session import Victims, narrow_victims
-from scheduling.queues import AdmissionRule
+from scheduling.queues import QueueRule
 from scheduling.queues.view import QueueView, group_key
 from scheduling.session import (
     Chooser,
@@ -226,9 +226,9 @@ class Extender:
                 self.nudger.turned_down(pod, told)
             if outcome.verdict is not None and pod.group_key is not None:
                 self.nudger.group_told(pod.group_key, outcome.verdict.message)
-            gate = outcome.gate
-            if gate is not None and gate.rule is AdmissionRule.HELD_FOR_AHEAD:
-                self.nudger.held_for_ahead(pod, group_key(pod), gate.ahead)
+            hold = outcome.hold
+            if hold is not None and hold.rule is QueueRule.HELD_FOR_AHEAD:
+                self.nudger.held_for_ahead(pod, group_key(pod), hold.ahead)
             if outcome.plan is not None:  # members turned down while the gang waited come back now
                 self.nudger.reserved(p.pod.uid for p in outcome.plan.placements if p.pod.uid != pod.uid)
 

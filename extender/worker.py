@@ -30,8 +30,8 @@ import orjson
 from gunicorn import sock as gunicorn_sock
 from gunicorn.workers.base import Worker
 
+from extender.extender_settings import ExtenderSettings
 from extender.hot import front_handler
-from extender.settings import ExtenderSettings
 from kubeio.serving import FrontLimits, HttpFront, Reply, Request
 
 WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]

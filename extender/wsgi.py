@@ -21,13 +21,13 @@ from prometheus_client import CollectorRegistry, start_http_server
 
 from extender.app import create_app
 from extender.duty import Duty
+from extender.extender_metrics import GangMetrics
+from extender.extender_settings import ExtenderSettings
 from extender.gang_bind import GangBinder, GangSettings, GangTeller
 from extender.ledger import PromiseLedger
-from extender.metrics import GangMetrics
 from extender.nudger import Nudger
 from extender.recovery import GangRecovery
 from extender.service import Extender
-from extender.settings import ExtenderSettings
 from extender.view_keeper import ViewKeeper
 from kubeio.binding import PodBinder
 from kubeio.cluster_cache import LIVE_PODS, ClusterCache

@@ -27,8 +27,8 @@ from perf.profiling import NoBinder
 from prometheus_client import CollectorRegistry
 
 from extender.app import create_app
+from extender.extender_settings import ExtenderSettings
 from extender.service import Extender
-from extender.settings import ExtenderSettings
 from kubeio.cluster_cache import ClusterCache
 from scheduling.topology import TopologyCache, parse_topo_matrix, uniform
 from testbed.nodes import SimNodeSpec, node_object, status_patch

@@ -19,17 +19,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from kubeio.admission_review import GateAdmission
 from kubeio.errors import KubeError, NotFoundError
 from kubeio.http import KubeHttp
 from kubeio.pins import JSON_PATCH
+from kubeio.webhook_review import GatePodReview
 from scheduling.model import ADMISSION_GATE, GATE_STAMP, SCHEDULER_NAME, Pod
 
 JsonPatch = list[dict[str, Any]]
 """A JSON patch: its operations, in order."""
 
 
-def gate_ops(review: GateAdmission) -> JsonPatch:
+def gate_ops(review: GatePodReview) -> JsonPatch:
     """The operations adding the admission gate to the pod ``review`` creates, or none.
 
     Only a CREATE of a pod of scheduler ``phalanx`` is gated. A pod that names its node already
@@ -49,14 +49,14 @@ def gate_ops(review: GateAdmission) -> JsonPatch:
     return [{"op": "add", "path": "/spec/schedulingGates/-", "value": gate}]
 
 
-def stamp_ops(review: GateAdmission) -> JsonPatch:
+def stamp_ops(review: GatePodReview) -> JsonPatch:
     """The operation stamping a pod of scheduler ``phalanx`` being created: ``phalanx.io/gate-webhook``.
 
     The gate webhook stamps every such pod it answers for, gated or not (a pod naming its node is not),
     because the release pass removes gates: only the stamp tells a released pod from one created
-    around the webhook (``placement.gate_bypass``).
+    around the webhook (``placement.bypass_pass``).
 
-    >>> stamp_ops(GateAdmission("u", "CREATE", "phalanx", "", None))
+    >>> stamp_ops(GatePodReview("u", "CREATE", "phalanx", "", None))
     [{'op': 'add', 'path': '/metadata/annotations', 'value': {'phalanx.io/gate-webhook': 'answered'}}]
     """
     if review.operation != "CREATE" or review.scheduler_name != SCHEDULER_NAME:

@@ -22,13 +22,13 @@ from kubeio.config import configure_logging
 from kubeio.http import KubeHttp, load_api_client
 from kubeio.node_annotations import NodeAnnotations
 from nodeagent.agent import Backoff, CycleOutcome, NodeAgent
+from nodeagent.agent_settings import AgentSettings, parse_settings
 from nodeagent.fake_nvml import FakeNvml
 from nodeagent.gpu_health import NvmlEvents
 from nodeagent.node_side import NodeSide
 from nodeagent.nvml_api import NvmlModule
 from nodeagent.nvml_reader import NvmlTopologyReader
 from nodeagent.publisher import TopologyPublisher
-from nodeagent.settings import AgentSettings, parse_settings
 from scheduling.topology import TopologyDocument, from_json, parse_topo_matrix
 
 log = logging.getLogger("nodeagent")

@@ -25,6 +25,7 @@ from kubeio.events import EventRecorder
 from kubeio.http import KubeHttp
 from kubeio.node_annotations import NodeAnnotations
 from kubeio.node_pods import NodePod, NodePods, PodAnnotator
+from nodeagent.agent_settings import AgentSettings
 from nodeagent.deviceplugin.outcomes import PluginOutcomes
 from nodeagent.deviceplugin.plugin import GpuDevicePlugin
 from nodeagent.deviceplugin.server import PluginServer
@@ -34,7 +35,6 @@ from nodeagent.health_reporter import HealthReporter
 from nodeagent.kubelet_view import KubeletReader, KubeletView
 from nodeagent.node_metrics import NodeMetrics
 from nodeagent.nvml_reader import NvmlReading
-from nodeagent.settings import AgentSettings
 from nodeagent.truth_keeper import TruthKeeper
 from scheduling.devices.claims import DeviceClaim, best_available
 from scheduling.topology import TopologyCache, TopologyDocument, prepare_topology

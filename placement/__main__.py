@@ -33,15 +33,15 @@ from kubeio.pins import PinWriter
 from kubeio.podgroups import PodGroupWriter
 from kubeio.queue_objects import QueueWriter
 from placement.assembly import RoundPorts, assemble, observe
-from placement.gate_bypass import BypassDetector
+from placement.bypass_pass import BypassPass
+from placement.election import Leadership
 from placement.health import Reasons, serve_health
-from placement.leadership import Leadership
-from placement.metrics import PlacementMetrics
+from placement.placement_metrics import PlacementMetrics
+from placement.placement_settings import PlacementSettings
 from placement.refusal_pass import RefusalPass
-from placement.release_loop import run_gate_loop
+from placement.release_loop import run_release_loop
 from placement.release_pass import ReleasePass, ReleaseReport
 from placement.round import Round
-from placement.settings import PlacementSettings
 from placement.uninstall import remove_admission_gates, remove_pin_taints
 from placement.views import SharedView
 from placement.visibility import serve_visibility
@@ -72,7 +72,7 @@ def run(settings: PlacementSettings, stop: threading.Event) -> int:
     visibility = serve_visibility(settings, http, cache.snapshot, None if webhooks is None else webhooks.tls)
     bypass = None
     if webhooks is not None and settings.admission_gates:
-        bypass = BypassDetector(
+        bypass = BypassPass(
             cache,
             events,
             gate=webhooks.watch.gate,
@@ -87,7 +87,7 @@ def run(settings: PlacementSettings, stop: threading.Event) -> int:
     refusals = RefusalPass(cache.refusals.all, events)
     after: list[tuple[str, Callable[[Round], object]]] = [("refusal", lambda _facts: refusals.run())]
     if bypass is not None:
-        after.append(("gate bypass", lambda _facts: bypass.check()))  # pods created around the gate webhook
+        after.append(("gate bypass", lambda _facts: bypass.run()))  # pods created around the gate webhook
     ports = RoundPorts(
         cache=cache,
         groups=PodGroupWriter(http, native=cache.is_native_group),
@@ -165,7 +165,7 @@ def _start_release_loop(
 
     leading = (lambda: True) if leadership is None else leadership.leading.is_set
     threading.Thread(
-        target=run_gate_loop,
+        target=run_release_loop,
         args=(releaser, wake, stop),
         kwargs={"leading": leading, "clock": time.monotonic, "on_pass": on_pass},
         name="release-pass",

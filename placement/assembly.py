@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from kubeio.ports import EventSink, GroupStatusSink, Pinner, QueueSink
 from placement.elastic_pass import ElasticPass, ElasticReport, MpiJobSource
 from placement.gang_pass import GangPass, GangReport
-from placement.metrics import PlacementMetrics
+from placement.placement_metrics import PlacementMetrics
+from placement.placement_settings import PlacementSettings
 from placement.queue_pass import QueuePass, QueueReport
 from placement.round import PlacementRound, Round, RoundReader, RoundReport, RoundSource
-from placement.settings import PlacementSettings
 from placement.views import SharedView
 from scheduling.topology import TopologyCache
 

@@ -6,7 +6,7 @@ calls too); this pass reads, asks and applies:
 1. **Pool taints.** Nodes labelled ``phalanx.io/elastic-pool=true`` carry the taint
    ``phalanx.io/hostname=<node>:NoSchedule``; a node that loses the label loses the taint. Pods that are
    not pinned workers keep off pool nodes unless they tolerate ``phalanx.io/hostname`` (``Exists``),
-   which waiting phalanx pods that are no managed workers get (``placement.pool``).
+   which waiting phalanx pods that are no managed workers get (``placement.elastic_pool``).
 2. **Declarations.** An MPIJob with the annotation ``phalanx.io/max-workers`` is elastic; one whose
    declaration cannot be honoured (an annotation that is no whole number, workers that ask for no GPU,
    a minimum the cluster cannot hold, a job phalanx cannot read) gets a Warning event saying why (once
@@ -29,7 +29,7 @@ calls too); this pass reads, asks and applies:
    current one has no place for it (a pin cannot be taken off; its operator re-creates it, pinned anew).
    Each action gets an event on the MPIJob with the plan's reason; a resize's names the model's figures.
 
-A job resized for waiting work keeps that size while the work waits (``scheduling.elastic.hold``: decide
+A job resized for waiting work keeps that size while the work waits (``scheduling.elastic.size_hold``: decide
 the target once, move once); the pass carries each decision's holds to the next, in memory only.
 
 Crash safety: nothing is remembered that the API server does not hold, but the holds (a restarted
@@ -52,13 +52,13 @@ from kubeio.mpijobs import MpiJob, elastic_job, mpijob_ref, render_plan
 from kubeio.ports import EventSink, PodDeleter
 from kubeio.progress import ReportError, parse_report, parse_samples, record, render_samples
 from kubeio.render import pod_ref
-from placement.pool import Pinner, keep_taints, open_pool
+from placement.elastic_pool import Pinner, keep_taints, open_pool
 from placement.round import Round
 from scheduling.cluster.snapshot import ClusterSnapshot
 from scheduling.elastic import ElasticJob, ElasticSettings, JobError, Layout
 from scheduling.elastic.decide import ElasticDecision, ElasticRound, decide_elastic, may_shrink
-from scheduling.elastic.hold import Hold
-from scheduling.elastic.planner import running_on
+from scheduling.elastic.elastic_planner import running_on
+from scheduling.elastic.size_hold import SizeHold
 from scheduling.elastic.throughput import PRIOR, Sample, Throughput, fit
 from scheduling.model import Pod
 from scheduling.plan import Plan
@@ -135,8 +135,8 @@ class ElasticPass:
         self._last_moved: dict[str, float] = {}
         self._told: set[tuple[str, str]] = set()
         self._holds: Mapping[
-            str, Hold
-        ] = {}  # the last decision's, for the next (``scheduling.elastic.hold``)
+            str, SizeHold
+        ] = {}  # the last decision's, for the next (``scheduling.elastic.size_hold``)
 
     def run(self, facts: Round) -> ElasticReport:
         """Run one pass over the round's snapshot, queue view and MPIJobs."""

@@ -20,7 +20,7 @@ from placement.round import Round
 from scheduling.model import TERMINAL_PHASES, Pod
 from scheduling.queues import Eviction, ReclaimOutcome
 from scheduling.queues.reclaim_fit import group_pods
-from scheduling.queues.reclaim_pass import reclaim_plans
+from scheduling.queues.reclaim_planner import reclaim_plans
 from scheduling.queues.view import QueueView
 from scheduling.topology import TopologyCache
 

@@ -46,7 +46,7 @@ class LoopTiming:
         return min(self.max_pause, max(self.debounce, last_pass * (1 - self.busy_share) / self.busy_share))
 
 
-def run_gate_loop(
+def run_release_loop(
     releaser: ReleasePass,
     wake: threading.Event,
     stop: threading.Event,

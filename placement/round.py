@@ -15,7 +15,7 @@ saw, and no pass reads the cache again. The passes run in this order, and the or
    failed or could not list MPIJobs) and which are shrinking now: reclaim waits for the room those free
    before it evicts anyone, so an elastic surplus goes back before a gang is evicted.
 4. **refusal** (``placement.refusal_pass``): a Warning event on each object the cache refused.
-5. **gate bypass** (``placement.gate_bypass``), when admission gates are on: pods created around the gate.
+5. **gate bypass** (``placement.bypass_pass``), when admission gates are on: pods created around the gate.
 
 Each pass runs on its own: one that raises (a bug its log shows) is counted by name and the others go on.
 The release pass is not a step of the round: it runs on its own thread, woken by every pod change
@@ -90,21 +90,21 @@ class RoundReader:
         return Round(snapshot, self._views.of(snapshot), mpijobs, self._clock(), self._source.nodes_listed())
 
 
-class GangStep(Protocol):
+class GangPassLike(Protocol):
     """``placement.gang_pass.GangPass``."""
 
     def run(self, facts: Round) -> object:
         """One pass."""
 
 
-class ElasticStep(Protocol):
+class ElasticPassLike(Protocol):
     """``placement.elastic_pass.ElasticPass``: its report names the jobs that may shrink."""
 
-    def run(self, facts: Round) -> ElasticOutcome:
+    def run(self, facts: Round) -> ElasticReportLike:
         """One pass."""
 
 
-class ElasticOutcome(Protocol):
+class ElasticReportLike(Protocol):
     """The part of an elastic report the round reads."""
 
     @property
@@ -116,7 +116,7 @@ class ElasticOutcome(Protocol):
         """PodGroup keys of the elastic jobs shrinking now."""
 
 
-class QueueStep(Protocol):
+class QueuePassLike(Protocol):
     """``placement.queue_pass.QueuePass``."""
 
     def run(self, facts: Round, *, shrinking: frozenset[str], giving_back: Sequence[str]) -> object:
@@ -145,9 +145,9 @@ class PlacementRound:
     def __init__(
         self,
         *,
-        gang: GangStep,
-        elastic: ElasticStep,
-        queue: QueueStep,
+        gang: GangPassLike,
+        elastic: ElasticPassLike,
+        queue: QueuePassLike,
         after: Sequence[tuple[str, Callable[[Round], object]]] = (),
         timer: Callable[[], float],
         on_pass: Callable[[str, float, bool], None] = lambda _name, _seconds, _ok: None,

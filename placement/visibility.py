@@ -8,8 +8,8 @@ manager can, so it answers for them, over HTTPS beside its webhooks (same certif
 
 Each question is authorised as the API server would: a TokenReview says who holds the token, and a
 SubjectAccessReview whether they may ``get`` that pod (or PodGroup) in that namespace. The answer is
-the document ``phalanx why -o json`` prints (``scheduling.explain.document``), computed by the same core
-on this replica's cache, with other namespaces' groups not named (``scheduling.explain.visible``), and
+the document ``phalanx why -o json`` prints (``scheduling.explain.explanation_json``), computed by the same
+core on this replica's cache, with other namespaces' groups not named (``scheduling.explain.visible``), and
 the (kind, name) of the objects whose Events explain it, which the caller lists in their own namespace.
 Kueue answers the same need with its visibility API (an aggregated API server that also delegates
 authentication and authorization to the API server); phalanx serves it directly, so it needs no
@@ -33,18 +33,18 @@ from kubeio.access_review import authenticate, may
 from kubeio.errors import KubeError
 from kubeio.http import JsonRequester
 from kubeio.serving import BackgroundServer, FrontLimits, Reply, Request, serve_in_thread
+from placement.placement_settings import PlacementSettings
 from placement.serving_tls import ServingTls
-from placement.settings import PlacementSettings
 from placement.webhook import front_context
 from scheduling.cluster.snapshot import ClusterSnapshot
 from scheduling.explain import ExplainError, Target, explain
-from scheduling.explain.document import about, explanation_item
+from scheduling.explain.explanation_json import about, explanation_item
 from scheduling.explain.visible import for_namespace
 
 log = logging.getLogger(__name__)
 
 API_VERSION = "phalanx.io/cli/v1"
-"""The answer's apiVersion: that of every document ``phalanx`` prints (``cli.render.API_VERSION``)."""
+"""The answer's apiVersion: that of every document ``phalanx`` prints (``cli.output.API_VERSION``)."""
 
 PATH = re.compile(r"^/why/namespaces/([a-z0-9]([-a-z0-9]*[a-z0-9])?)/(pods|podgroups)/([^/?]+)$")
 """``/why/namespaces/NS/pods/NAME`` or ``.../podgroups/NAME``."""

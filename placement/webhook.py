@@ -12,12 +12,12 @@ It always allows the pod: with no plan, no room in it, a job that is not elastic
 pod is created unpinned and the pass pins it (the webhook configuration also says ``failurePolicy:
 Ignore``). ``docs/elastic-mpijobs.md`` has the measured difference (creation to bound).
 
-The same server answers the gate webhook on ``GATE_PATH`` (``GateAdmitter``): every pod of scheduler
+The same server answers the gate webhook on ``GATE_PATH`` (``GateWebhook``): every pod of scheduler
 ``phalanx`` is created with the admission gate, released later by the leader's release pass
 (``placement.release_pass``). Two webhook configurations, two paths: the pin one selects workers by label, the
 gate one sees every pod, and a worker passes both. Both configurations say ``failurePolicy: Ignore``, so
 a review either webhook refuses lets the pod in as it is: the gate webhook gates every pod the API server
-can send, reading only what gating decides on (``kubeio.admission_review.read_gate_review``), the pin webhook
+can send, reading only what gating decides on (``kubeio.webhook_review.read_gate_review``), the pin webhook
 allows a pod it cannot read, unpinned, and only a body that is no AdmissionReview of a pod gets 400.
 
 The server is ``kubeio.serving``'s front on its own event loop thread: the API server's requests are
@@ -33,7 +33,6 @@ import logging
 import ssl
 from collections.abc import Callable, Mapping
 
-from kubeio.admission_review import PodAdmission, ReviewError, allow, read_gate_review, read_review
 from kubeio.convert import ConvertError
 from kubeio.errors import KubeError
 from kubeio.gate_patches import gate_ops, stamp_ops
@@ -41,6 +40,7 @@ from kubeio.mpijobs import JOB_NAME_LABEL, ROLE_LABEL, mpijob_ref, parse_plan, w
 from kubeio.pins import pin_toleration
 from kubeio.ports import EventSink, JobReader
 from kubeio.serving import BackgroundServer, FrontLimits, Reply, Request, serve_in_thread
+from kubeio.webhook_review import PodReview, ReviewError, allow, read_gate_review, read_review
 from placement.serving_tls import ServingTls
 from scheduling.elastic.pinning import choose_pins
 
@@ -62,7 +62,7 @@ LIMITS = FrontLimits(max_body_bytes=MAX_BODY, request_timeout=10.0, idle_timeout
 default and keeps connections alive between reviews."""
 
 
-class PinAdmitter:
+class PinWebhook:
     """Answers one admission review (no HTTP here, so it is tested directly)."""
 
     def __init__(
@@ -78,7 +78,7 @@ class PinAdmitter:
         self._effect = effect
         self._on_pin = on_pin
 
-    def admit(self, body: bytes) -> tuple[int, bytes]:
+    def review(self, body: bytes) -> tuple[int, bytes]:
         """HTTP status and body answering ``body``; 400 with the reason for a body that is no review.
 
         A review of a pod that phalanx cannot read is allowed unpinned, as a failure is: the API server
@@ -108,7 +108,7 @@ class PinAdmitter:
             has_tolerations=review.has_tolerations,
         )
 
-    def pin_for(self, review: PodAdmission) -> str | None:
+    def pin_for(self, review: PodReview) -> str | None:
         """The node the pod being created is pinned to, or ``None`` (not a planned worker, or no room).
 
         Raises:
@@ -138,12 +138,12 @@ class PinAdmitter:
         return node
 
 
-class GateAdmitter:
+class GateWebhook:
     """Answers the gate webhook: adds the admission gate to a pod of scheduler ``phalanx`` being created.
 
     Every pod of scheduler ``phalanx`` it answers for also gets the annotation ``phalanx.io/gate-webhook``:
     the release pass ungates pods, so only this stamp tells a released pod from one created around the
-    webhook (``placement.gate_bypass``). With gates off (``--admission-gates=false``) it lets every pod
+    webhook (``placement.bypass_pass``). With gates off (``--admission-gates=false``) it lets every pod
     through ungated and unstamped: nothing would release them.
     """
 
@@ -151,7 +151,7 @@ class GateAdmitter:
         self._enabled = enabled
         self._on_gate = on_gate
 
-    def admit(self, body: bytes) -> tuple[int, bytes]:
+    def review(self, body: bytes) -> tuple[int, bytes]:
         """HTTP status and body answering ``body``; 400 with the reason for a body that is no review."""
         try:
             review = read_gate_review(body)

@@ -22,10 +22,10 @@ from kubeio.secrets import SecretStore
 from kubeio.serving import BackgroundServer
 from kubeio.webhook_configs import WebhookConfigs
 from placement.cert_keeper import CertKeeper
-from placement.metrics import PlacementMetrics
+from placement.placement_metrics import PlacementMetrics
+from placement.placement_settings import PlacementSettings
 from placement.serving_tls import ServingTls, files_loader
-from placement.settings import PlacementSettings
-from placement.webhook import GATE_PATH, MUTATE_PATH, GateAdmitter, PinAdmitter, serve_webhook
+from placement.webhook import GATE_PATH, MUTATE_PATH, GateWebhook, PinWebhook, serve_webhook
 from placement.webhook_trust import OwnServer
 from placement.webhook_watch import WebhookWatch
 
@@ -72,14 +72,14 @@ def start_webhooks(
     else:
         cert, key = settings.webhook_cert_file, settings.webhook_key_file
         tls, source = ServingTls(files_loader(cert, key)), f"the files {cert} and {key}"
-    pins = PinAdmitter(
+    pins = PinWebhook(
         MpiJobWriter(http),
         events,
         effect=settings.pin_taint_effect,
         on_pin=metrics.elastic_actions.labels("pin_at_creation").inc,
     )
-    gates = GateAdmitter(enabled=settings.admission_gates)
-    routes = {MUTATE_PATH: pins.admit, GATE_PATH: gates.admit}
+    gates = GateWebhook(enabled=settings.admission_gates)
+    routes = {MUTATE_PATH: pins.review, GATE_PATH: gates.review}
     server = serve_webhook(routes, host=settings.webhook_bind_address, port=settings.webhook_port, tls=tls)
     own = OwnServer(
         host=_dialable(settings.webhook_bind_address),

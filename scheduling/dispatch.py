@@ -5,7 +5,7 @@ whose Kueue reserves quota for it. Quota is a count: a worker whose ClusterQueue
 them as 4 + 4 on two nodes, where a worker of 8 GPUs cannot run, and the job then sits there while
 another worker could run it now. phalanx knows each worker's GPUs index by index, so it can say where a
 gang fits whole: this module decides that, on each worker's snapshot, with the same gang planner that
-places it there (``scheduling.gang.planner.plan_gang``: fewest nodes, one locality domain when possible,
+places it there (``scheduling.gang.gang_planner.plan_gang``: fewest nodes, one locality domain when possible,
 the best-connected GPU sets).
 
 The decision: every worker is tried; those where the gang fits now rank first, then by fewest nodes
@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from scheduling.cluster.statement import Statement
-from scheduling.gang.planner import GangPlan, plan_gang
+from scheduling.gang.gang_planner import GangPlan, plan_gang
 from scheduling.model import Pod
 from scheduling.topology import TopologyCache
 

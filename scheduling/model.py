@@ -64,7 +64,7 @@ group, in the queues' fair order (``scheduling.admission.release``)."""
 GATE_STAMP = "phalanx.io/gate-webhook"
 """Annotation the gate webhook puts on every pod of scheduler ``phalanx`` it answers for as the pod is
 created (value ``answered``): such a pod without it was created around the webhook
-(``placement.gate_bypass``)."""
+(``placement.bypass_pass``)."""
 
 DEFAULT_SCHEDULE_TIMEOUT_SECONDS = 60
 """scheduler-plugins' default for ``spec.scheduleTimeoutSeconds``."""

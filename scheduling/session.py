@@ -14,7 +14,7 @@ API or a cache: time comes in as ``now``, everything else in the arguments.
 3. *Queue hold* (``scheduling.admission.queue_hold``), unless the pod already holds its gang's
    reservation (the gang was admitted when it was reserved): a group its queue may not start now is
    turned down on every node with the queue's sentence, and a group let through is recorded as admitted.
-4. *Gang gate* (``scheduling.gang.filter``), for a member of a PodGroup: its reserved node; or the whole
+4. *Gang filter* (``scheduling.gang.filter``), for a member of a PodGroup: its reserved node; or the whole
    gang planned and reserved, and its node; or every node turned down with what the gang waits for.
 5. *Fit* (``scheduling.gpu.fit``), for a pod on its own: the nodes with enough free GPUs, and a reason
    for each other node.
@@ -33,15 +33,15 @@ from types import MappingProxyType
 from scheduling.admission.queue_hold import (
     AdmittedBook,
     AdmittedGroup,
-    GateAnswer,
+    HoldAnswer,
     RoomMemo,
     TriedBook,
-    queue_gate,
+    hold_for_queue,
 )
 from scheduling.cluster.promises import Promise, PromiseBook
 from scheduling.cluster.snapshot import ClusterSnapshot
 from scheduling.gang.filter import decide_gang_member
-from scheduling.gang.planner import DEFAULT_LOCALITY_KEYS, GangPlan
+from scheduling.gang.gang_planner import DEFAULT_LOCALITY_KEYS, GangPlan
 from scheduling.gpu.choice import NoGpusError, choose_gpus
 from scheduling.gpu.fit import FilterDecision, filter_nodes
 from scheduling.model import Pod, PodGroup
@@ -104,13 +104,13 @@ class FilterOutcome:
         promises: the promise book to keep (a reservation added, lapsed promises dropped).
         verdict: what the decision says about the pod's group (held, reserved, waiting), for its events;
             ``None`` for a pod on its own that its queue let through.
-        admitted: the group the queue gate let through, to count against its queue until the view does.
+        admitted: the group the queue hold let through, to count against its queue until the view does.
         lapsed: promises that expired at this decision, for the log.
         plan: the gang plan this decision made, if it made one.
         unknown_queue: held because the queue view does not know the pod's queue; a driver whose view
             lags the snapshot rebuilds it and asks again (kube-scheduler does not watch Queues, so a
             stale "does not exist" would park the pod until its next retry).
-        gate: the queue gate's whole answer when it ran (the rule that held the group, the groups
+        hold: the queue hold's whole answer when it ran (the rule that held the group, the groups
             ahead), for ``scheduling.explain``.
     """
 
@@ -122,7 +122,7 @@ class FilterOutcome:
     lapsed: tuple[Promise, ...] = ()
     plan: GangPlan | None = None
     unknown_queue: bool = False
-    gate: GateAnswer | None = None
+    hold: HoldAnswer | None = None
 
     @property
     def decision(self) -> FilterDecision:
@@ -172,7 +172,7 @@ def _decided(
     if settings.gangs and pod.group_key is not None:
         return None
     free = (room or RoomMemo()).free(snapshot, promises)
-    gate = queue_gate(
+    hold = hold_for_queue(
         pod,
         snapshot,
         promises,
@@ -182,12 +182,12 @@ def _decided(
         free=free,
         tried=request.tried,
     )
-    if gate.held is not None:
+    if hold.held is not None:
         return None
     chosen = choose(pod, request.candidates, snapshot, promises)
     if chosen is None:
         return None
-    return FilterOutcome((chosen,), _NO_REJECTIONS, promises, admitted=gate.admitted, gate=gate)
+    return FilterOutcome((chosen,), _NO_REJECTIONS, promises, admitted=hold.admitted, hold=hold)
 
 
 _NO_REJECTIONS: Mapping[str, Rejection] = MappingProxyType({})
@@ -203,25 +203,25 @@ def _filter_healthy(
     pod, now, snapshot = request.pod, request.now, request.snapshot
     gang = settings.gangs and pod.group_key is not None
     promises, lapsed = request.promises.expire(now) if gang else (request.promises, ())
-    admitted, gate = None, None
+    admitted, hold = None, None
     if not (gang and pod.uid in promises.by_uid):
         free = (room or RoomMemo()).free(snapshot, promises)
-        gate = queue_gate(
+        hold = hold_for_queue(
             pod, snapshot, promises, request.view, request.admitted, now=now, free=free, tried=request.tried
         )
-        if gate.held is not None:
-            verdict = GroupVerdict(Verdict.QUEUE_HOLD, gate.held)
+        if hold.held is not None:
+            verdict = GroupVerdict(Verdict.QUEUE_HOLD, hold.held)
             rejection = verdict.rejection()
             rejected = MappingProxyType({n: rejection for n in dict.fromkeys(request.candidates)})
             return FilterOutcome(
-                (), rejected, promises, verdict, lapsed=lapsed, unknown_queue=gate.unknown_queue, gate=gate
+                (), rejected, promises, verdict, lapsed=lapsed, unknown_queue=hold.unknown_queue, hold=hold
             )
-        admitted = gate.admitted
+        admitted = hold.admitted
     if not gang:
         fit = filter_nodes(pod, request.candidates, snapshot, promises)
         # A pod no node can take holds nothing, so it must not count against its queue (or it blocks others).
         kept = admitted if fit.feasible else None
-        return FilterOutcome(fit.feasible, fit.rejected, promises, admitted=kept, gate=gate)
+        return FilterOutcome(fit.feasible, fit.rejected, promises, admitted=kept, hold=hold)
     key = pod.group_key or ""
     members = snapshot.members(key)
     if all(m.uid != pod.uid for m in members):
@@ -246,7 +246,7 @@ def _filter_healthy(
         admitted if decided.feasible else None,
         lapsed,
         decided.planned,
-        gate=gate,
+        hold=hold,
     )
 
 

@@ -22,7 +22,7 @@ from simulator.openb_command import openb_command
 from simulator.philly_commands import busy_command, philly_command
 from simulator.policies import POLICIES
 from simulator.speed import PolluxSpeed, SpeedError
-from simulator.workloads import WorkloadError, read_pollux_workload
+from simulator.traces import WorkloadError, read_pollux_workload
 
 INPUT_ERRORS = (
     WorkloadError,

@@ -16,7 +16,7 @@ import datetime as dt
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from simulator.workloads import PhillyJob
+from simulator.traces import PhillyJob
 
 HOUR = 3600
 

@@ -1,7 +1,7 @@
 """A cluster description file: node groups, each with its GPUs and the ``nvidia-smi topo -m`` of its nodes.
 
-The Philly and Pollux clusters of ``simulator.cluster`` are alike nodes without a GPU topology, which
-is right for PCIe-only T4s and says nothing about NVLink. A description names what the nodes are, so
+The Philly and Pollux clusters of ``simulator.simulated_cluster`` are alike nodes without a GPU topology,
+which is right for PCIe-only T4s and says nothing about NVLink. A description names what the nodes are, so
 that the core sees each node as the product does: the node agent (or an operator importing ``topo -m``
 text) writes the document into the node annotation ``phalanx.io/gpu-topology``, and the core reads
 that annotation (``kubeio.convert.node_topology``: ``from_json``, then the shared ``TopologyCache``).

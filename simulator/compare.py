@@ -19,7 +19,7 @@ from scheduling.topology import NodeTopology
 from simulator.loop import POLLUX, Mode, Policy, run
 from simulator.results import RunResult
 from simulator.speed import SpeedModel
-from simulator.workloads import PolluxJob
+from simulator.traces import TraceJob
 
 
 class UnknownPolicyError(ValueError):
@@ -45,7 +45,7 @@ def policy_names(spec: str, registry: Mapping[str, object]) -> list[str]:
 
 
 def run_all(
-    jobs: Sequence[PolluxJob],
+    jobs: Sequence[TraceJob],
     policies: Sequence[tuple[str, Callable[[], Policy[Any]]]],
     speed: SpeedModel,
     mode: Mode = POLLUX,

@@ -1,7 +1,7 @@
 """What a command prints and writes after running several policies on one workload.
 
 Every command (``run``, ``philly``, ``openb``) ends the same way: one row of figures per policy
-(``simulator.metrics``), the table and the goals on stdout, plots on request, and ``--json`` with every
+(``simulator.run_figures``), the table and the goals on stdout, plots on request, and ``--json`` with every
 row and every job's JCT and GPU sets (``Comparison``).
 """
 
@@ -15,14 +15,14 @@ import click
 import msgspec
 
 from scheduling.queues import Queue
-from simulator import table
+from simulator import comparison_table
 from simulator.compare import UnknownPolicyError, policy_names
 from simulator.gpu_sets import GpuSets
 from simulator.loop import Mode
-from simulator.metrics import Figures, figures
 from simulator.openb import OpenbCounts
 from simulator.policies import POLICIES
 from simulator.results import RunResult
+from simulator.run_figures import Figures, figures
 
 SHARED_TRACES = Path(__file__).resolve().parents[2] / "shared" / "traces"
 """The public traces beside the repository (``../shared/traces``), the commands' default inputs."""
@@ -107,10 +107,10 @@ def show(
         f"{workload}: {mode.nodes} nodes {size}, {mode.step_seconds} s steps, "
         f"{mode.restart_penalty_seconds} s per allocation change, seed {seed}"
     )
-    click.echo(table.render(rows))
+    click.echo(comparison_table.render(rows))
     if published:
-        click.echo(table.published_line(published, load))
-    for line in table.goals(rows):
+        click.echo(comparison_table.published_line(published, load))
+    for line in comparison_table.goals(rows):
         click.echo(line)
     if plots is not None:
         from simulator.plots import write_plots  # matplotlib only when plots are asked for

@@ -23,7 +23,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from scheduling.topology import NodeTopology
 from simulator.speed import Advance, Placement, Progress
-from simulator.workloads import PolluxJob
+from simulator.traces import TraceJob
 
 GpuSets = tuple[tuple[int, tuple[int, ...]], ...]
 """A job's GPUs: (node index, its GPU indices ascending) per node, by node index: ((0, (0, 1)), (3, (4,)))."""
@@ -47,7 +47,7 @@ class SpeedOnSets(Protocol):
     """A speed model that reads the GPU indices a job holds (``simulator.link_speed.LinkSpeed``)."""
 
     def advance_on(
-        self, job: PolluxJob, progress: Progress, placement: Placement, sets: GpuSets, seconds: int
+        self, job: TraceJob, progress: Progress, placement: Placement, sets: GpuSets, seconds: int
     ) -> Advance:
         """Train ``job`` for ``seconds`` on ``placement``, whose GPU indices are ``sets``."""
         ...

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 from simulator.gpu_sets import GpuSets, SpeedOnSets
 from simulator.results import JobResult, StepRecord
 from simulator.speed import Placement, Progress, SpeedModel
-from simulator.workloads import PolluxJob
+from simulator.traces import TraceJob
 
 Allocation = tuple[int, ...]
 """The node index of each GPU a job holds, in the order the policy gave them: (3, 3, 3, 3, 5, 5)."""
@@ -22,7 +22,7 @@ Allocation = tuple[int, ...]
 class JobTrack:
     """One job of the trace: its spec, its training progress and what happened to it so far."""
 
-    spec: PolluxJob
+    spec: TraceJob
     progress: Progress = field(default_factory=Progress)
     allocation: Allocation = ()
     penalty_left: int = 0

@@ -37,7 +37,7 @@ from scheduling.topology import NodeTopology, TopologyCache, best_gpu_set, set_s
 from simulator.gpu_sets import GpuSets
 from simulator.philly import advance_at
 from simulator.speed import Advance, Placement, Progress
-from simulator.workloads import PolluxJob
+from simulator.traces import TraceJob
 
 DEFAULT_COMM_FRACTION = 0.13
 """Share of a step spent in all-reduce at ``DEFAULT_MEASURED_MBS`` (module docstring)."""
@@ -49,15 +49,15 @@ DEFAULT_MEASURED_MBS = 12_000
 class RatedSpeed(Protocol):
     """A speed model with a constant rate per placement (``RigidSpeed``)."""
 
-    def check(self, job: PolluxJob) -> None:
+    def check(self, job: TraceJob) -> None:
         """Raise now if the job can never be simulated."""
         ...
 
-    def rate(self, job: PolluxJob, placement: Placement) -> float:
+    def rate(self, job: TraceJob, placement: Placement) -> float:
         """Work seconds per second on ``placement``."""
         ...
 
-    def remaining_work(self, job: PolluxJob, progress: Progress) -> float:
+    def remaining_work(self, job: TraceJob, progress: Progress) -> float:
         """Work left."""
         ...
 
@@ -90,20 +90,20 @@ class LinkSpeed:
             msg = "bandwidths must be positive"
             raise ValueError(msg)
 
-    def check(self, job: PolluxJob) -> None:
+    def check(self, job: TraceJob) -> None:
         """Whatever the inner model accepts."""
         self.inner.check(job)
 
-    def remaining_work(self, job: PolluxJob, progress: Progress) -> float:
+    def remaining_work(self, job: TraceJob, progress: Progress) -> float:
         """The inner model's."""
         return self.inner.remaining_work(job, progress)
 
-    def advance(self, job: PolluxJob, progress: Progress, placement: Placement, seconds: int) -> Advance:
+    def advance(self, job: TraceJob, progress: Progress, placement: Placement, seconds: int) -> Advance:
         """Without GPU indices: the inner model's rate (the best sets assumed)."""
         return advance_at(job, progress, self.inner.rate(job, placement), seconds)
 
     def advance_on(
-        self, job: PolluxJob, progress: Progress, placement: Placement, sets: GpuSets, seconds: int
+        self, job: TraceJob, progress: Progress, placement: Placement, sets: GpuSets, seconds: int
     ) -> Advance:
         """Train on the GPU indices ``sets``."""
         rate = self.inner.rate(job, placement) * self.factor(sets)

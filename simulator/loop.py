@@ -29,7 +29,7 @@ from simulator.job_track import Allocation as Allocation  # the Policy protocol'
 from simulator.job_track import JobTrack, place, reallocate, result_of, step_record, train
 from simulator.results import RunResult, StepRecord
 from simulator.speed import SpeedModel
-from simulator.workloads import PolluxJob
+from simulator.traces import TraceJob
 
 S = TypeVar("S")
 
@@ -132,13 +132,13 @@ class Policy(Protocol[S]):
         """Allocate GPUs for the step that starts at ``view.now``."""
         ...
 
-    def minimum_gpus(self, job: PolluxJob) -> int:
+    def minimum_gpus(self, job: TraceJob) -> int:
         """The fewest GPUs the policy runs ``job`` with: fewer is a partial gang, which the loop counts."""
         ...
 
 
 def run(
-    jobs: Sequence[PolluxJob],
+    jobs: Sequence[TraceJob],
     policy: Policy[Any],
     speed: SpeedModel,
     mode: Mode = POLLUX,

@@ -34,7 +34,7 @@ from pathlib import Path
 import msgspec
 
 from simulator.philly import RIGID
-from simulator.workloads import PolluxJob, WorkloadError, _read, _Row
+from simulator.traces import TraceJob, WorkloadError, _read, _Row
 
 NODE_COLUMNS = ("sn", "cpu_milli", "memory_mib", "gpu", "model")
 POD_COLUMNS = (
@@ -228,7 +228,7 @@ def to_jobs(
     *,
     start: int = 0,
     end: int | None = None,
-) -> tuple[tuple[PolluxJob, ...], OpenbCounts]:
+) -> tuple[tuple[TraceJob, ...], OpenbCounts]:
     """The GPU pods created in ``[start, end)`` as rigid jobs, times from ``start`` (module docstring).
 
     ``sizes`` are the simulated nodes' GPUs (a pod larger than all of them is left out). Jobs are in
@@ -280,8 +280,8 @@ def _duration(pod: OpenbPod) -> int:
     return max(pod.deletion_time - pod.scheduled_time, 1)
 
 
-def _job(pod: OpenbPod, start: int) -> PolluxJob:
-    return PolluxJob(
+def _job(pod: OpenbPod, start: int) -> TraceJob:
+    return TraceJob(
         name=pod.name,
         time=pod.creation_time - start,
         application=RIGID,

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from scheduling.queues import Queue, ResourceQuota
 from simulator.speed import Advance, Placement, Progress
-from simulator.workloads import PhillyJob, PolluxJob, WorkloadError
+from simulator.traces import PhillyJob, TraceJob, WorkloadError
 
 RIGID = "rigid"
 
@@ -48,7 +48,7 @@ def read_vc_nodes(path: Path) -> dict[str, int]:
         return out
 
 
-def window(jobs: Sequence[PhillyJob], start: dt.datetime, hours: float) -> tuple[PolluxJob, ...]:
+def window(jobs: Sequence[PhillyJob], start: dt.datetime, hours: float) -> tuple[TraceJob, ...]:
     """The jobs submitted in the window, as rigid trace jobs (see the module docstring)."""
     end = start + dt.timedelta(hours=hours)
     chosen = sorted(
@@ -56,7 +56,7 @@ def window(jobs: Sequence[PhillyJob], start: dt.datetime, hours: float) -> tuple
         key=lambda t: (t[0], t[1]),
     )
     return tuple(
-        PolluxJob(
+        TraceJob(
             name=f"{job.cluster}-{n}",
             time=int((when - start).total_seconds()),
             application=RIGID,
@@ -78,7 +78,7 @@ class PhillySetup:
 
 
 def setup(
-    jobs: Sequence[PolluxJob], vc_nodes: Mapping[str, int], *, gpus_per_node: int, scale: float
+    jobs: Sequence[TraceJob], vc_nodes: Mapping[str, int], *, gpus_per_node: int, scale: float
 ) -> PhillySetup:
     """Queues for the window's virtual clusters and a cluster exactly as large as their quotas."""
     names = sorted({job.queue for job in jobs})
@@ -97,14 +97,14 @@ class RigidSpeed:
     gpus_per_node: int
     penalty_per_node: float = 0.2
 
-    def check(self, job: PolluxJob) -> None:
+    def check(self, job: TraceJob) -> None:
         """Every rigid job can be simulated."""
 
-    def rate(self, job: PolluxJob, placement: Placement) -> float:
+    def rate(self, job: TraceJob, placement: Placement) -> float:
         """Work seconds per second on ``placement``.
 
         >>> speed = RigidSpeed(8)
-        >>> job = PolluxJob("j", 0, "rigid", 8, 1, duration=100)
+        >>> job = TraceJob("j", 0, "rigid", 8, 1, duration=100)
         >>> speed.rate(job, (8,)), speed.rate(job, (4, 4)), speed.rate(job, (4,))
         (1.0, 0.8333333333333334, 0.5)
         """
@@ -113,16 +113,16 @@ class RigidSpeed:
         slowdown = 1 + self.penalty_per_node * (len(placement) - fewest)
         return min(1.0, gpus / job.num_replicas) / slowdown
 
-    def advance(self, job: PolluxJob, progress: Progress, placement: Placement, seconds: int) -> Advance:
+    def advance(self, job: TraceJob, progress: Progress, placement: Placement, seconds: int) -> Advance:
         """Train for ``seconds``; finishing is rounded up to a whole second."""
         return advance_at(job, progress, self.rate(job, placement), seconds)
 
-    def remaining_work(self, job: PolluxJob, progress: Progress) -> float:
+    def remaining_work(self, job: TraceJob, progress: Progress) -> float:
         """Seconds of work left at the ideal placement."""
         return job.duration - progress.work
 
 
-def advance_at(job: PolluxJob, progress: Progress, rate: float, seconds: int) -> Advance:
+def advance_at(job: TraceJob, progress: Progress, rate: float, seconds: int) -> Advance:
     """Train a rigid job at ``rate`` work seconds per second for ``seconds``; the end rounds up."""
     left = job.duration - progress.work
     if left <= rate * seconds + 1e-9:

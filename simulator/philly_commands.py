@@ -17,7 +17,7 @@ from simulator.link_speed import DEFAULT_COMM_FRACTION, LinkSpeed
 from simulator.loop import Mode
 from simulator.policies import for_rigid_trace
 from simulator.speed import SpeedModel
-from simulator.workloads import read_philly_jobs
+from simulator.traces import read_philly_jobs
 
 
 def _philly_inputs(command: Callable[..., None]) -> Callable[..., None]:

@@ -15,7 +15,7 @@ import msgspec
 
 from simulator.loop import Mode
 from simulator.results import RunResult
-from simulator.workloads import WorkloadError
+from simulator.traces import WorkloadError
 
 PUBLISHED_FILE = "published_avg_jct_osdi21_simulator.csv"
 

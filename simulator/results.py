@@ -1,6 +1,6 @@
 """What a run leaves behind: each job's outcome and, per decision, what the cluster held.
 
-The loop fills these; ``simulator.metrics`` turns them into the table's figures and ``simulator.plots``
+The loop fills these; ``simulator.run_figures`` turns them into the table's figures and ``simulator.plots``
 into pictures. Counts the loop can see for itself (starts, resizes, moves, allocations below a job's
 minimum) are counted here rather than trusted to a policy, so every policy is measured alike.
 """

@@ -38,7 +38,7 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy.interpolate import LinearNDInterpolator
 
-from simulator.workloads import PolluxJob
+from simulator.traces import TraceJob
 
 Placement = tuple[int, ...]
 """GPUs a job holds on each node it spans, in allocation order, without zeros: (4, 2) is 6 GPUs on 2 nodes."""
@@ -93,15 +93,15 @@ class SpeedModel(Protocol):
     The model owns the units of work; the loop only keeps the ``Progress`` value it returns.
     """
 
-    def check(self, job: PolluxJob) -> None:
+    def check(self, job: TraceJob) -> None:
         """Raise ``SpeedError`` now if the job can never be simulated (before the run starts)."""
         ...
 
-    def advance(self, job: PolluxJob, progress: Progress, placement: Placement, seconds: int) -> Advance:
+    def advance(self, job: TraceJob, progress: Progress, placement: Placement, seconds: int) -> Advance:
         """Train ``job`` from ``progress`` for ``seconds`` on ``placement`` (never empty)."""
         ...
 
-    def remaining_work(self, job: PolluxJob, progress: Progress) -> float:
+    def remaining_work(self, job: TraceJob, progress: Progress) -> float:
         """Work left before the job completes, in the model's units."""
         ...
 
@@ -258,16 +258,16 @@ class PolluxSpeed:
             msg = f"unknown application {application!r} (known: {known})"
             raise SpeedError(msg) from None
 
-    def check(self, job: PolluxJob) -> None:
+    def check(self, job: TraceJob) -> None:
         """Refuse a job whose application or batch has no data, before any time is simulated."""
         app = self.profile(job.application)
         app._bracket(job.batch_size)
 
-    def remaining_work(self, job: PolluxJob, progress: Progress) -> float:
+    def remaining_work(self, job: TraceJob, progress: Progress) -> float:
         """Progress units left, at the application's smallest batch."""
         return self.profile(job.application).total_work - progress.work
 
-    def advance(self, job: PolluxJob, progress: Progress, placement: Placement, seconds: int) -> Advance:
+    def advance(self, job: TraceJob, progress: Progress, placement: Placement, seconds: int) -> Advance:
         """Train for ``seconds``; epochs change the statistical efficiency, so walk epoch by epoch."""
         app = self.profile(job.application)
         replicas = sum(placement)

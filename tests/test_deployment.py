@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import yaml
 
-from placement.settings import PlacementSettings
+from placement.placement_settings import PlacementSettings
 from tests.conftest import REPO
 
 MANIFESTS = REPO / "manifests"

@@ -150,7 +150,7 @@ def test_a_citation_of_a_missing_note_or_section_is_reported() -> None:
 def test_the_architecture_page_names_files_that_exist() -> None:
     """A newcomer goes from ``docs/architecture.md`` to any module: every path it names must be there.
 
-    Inside the core's map and walks a path may be written from ``scheduling/`` (``gang/planner.py``).
+    Inside the core's map and walks a path may be written from ``scheduling/`` (``gang/gang_planner.py``).
     """
     page = (REPO / "docs" / "architecture.md").read_text()
     named = set(re.findall(r"`((?:[a-z_]+/)+[\w.-]*)`", page))

@@ -13,8 +13,8 @@ import pytest
 import yaml
 from prometheus_client import CollectorRegistry, generate_latest
 
-from extender.metrics import ExtenderMetrics, GangMetrics
-from placement.metrics import PlacementMetrics
+from extender.extender_metrics import ExtenderMetrics, GangMetrics
+from placement.placement_metrics import PlacementMetrics
 from tests.promql import DASHBOARD, RULES, exposed_names, selected_names, shipped_expressions
 
 EXPRESSIONS = shipped_expressions()

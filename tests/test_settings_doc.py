@@ -9,15 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from extender.settings import SETTINGS as EXTENDER
-from extender.settings import ExtenderSettings
+from extender.extender_settings import SETTINGS as EXTENDER
+from extender.extender_settings import ExtenderSettings
 from kubeio.setting import Setting, reference
-from nodeagent.settings import SETTINGS as NODE_AGENT
-from nodeagent.settings import AgentSettings
+from nodeagent.agent_settings import SETTINGS as NODE_AGENT
+from nodeagent.agent_settings import AgentSettings
 from placement.dispatcher import SETTINGS as DISPATCHER
 from placement.dispatcher import DispatcherSettings
-from placement.settings import SETTINGS as PLACEMENT
-from placement.settings import PlacementSettings
+from placement.placement_settings import SETTINGS as PLACEMENT
+from placement.placement_settings import PlacementSettings
 
 GUIDE = Path(__file__).resolve().parent.parent / "docs" / "admin-guide.md"
 

@@ -2,7 +2,7 @@
 
 Issue 26's item 2 asks for a ranking that costs O(changed nodes) per pod: p99 <= 0.3 ms for a one-GPU
 pod's whole decision at 5,000 candidates and 150,000 pods. This section times exactly that call, the
-service's ``filter`` (``extender.service.Extender.filter``: health, queue gate, fit, and in decisive
+service's ``filter`` (``extender.service.Extender.filter``: health, queue hold, fit, and in decisive
 mode the choice of the one node), on the extender's real ``ClusterCache`` fed as the reflector feeds
 it (``perf.memory``'s API-shaped objects; node ``i`` runs ``i % 8`` one-GPU pods, so every node has room
 and the nodes differ). Between two decisions one more pod is bound on one node through the cache's pod

@@ -27,8 +27,8 @@ import orjson
 from prometheus_client import CollectorRegistry
 
 from extender.app import create_app
+from extender.extender_settings import ExtenderSettings
 from extender.service import Extender
-from extender.settings import ExtenderSettings
 from kubeio.binding import BindStatus
 from kubeio.cluster_cache import ClusterCache
 from perf.bed import node_specs, topology_documents

@@ -55,7 +55,7 @@ def replay(policy: str, start: str, hours: float, drain_hours: float, scale: flo
     from simulator import philly
     from simulator.loop import Mode, run
     from simulator.policies import for_rigid_trace
-    from simulator.workloads import read_philly_jobs
+    from simulator.traces import read_philly_jobs
 
     trace = read_philly_jobs(TRACES / "philly_jobs_pollux.csv")
     jobs = philly.window(trace, dt.datetime.fromisoformat(start), hours)

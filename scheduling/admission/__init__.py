@@ -1,4 +1,4 @@
-"""Admission: whether a group may start now by its queue's rules, and when a gated group is released.
+"""Admission: whether a group may start now (its queue's rules, and with gates the room), at two moments.
 
 Two moments, one concept. At ``filter`` the queue hold (``queue_hold``) turns a pod down while its group
 may not start yet; for pods created gated (the admission gate, ``phalanx.io/admission``) the release pass

@@ -1,4 +1,4 @@
-"""The queue gate of ``filter``: may this pod's group start now by its queue's rules?
+"""The queue hold of ``filter``: may this pod's group start now by its queue's rules?
 
 The queue view (``scheduling.queues.view``) is rebuilt at most once a second, off the request path, so
 the gate corrects it with what is fresher than the view, all read from the one snapshot the decision
@@ -22,7 +22,7 @@ sight competes again as soon as it is tried (and the nudger wakes parked pods wh
 between queues over time is the job of their shares and reclaim, not of this tie-break, as in Kueue's
 BestEffortFIFO and KAI, which skip a head of line that cannot start rather than idle for it.
 
-Then ``scheduling.queues.admit`` applies the rules (limit, non-preemptible within quota, groups ahead
+Then ``scheduling.queues.check_rules`` applies the rules (limit, non-preemptible within quota, groups ahead
 keep their room) and names the queue and the rule in its sentence.
 """
 
@@ -37,7 +37,7 @@ from immutables import Map
 from scheduling.cluster.promises import PromiseBook
 from scheduling.cluster.snapshot import ClusterSnapshot
 from scheduling.model import Pod, Resources
-from scheduling.queues import AdmissionRule, PendingGroup, QueueError, admit
+from scheduling.queues import PendingGroup, QueueError, QueueRule, check_rules
 from scheduling.queues.view import QueueView, pending_group
 from scheduling.resources import ZERO, plus
 
@@ -151,22 +151,22 @@ class TriedBook:
 
 
 @dataclass(frozen=True, slots=True)
-class GateAnswer:
+class HoldAnswer:
     """The gate's answer: ``held`` is the sentence that holds the group, or ``None`` with ``admitted``.
 
     ``unknown_queue``: held because the view has no such queue, which a fresher view may have.
     ``rule`` and ``ahead``: the queue rule that holds the group and, when groups ahead keep their room,
-    their keys (``scheduling.queues.Admission``), for a user asking why (``scheduling.explain``).
+    their keys (``scheduling.queues.RuleCheck``), for a user asking why (``scheduling.explain``).
     """
 
     held: str | None
     admitted: tuple[str, AdmittedGroup] | None = None
     unknown_queue: bool = False
-    rule: AdmissionRule | None = None
+    rule: QueueRule | None = None
     ahead: tuple[str, ...] = ()
 
 
-def queue_gate(
+def hold_for_queue(
     pod: Pod,
     snapshot: ClusterSnapshot,
     promises: PromiseBook,
@@ -179,7 +179,7 @@ def queue_gate(
     admitted_ttl: float = ADMITTED_TTL,
     ahead_checked: int = AHEAD_CHECKED,
     tried_fresh: float = TRIED_FRESH,
-) -> GateAnswer:
+) -> HoldAnswer:
     """Decide whether ``pod``'s group may start now (see the module docstring for the corrections).
 
     Args:
@@ -197,17 +197,17 @@ def queue_gate(
         tried_fresh: how long after its last try a group ahead keeps its room.
     """
     if view is None:
-        return GateAnswer(None)
+        return HoldAnswer(None)
     members = snapshot.members(pod.group_key) if pod.group_key else [pod]
     if pod.quota_by_kueue or any(m.quota_by_kueue for m in members):  # Kueue's quota (docs/kueue.md)
-        return GateAnswer(None)
+        return HoldAnswer(None)
     try:
         group = pending_group(pod, members, view.tree)
     except QueueError as exc:
-        return GateAnswer(str(exc), unknown_queue=True)
+        return HoldAnswer(str(exc), unknown_queue=True)
     state = view.states.get(group.queue)
     if state is None:
-        return GateAnswer(None)
+        return HoldAnswer(None)
     live = admitted.live(now, view.counted)
     extra = live.held_in(group.queue, besides=group.key)
     pinned = live.held_in(group.queue, besides=group.key, non_preemptible=True)
@@ -223,12 +223,12 @@ def queue_gate(
         return tried is None or tried.fresh(other.key, now, tried_fresh)
 
     ahead = still_waiting(view.ahead_of(group.key, free, limit=ahead_checked, keep=competing), snapshot)
-    answer = admit(group, state, ahead, free=free)
+    answer = check_rules(group, state, ahead, free=free)
     if not answer.ok:
-        return GateAnswer(answer.reason, rule=answer.rule, ahead=answer.ahead)
+        return HoldAnswer(answer.reason, rule=answer.rule, ahead=answer.ahead)
     uids = frozenset(m.uid for m in members if m.node_name is None)
     entry = AdmittedGroup(group.queue, group.requests, uids, now + admitted_ttl, group.preemptible)
-    return GateAnswer(None, (group.key, entry))
+    return HoldAnswer(None, (group.key, entry))
 
 
 def no_longer_ahead(view: QueueView, key: str, ahead: Sequence[str]) -> bool:

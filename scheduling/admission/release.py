@@ -13,7 +13,7 @@ one snapshot, walking the pending groups in the fair order ``order_pending`` giv
    pod was created. phalanx cannot reason about them, and holding them would hide them with no sentence;
    ungated, the extender's own gates hold them and say why on the pod.
 2. **Gangs go whole**: every gated member at once, and only once ``minMember`` pods exist.
-3. **The queue's rules** (``scheduling.queues.admit``: limit, non-preemptible within quota), counting
+3. **The queue's rules** (``scheduling.queues.check_rules``: limit, non-preemptible within quota), counting
    what groups released but not yet bound will hold.
 4. **Short kube-scheduler queue**: at most ``max_unbound_gpus`` GPUs and ``max_unbound_pods`` pods
    released and not yet bound (one group is always allowed when none is in flight, however big).
@@ -170,5 +170,5 @@ def _unknown(
                 False,
                 f"waits for PodGroup {key} to be created ({age:.0f}s so far, released after {grace:g}s)",
             )
-        return True, f"PodGroup {key} does not exist; released so that the extender's gang gate says so"
+        return True, f"PodGroup {key} does not exist; released so that the extender's gang filter says so"
     return None

@@ -28,7 +28,7 @@ from scheduling.cluster.promises import PromiseBook
 from scheduling.cluster.room import NodeRoom
 from scheduling.cluster.snapshot import ClusterSnapshot
 from scheduling.cluster.statement import Statement
-from scheduling.gang.planner import GangPlan, plan_gang
+from scheduling.gang.gang_planner import GangPlan, plan_gang
 from scheduling.model import Node, Pod
 from scheduling.topology import TopologyCache
 

@@ -19,10 +19,10 @@ from scheduling.admission.outcome import (
 from scheduling.admission.preemption_room import preemption_room
 from scheduling.admission.reserve import Reservation, never_fits, reserve
 from scheduling.admission.walk import PassFacts, Walk, gpus_of, keys_of, with_extra
-from scheduling.gang.planner import GangPlan, plan_gang
+from scheduling.gang.gang_planner import GangPlan, plan_gang
 from scheduling.model import Pod, Resources
 from scheduling.nodes.constraints import placement_rejection
-from scheduling.queues import PendingGroup, admit
+from scheduling.queues import PendingGroup, check_rules
 from scheduling.queues.reclaim_fit import group_pods
 from scheduling.quota_owner import by_kueue
 from scheduling.resources import format_quantity, total, within
@@ -78,7 +78,7 @@ def decide(group: PendingGroup, gated: Sequence[Pod], walk: Walk, ctx: PassFacts
     state = None
     if group.queue != BY_KUEUE:  # Kueue's ClusterQueue already admitted it: no second quota check
         state = with_extra(view.state_of(group), walk.extra, walk.extra_np)
-        answer = admit(replace(group, requests=need), state)
+        answer = check_rules(replace(group, requests=need), state)
         if not answer.ok:
             return Kept(key, answer.reason, KeptRule.QUEUE, need.gpus)
     keys = keys_of(gated)

@@ -19,7 +19,7 @@ from scheduling.admission.outcome import (
 from scheduling.admission.reserve import Capacity, Reservation
 from scheduling.cluster.snapshot import ClusterSnapshot
 from scheduling.cluster.statement import Statement
-from scheduling.gang.planner import plan_gang
+from scheduling.gang.gang_planner import plan_gang
 from scheduling.model import Pod, Resources
 from scheduling.queues import QUEUE_LABEL, QueueError, QueueState
 from scheduling.queues.view import QueueView

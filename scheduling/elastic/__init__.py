@@ -8,6 +8,7 @@ moves) under the guards: never below a job's minimum, moves rate-limited, and a 
 saves a node.
 """
 
+from scheduling.elastic.elastic_planner import plan_elastic
 from scheduling.elastic.job import (
     MAX_ELASTIC_WORKERS,
     ElasticJob,
@@ -17,7 +18,6 @@ from scheduling.elastic.job import (
     check_job,
 )
 from scheduling.elastic.layout import Layout, plan_layout
-from scheduling.elastic.planner import plan_elastic
 from scheduling.elastic.sizing import size_jobs
 
 __all__ = [

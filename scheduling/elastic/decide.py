@@ -19,12 +19,12 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from scheduling.cluster.snapshot import ClusterSnapshot
-from scheduling.elastic.hold import Hold, live_holds, next_holds
+from scheduling.elastic.elastic_planner import plan_elastic
 from scheduling.elastic.job import ElasticJob, ElasticSettings
 from scheduling.elastic.layout import Layout
 from scheduling.elastic.pinning import choose_pins, stale_pins
-from scheduling.elastic.planner import plan_elastic
 from scheduling.elastic.pool import elastic_pool, queue_deficits
+from scheduling.elastic.size_hold import SizeHold, live_holds, next_holds
 from scheduling.elastic.throughput import Throughput
 from scheduling.model import Pod
 from scheduling.plan import Plan
@@ -61,7 +61,7 @@ class ElasticRound:
     topologies: TopologyCache
     models: Mapping[str, Throughput] = field(default_factory=lambda: MappingProxyType({}))
     attained: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
-    holds: Mapping[str, Hold] = field(default_factory=lambda: MappingProxyType({}))
+    holds: Mapping[str, SizeHold] = field(default_factory=lambda: MappingProxyType({}))
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,7 +88,7 @@ class ElasticDecision:
     pins: Mapping[str, Pins]
     stale_pins: Mapping[str, Pins]
     may_shrink: Mapping[str, int]
-    holds: Mapping[str, Hold] = field(default_factory=lambda: MappingProxyType({}))
+    holds: Mapping[str, SizeHold] = field(default_factory=lambda: MappingProxyType({}))
 
     @property
     def shrinking(self) -> frozenset[str]:

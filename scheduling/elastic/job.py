@@ -103,7 +103,7 @@ class ElasticSettings:
         gain_horizon_seconds: how long a growth is expected to pay off; a growth whose speedup over this
             long does not repay ``restart_seconds`` is not made while another job would use the GPUs.
         hold_seconds: how long at most a job resized for waiting work keeps that size while the work
-            still waits (``scheduling.elastic.hold``).
+            still waits (``scheduling.elastic.size_hold``).
     """
 
     moves_per_job: int = 1

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from scheduling.cluster.snapshot import ClusterSnapshot
+from scheduling.elastic.elastic_planner import elastic_room
 from scheduling.elastic.job import ElasticJob
-from scheduling.elastic.planner import elastic_room
 from scheduling.queues.view import QueueView
 
 

@@ -2,7 +2,7 @@
 
 Giving back a count of GPUs is not enough: three elastic workers packed on one node of three leave
 2 + 8 + 8 GPUs free, and a gang of 3 x 6 GPUs still waits. So the round asks the gang planner
-(``scheduling.gang.planner.plan_gang``, the extender's own placement rule) where each waiting gang
+(``scheduling.gang.gang_planner.plan_gang``, the extender's own placement rule) where each waiting gang
 would go once the elastic jobs are at this round's sizes, and the layout keeps those GPUs free:
 
 1. on a working copy where each elastic job has given back the workers above its size (the highest
@@ -23,7 +23,7 @@ from scheduling.cluster.promises import PromiseBook
 from scheduling.cluster.snapshot import ClusterSnapshot
 from scheduling.cluster.statement import Statement
 from scheduling.elastic.job import ElasticJob
-from scheduling.gang.planner import GangPlan, plan_gang
+from scheduling.gang.gang_planner import GangPlan, plan_gang
 from scheduling.model import Pod
 from scheduling.topology import TopologyCache
 

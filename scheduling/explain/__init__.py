@@ -9,7 +9,7 @@
 """
 
 from scheduling.explain.core import explain
-from scheduling.explain.model import (
+from scheduling.explain.explanation import (
     Cause,
     Explanation,
     GangCount,

@@ -21,8 +21,8 @@ from scheduling.admission.queue_hold import AHEAD_CHECKED, AdmittedBook, TriedBo
 from scheduling.admission.release import release
 from scheduling.cluster.promises import PromiseBook
 from scheduling.cluster.snapshot import ClusterSnapshot
-from scheduling.explain.model import Cause, Explanation, GangCount, NodeGroup, PlacedPod
-from scheduling.explain.nodes import candidates, group_nodes, turned_down_before_phalanx
+from scheduling.explain.explanation import Cause, Explanation, GangCount, NodeGroup, PlacedPod
+from scheduling.explain.node_answers import candidates, group_nodes, turned_down_before_phalanx
 from scheduling.explain.queue_place import queue_place
 from scheduling.explain.target import Subject, Target, subject_of
 from scheduling.explain.waiting import Finding, fits_now, held_by_queue, short_of_room
@@ -94,7 +94,7 @@ def _finding(
     topologies: TopologyCache,
     settings: SessionSettings,
 ) -> Finding:
-    """The cause, in the filter's order: queue hold, gang gate (PodGroup, members), fit, capacity."""
+    """The cause, in the filter's order: queue hold, gang filter (PodGroup, members), fit, capacity."""
     pod, group, name = asked.pod, subject.group, subject.name
     live = sum(1 for m in subject.members if not m.terminating)
     asked_phalanx = bool(asked.candidates)  # kube-scheduler asks phalanx only when some node passed
@@ -194,7 +194,7 @@ def explain(
         cause=finding.cause,
         verdict=finding.verdict,
         filter_message=outcome.verdict.message if outcome.verdict is not None and asked.candidates else None,
-        queue=queue_place(pod, queue_members, view, outcome.gate),
+        queue=queue_place(pod, queue_members, view, outcome.hold),
         gang=gang,
         nodes=groups,
         bound=tuple(_placed(m) for m in subject.members if m.holds_resources),

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from scheduling.admission.queue_hold import GateAnswer
-from scheduling.explain.model import QueuePlace, ShareFigures
+from scheduling.admission.queue_hold import HoldAnswer
+from scheduling.explain.explanation import QueuePlace, ShareFigures
 from scheduling.model import Pod
 from scheduling.queues import DEFAULT_QUEUE, QUEUE_LABEL, QueueError, QueueState, Standing, standing
 from scheduling.queues.view import QueueView, pending_group
@@ -52,16 +52,16 @@ def _figures(state: QueueState, requested: Sequence[int]) -> tuple[ShareFigures,
     return tuple(shown)
 
 
-def queue_place(pod: Pod, members: Sequence[Pod], view: QueueView, gate: GateAnswer | None) -> QueuePlace:
-    """Where ``pod``'s group stands in ``view``, and what the queue gate said (``gate``; ``None``: not run).
+def queue_place(pod: Pod, members: Sequence[Pod], view: QueueView, hold: HoldAnswer | None) -> QueuePlace:
+    """Where ``pod``'s group stands in ``view``, and what the queue hold said (``hold``; ``None``: not run).
 
     Args:
         pod: the pod the filter was asked about.
         members: its gang's members (``[pod]`` for a pod on its own).
         view: the queue view the filter read.
-        gate: the gate's answer on the filter's outcome.
+        hold: the hold's answer on the filter's outcome.
     """
-    held, rule = (gate.held, gate.rule) if gate is not None else (None, None)
+    held, rule = (hold.held, hold.rule) if hold is not None else (None, None)
     if pod.quota_by_kueue or any(m.quota_by_kueue for m in members):  # Kueue's quota (docs/kueue.md)
         return QueuePlace("Kueue", None, len(view.pending), None, (), "", (), None, KUEUE_SENTENCE)
     try:
@@ -83,6 +83,6 @@ def queue_place(pod: Pod, members: Sequence[Pod], view: QueueView, gate: GateAns
         shares=_figures(state, requested),
         rule=None if rule is None else rule.value,
         sentence=held or f"queue {group.queue}: admitted",
-        holders=gate.ahead if gate is not None else (),
+        holders=hold.ahead if hold is not None else (),
         problems=view.problems,
     )

@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable
 
-from scheduling.explain.model import Explanation
+from scheduling.explain.explanation import Explanation
 
 OTHER = "(a group of another namespace)"
 """What stands in for a group of another namespace."""
@@ -38,7 +38,7 @@ def _hide(text: str, keys: Iterable[str]) -> str:
 def for_namespace(said: Explanation, namespace: str) -> Explanation:
     """``said`` with every group of a namespace other than ``namespace`` replaced by ``OTHER``.
 
-    >>> from scheduling.explain.model import Cause, WhatIf
+    >>> from scheduling.explain.explanation import Cause, WhatIf
     >>> what_if = WhatIf(("b/x", "a/y"), 8, ())
     >>> said = Explanation("pod", "a/p", Cause.HELD_FOR_AHEAD, "waits for b/x", what_if=what_if)
     >>> hidden = for_namespace(said, "a")

@@ -1,9 +1,9 @@
 """Why a waiting pod or gang waits: the filter's own decision, then what capacity would let it run.
 
 The filter is run exactly as the extender runs it (``scheduling.session.filter_pod``) for the nodes
-kube-scheduler would send (``scheduling.explain.nodes``). Its outcome decides the cause, in the filter's
-own order: a queue rule holds the group (when kube-scheduler asks phalanx at all, i.e. some node passed
-its own filters); the gang lacks its PodGroup or members; it fits now; else the nodes' room keeps it
+kube-scheduler would send (``scheduling.explain.node_answers``). Its outcome decides the cause, in the
+filter's own order: a queue rule holds the group (when kube-scheduler asks phalanx at all, i.e. some node
+passed its own filters); the gang lacks its PodGroup or members; it fits now; else the nodes' room keeps it
 waiting, and then the cause is the first that holds of:
 
 - *excluded*: it would fit if taints, node selector or node affinity did not exclude nodes;
@@ -14,7 +14,7 @@ waiting, and then the cause is the first that holds of:
 "The nodes it may use" are the healthy ones no taint, selector or affinity excludes, whatever their room.
 A queue rule that would hold the group as well is said after the capacity cause.
 
-For the last two, ``scheduling.explain.room`` names the running groups whose finishing makes room, and
+For the last two, ``scheduling.explain.freed_room`` names the running groups whose finishing makes room, and
 the plan the gang planner would make then.
 """
 
@@ -24,21 +24,21 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from scheduling.cluster.statement import Statement
-from scheduling.explain.model import Cause, NodeGroup, PlacedPod, WhatIf
-from scheduling.explain.nodes import PLACEMENT_KINDS, unconstrained, usable
-from scheduling.explain.room import planned, room_once_finished
+from scheduling.explain.explanation import Cause, NodeGroup, PlacedPod, WhatIf
+from scheduling.explain.freed_room import planned, room_once_finished
+from scheduling.explain.node_answers import PLACEMENT_KINDS, unconstrained, usable
 from scheduling.gpu.choice import choose_gpus
 from scheduling.model import Pod
 from scheduling.nodes.ranking import rank_nodes
-from scheduling.queues import AdmissionRule
+from scheduling.queues import QueueRule
 from scheduling.reasons import Rejection
 from scheduling.session import FilterInput, FilterOutcome, SessionSettings, filter_pod
 from scheduling.topology import TopologyCache
 
 RULE_CAUSES = {
-    AdmissionRule.LIMIT: Cause.QUEUE_LIMIT,
-    AdmissionRule.NON_PREEMPTIBLE_QUOTA: Cause.NON_PREEMPTIBLE_QUOTA,
-    AdmissionRule.HELD_FOR_AHEAD: Cause.HELD_FOR_AHEAD,
+    QueueRule.LIMIT: Cause.QUEUE_LIMIT,
+    QueueRule.NON_PREEMPTIBLE_QUOTA: Cause.NON_PREEMPTIBLE_QUOTA,
+    QueueRule.HELD_FOR_AHEAD: Cause.HELD_FOR_AHEAD,
 }
 
 
@@ -52,12 +52,12 @@ class Finding:
 
 
 def held_by_queue(name: str, outcome: FilterOutcome) -> Finding:
-    """The queue rule that held the group, with the gate's own sentence."""
-    gate = outcome.gate
+    """The queue rule that held the group, with the hold's own sentence."""
+    hold = outcome.hold
     message = outcome.verdict.message if outcome.verdict is not None else ""
-    if outcome.unknown_queue or gate is None or gate.rule is None:
+    if outcome.unknown_queue or hold is None or hold.rule is None:
         return Finding(Cause.UNKNOWN_QUEUE, f"{name} is held: {message}")
-    return Finding(RULE_CAUSES[gate.rule], f"{name} is held by its queue: {message}")
+    return Finding(RULE_CAUSES[hold.rule], f"{name} is held by its queue: {message}")
 
 
 def fits_now(
@@ -117,8 +117,8 @@ def short_of_room(
     """
     snapshot, promises, pod = asked.snapshot, asked.promises, asked.pod
     also = ""
-    if outcome.gate is not None and outcome.gate.held is not None:
-        also = f"; its queue would hold it too: {outcome.gate.held}"
+    if outcome.hold is not None and outcome.hold.held is not None:
+        also = f"; its queue would hold it too: {outcome.hold.held}"
     wider = unconstrained(pod, snapshot)
     if wider != asked.candidates:
         kept_out = filter_pod(replace(asked, candidates=wider), topologies=topologies, settings=settings)

@@ -6,7 +6,7 @@ Rules (docs/design/gang-scheduling.md §1):
   UID gives the same answer;
 - a gang with fewer live pods than ``minMember`` is not planned: every node is turned down with
   "gang ns/g: waiting for members: 6 of 8 pods exist";
-- otherwise the unbound members are planned together (``scheduling.gang.planner``); the plan becomes
+- otherwise the unbound members are planned together (``scheduling.gang.gang_planner``); the plan becomes
   promises (a reservation) that expire unless bind consumes them, and the member gets its planned node;
 - a gang that does not fit is turned down on every node with one sentence saying what it needs.
 
@@ -23,7 +23,7 @@ from types import MappingProxyType
 from scheduling import reasons
 from scheduling.cluster.promises import Promise, PromiseBook
 from scheduling.cluster.snapshot import ClusterSnapshot
-from scheduling.gang.planner import DEFAULT_LOCALITY_KEYS, GangPlan, plan_gang, unplaced
+from scheduling.gang.gang_planner import DEFAULT_LOCALITY_KEYS, GangPlan, plan_gang, unplaced
 from scheduling.model import Pod, PodGroup
 from scheduling.reasons import GroupVerdict, Rejection, Verdict
 from scheduling.topology import TopologyCache

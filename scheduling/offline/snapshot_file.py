@@ -8,7 +8,7 @@ topology documents), pods, PodGroups and Queues, plus ``"kind": "snapshot"``, th
 was taken (the ``now`` a replay decides at) and the session settings a replay uses.
 
 What a snapshot cannot hold: the extender's promises (binds in flight, gang reservations) and the
-groups its queue gate admitted since its queue view was built. They live only in the extender's
+groups its queue hold admitted since its queue view was built. They live only in the extender's
 memory; a replay of a snapshot decides as if there were none. The settings are the defaults unless the
 caller passes the extender's (its environment is not visible from outside).
 """

@@ -5,7 +5,7 @@
 - ``fair_share``: quota first, then the unused rest by over-quota weight (water-filling), per level.
 - ``usage``: optional time-decayed usage that moves the over-quota weights (KAI's time-based fairshare).
 - ``drf``: dominant resource share.
-- ``ordering``: ``QueueState`` and the order of pending groups; ``admission``: ``admit`` and its reasons.
+- ``ordering``: ``QueueState`` and the order of pending groups; ``rules``: ``check_rules`` and its reasons.
 - ``reclaim``: whole-gang evictions that give a starved queue its fair share back; ``victims``: the
   just-enough victim set.
 - ``preemption``: kube-scheduler's victims narrowed to the preemptor's queue: a gang's surplus members
@@ -19,10 +19,8 @@ Like the rest of ``scheduling``, nothing here reads a clock, the environment or 
 half-lives and usage are arguments.
 """
 
-from scheduling.queues.admission import Admission, AdmissionRule, admit
 from scheduling.queues.drf import dominant_resource, dominant_share, resource_shares
 from scheduling.queues.fair_share import Claim, FairShares, QueueShare, Split, divide, fair_shares
-from scheduling.queues.model import DEFAULT_QUEUE, Queue, QueueError, QueueTree, ResourceQuota, default_queue
 from scheduling.queues.ordering import QueueState, Standing, order_pending, queue_states, standing
 from scheduling.queues.preemption import (
     GangMember,
@@ -32,9 +30,18 @@ from scheduling.queues.preemption import (
     VictimPod,
     preempt_within_queue,
 )
+from scheduling.queues.queue_tree import (
+    DEFAULT_QUEUE,
+    Queue,
+    QueueError,
+    QueueTree,
+    ResourceQuota,
+    default_queue,
+)
+from scheduling.queues.recent_usage import UsageSample, UsageWeighting, decayed_usage, normalized_usage
 from scheduling.queues.reclaim import Eviction, ReclaimOutcome, ReclaimPlan, plan_reclaim, plan_reclaims
+from scheduling.queues.rules import QueueRule, RuleCheck, check_rules
 from scheduling.queues.surplus import GangSize, is_leader
-from scheduling.queues.usage import UsageSample, UsageWeighting, decayed_usage, normalized_usage
 from scheduling.queues.victims import Fits, VictimSearch, check_victims, choose_victims
 from scheduling.queues.workloads import (
     NON_PREEMPTIBLE_PRIORITY,
@@ -50,8 +57,6 @@ __all__ = [
     "NON_PREEMPTIBLE_PRIORITY",
     "PREEMPTIBLE_LABEL",
     "QUEUE_LABEL",
-    "Admission",
-    "AdmissionRule",
     "Claim",
     "Eviction",
     "FairShares",
@@ -64,12 +69,14 @@ __all__ = [
     "Preemptor",
     "Queue",
     "QueueError",
+    "QueueRule",
     "QueueShare",
     "QueueState",
     "QueueTree",
     "ReclaimOutcome",
     "ReclaimPlan",
     "ResourceQuota",
+    "RuleCheck",
     "RunningGang",
     "Split",
     "Standing",
@@ -77,7 +84,7 @@ __all__ = [
     "UsageWeighting",
     "VictimPod",
     "VictimSearch",
-    "admit",
+    "check_rules",
     "check_victims",
     "choose_victims",
     "decayed_usage",

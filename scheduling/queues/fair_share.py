@@ -27,8 +27,8 @@ from fractions import Fraction
 from types import MappingProxyType
 
 from scheduling.model import Resources
-from scheduling.queues.model import QueueTree
-from scheduling.queues.usage import UsageWeighting
+from scheduling.queues.queue_tree import QueueTree
+from scheduling.queues.recent_usage import UsageWeighting
 from scheduling.resources import RESOURCE_NAMES, ZERO, amount, minus, resources_of
 
 
@@ -94,7 +94,7 @@ def divide(
     Args:
         capacity: what this level divides (the cluster's capacity, or the parent's fair share).
         claims: the sibling queues; names must be unique.
-        usage: historical usage that moves the over-quota weights (``scheduling.queues.usage``); off by
+        usage: historical usage that moves the over-quota weights (``scheduling.queues.recent_usage``); off by
             default.
 
     Returns:

@@ -25,7 +25,7 @@ from types import MappingProxyType
 from scheduling.model import Resources
 from scheduling.queues.drf import dominant_share
 from scheduling.queues.fair_share import FairShares
-from scheduling.queues.model import QueueTree
+from scheduling.queues.queue_tree import QueueTree
 from scheduling.queues.workloads import PendingGroup
 from scheduling.resources import RESOURCE_NAMES, ZERO, amount, plus, total
 

@@ -34,7 +34,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from scheduling.queues.model import QueueTree
+from scheduling.queues.queue_tree import QueueTree
 from scheduling.queues.surplus import GangSize
 
 

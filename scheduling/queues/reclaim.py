@@ -3,7 +3,7 @@
 Rules (docs/design/queues.md §5; the failure modes of docs/design/anchors.md §4.B):
 
 - Only for a group whose queue stays within its fair share with it, in the resources that are short,
-  and that its queue's own rules admit (``scheduling.queues.admission``). When an ancestor would go over
+  and that its queue's own rules let it start (``scheduling.queues.rules``). When an ancestor would go over
   its own fair share, only queues under the deepest such ancestor can give room (a team takes from its
   siblings, not from another department), and they give enough to keep every ancestor within its share.
 - Only whole, preemptible gangs of other queues; never one younger than its queue's minimum runtime.
@@ -33,10 +33,10 @@ from dataclasses import dataclass, replace
 from functools import partial
 
 from scheduling.model import Resources
-from scheduling.queues.admission import admit
 from scheduling.queues.fair_share import FairShares
-from scheduling.queues.model import QueueTree
 from scheduling.queues.ordering import queue_states
+from scheduling.queues.queue_tree import QueueTree
+from scheduling.queues.rules import check_rules
 from scheduling.queues.victims import Fits, VictimSearch, check_victims, choose_victims
 from scheduling.queues.workloads import PendingGroup, RunningGang
 from scheduling.resources import (
@@ -227,7 +227,7 @@ def plan_reclaim(
     for gang in running:
         if not gang.preemptible:
             non_preemptible[gang.queue] = plus(non_preemptible.get(gang.queue, ZERO), gang.requests)
-    admission = admit(group, queue_states(tree, shares, allocated, non_preemptible)[group.queue])
+    admission = check_rules(group, queue_states(tree, shares, allocated, non_preemptible)[group.queue])
     if not admission.ok:
         return ReclaimPlan(group.key, group.queue, ReclaimOutcome.NOT_STARVED, (), admission.reason)
     held = _held_by_queue(tree, allocated)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from scheduling.cluster.snapshot import ClusterSnapshot
 from scheduling.cluster.statement import Statement
-from scheduling.gang.planner import GangPlan, plan_gang
+from scheduling.gang.gang_planner import GangPlan, plan_gang
 from scheduling.model import TERMINAL_PHASES, Pod
 from scheduling.topology import TopologyCache
 

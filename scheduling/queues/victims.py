@@ -25,7 +25,7 @@ from fractions import Fraction
 
 from scheduling.model import Resources
 from scheduling.queues.fair_share import FairShares
-from scheduling.queues.model import QueueTree
+from scheduling.queues.queue_tree import QueueTree
 from scheduling.queues.workloads import RunningGang
 from scheduling.resources import RESOURCE_NAMES, ZERO, amount, is_zero, minus, plus, shortfall, total
 

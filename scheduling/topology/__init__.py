@@ -10,7 +10,6 @@ Pipeline: a :class:`TopologyDocument` (from the node agent's annotation via :fun
 from scheduling.topology.bandwidth import BandwidthModel
 from scheduling.topology.builders import infer_nvswitch, uniform
 from scheduling.topology.document import FORMAT_VERSION, TOPOLOGY_ANNOTATION, TopologyDocument, from_json
-from scheduling.topology.errors import TopologyError
 from scheduling.topology.gpu_info import GpuInfo
 from scheduling.topology.links import GpuLink, PcieLevel, parse_link
 from scheduling.topology.node import NodeTopology, prepare_topology
@@ -23,6 +22,7 @@ from scheduling.topology.scoring import (
     set_score,
 )
 from scheduling.topology.smi_import import apply_nvlink_status, parse_nvlink_status, parse_topo_matrix
+from scheduling.topology.topology_error import TopologyError
 
 __all__ = [
     "FORMAT_VERSION",

@@ -11,10 +11,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from scheduling.topology.document import MAX_GPUS, TopologyDocument
-from scheduling.topology.errors import TopologyError
 from scheduling.topology.gpu_info import GpuInfo
 from scheduling.topology.gpu_models import FALLBACK_NVLINKS_PER_GPU, lookup_gpu_model
 from scheduling.topology.links import GpuLink, parse_link
+from scheduling.topology.topology_error import TopologyError
 
 
 @dataclass(frozen=True, slots=True)

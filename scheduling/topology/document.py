@@ -20,9 +20,9 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from scheduling.topology.errors import TopologyError
 from scheduling.topology.gpu_info import MODEL_RE, GpuInfo, check_pattern, check_range
 from scheduling.topology.links import GpuLink, parse_link
+from scheduling.topology.topology_error import TopologyError
 
 TOPOLOGY_ANNOTATION = "phalanx.io/gpu-topology"
 """The node annotation that holds :meth:`TopologyDocument.to_json`."""
@@ -174,7 +174,7 @@ def from_json(text: str) -> TopologyDocument:
     >>> from_json('{"v":2}')  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    scheduling.topology.errors.TopologyError: unsupported topology document version 2 (this build reads...
+    scheduling.topology.topology_error.TopologyError: unsupported topology document version 2 (this build...
     """
     if not isinstance(text, str):
         msg = f"a topology document is text, got {type(text).__name__}"

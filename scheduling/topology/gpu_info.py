@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from scheduling.topology.errors import TopologyError
+from scheduling.topology.topology_error import TopologyError
 
 UUID_RE = re.compile(r"GPU-[0-9a-fA-F-]{8,64}")
 BUS_ID_RE = re.compile(r"[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]")

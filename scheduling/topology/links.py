@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 from enum import IntEnum
 
-from scheduling.topology.errors import TopologyError
+from scheduling.topology.topology_error import TopologyError
 
 MAX_NVLINKS = 255
 """Upper bound accepted for the NVLink count of one pair (NVML has 36 link slots per GPU today)."""

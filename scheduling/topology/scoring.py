@@ -24,10 +24,10 @@ from dataclasses import dataclass
 
 from scheduling.topology.bandwidth import BandwidthModel
 from scheduling.topology.document import TopologyDocument
-from scheduling.topology.errors import TopologyError
 from scheduling.topology.lru import BoundedCache
 from scheduling.topology.node import DEFAULT_BANDWIDTH, NodeTopology, prepare_topology
 from scheduling.topology.search import search
+from scheduling.topology.topology_error import TopologyError
 
 MAX_NODE_SCORE = 10
 """kube-scheduler's ``MaxExtenderPriority``."""

@@ -24,9 +24,9 @@ from dataclasses import dataclass, replace
 
 from scheduling.topology.builders import infer_nvswitch, model_facts
 from scheduling.topology.document import TopologyDocument
-from scheduling.topology.errors import TopologyError
 from scheduling.topology.gpu_info import CPU_LIST_RE, GpuInfo
 from scheduling.topology.links import parse_link
+from scheduling.topology.topology_error import TopologyError
 
 _GPU_LABEL_RE = re.compile(r"GPU([0-9]+)")
 _TRAILING_COLUMNS = ("CPU Affinity", "NUMA Affinity", "GPU NUMA ID")

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from simulator.loop import Allocation, ClusterView
-from simulator.workloads import PolluxJob
+from simulator.traces import TraceJob
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,7 +26,7 @@ class Fifo:
         """Nothing to remember."""
         return None
 
-    def minimum_gpus(self, job: PolluxJob) -> int:
+    def minimum_gpus(self, job: TraceJob) -> int:
         """A strict gang: every GPU it asked for."""
         return job.num_replicas
 

@@ -5,7 +5,7 @@ through the same core function its entrypoint calls, in this order (the placemen
 ``placement.round``, now sizes elastic jobs before reclaim and has reclaim wait while they shrink; this
 policy still sizes them last):
 
-1. **Reclaim** (``scheduling.queues.reclaim_pass.reclaim_plans``): whole gangs of queues above their
+1. **Reclaim** (``scheduling.queues.reclaim_planner.reclaim_plans``): whole gangs of queues above their
    fair share are evicted for a starved queue; the evicted job waits again, keeping its progress (a
    checkpoint, as the loop assumes for every preemption), and pays the restart penalty when it runs
    again.
@@ -39,25 +39,25 @@ from scheduling.admission.release import GateSettings
 from scheduling.cluster.snapshot import ClusterSnapshot
 from scheduling.elastic import ElasticSettings
 from scheduling.elastic.decide import may_shrink
-from scheduling.elastic.hold import Hold
+from scheduling.elastic.size_hold import SizeHold
 from scheduling.elastic.throughput import Sample, Throughput, fit
 from scheduling.model import Node
 from scheduling.queues import Queue
 from scheduling.queues.view import QueueView
 from scheduling.topology import TopologyCache, TopologyDocument
-from simulator.cluster import (
+from simulator.gpu_sets import GpuSets
+from simulator.loop import Allocation, ClusterView, JobView
+from simulator.policies.phalanx_elastic import elastic_jobs, elastic_round
+from simulator.policies.synced_state import SyncedState
+from simulator.policies.world import World, WorldRules
+from simulator.simulated_cluster import (
     JobShape,
     Worker,
     allocation_of,
     make_nodes,
     shape_job,
 )
-from simulator.gpu_sets import GpuSets
-from simulator.loop import Allocation, ClusterView, JobView
-from simulator.policies.phalanx_elastic import elastic_jobs, elastic_round
-from simulator.policies.synced_state import SyncedState
-from simulator.policies.world import World, WorldRules
-from simulator.workloads import PolluxJob
+from simulator.traces import TraceJob
 
 MAX_ROUNDS = 8
 """Admission rounds per step at most (each releases what fits after the one before bound)."""
@@ -69,14 +69,14 @@ class PhalanxState:
 
     The workers of every running job (waiting jobs are absent), when each job last moved, and what it
     learned: each elastic job's reported rate per (workers, nodes) and the model fitted on them; and
-    the elastic jobs' holds (``scheduling.elastic.hold``), as the placement manager carries them.
+    the elastic jobs' holds (``scheduling.elastic.size_hold``), as the placement manager carries them.
     """
 
     workers: Map[str, tuple[Worker, ...]] = field(default_factory=Map)
     last_moved: Map[str, float] = field(default_factory=Map)
     samples: Map[str, Map[tuple[int, int], float]] = field(default_factory=Map)
     models: Map[str, Throughput] = field(default_factory=Map)
-    holds: Map[str, Hold] = field(default_factory=Map)
+    holds: Map[str, SizeHold] = field(default_factory=Map)
 
 
 @dataclass(frozen=True)
@@ -125,7 +125,7 @@ class Phalanx:
         """No job running."""
         return PhalanxState()
 
-    def minimum_gpus(self, job: PolluxJob) -> int:
+    def minimum_gpus(self, job: TraceJob) -> int:
         """The GPUs of its gang's minimum: a partial gang is anything less."""
         return 1 if self.elastic and job.num_replicas > 1 else job.num_replicas
 
@@ -231,5 +231,5 @@ def _learn(
 
 
 def _node_index(name: str) -> int:
-    """The loop's index of a node named by ``simulator.cluster.make_nodes`` (``n07`` is 7)."""
+    """The loop's index of a node named by ``simulator.simulated_cluster.make_nodes`` (``n07`` is 7)."""
     return int(name[1:])

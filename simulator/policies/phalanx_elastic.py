@@ -31,18 +31,18 @@ from scheduling.cluster.promises import PromiseBook
 from scheduling.cluster.snapshot import ClusterSnapshot
 from scheduling.elastic import ElasticJob, ElasticSettings
 from scheduling.elastic.decide import ElasticRound, decide_elastic
-from scheduling.elastic.hold import Hold
 from scheduling.elastic.pinning import choose_pins
+from scheduling.elastic.size_hold import SizeHold
 from scheduling.elastic.throughput import Throughput
 from scheduling.gpu.choice import NoGpusError
 from scheduling.model import Pod, Resources
 from scheduling.queues import QUEUE_LABEL
 from scheduling.queues.view import QueueView, view_of
 from scheduling.session import SessionSettings, choose_for_bind
-from simulator.cluster import NAMESPACE, Worker, created_at, job_of
 from simulator.policies.world import World
+from simulator.simulated_cluster import NAMESPACE, Worker, created_at, job_of
 
-_NO_HOLDS: Mapping[str, Hold] = MappingProxyType({})
+_NO_HOLDS: Mapping[str, SizeHold] = MappingProxyType({})
 
 
 def elastic_jobs(world: World, snapshot: ClusterSnapshot, view: QueueView) -> list[ElasticJob]:
@@ -75,13 +75,13 @@ def elastic_round(
     topology: bool,
     settings: ElasticSettings,
     models: Mapping[str, Throughput],
-    holds: Mapping[str, Hold] = _NO_HOLDS,
-) -> tuple[list[str], Mapping[str, Hold]]:
+    holds: Mapping[str, SizeHold] = _NO_HOLDS,
+) -> tuple[list[str], Mapping[str, SizeHold]]:
     """Resize and move the running elastic jobs of ``world`` in place; return the jobs moved and the holds.
 
     ``models`` are the jobs' learned throughputs by name (what the loop reported, never the speed
     model itself); attained service is what the loop shows every policy. ``holds`` are the last
-    round's (``scheduling.elastic.hold``); the ones returned go to the next round, as the placement
+    round's (``scheduling.elastic.size_hold``); the ones returned go to the next round, as the placement
     manager carries them.
     """
     if not any(world.shapes[name].elastic for name in world.workers):

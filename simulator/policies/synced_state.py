@@ -20,7 +20,7 @@ from scheduling.cluster.snapshot import ClusterSnapshot
 from scheduling.cluster.state import state_of
 from scheduling.model import Node
 from scheduling.queues import Queue
-from simulator.cluster import NAMESPACE, Worker, job_group, job_pods
+from simulator.simulated_cluster import NAMESPACE, Worker, job_group, job_pods
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from immutables import Map
 
 from simulator.loop import Allocation, ClusterView
-from simulator.workloads import PolluxJob
+from simulator.traces import TraceJob
 
 QUEUE_THRESHOLD_GPU_SECONDS = 16 * 3600
 """Attained service that moves a job from queue 0 to queue 1 (the artifact's ``_queue_threshold``)."""
@@ -55,7 +55,7 @@ class Tiresias:
         """No job seen yet."""
         return TiresiasState()
 
-    def minimum_gpus(self, job: PolluxJob) -> int:
+    def minimum_gpus(self, job: TraceJob) -> int:
         """A strict gang: every GPU it asked for."""
         return job.num_replicas
 

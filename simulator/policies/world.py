@@ -22,13 +22,13 @@ from scheduling.model import Node, Pod
 from scheduling.nodes.ranking import ScoreMemo
 from scheduling.offline.cycle import CycleContext, active_queue_order, schedule_pod
 from scheduling.queues import Queue, ReclaimOutcome
-from scheduling.queues.reclaim_pass import reclaim_plans
+from scheduling.queues.reclaim_planner import reclaim_plans
 from scheduling.queues.view import QueueView, view_of
 from scheduling.session import SessionSettings
 from scheduling.topology import TopologyCache
-from simulator.cluster import JobShape, Worker, job_group, job_of, job_pods
 from simulator.loop import JobView
 from simulator.policies.synced_state import JobEntry, SyncedState
+from simulator.simulated_cluster import JobShape, Worker, job_group, job_of, job_pods
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-import cli.gangs
-import cli.nodes
-from cli.app import main
+import cli.gangs_command
+import cli.nodes_command
+from cli.program import main
 from kubeio.cluster_cache import PODGROUPS_PATH
 from kubeio.cluster_read import NODES_PATH, PODS_PATH
 from kubeio.http import JsonObject
@@ -46,7 +46,7 @@ def test_gangs_reads_the_cluster_and_its_events(
         event("w1", "FailedScheduling", "0/2 nodes are available: gang")
     ]
     api = FakeApi(served)
-    monkeypatch.setattr(cli.gangs, "connect", lambda settings: api)
+    monkeypatch.setattr(cli.gangs_command, "connect", lambda settings: api)
     assert main(["gangs", "-n", "ml", "-o", "json"]) == 0
     out, err = capsys.readouterr()
     [gang] = json.loads(out)["items"]
@@ -54,13 +54,13 @@ def test_gangs_reads_the_cluster_and_its_events(
     assert gang["reason"]["message"] == "0/2 nodes are available: gang"
     assert "warning: Pod ml/broken skipped: spec.containers must be a list" in err
     selectors = [q.get("fieldSelector") for path, q in api.queries if path.endswith("/events")]
-    assert selectors == [cli.gangs.GANG_EVENTS, cli.gangs.MEMBER_EVENTS]
+    assert selectors == [cli.gangs_command.GANG_EVENTS, cli.gangs_command.MEMBER_EVENTS]
 
 
 def test_gangs_without_access_to_events_still_shows_the_state(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr(cli.gangs, "connect", lambda settings: FakeApi(objects()))
+    monkeypatch.setattr(cli.gangs_command, "connect", lambda settings: FakeApi(objects()))
     assert main(["gangs", "-o", "json"]) == 0
     out, err = capsys.readouterr()
     assert json.loads(out)["items"][0]["reason"] is None
@@ -72,7 +72,7 @@ def test_nodes_warns_about_a_missing_crd_and_goes_on(
 ) -> None:
     served = objects()
     del served[QUEUES_PATH]
-    monkeypatch.setattr(cli.nodes, "connect", lambda settings: FakeApi(served))
+    monkeypatch.setattr(cli.nodes_command, "connect", lambda settings: FakeApi(served))
     assert main(["nodes"]) == 0
     out, err = capsys.readouterr()
     assert out.splitlines()[1].split()[:3] == ["n1", "Ready", "6/8"]

@@ -6,16 +6,16 @@ from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 
-from cli.gangs import gang_reason, gangs_report
-from cli.nodes import nodes_report
-from cli.queues import queues_report
-from cli.render import render
-from cli.settings import Output
+from cli.cli_settings import Output
+from cli.gangs_command import gang_reason, gangs_report
+from cli.nodes_command import nodes_report
+from cli.output import render
+from cli.queues_command import queues_report
 from kubeio.event_read import EventInfo
 from kubeio.render import queue_status
 from scheduling.cluster.promises import PromiseBook
 from scheduling.cluster.snapshot import ClusterSnapshot
-from scheduling.gang.table import GangRow
+from scheduling.gang.gang_table import GangRow
 from scheduling.model import Node
 from scheduling.queues import Queue, ResourceQuota
 from scheduling.queues.view import view_of

@@ -10,8 +10,8 @@ from flask import Flask
 from prometheus_client import CollectorRegistry
 
 from extender.app import create_app
+from extender.extender_settings import ExtenderSettings
 from extender.service import Extender
-from extender.settings import ExtenderSettings
 from kubeio.convert import node_from_api, pod_from_api
 from tests.builders import FakeBinder, FakeCluster
 

@@ -9,10 +9,10 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from extender.app import create_app
+from extender.extender_settings import ExtenderSettings
 from extender.gang_bind import GangBinder, GangTeller
 from extender.ledger import PromiseLedger
 from extender.service import Extender
-from extender.settings import ExtenderSettings
 from extender.wire import ranked_path_reason
 from kubeio.config import SettingsError
 from tests.builders import FakeBinder, FakeCluster, FakePlanWriter, a_gang, a_node, a_pod, members

@@ -15,8 +15,8 @@ from prometheus_client import CollectorRegistry
 
 from extender.app import create_app
 from extender.duty import Duty
+from extender.extender_settings import ExtenderSettings
 from extender.service import Extender
-from extender.settings import ExtenderSettings
 from tests.builders import FakeBinder, FakeClock
 from tests.extender.appkit import fixture_cluster
 

@@ -7,8 +7,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 import pytest
 from prometheus_client import CollectorRegistry
 
+from extender.extender_metrics import GangMetrics
 from extender.gang_bind import GangBind, GangBinder, GangSettings, GangTeller
-from extender.metrics import GangMetrics
 from kubeio.binding import BindStatus
 from kubeio.errors import KubeError
 from scheduling.cluster.promises import Promise

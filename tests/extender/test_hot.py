@@ -13,9 +13,9 @@ from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry
 
 from extender.app import create_app
+from extender.extender_settings import ExtenderSettings
 from extender.hot import NamesMemo, front_handler
 from extender.service import Extender
-from extender.settings import ExtenderSettings
 from extender.worker import wsgi_handler
 from kubeio.serving import Reply, Request
 from tests.builders import FakeBinder

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from kubeio.admission_review import allow, read_gate_review, read_review
 from kubeio.gate_patches import JsonPatch, gate_ops, ungate_patch
-from tests.kubeio.test_admission_review import WORKER, patch_of, review
+from kubeio.webhook_review import allow, read_gate_review, read_review
+from tests.kubeio.test_webhook_review import WORKER, patch_of, review
 
 GATE = {"name": "phalanx.io/admission"}
 

@@ -8,9 +8,9 @@ import pynvml
 import pytest
 
 from nodeagent.__main__ import load_topology, main, nvml_module
+from nodeagent.agent_settings import AgentSettings
 from nodeagent.fake_nvml import FakeNvml
 from nodeagent.nvml_reader import NvmlTopologyReader
-from nodeagent.settings import AgentSettings
 from scheduling.topology import from_json
 from tests.scheduling.topology.shared_files import TOPOLOGIES
 

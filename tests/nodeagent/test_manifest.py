@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 import yaml
 
-from nodeagent.settings import (
+from nodeagent.agent_settings import (
     DEVICE_PLUGIN_DIR,
     ENV_DEVICE_PLUGIN,
     ENV_DEVICE_PLUGIN_DIR,

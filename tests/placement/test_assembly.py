@@ -15,9 +15,9 @@ from prometheus_client import CollectorRegistry
 from kubeio.mpijobs import MpiJob
 from placement.assembly import RoundPorts, assemble
 from placement.elastic_pass import ElasticReport
-from placement.metrics import PlacementMetrics
+from placement.placement_metrics import PlacementMetrics
+from placement.placement_settings import PlacementSettings
 from placement.queue_pass import QueueReport
-from placement.settings import PlacementSettings
 from placement.views import SharedView
 from scheduling.cluster.snapshot import ClusterSnapshot
 from scheduling.elastic import ElasticSettings

@@ -11,7 +11,7 @@ from types import MappingProxyType
 
 from kubeio.mpijobs import MpiJob
 from placement.elastic_pass import ElasticPass, ElasticReport
-from placement.pool import POOL_LABEL
+from placement.elastic_pool import POOL_LABEL
 from scheduling.elastic import ElasticSettings
 from scheduling.model import Pod, PodGroup, Resources
 from scheduling.topology import TopologyCache

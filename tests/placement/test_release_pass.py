@@ -12,15 +12,15 @@ import json
 import threading
 from dataclasses import dataclass, field, replace
 
-from placement.release_loop import LoopTiming, run_gate_loop
+from placement.release_loop import LoopTiming, run_release_loop
 from placement.release_pass import WAITING_EVENT_AFTER, WAITING_EVENT_EVERY, ReleasePass, ReleaseReport
-from placement.webhook import GateAdmitter
+from placement.webhook import GateWebhook
 from scheduling.admission.flight import seconds
 from scheduling.admission.release import GateSettings
 from scheduling.model import ADMISSION_GATE, GATE_STAMP, Pod
 from scheduling.topology import TopologyCache
 from tests.builders import FakeClock, FakeCluster, FakeEvents, a_gang, a_node, a_pod
-from tests.kubeio.test_admission_review import WORKER, review
+from tests.kubeio.test_webhook_review import WORKER, review
 from tests.placement.test_webhook import answer
 
 T0 = "2026-01-01T00:00:00Z"
@@ -115,7 +115,7 @@ def test_a_kept_group_is_told_why_after_a_while_and_then_once_a_minute() -> None
 
 def test_the_gate_webhook_gates_only_pods_of_scheduler_phalanx_and_only_when_on() -> None:
     gated_count: list[int] = []
-    on = GateAdmitter(enabled=True, on_gate=lambda: gated_count.append(1))
+    on = GateWebhook(enabled=True, on_gate=lambda: gated_count.append(1))
     assert answer(on, review(WORKER)) == (
         200,
         [
@@ -126,9 +126,9 @@ def test_the_gate_webhook_gates_only_pods_of_scheduler_phalanx_and_only_when_on(
     other = json.loads(json.dumps(WORKER))
     other["spec"]["schedulerName"] = "default-scheduler"
     assert answer(on, review(other)) == (200, None)
-    assert answer(GateAdmitter(enabled=False), review(WORKER)) == (200, None)
+    assert answer(GateWebhook(enabled=False), review(WORKER)) == (200, None)
     assert gated_count == [1]
-    assert on.admit(b"{}")[0] == 400
+    assert on.review(b"{}")[0] == 400
 
 
 @dataclass
@@ -159,7 +159,7 @@ def test_the_loop_runs_a_pass_per_wake_survives_a_failed_pass_and_never_while_st
         wake.set()
         return was
 
-    run_gate_loop(
+    run_release_loop(
         releaser,  # type: ignore[arg-type]
         wake,
         releaser.stop,
@@ -202,7 +202,7 @@ def test_the_pause_after_a_pass_follows_the_time_spent_deciding_not_ungating() -
 
     wake.set()
     timing = LoopTiming(debounce=0.0, backstop=0.01)
-    run_gate_loop(
+    run_release_loop(
         SlowUngating(),  # type: ignore[arg-type]
         wake,
         stop,

@@ -25,12 +25,12 @@ from hypothesis import strategies as st
 from kubeio.errors import UnavailableError
 from kubeio.mpijobs import MpiJob, render_plan
 from placement.serving_tls import ServingTls, files_loader
-from placement.webhook import MUTATE_PATH, GateAdmitter, PinAdmitter, serve_webhook
+from placement.webhook import MUTATE_PATH, GateWebhook, PinWebhook, serve_webhook
 from scheduling.elastic.pinning import choose_pins
 from scheduling.model import Pod, Resources
 from tests.builders import FakeEvents
 from tests.conftest import REPO
-from tests.kubeio.test_admission_review import WORKER, review
+from tests.kubeio.test_webhook_review import WORKER, review
 from tests.placement.test_elastic_pass import worker
 
 
@@ -56,8 +56,8 @@ def job(plan: dict[str, int] | None, *, elastic: bool = True) -> MpiJob:
     )
 
 
-def answer(admitter: PinAdmitter | GateAdmitter, body: bytes) -> tuple[int, list[Any] | None]:
-    status, reply = admitter.admit(body)
+def answer(admitter: PinWebhook | GateWebhook, body: bytes) -> tuple[int, list[Any] | None]:
+    status, reply = admitter.review(body)
     if status != 200:
         return status, None
     response = json.loads(reply)["response"]
@@ -72,7 +72,7 @@ RUNNING = [worker("mnist", 0, "n1"), worker("mnist", 1, "n1"), worker("mnist", 2
 def test_a_new_worker_gets_the_node_the_pass_would_pin_it_to() -> None:
     plan = {"n1": 3, "n2": 2}
     events = FakeEvents()
-    admitter = PinAdmitter(FakeJobReader({"ml/mnist": job(plan)}, RUNNING), events, effect="NoSchedule")
+    admitter = PinWebhook(FakeJobReader({"ml/mnist": job(plan)}, RUNNING), events, effect="NoSchedule")
     status, patch = answer(admitter, review(WORKER))  # mnist-worker-3
     created = replace(worker("mnist", 3), uid="x")
     expected = [n for p, n in choose_pins(plan, [*RUNNING, created]) if p.name == "mnist-worker-3"]
@@ -93,7 +93,7 @@ def test_a_new_worker_gets_the_node_the_pass_would_pin_it_to() -> None:
 def test_a_pending_lower_index_takes_its_place_first() -> None:
     plan = {"n1": 3, "n2": 1}
     reader = FakeJobReader({"ml/mnist": job(plan)}, [*RUNNING[:2], worker("mnist", 2)])
-    _, patch = answer(PinAdmitter(reader, FakeEvents(), effect="NoSchedule"), review(WORKER))
+    _, patch = answer(PinWebhook(reader, FakeEvents(), effect="NoSchedule"), review(WORKER))
     assert patch is not None and patch[0]["value"][0]["value"] == "n2", "worker-2 (waiting) goes to n1 first"
 
 
@@ -116,16 +116,16 @@ def test_a_pod_that_is_no_planned_worker_is_allowed_as_it_is(
     jobs: dict[str, MpiJob], obj: dict[str, Any], why: str
 ) -> None:
     events = FakeEvents()
-    admitter = PinAdmitter(FakeJobReader(jobs, RUNNING), events, effect="NoSchedule")
+    admitter = PinWebhook(FakeJobReader(jobs, RUNNING), events, effect="NoSchedule")
     assert answer(admitter, review(obj)) == (200, None), why
     assert events.events == []
 
 
 def test_an_api_failure_allows_the_pod_unpinned_and_bad_input_gets_a_reason() -> None:
     reader = FakeJobReader({"ml/mnist": job({"n1": 4})}, RUNNING, fail=True)
-    admitter = PinAdmitter(reader, FakeEvents(), effect="NoSchedule")
+    admitter = PinWebhook(reader, FakeEvents(), effect="NoSchedule")
     assert answer(admitter, review(WORKER)) == (200, None)
-    status, reply = admitter.admit(b"[]")
+    status, reply = admitter.review(b"[]")
     assert status == 400 and b"not an AdmissionReview" in reply
 
 
@@ -135,12 +135,12 @@ def test_the_server_answers_over_tls_verified_against_the_ca(tmp_path: Path) -> 
 
     ensure_pki(tmp_path)
     key, crt = ensure_serving_cert(tmp_path, "pin-webhook", "/CN=test", ("IP:127.0.0.1",))
-    admitter = PinAdmitter(
+    admitter = PinWebhook(
         FakeJobReader({"ml/mnist": job({"n1": 4})}, RUNNING), FakeEvents(), effect="NoExecute"
     )
     tls = ServingTls(files_loader(str(crt), str(key)))
     assert tls.reload()
-    server = serve_webhook({MUTATE_PATH: admitter.admit}, host="127.0.0.1", port=0, tls=tls)
+    server = serve_webhook({MUTATE_PATH: admitter.review}, host="127.0.0.1", port=0, tls=tls)
     try:
         port = server.server_address[1]
         context = ssl.create_default_context(cafile=str(tmp_path / "ca.crt"))
@@ -197,10 +197,10 @@ ANY_POD = {
 
 @pytest.mark.parametrize("obj", ANY_POD.values(), ids=ANY_POD.keys())
 def test_any_pod_the_api_server_can_send_is_gated_and_allowed_by_the_pin_webhook(obj: dict[str, Any]) -> None:
-    status, reply = GateAdmitter(enabled=True).admit(review(obj))
+    status, reply = GateWebhook(enabled=True).review(review(obj))
     assert status == 200 and _gated(reply)
-    pin = PinAdmitter(FakeJobReader({}, RUNNING), FakeEvents(), effect="NoSchedule")
-    status, reply = pin.admit(review(obj))
+    pin = PinWebhook(FakeJobReader({}, RUNNING), FakeEvents(), effect="NoSchedule")
+    status, reply = pin.review(review(obj))
     assert status == 200 and not _gated(reply)
 
 
@@ -215,10 +215,10 @@ def test_any_pod_the_api_server_can_send_is_gated_and_allowed_by_the_pin_webhook
 )
 def test_only_a_body_that_is_no_review_of_a_pod_gets_400_with_a_reason(body: bytes, reason: bytes) -> None:
     for admitter in (
-        GateAdmitter(enabled=True),
-        PinAdmitter(FakeJobReader({}), FakeEvents(), effect="NoSchedule"),
+        GateWebhook(enabled=True),
+        PinWebhook(FakeJobReader({}), FakeEvents(), effect="NoSchedule"),
     ):
-        status, reply = admitter.admit(body)
+        status, reply = admitter.review(body)
         assert status == 400 and reason in reply and len(reply) < 1000
 
 
@@ -259,8 +259,8 @@ def test_a_mutated_review_gets_a_review_answer_or_a_400_with_a_reason(data: st.D
     raw = json.dumps(body).encode()
     events = FakeEvents()
     reader = FakeJobReader({"ml/mnist": job({"n1": 3, "n2": 2})}, RUNNING)
-    for admitter in (GateAdmitter(enabled=True), PinAdmitter(reader, events, effect="NoSchedule")):
-        status, reply = admitter.admit(raw)
+    for admitter in (GateWebhook(enabled=True), PinWebhook(reader, events, effect="NoSchedule")):
+        status, reply = admitter.review(raw)
         if status == 200:
             answer = json.loads(reply)
             assert answer["kind"] == "AdmissionReview" and answer["response"]["allowed"] is True
@@ -270,7 +270,7 @@ def test_a_mutated_review_gets_a_review_answer_or_a_400_with_a_reason(data: st.D
 
 
 def test_the_gate_webhook_stamps_every_phalanx_pod_it_answers_for_gated_or_not() -> None:
-    on = GateAdmitter(enabled=True)
+    on = GateWebhook(enabled=True)
     stamp_path = "/metadata/annotations/phalanx.io~1gate-webhook"
     annotated = json.loads(json.dumps(WORKER))
     annotated["metadata"]["annotations"] = {"team": "a"}
@@ -286,4 +286,4 @@ def test_the_gate_webhook_stamps_every_phalanx_pod_it_answers_for_gated_or_not()
     other = json.loads(json.dumps(annotated))
     other["spec"]["schedulerName"] = "default-scheduler"
     assert answer(on, review(other)) == (200, None)
-    assert answer(GateAdmitter(enabled=False), review(annotated)) == (200, None), "gates off: no stamp"
+    assert answer(GateWebhook(enabled=False), review(annotated)) == (200, None), "gates off: no stamp"

@@ -21,7 +21,7 @@ from kubeio.secrets import StoredSecret
 from kubeio.webhook_configs import Endpoint, Webhook, WebhookConfiguration
 from placement.cert_keeper import CertKeeper
 from placement.certificates import KeyPair, make_ca, make_serving
-from placement.metrics import PlacementMetrics
+from placement.placement_metrics import PlacementMetrics
 from placement.serving_tls import ServingTls
 from placement.webhook import GATE_PATH, MUTATE_PATH, serve_webhook
 from placement.webhook_trust import OwnServer

@@ -10,7 +10,7 @@ offer it as one: preemption of admitted work is Kueue's.
 from __future__ import annotations
 
 from scheduling.admission.flight import ReleasedBook, seconds
-from scheduling.admission.queue_hold import AdmittedBook, queue_gate
+from scheduling.admission.queue_hold import AdmittedBook, hold_for_queue
 from scheduling.admission.release import GateSettings, release
 from scheduling.cluster.promises import PromiseBook
 from scheduling.explain.queue_place import queue_place
@@ -76,7 +76,7 @@ def test_the_filters_queue_gate_holds_no_kueue_admitted_pod() -> None:
     view = view_of(snapshot, PromiseBook())
     free = snapshot.free_total(PromiseBook())
     held = {
-        pod.name: queue_gate(pod, snapshot, PromiseBook(), view, AdmittedBook(), now=NOW, free=free).held
+        pod.name: hold_for_queue(pod, snapshot, PromiseBook(), view, AdmittedBook(), now=NOW, free=free).held
         for pod in (mine, theirs)
     }
     assert held["theirs"] is None

@@ -12,7 +12,7 @@ from scheduling.cluster.promises import Promise, PromiseBook
 from scheduling.gpu.fit import filter_nodes
 from scheduling.model import Pod, PodGroup, Resources
 from scheduling.preempt_session import narrow_victims
-from scheduling.queues import AdmissionRule, QueueTree
+from scheduling.queues import QueueRule, QueueTree
 from scheduling.queues.view import view_of
 from scheduling.reasons import Code, GroupVerdict, Reason, Rejection, Verdict
 from scheduling.session import (
@@ -64,7 +64,7 @@ def test_a_queue_hold_turns_down_every_node_with_the_queue_sentence(pod: Pod) ->
     assert outcome.rejected == {n: Rejection(Code.UNRESOLVABLE, Reason.QUEUE_HOLD, HOLD) for n in CANDIDATES}
     assert outcome.verdict == GroupVerdict(Verdict.QUEUE_HOLD, HOLD)
     assert outcome.admitted is None
-    assert outcome.gate is not None and outcome.gate.rule is AdmissionRule.LIMIT
+    assert outcome.hold is not None and outcome.hold.rule is QueueRule.LIMIT
 
 
 def test_a_gang_member_holding_its_reservation_skips_the_queue_gate() -> None:

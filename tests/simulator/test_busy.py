@@ -7,7 +7,7 @@ import datetime as dt
 import pytest
 
 from simulator.busy import BusyWindow, busy_windows, cluster_gpus, hourly_demand
-from simulator.workloads import PhillyJob
+from simulator.traces import PhillyJob
 
 T0 = dt.datetime(2017, 10, 1, 0, 0, 0)
 

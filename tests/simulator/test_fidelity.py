@@ -19,7 +19,7 @@ from simulator.policies.tiresias import Tiresias
 from simulator.report import PUBLISHED_FILE, read_published
 from simulator.results import RunResult
 from simulator.speed import PolluxSpeed
-from simulator.workloads import read_pollux_workload
+from simulator.traces import read_pollux_workload
 
 WORKLOADS = ("workload-1", "workload-2", "workload-3", "workload-4")
 

@@ -13,16 +13,16 @@ from scheduling.cluster.usage import FreeGpus
 from scheduling.gpu.choice import choose_gpus
 from scheduling.topology import NodeTopology, TopologyCache
 from simulator.cluster_spec import read_cluster
+from simulator.comparison_table import goals, render
 from simulator.gpu_sets import GpuSetError, nvlink_verdict, place_gpus
 from simulator.link_speed import LinkSpeed
 from simulator.loop import Mode, run
-from simulator.metrics import figures
 from simulator.philly import RigidSpeed
 from simulator.policies.fifo import Fifo
 from simulator.policies.phalanx import Phalanx
 from simulator.results import JobResult, RunResult
-from simulator.table import goals, render
-from simulator.workloads import PolluxJob
+from simulator.run_figures import figures
+from simulator.traces import TraceJob
 
 CLUSTER = Path(__file__).resolve().parents[2] / "simulator" / "data" / "clusters" / "a6000-bridge-pairs.toml"
 ONE_A6000 = Mode("a6000", nodes=1, gpus_per_node=8, step_seconds=60, restart_penalty_seconds=30)
@@ -88,8 +88,8 @@ def test_fifo_splits_a_bridge_and_phalanx_does_not() -> None:
     """
     topology = _a6000()
     trace = (
-        PolluxJob("a", 0, "rigid", 1, 1, duration=600),
-        PolluxJob("b", 0, "rigid", 2, 1, duration=600),
+        TraceJob("a", 0, "rigid", 1, 1, duration=600),
+        TraceJob("b", 0, "rigid", 2, 1, duration=600),
     )
     speed = LinkSpeed(RigidSpeed(8), (topology,), network_mbs=12_000)
     fifo = run(trace, Fifo(), speed, ONE_A6000, topologies=(topology,))

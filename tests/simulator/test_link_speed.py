@@ -25,7 +25,7 @@ from simulator.cluster_spec import read_cluster
 from simulator.link_speed import LinkSpeed
 from simulator.philly import RigidSpeed
 from simulator.speed import Progress
-from simulator.workloads import PolluxJob
+from simulator.traces import TraceJob
 
 CLUSTERS = Path(__file__).resolve().parents[2] / "simulator" / "data" / "clusters"
 
@@ -79,7 +79,7 @@ def test_rate_is_the_rigid_rate_times_the_factor() -> None:
     """A 4-GPU job split 2 + 2 over two nodes: rigid 1 / 1.2; across sockets inside: x T(12k) / T(10k)."""
     topology = _a6000()
     speed = LinkSpeed(RigidSpeed(8), (topology, topology), network_mbs=12_000)
-    job = PolluxJob("j", 0, "rigid", 4, 1, duration=1_000)
+    job = TraceJob("j", 0, "rigid", 4, 1, duration=1_000)
     sets = ((0, (0, 4)), (1, (0, 4)))
     step = speed.advance_on(job, Progress(), (2, 2), sets, 60)
     expected = 60 / 1.2 * _time(12_000) / _time(10_000)

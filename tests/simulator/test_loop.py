@@ -26,7 +26,7 @@ from simulator.policies.fifo import Fifo
 from simulator.policies.tiresias import Tiresias, _most_free_first
 from simulator.results import RunResult
 from simulator.speed import Advance, Placement, Progress
-from simulator.workloads import PolluxJob
+from simulator.traces import TraceJob
 
 ONE_NODE = Mode("one-node", nodes=1, gpus_per_node=4, step_seconds=60, restart_penalty_seconds=30)
 
@@ -34,22 +34,22 @@ ONE_NODE = Mode("one-node", nodes=1, gpus_per_node=4, step_seconds=60, restart_p
 class GpuSeconds:
     """Work = ``batch_size`` GPU-seconds; each GPU does one per second; ends rounded up to a second."""
 
-    def check(self, job: PolluxJob) -> None:
+    def check(self, job: TraceJob) -> None:
         pass
 
-    def advance(self, job: PolluxJob, progress: Progress, placement: Placement, seconds: int) -> Advance:
+    def advance(self, job: TraceJob, progress: Progress, placement: Placement, seconds: int) -> Advance:
         rate = sum(placement)
         left = job.batch_size - progress.work
         if left <= rate * seconds:
             return Advance(Progress(1, float(job.batch_size)), math.ceil(left / rate))
         return Advance(Progress(0, progress.work + rate * seconds), None)
 
-    def remaining_work(self, job: PolluxJob, progress: Progress) -> float:
+    def remaining_work(self, job: TraceJob, progress: Progress) -> float:
         return job.batch_size - progress.work
 
 
-def job(name: str, time: int, gpus: int, gpu_seconds: int) -> PolluxJob:
-    return PolluxJob(name, time, "fake", gpus, gpu_seconds)
+def job(name: str, time: int, gpus: int, gpu_seconds: int) -> TraceJob:
+    return TraceJob(name, time, "fake", gpus, gpu_seconds)
 
 
 # a: 2 GPUs x 100 s; b: 4 GPUs x 60 s; c: 1 GPU x 30 s, arriving after a and b.
@@ -134,7 +134,7 @@ class Greedy:
     def decide(self, state: None, view: ClusterView) -> tuple[None, Mapping[str, Allocation]]:
         return None, {j.name: (0,) * view.nodes[0] for j in view.jobs}
 
-    def minimum_gpus(self, job: PolluxJob) -> int:
+    def minimum_gpus(self, job: TraceJob) -> int:
         return job.num_replicas
 
 

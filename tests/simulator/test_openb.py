@@ -22,7 +22,7 @@ from simulator.philly import RIGID, RigidSpeed
 from simulator.policies.fifo import Fifo
 from simulator.policies.phalanx import Phalanx
 from simulator.policies.tiresias import Tiresias
-from simulator.workloads import PolluxJob, WorkloadError
+from simulator.traces import TraceJob, WorkloadError
 
 NODES = """sn,cpu_milli,memory_mib,gpu,model
 openb-node-0000,64000,262144,2,P100
@@ -163,8 +163,8 @@ UNLIKE = Mode(
     "unlike", nodes=2, gpus_per_node=4, step_seconds=60, restart_penalty_seconds=30, node_gpus=(4, 2)
 )
 JOBS = (
-    PolluxJob("a", 0, RIGID, 2, 1, duration=600),
-    PolluxJob("b", 0, RIGID, 4, 1, duration=300),
+    TraceJob("a", 0, RIGID, 2, 1, duration=600),
+    TraceJob("b", 0, RIGID, 4, 1, duration=300),
 )
 
 
@@ -203,7 +203,7 @@ class _Overfill:
     def initial(self) -> None:
         return None
 
-    def minimum_gpus(self, job: PolluxJob) -> int:
+    def minimum_gpus(self, job: TraceJob) -> int:
         return job.num_replicas
 
     def decide(self, state: None, view: ClusterView) -> tuple[None, dict[str, Allocation]]:

@@ -16,9 +16,9 @@ from immutables import Map
 from extender.gang_bind import GangBinder
 from extender.service import Extender
 from scheduling.offline.cycle import active_queue_order, pick_node
-from simulator.cluster import Worker, job_group, job_of, job_pods, make_nodes
 from simulator.loop import ClusterView, JobView
 from simulator.policies.phalanx import Phalanx, PhalanxState
+from simulator.simulated_cluster import Worker, job_group, job_of, job_pods, make_nodes
 from tests.builders import FakeBinder, FakeCluster
 
 NOW = 120

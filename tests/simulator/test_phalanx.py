@@ -16,12 +16,12 @@ from hypothesis import strategies as st
 
 from scheduling.elastic import ElasticSettings
 from scheduling.queues import Queue, ResourceQuota
-from simulator.cluster import JobShape, shape_job
 from simulator.loop import Allocation, ClusterView, Mode, run
 from simulator.policies import POLICIES
 from simulator.policies.phalanx import Phalanx, PhalanxState
+from simulator.simulated_cluster import JobShape, shape_job
 from simulator.speed import Advance, Placement, PolluxSpeed, Progress
-from simulator.workloads import PolluxJob, read_pollux_workload
+from simulator.traces import TraceJob, read_pollux_workload
 from tests.simulator.test_loop import ONE_NODE, TRACE, GpuSeconds, jcts, job
 
 TWO_NODES = Mode("two-nodes", nodes=2, gpus_per_node=4, step_seconds=60, restart_penalty_seconds=30)
@@ -87,9 +87,9 @@ def test_reclaim_gives_a_starved_queue_its_quota_back() -> None:
     Without reclaim y waits for both: decided at 720, 750 + 60 -> 810, JCT 710.
     """
     trace = (
-        PolluxJob("x1", 0, "fake", 2, 1_200, queue="qb"),
-        PolluxJob("x2", 0, "fake", 2, 1_200, queue="qb"),
-        PolluxJob("y", 100, "fake", 2, 120, queue="qa"),
+        TraceJob("x1", 0, "fake", 2, 1_200, queue="qb"),
+        TraceJob("x2", 0, "fake", 2, 1_200, queue="qb"),
+        TraceJob("y", 100, "fake", 2, 120, queue="qa"),
     )
     on = run(trace, Phalanx(elastic=False, queues=QUEUES), GpuSeconds(), ONE_NODE)
     off = run(trace, Phalanx(elastic=False, reclaim=False, queues=QUEUES), GpuSeconds(), ONE_NODE)
@@ -127,11 +127,11 @@ THREE_NODES = Mode("three-nodes", nodes=3, gpus_per_node=4, step_seconds=60, res
 
 
 @st.composite
-def traces(draw: st.DrawFn) -> tuple[PolluxJob, ...]:
+def traces(draw: st.DrawFn) -> tuple[TraceJob, ...]:
     """Up to 10 jobs on queues qa and qb, arriving over 10 minutes, each 1 to 8 GPUs of 1 to 20 minutes."""
     count = draw(st.integers(1, 10))
     return tuple(
-        PolluxJob(
+        TraceJob(
             f"j{i}",
             draw(st.integers(0, 600)),
             "fake",
@@ -146,7 +146,7 @@ def traces(draw: st.DrawFn) -> tuple[PolluxJob, ...]:
 @settings(max_examples=60, deadline=None)
 @given(traces(), st.booleans(), st.booleans(), st.booleans())
 def test_keeping_the_core_state_across_decisions_decides_as_rebuilding_it_each_time(
-    trace: tuple[PolluxJob, ...], elastic: bool, topology: bool, reclaim: bool
+    trace: tuple[TraceJob, ...], elastic: bool, topology: bool, reclaim: bool
 ) -> None:
     def policy(*, keep_state: bool) -> Phalanx:
         return Phalanx(
@@ -175,15 +175,15 @@ class Curves:
     Both report their samples per second, the only speed the policy may learn from.
     """
 
-    def check(self, job: PolluxJob) -> None:
+    def check(self, job: TraceJob) -> None:
         pass
 
-    def advance(self, job: PolluxJob, progress: Progress, placement: Placement, seconds: int) -> Advance:
+    def advance(self, job: TraceJob, progress: Progress, placement: Placement, seconds: int) -> Advance:
         gpus = sum(placement)
         rate = float(gpus) if job.name.startswith("lin") else 1.0 + 0.1 * (gpus - 1)
         return Advance(Progress(0, progress.work + rate * seconds), None, rate)
 
-    def remaining_work(self, job: PolluxJob, progress: Progress) -> float:
+    def remaining_work(self, job: TraceJob, progress: Progress) -> float:
         return job.batch_size - progress.work
 
 
@@ -201,7 +201,7 @@ class Watched:
     def initial(self) -> PhalanxState:
         return self.inner.initial()
 
-    def minimum_gpus(self, job: PolluxJob) -> int:
+    def minimum_gpus(self, job: TraceJob) -> int:
         return self.inner.minimum_gpus(job)
 
     def decide(self, state: PhalanxState, view: ClusterView) -> tuple[PhalanxState, Mapping[str, Allocation]]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from simulator.speed import PolluxSpeed, Progress, SpeedError, canonical
-from simulator.workloads import PolluxJob
+from simulator.traces import TraceJob
 
 
 @pytest.fixture(scope="module")
@@ -68,7 +68,7 @@ def test_work_is_the_least_progress_any_validation_run_needed(speed: PolluxSpeed
 
 
 def test_advance_within_an_epoch_is_goodput_times_seconds(speed: PolluxSpeed) -> None:
-    job = PolluxJob("c", 0, "cifar10", 1, 128)
+    job = TraceJob("c", 0, "cifar10", 1, 128)
     cifar = speed.profile("cifar10")
     step, _ = cifar.step_time((1,), 128)
     # At the smallest batch the statistical gain is exactly 1: one progress unit per step.
@@ -81,7 +81,7 @@ def test_advance_within_an_epoch_is_goodput_times_seconds(speed: PolluxSpeed) ->
 def test_job_from_workload_1_alone_takes_its_published_training_time(speed: PolluxSpeed) -> None:
     # cifar10-0 of workload-1 ran on (4, 2) in the artifact's Tiresias run with JCT 953 s:
     # 13 s to the decision at 120 s, 30 s restart, 910 s of training.
-    job = PolluxJob("cifar10-0", 107, "cifar10", 6, 2048)
+    job = TraceJob("cifar10-0", 107, "cifar10", 6, 2048)
     done = speed.advance(job, Progress(), (4, 2), 10_000)
     assert done.finished_after == 910
     assert done.progress.epoch == 100
@@ -90,6 +90,6 @@ def test_job_from_workload_1_alone_takes_its_published_training_time(speed: Poll
 
 def test_unknown_application_and_batch_are_refused_before_a_run(speed: PolluxSpeed) -> None:
     with pytest.raises(SpeedError, match="unknown application 'gpt'"):
-        speed.check(PolluxJob("x", 0, "gpt", 1, 8))
+        speed.check(TraceJob("x", 0, "gpt", 1, 8))
     with pytest.raises(SpeedError, match=r"cifar10: batch 99999 outside the validated batches"):
-        speed.check(PolluxJob("x", 0, "cifar10", 1, 99999))
+        speed.check(TraceJob("x", 0, "cifar10", 1, 99999))

@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 from scheduling.cluster.snapshot import ClusterSnapshot
 from scheduling.cluster.state import state_of
 from scheduling.queues import Queue, ResourceQuota
-from simulator.cluster import Worker, job_group, job_pods, make_nodes
 from simulator.policies.synced_state import JobEntry, SyncedState
+from simulator.simulated_cluster import Worker, job_group, job_pods, make_nodes
 from tests.builders import snapshot_content
 
 NODES = make_nodes(3, 4)

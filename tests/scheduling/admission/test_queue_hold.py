@@ -11,8 +11,8 @@ from scheduling.admission.queue_hold import (
     AdmittedBook,
     AdmittedGroup,
     TriedBook,
+    hold_for_queue,
     no_longer_ahead,
-    queue_gate,
     still_waiting,
 )
 from scheduling.cluster.promises import Promise, PromiseBook
@@ -39,7 +39,7 @@ def gate(
     view = view_of(snapshot_of(NODES, then, queues=queues), PromiseBook())
     snapshot = snapshot_of(NODES, now, queues=queues)
     free = snapshot.free_total(PromiseBook())
-    return queue_gate(pod, snapshot, PromiseBook(), view, admitted, now=at, free=free).held
+    return hold_for_queue(pod, snapshot, PromiseBook(), view, admitted, now=at, free=free).held
 
 
 FIRST = a_pod("first").gpus(4).queue("a").build()
@@ -108,7 +108,7 @@ def test_a_group_admitted_a_moment_ago_counts_against_the_non_preemptible_quota(
 def test_a_let_through_non_preemptible_group_is_recorded_as_such() -> None:
     snapshot = snapshot_of(NODES, [NP_SECOND], queues=[gpu_queue("a", quota=8)])
     view = view_of(snapshot, PromiseBook())
-    answer = queue_gate(
+    answer = hold_for_queue(
         NP_SECOND,
         snapshot,
         PromiseBook(),
@@ -132,7 +132,7 @@ def test_a_let_through_group_is_recorded_with_its_waiting_members_and_expiry() -
     snapshot = snapshot_of(NODES, [SECOND], queues=[gpu_queue("a", quota=8)])
     view = view_of(snapshot, PromiseBook())
     free = snapshot.free_total(PromiseBook())
-    answer = queue_gate(SECOND, snapshot, PromiseBook(), view, AdmittedBook(), now=10.0, free=free)
+    answer = hold_for_queue(SECOND, snapshot, PromiseBook(), view, AdmittedBook(), now=10.0, free=free)
     assert answer.admitted == (
         "ml/second",
         AdmittedGroup("a", gpus(4), frozenset({SECOND.uid}), 10.0 + ADMITTED_TTL),
@@ -161,7 +161,7 @@ def test_only_groups_still_waiting_ahead_hold_a_group(pod: Pod, big: Pod, held: 
 
 def test_without_a_view_every_group_is_admitted() -> None:
     snapshot = snapshot_of(NODES, [SECOND])
-    answer = queue_gate(SECOND, snapshot, PromiseBook(), None, AdmittedBook(), now=0.0, free=gpus(0))
+    answer = hold_for_queue(SECOND, snapshot, PromiseBook(), None, AdmittedBook(), now=0.0, free=gpus(0))
     assert (answer.held, answer.admitted) == (None, None)
 
 
@@ -215,7 +215,7 @@ def held_behind_big(
     snapshot = snapshot_of(NODES, [BIG, pod], queues=queues)
     view = view_of(snapshot, PromiseBook())
     free = snapshot.free_total(promises)
-    answer = queue_gate(pod, snapshot, promises, view, AdmittedBook(), now=at, free=free, tried=tried)
+    answer = hold_for_queue(pod, snapshot, promises, view, AdmittedBook(), now=at, free=free, tried=tried)
     return answer.held
 
 

@@ -410,7 +410,7 @@ UNKNOWN = {
     "a PodGroup missing past the grace": (
         a_pod("p").gpus(1).group("ghost").created(T0).gated().build(),
         True,
-        "PodGroup ml/ghost does not exist; released so that the extender's gang gate says so",
+        "PodGroup ml/ghost does not exist; released so that the extender's gang filter says so",
     ),
     "a PodGroup missing a moment after the pod was created": (
         a_pod("p").gpus(1).group("ghost").created("2026-01-01T00:09:55Z").gated().build(),

@@ -10,7 +10,7 @@ from scheduling.elastic import ElasticJob, ElasticSettings
 from scheduling.elastic.decide import ElasticRound, decide_elastic, may_shrink
 from scheduling.elastic.pinning import choose_pins
 from scheduling.elastic.throughput import Sample, fit
-from scheduling.gang.planner import GangPlan, plan_gang
+from scheduling.gang.gang_planner import GangPlan, plan_gang
 from scheduling.model import PodGroup
 from scheduling.queues.view import view_of
 from scheduling.topology import TopologyCache

@@ -6,8 +6,8 @@ from collections.abc import Mapping
 
 from scheduling.model import Resources
 from scheduling.queues.fair_share import fair_shares
-from scheduling.queues.model import Queue, QueueTree, ResourceQuota
 from scheduling.queues.ordering import QueueState, queue_states
+from scheduling.queues.queue_tree import Queue, QueueTree, ResourceQuota
 from scheduling.queues.workloads import PendingGroup, RunningGang
 
 

@@ -8,8 +8,8 @@ from hypothesis import strategies as st
 
 from scheduling.model import Resources
 from scheduling.queues.fair_share import Claim, FairShares, divide, fair_shares
-from scheduling.queues.model import DEFAULT_QUEUE, Queue, QueueTree, ResourceQuota
-from scheduling.queues.usage import UsageWeighting
+from scheduling.queues.queue_tree import DEFAULT_QUEUE, Queue, QueueTree, ResourceQuota
+from scheduling.queues.recent_usage import UsageWeighting
 from tests.scheduling.queues.builders import gpu_queue, gpus
 
 

@@ -6,8 +6,8 @@ import pytest
 
 from scheduling.model import Resources
 from scheduling.queues.fair_share import fair_shares
-from scheduling.queues.model import Queue, QueueTree
 from scheduling.queues.ordering import Standing, order_pending, queue_states, standing
+from scheduling.queues.queue_tree import Queue, QueueTree
 from scheduling.queues.workloads import PendingGroup
 from tests.scheduling.queues.builders import gpu_queue, gpus, group, states_for
 

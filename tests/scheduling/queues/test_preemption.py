@@ -4,8 +4,8 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from scheduling.queues.model import QueueTree
 from scheduling.queues.preemption import GangMember, Preemptor, VictimPod, preempt_within_queue
+from scheduling.queues.queue_tree import QueueTree
 from scheduling.queues.surplus import GangSize
 from tests.scheduling.queues.builders import gpu_queue
 

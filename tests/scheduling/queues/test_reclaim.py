@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from scheduling.model import Resources
 from scheduling.queues.fair_share import fair_shares
-from scheduling.queues.model import Queue, QueueTree, ResourceQuota
+from scheduling.queues.queue_tree import Queue, QueueTree, ResourceQuota
 from scheduling.queues.reclaim import ReclaimOutcome, ReclaimPlan, plan_reclaim, plan_reclaims
 from scheduling.queues.victims import Fits
 from scheduling.queues.workloads import PendingGroup, RunningGang

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from scheduling.queues.fair_share import fair_shares
-from scheduling.queues.model import QueueTree
+from scheduling.queues.queue_tree import QueueTree
 from scheduling.queues.victims import VictimSearch, check_victims, choose_victims
 from scheduling.queues.workloads import RunningGang
 from tests.scheduling.queues.builders import gang, gpu_queue, gpus

@@ -1,0 +1,229 @@
+"""One planning round for elastic jobs: sizes, then layout, then the guarded moves, as one ``Plan``.
+
+Rules, in the order they apply:
+
+1. **Sizes** (``gain`` by default: the next worker to the job it speeds up most; ``sizing``: evenly,
+   the rule kept for comparison): a job whose target differs from its size gets a ``Resize`` ("resized 2 -> 4
+   workers: ..."); the operator deletes the highest replica indices or creates the missing ones. A job
+   grows by at most ``grow_step`` workers a round (the rest in the rounds that follow); it shrinks at
+   once.
+2. **Layout** (``layout``): the fewest nodes per job, matched to the real nodes for fewest moves, in
+   the job's home rack where that costs no move.
+3. **Moves**, only where they pay and never where they hurt:
+   - *hysteresis*: a job moves only if the target spans fewer nodes than it runs on now (a move must
+     save a node);
+   - *never below the minimum*: a move deletes a worker and its operator re-creates it, so a job moves
+     at most ``running - min_workers`` workers at once;
+   - *rate limits and cooldown*: at most ``moves_per_job`` per job and ``moves_per_round`` in all per
+     round, jobs with the most nodes to save first (then by name), none moved within
+     ``cooldown_seconds`` of its last move;
+   - a move is tried on a ``Statement``: it goes only where the target node has the room now (a move
+     into room another move frees waits for the next round).
+A worker still bound to a node that was deleted runs nowhere: it is neither kept in place nor moved.
+Every action carries its reason in words.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Container, Mapping, Sequence
+from types import MappingProxyType
+
+from scheduling.cluster.promises import PromiseBook
+from scheduling.cluster.snapshot import ClusterSnapshot
+from scheduling.cluster.statement import Statement
+from scheduling.cluster.usage import FreeGpus
+from scheduling.elastic.gain import size_by_gain
+from scheduling.elastic.job import ElasticJob, ElasticSettings
+from scheduling.elastic.layout import Layout, kept_running, plan_layout
+from scheduling.elastic.shape import reserved_room
+from scheduling.elastic.sizing import size_jobs
+from scheduling.elastic.throughput import Throughput
+from scheduling.gang.gang_planner import DEFAULT_LOCALITY_KEYS
+from scheduling.gpu.choice import choose_gpus
+from scheduling.plan import Plan
+from scheduling.topology import TopologyCache
+
+_NO_PROMISES = PromiseBook()
+_NONE: Mapping[str, float] = MappingProxyType({})
+_NO_MODELS: Mapping[str, Throughput] = MappingProxyType({})
+RACK_KEY = DEFAULT_LOCALITY_KEYS[0]
+"""The node label naming a node's rack (``phalanx.io/rack``), as the gang planner reads it."""
+
+
+def elastic_room(snapshot: ClusterSnapshot, jobs: Sequence[ElasticJob]) -> dict[str, int]:
+    """Per node, the GPUs elastic workers may use: free GPUs plus what elastic workers hold there."""
+    held: dict[str, int] = {}
+    for job in jobs:
+        for pod in job.workers:
+            if pod.holds_resources and pod.node_name is not None:
+                held[pod.node_name] = held.get(pod.node_name, 0) + pod.requests.gpus
+    room = {}
+    for name, node in sorted(snapshot.nodes.items()):
+        free = snapshot.free_on(name, _NO_PROMISES)
+        usable = node.takes_pods and node.topology_problem is None
+        room[name] = (free.count if free is not None else 0) + held.get(name, 0) if usable else 0
+    return room
+
+
+def plan_elastic(
+    jobs: Sequence[ElasticJob],
+    snapshot: ClusterSnapshot,
+    *,
+    pool_gpus: int,
+    deficits: Mapping[str, int],
+    now: float,
+    last_moved: Mapping[str, float],
+    settings: ElasticSettings,
+    topologies: TopologyCache,
+    models: Mapping[str, Throughput] = _NO_MODELS,
+    attained: Mapping[str, float] = _NONE,
+    waiting: Sequence[str] = (),
+    held: Container[str] = frozenset(),
+) -> tuple[Plan, Layout]:
+    """One round (see the module docstring); returns the plan and the layout it aimed at.
+
+    ``models`` (each job's learned throughput) and ``attained`` (its GPU-seconds so far) feed the
+    ``"goodput"`` sizing; a job missing from them is sized by the prior (linear) with none attained.
+    ``waiting`` names the waiting groups that are not elastic jobs, in their turn: the layout keeps the
+    room each will take free (``shape``), and workers in its way move at once. ``held`` names the jobs
+    that keep their size (``hold``): the others divide the rest of the pool.
+    """
+    goals = _goals_holding(jobs, held, snapshot, pool_gpus, deficits, settings, models, attained)
+    step = settings.grow_step
+    sizes = {j.key: _paced(j, goals[j.key], step) for j in jobs}
+    racks = {name: node.labels[RACK_KEY] for name, node in snapshot.nodes.items() if RACK_KEY in node.labels}
+    reserved = reserved_room(snapshot, jobs, sizes, waiting, topologies) if waiting else {}
+    room = {name: max(0, gpus - reserved.get(name, 0)) for name, gpus in elastic_room(snapshot, jobs).items()}
+    layout = plan_layout(jobs, sizes, room, racks)
+    statement = Statement(snapshot)
+    squeezed = pool_gpus < sum(j.size * j.worker.gpus for j in jobs)  # waiting work takes from the pool
+    for job in sorted(jobs, key=lambda j: j.key):
+        target = sizes[job.key]
+        if target != job.size:
+            shrink = (
+                "gives GPUs back to waiting work" if squeezed else "gives GPUs to jobs they speed up more"
+            )
+            why = "grows into free GPUs" if target > job.size else shrink
+            if target < goals[job.key]:
+                why += f", {step} workers a round toward {goals[job.key]}"
+            statement.resize(
+                job.key,
+                job.size,
+                target,
+                f"resized {job.size} -> {target} workers: {why} "
+                f"(min {job.min_workers}, max {job.max_workers})",
+                removed=job.workers[target:],
+            )
+    budget = settings.moves_per_round
+    nodes = snapshot.nodes
+    for job in sorted(jobs, key=lambda j: (-(len(running_on(j, nodes)) - layout.nodes_of(j.key)), j.key)):
+        if budget <= 0:
+            break
+        budget -= _move(
+            job, sizes[job.key], layout, statement, now, last_moved, settings, topologies, budget, reserved
+        )
+    return statement.commit(), layout
+
+
+def goals_of(
+    jobs: Sequence[ElasticJob],
+    snapshot: ClusterSnapshot,
+    pool_gpus: int,
+    deficits: Mapping[str, int],
+    settings: ElasticSettings,
+    models: Mapping[str, Throughput],
+    attained: Mapping[str, float],
+) -> dict[str, int]:
+    """Each job's target size by the configured sizing rule, before pacing."""
+    if settings.sizing == "even":
+        return size_jobs(jobs, pool_gpus, deficits)
+    node_gpus = max((n.gpu_total for n in snapshot.nodes.values() if n.takes_pods), default=0)
+    return size_by_gain(
+        jobs, pool_gpus, deficits, models=models, attained=attained, settings=settings, node_gpus=node_gpus
+    )
+
+
+def _goals_holding(
+    jobs: Sequence[ElasticJob],
+    held: Container[str],
+    snapshot: ClusterSnapshot,
+    pool_gpus: int,
+    deficits: Mapping[str, int],
+    settings: ElasticSettings,
+    models: Mapping[str, Throughput],
+    attained: Mapping[str, float],
+) -> dict[str, int]:
+    """Each job's goal, the held jobs at their size; every job afresh when the pool cannot keep them."""
+    kept = [j for j in jobs if j.key in held and j.min_workers <= j.size <= j.max_workers]
+    kept_gpus = sum(j.size * j.worker.gpus for j in kept)
+    if not kept or kept_gpus > pool_gpus:
+        return goals_of(jobs, snapshot, pool_gpus, deficits, settings, models, attained)
+    keys = {j.key for j in kept}
+    others = [j for j in jobs if j.key not in keys]
+    goals = goals_of(others, snapshot, pool_gpus - kept_gpus, deficits, settings, models, attained)
+    return {**goals, **{j.key: j.size for j in kept}}
+
+
+def _paced(job: ElasticJob, goal: int, step: int | None) -> int:
+    """The size a job goes to this round: ``goal``, but at most ``step`` workers more than it has."""
+    return goal if step is None else min(goal, max(job.size + step, job.min_workers))
+
+
+def running_on(job: ElasticJob, nodes: Container[str]) -> dict[str, int]:
+    """The job's running workers per node, on ``nodes`` only (a worker on a deleted node runs nowhere)."""
+    return {node: count for node, count in job.running_on().items() if node in nodes}
+
+
+def _move(
+    job: ElasticJob,
+    size: int,
+    layout: Layout,
+    statement: Statement,
+    now: float,
+    last_moved: Mapping[str, float],
+    settings: ElasticSettings,
+    topologies: TopologyCache,
+    budget: int,
+    reserved: Mapping[str, int],
+) -> int:
+    """Move up to the job's allowance of workers toward its target; return how many moved.
+
+    A move off a node a waiting gang's room is kept on (``reserved``) is made at once, whether or not
+    it saves a node, past the cooldown and the per-job limit: the gang waits for nothing else.
+    """
+    nodes = statement.snapshot.nodes
+    current = kept_running(job, size, nodes)
+    target = layout.targets.get(job.key, {})
+    surplus = [node for node in sorted(current) if current[node] > target.get(node, 0)]
+    for_room = any(reserved.get(node, 0) for node in surplus)
+    if not layout.moves.get(job.key) or (len(target) >= len(current) and not for_room):
+        return 0  # nothing to move, or moving would neither save a node nor make a gang's room
+    if not for_room and now - last_moved.get(job.key, float("-inf")) < settings.cooldown_seconds:
+        return 0
+    per_job = budget if for_room else settings.moves_per_job
+    allowance = min(per_job, budget, sum(running_on(job, nodes).values()) - job.min_workers)
+    surplus.sort(key=lambda node: (not reserved.get(node, 0), node))
+    needy = [node for node in sorted(target) if target[node] > current.get(node, 0)]
+    movers = [p for p in reversed(job.workers[:size]) if p.node_name in surplus and p.holds_resources]
+    moved = 0
+    for pod in movers:
+        if moved >= allowance or not needy:
+            break
+        node = needy[0]
+        room = statement.room(node)
+        if room is None or not room.fits(pod):
+            needy.pop(0)
+            continue
+        gpus = choose_gpus(room.node, FreeGpus(room.free, room.count), pod.requests.gpus, topologies)
+        spans = f"{len(target)} node{'s' if len(target) != 1 else ''}, not {len(current)}"
+        why = (
+            f"to make room on {pod.node_name} for a waiting gang"
+            if reserved.get(pod.node_name or "", 0)
+            else f"to fit {job.key} on {spans}"
+        )
+        statement.move(pod, node, gpus, f"moved {pod.name} from {pod.node_name} to {node} {why}")
+        moved += 1
+        current[node] = current.get(node, 0) + 1
+        if current[node] >= target[node]:
+            needy.pop(0)
+    return moved
