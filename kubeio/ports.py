@@ -174,6 +174,24 @@ class MpiJobLister(Protocol):
         """Every MPIJob."""
 
 
+class MpiJobSource(MpiJobLister, Protocol):
+    """Lists MPIJobs and resizes them (``kubeio.mpijobs.MpiJobWriter``)."""
+
+    def update(
+        self,
+        namespace: str,
+        name: str,
+        *,
+        replicas: int | None = None,
+        plan: str | None = None,
+        samples: str | None = None,
+    ) -> None:
+        """Set ``Worker.replicas``, show the plan, keep the samples: what is given, in one write."""
+
+    def set_moved_at(self, namespace: str, name: str, when: float) -> None:
+        """Record when a worker of the MPIJob is moved."""
+
+
 class Ungater(Protocol):
     """Removes the admission gate from one pod (``kubeio.gate_patches.GateWriter``)."""
 

@@ -12,8 +12,8 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from kubeio.ports import EventSink, GroupStatusSink, Pinner, QueueSink
-from placement.elastic_pass import ElasticPass, ElasticReport, MpiJobSource
+from kubeio.ports import EventSink, GroupStatusSink, MpiJobSource, Pinner, QueueSink
+from placement.elastic_pass import ElasticPass, ElasticReport
 from placement.gang_pass import GangPass, GangReport
 from placement.placement_metrics import PlacementMetrics
 from placement.placement_settings import PlacementSettings

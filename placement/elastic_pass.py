@@ -45,11 +45,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
 
 from kubeio.errors import KubeError
 from kubeio.mpijobs import MpiJob, elastic_job, mpijob_ref, render_plan
-from kubeio.ports import EventSink, PodDeleter
+from kubeio.ports import EventSink, MpiJobSource, PodDeleter
 from kubeio.progress import ReportError, parse_report, parse_samples, record, render_samples
 from kubeio.render import pod_ref
 from placement.elastic_pool import Pinner, keep_taints, open_pool
@@ -67,27 +66,6 @@ from scheduling.queues.view import QueueView
 from scheduling.topology import TopologyCache
 
 log = logging.getLogger(__name__)
-
-
-class MpiJobSource(Protocol):
-    """Lists MPIJobs and resizes them (``kubeio.mpijobs.MpiJobWriter``)."""
-
-    def list(self) -> list[MpiJob]:
-        """Every MPIJob."""
-
-    def update(
-        self,
-        namespace: str,
-        name: str,
-        *,
-        replicas: int | None = None,
-        plan: str | None = None,
-        samples: str | None = None,
-    ) -> None:
-        """Set ``Worker.replicas``, show the plan, keep the samples: what is given, in one write."""
-
-    def set_moved_at(self, namespace: str, name: str, when: float) -> None:
-        """Record when a worker of the MPIJob is moved."""
 
 
 @dataclass(frozen=True, slots=True)
