@@ -144,7 +144,9 @@ def test_preemption_takes_surplus_workers_of_an_elastic_job_not_the_job(
                 spec = get_mpijob(http, namespace, "elastic")["spec"]["mpiReplicaSpecs"]["Worker"]["replicas"]
                 return running if spec == 4 and running == [f"elastic-worker-{i}" for i in range(4)] else None
 
-            workers = wait_for("the job settled at workers 0-3 running", settled, timeout=60, interval=0.2)
+            # The MPI Operator re-creates the preempted workers on its next sync of the job, which its
+            # per-job backoff can delay by tens of seconds on a busy machine (docs/elastic-mpijobs.md).
+            workers = wait_for("the job settled at workers 0-3 running", settled, timeout=180, interval=0.2)
             after = _members(classes, namespace)
             job = get_mpijob(http, namespace, "elastic")
             conditions = [(c["type"], c["status"]) for c in (job.get("status") or {}).get("conditions") or []]
