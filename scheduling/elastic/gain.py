@@ -34,10 +34,10 @@ pool is what elastic jobs may hold, and what waiting work needs comes out of it.
 
 from __future__ import annotations
 
-import heapq
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from scheduling.elastic.job import ElasticJob, ElasticSettings
+from scheduling.elastic.sizing import divide_pool
 from scheduling.elastic.throughput import PRIOR, Throughput
 
 
@@ -89,7 +89,7 @@ def size_by_gain(
 
     capped: dict[str, int] = {}  # jobs whose growth does not repay its restart, held at their size
     while True:
-        targets = _divide(jobs, pool_gpus, deficits, score_of, {}, capped)
+        targets = divide_pool(jobs, pool_gpus, deficits, score_of, {}, capped)
         unpaid = {
             j.key: j.size
             for j in jobs
@@ -100,57 +100,7 @@ def size_by_gain(
             break
         capped.update(unpaid)  # each pass holds at least one more job back: at most len(jobs) passes
     if capped:  # what no other job took would stay idle: the held-back jobs grow into it after all
-        targets = _divide(jobs, pool_gpus, deficits, score_of, targets, {})
-    return targets
-
-
-Score = Callable[[ElasticJob, int], float]
-"""A job's claim on one more worker when it has ``k``."""
-
-
-def _divide(
-    jobs: Sequence[ElasticJob],
-    pool_gpus: int,
-    deficits: Mapping[str, int],
-    score: Score,
-    floors: Mapping[str, int],
-    caps: Mapping[str, int],
-) -> dict[str, int]:
-    """Workers per job: ``floors`` (default its minimum) first, then one at a time by rank up to ``caps``.
-
-    Ranked by its queue's deficit, then its score, then the fewest workers above its minimum, the
-    oldest, the name (see the module docstring).
-    """
-    targets = {job.key: floors.get(job.key, job.min_workers) for job in jobs}
-    left = pool_gpus - sum(targets[job.key] * job.worker.gpus for job in jobs)
-    deficit = dict(deficits)
-    for job in jobs:
-        given = (targets[job.key] - job.min_workers) * job.worker.gpus
-        deficit[job.queue] = deficit.get(job.queue, 0) - given
-    by_key = {job.key: job for job in jobs}
-
-    def cap(job: ElasticJob) -> int:
-        return min(caps.get(job.key, job.max_workers), job.max_workers)
-
-    def rank(job: ElasticJob) -> tuple[int, float, int, str, str]:
-        above = targets[job.key] - job.min_workers
-        return (-deficit.get(job.queue, 0), -score(job, targets[job.key]), above, job.created, job.key)
-
-    heap = [(rank(job), job.key) for job in jobs if targets[job.key] < cap(job)]
-    heapq.heapify(heap)
-    while heap:
-        stale_rank, key = heapq.heappop(heap)
-        job = by_key[key]
-        if stale_rank != rank(job):  # its queue's deficit moved since it was pushed: requeue
-            heapq.heappush(heap, (rank(job), key))
-            continue
-        if job.worker.gpus > left:
-            continue
-        targets[key] += 1
-        left -= job.worker.gpus
-        deficit[job.queue] = deficit.get(job.queue, 0) - job.worker.gpus
-        if targets[key] < cap(job):
-            heapq.heappush(heap, (rank(job), key))
+        targets = divide_pool(jobs, pool_gpus, deficits, score_of, targets, {})
     return targets
 
 

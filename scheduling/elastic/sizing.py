@@ -7,12 +7,15 @@ evenly), then to the oldest, then by name, until the pool is spent or every job 
 The pool is what elastic jobs may hold in all: the free GPUs plus what their workers hold now, less
 what waiting gangs need, so a gang that needs room takes it from the elastic surplus first (as KAI's
 elastic rule does) and an elastic job shrinks for it without being evicted.
+
+``divide_pool`` is the one-worker-at-a-time division both sizing rules use: this even rule, and the
+goodput rule of ``scheduling.elastic.gain``, which ranks by its score before the fewest workers.
 """
 
 from __future__ import annotations
 
 import heapq
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from scheduling.elastic.job import ElasticJob
 
@@ -31,15 +34,47 @@ def size_jobs(jobs: Sequence[ElasticJob], pool_gpus: int, deficits: Mapping[str,
     >>> size_jobs([a, b], 10, {"qa": 2, "qb": 6})
     {'ml/a': 2, 'ml/b': 3}
     """
-    targets = {job.key: job.min_workers for job in jobs}
-    left = pool_gpus - sum(job.min_workers * job.worker.gpus for job in jobs)
+    return divide_pool(jobs, pool_gpus, deficits, _even, {}, {})
+
+
+def _even(_job: ElasticJob, _workers: int) -> float:
+    """Every worker claims the same: the deficit, then the fewest above the minimum, decide."""
+    return 0.0
+
+
+Score = Callable[[ElasticJob, int], float]
+"""A job's claim on one more worker when it has ``k``."""
+
+
+def divide_pool(
+    jobs: Sequence[ElasticJob],
+    pool_gpus: int,
+    deficits: Mapping[str, int],
+    score: Score,
+    floors: Mapping[str, int],
+    caps: Mapping[str, int],
+) -> dict[str, int]:
+    """Workers per job: ``floors`` (default its minimum) first, then one at a time by rank up to ``caps``.
+
+    Ranked by its queue's deficit, then its score, then the fewest workers above its minimum, the
+    oldest, the name (see the module docstring).
+    """
+    targets = {job.key: floors.get(job.key, job.min_workers) for job in jobs}
+    left = pool_gpus - sum(targets[job.key] * job.worker.gpus for job in jobs)
     deficit = dict(deficits)
+    for job in jobs:
+        given = (targets[job.key] - job.min_workers) * job.worker.gpus
+        deficit[job.queue] = deficit.get(job.queue, 0) - given
     by_key = {job.key: job for job in jobs}
 
-    def rank(job: ElasticJob) -> tuple[int, int, str, str]:
-        return (-deficit.get(job.queue, 0), targets[job.key] - job.min_workers, job.created, job.key)
+    def cap(job: ElasticJob) -> int:
+        return min(caps.get(job.key, job.max_workers), job.max_workers)
 
-    heap = [(rank(job), job.key) for job in jobs if job.min_workers < job.max_workers]
+    def rank(job: ElasticJob) -> tuple[int, float, int, str, str]:
+        above = targets[job.key] - job.min_workers
+        return (-deficit.get(job.queue, 0), -score(job, targets[job.key]), above, job.created, job.key)
+
+    heap = [(rank(job), job.key) for job in jobs if targets[job.key] < cap(job)]
     heapq.heapify(heap)
     while heap:
         stale_rank, key = heapq.heappop(heap)
@@ -48,10 +83,10 @@ def size_jobs(jobs: Sequence[ElasticJob], pool_gpus: int, deficits: Mapping[str,
             heapq.heappush(heap, (rank(job), key))
             continue
         if job.worker.gpus > left:
-            continue  # this job's next worker does not fit the pool; smaller ones may
+            continue
         targets[key] += 1
         left -= job.worker.gpus
         deficit[job.queue] = deficit.get(job.queue, 0) - job.worker.gpus
-        if targets[key] < job.max_workers:
+        if targets[key] < cap(job):
             heapq.heappush(heap, (rank(job), key))
     return targets
