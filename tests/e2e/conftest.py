@@ -9,10 +9,10 @@ from __future__ import annotations
 import contextlib
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from itertools import count
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 import pytest
@@ -43,6 +43,8 @@ from scheduling.model import ADMISSION_GATE
 from testbed.nodes import SimNodeSpec, fleet, topology_from_file
 
 BRIDGED_A6000 = REPO / "hack" / "topologies" / "rtx-a6000-8gpu-nvlink-bridge-pairs_unige-baobab-gpu048.txt"
+
+T = TypeVar("T")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -162,6 +164,52 @@ def deleted_after(bed: Testbed, namespace: str, name: str) -> Iterator[None]:
         with contextlib.suppress(NotFoundError):
             bed.http.request("DELETE", f"/apis/kubeflow.org/v2beta1/namespaces/{namespace}/mpijobs/{name}")
         wait_for("the job's pods deleted", lambda: not list_pods(bed.http, namespace), timeout=60)
+
+
+def operator_backoff(bed: Testbed, key: str) -> str | None:
+    """The MPI Operator's last word on the MPIJob ``key`` (``namespace/name``) if it is a failed sync.
+
+    The operator (v0.7.0, as v0.8.0) enqueues every event on a job rate-limited: each one doubles the
+    job's next delay (5 ms x 2^events) until a sync succeeds. A sync that fails after a burst of events
+    (its status update conflicting with a write it has not seen yet) leaves the job waiting minutes
+    (docs/elastic-mpijobs.md, "Limits today"); its log then ends, for this job, on ``error syncing``.
+    """
+    last = None
+    for line in (bed.logs / "mpi-operator.log").read_text(errors="replace").splitlines():
+        if f"'{key}'" in line and ("error syncing" in line or "Successfully synced" in line):
+            last = line
+    return last if last is not None and "error syncing" in last else None
+
+
+def wait_for_operator(
+    bed: Testbed,
+    key: str,
+    what: str,
+    probe: Callable[[], T | None],
+    *,
+    timeout: float,
+    describe: Callable[[], object] = lambda: None,
+) -> T:
+    """``wait_for`` something only the MPI Operator's next sync of job ``key`` brings.
+
+    If it times out while the operator is in its backoff for the job (``operator_backoff``), the wait
+    is not phalanx's to shorten: the operator is restarted, as its failover would, and the wait made
+    once more, saying so. Any other timeout fails, with ``describe()``'s picture of the job.
+    """
+    try:
+        return wait_for(what, probe, timeout=timeout)
+    except AssertionError as timed_out:
+        if (stuck := operator_backoff(bed, key)) is None:
+            msg = f"{timed_out}; now: {describe()!r}"
+            raise AssertionError(msg) from timed_out
+    print(f"\nthe MPI Operator has not synced {key} since a failed sync ({stuck[-240:]}); restarting it")
+    bed.stop_mpi_operator()
+    bed.start_mpi_operator()
+    try:
+        return wait_for(f"{what}, the MPI Operator restarted", probe, timeout=timeout)
+    except AssertionError as timed_out:
+        msg = f"{timed_out}; now: {describe()!r}"
+        raise AssertionError(msg) from timed_out
 
 
 @pytest.fixture

@@ -33,7 +33,7 @@ from workload import (
 
 from kubeio.errors import NotFoundError
 from kubeio.http import JsonObject
-from tests.e2e.conftest import deleted_after
+from tests.e2e.conftest import deleted_after, wait_for_operator
 
 PRIORITY_CLASSES = "/apis/scheduling.k8s.io/v1/priorityclasses"
 ROLE = "training.kubeflow.org/job-role"
@@ -144,9 +144,24 @@ def test_preemption_takes_surplus_workers_of_an_elastic_job_not_the_job(
                 spec = get_mpijob(http, namespace, "elastic")["spec"]["mpiReplicaSpecs"]["Worker"]["replicas"]
                 return running if spec == 4 and running == [f"elastic-worker-{i}" for i in range(4)] else None
 
+            def now() -> tuple[object, ...]:
+                spec = get_mpijob(http, namespace, "elastic")["spec"]["mpiReplicaSpecs"]["Worker"]["replicas"]
+                pods = [
+                    (p["metadata"]["name"], p["spec"].get("nodeName"), p.get("status", {}).get("phase"))
+                    for p in list_pods(http, namespace)
+                ]
+                return spec, pods, _job_events(classes, namespace)[-6:]
+
             # The MPI Operator re-creates the preempted workers on its next sync of the job, which its
-            # per-job backoff can delay by tens of seconds on a busy machine (docs/elastic-mpijobs.md).
-            workers = wait_for("the job settled at workers 0-3 running", settled, timeout=180, interval=0.2)
+            # per-job backoff can delay by minutes on a busy machine (docs/elastic-mpijobs.md).
+            workers = wait_for_operator(
+                classes,
+                f"{namespace}/elastic",
+                "the job settled at workers 0-3 running",
+                settled,
+                timeout=90,
+                describe=now,
+            )
             after = _members(classes, namespace)
             job = get_mpijob(http, namespace, "elastic")
             conditions = [(c["type"], c["status"]) for c in (job.get("status") or {}).get("conditions") or []]
