@@ -308,9 +308,12 @@ class Testbed:
         inside = [*relay, "tcp-to-unix", "--listen", f"127.0.0.1:{port}", "--to", str(path), "--", *argv]
         return [*unshare, "--", "sh", "-c", 'ip link set lo up && exec "$@"', "sh", *inside]
 
-    def stop_mpi_operator(self) -> None:
-        """Stop the operator and delete its Lease, so a new one leads at once rather than after ~15 s."""
-        self._kill("mpi-operator", signal.SIGTERM)
+    def stop_mpi_operator(self, sig: int = signal.SIGTERM) -> None:
+        """Stop the operator and delete its Lease, so a new one leads at once rather than after ~15 s.
+
+        ``signal.SIGQUIT`` makes it write every goroutine's stack to its log first (the Go runtime's).
+        """
+        self._kill("mpi-operator", sig)
         self._kill("mpi-operator-relay", signal.SIGTERM)
         with contextlib.suppress(NotFoundError):
             self.http.request("DELETE", MPI_OPERATOR_LEASE)

@@ -7,6 +7,7 @@ release, the extender under gunicorn, the simulated kubelet, and simulated 8-GPU
 from __future__ import annotations
 
 import contextlib
+import signal
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -166,19 +167,18 @@ def deleted_after(bed: Testbed, namespace: str, name: str) -> Iterator[None]:
         wait_for("the job's pods deleted", lambda: not list_pods(bed.http, namespace), timeout=60)
 
 
-def operator_backoff(bed: Testbed, key: str) -> str | None:
-    """The MPI Operator's last word on the MPIJob ``key`` (``namespace/name``) if it is a failed sync.
+def operator_stall(log: str, key: str) -> str | None:
+    """Why the MPI Operator did nothing for MPIJob ``key`` in ``log`` (its log over a wait), if it did not.
 
     The operator (v0.7.0, as v0.8.0) enqueues every event on a job rate-limited: each one doubles the
-    job's next delay (5 ms x 2^events) until a sync succeeds. A sync that fails after a burst of events
-    (its status update conflicting with a write it has not seen yet) leaves the job waiting minutes
-    (docs/elastic-mpijobs.md, "Limits today"); its log then ends, for this job, on ``error syncing``.
+    job's next delay (5 ms x 2^events, up to 1,000 s) until a sync succeeds, so a sync that fails after
+    a burst of events leaves the job waiting minutes (docs/elastic-mpijobs.md, "Limits today"). Either
+    way, a wait in which the operator never finished a sync of the job is the operator's to explain.
     """
-    last = None
-    for line in (bed.logs / "mpi-operator.log").read_text(errors="replace").splitlines():
-        if f"'{key}'" in line and ("error syncing" in line or "Successfully synced" in line):
-            last = line
-    return last if last is not None and "error syncing" in last else None
+    if f'Finished syncing job "{key}"' in log:
+        return None
+    failed = [line for line in log.splitlines() if f"error syncing '{key}'" in line]
+    return f"its last failed sync: {failed[-1][-200:]}" if failed else "no sync of it finished"
 
 
 def wait_for_operator(
@@ -188,25 +188,38 @@ def wait_for_operator(
     probe: Callable[[], T | None],
     *,
     timeout: float,
+    interval: float = 0.2,
     describe: Callable[[], object] = lambda: None,
 ) -> T:
-    """``wait_for`` something only the MPI Operator's next sync of job ``key`` brings.
+    """``wait_for`` something only the MPI Operator's syncs of job ``key`` bring.
 
-    If it times out while the operator is in its backoff for the job (``operator_backoff``), the wait
-    is not phalanx's to shorten: the operator is restarted, as its failover would, and the wait made
-    once more, saying so. Any other timeout fails, with ``describe()``'s picture of the job.
+    If it times out and the operator finished no sync of the job meanwhile (``operator_stall``), the
+    wait is not phalanx's: the operator's goroutines are dumped to its log (SIGQUIT), the ones in its
+    job controller printed, and the operator started again, as its failover would; then the wait is
+    made once more. Any other timeout fails, with ``describe()``'s picture of the job.
     """
+    log = bed.logs / "mpi-operator.log"
+    mark = log.stat().st_size
     try:
-        return wait_for(what, probe, timeout=timeout)
+        return wait_for(what, probe, timeout=timeout, interval=interval)
     except AssertionError as timed_out:
-        if (stuck := operator_backoff(bed, key)) is None:
+        with log.open("rb") as handle:
+            handle.seek(mark)
+            stall = operator_stall(handle.read().decode(errors="replace"), key)
+        if stall is None:
             msg = f"{timed_out}; now: {describe()!r}"
             raise AssertionError(msg) from timed_out
-    print(f"\nthe MPI Operator has not synced {key} since a failed sync ({stuck[-240:]}); restarting it")
-    bed.stop_mpi_operator()
+    print(f"\nthe MPI Operator did nothing for {key} in {timeout:.0f}s ({stall}); now: {describe()!r}")
+    mark = log.stat().st_size
+    bed.stop_mpi_operator(signal.SIGQUIT)
+    with log.open("rb") as handle:
+        handle.seek(mark)
+        dump = handle.read().decode(errors="replace").split("\n\n")
+    mine = sorted((g for g in dump if "mpi_job_controller" in g), key=lambda g: "syncHandler" not in g)
+    print("its job controller's goroutines, syncs first:", *[g[:1500] for g in mine[:4]], sep="\n")
     bed.start_mpi_operator()
     try:
-        return wait_for(f"{what}, the MPI Operator restarted", probe, timeout=timeout)
+        return wait_for(f"{what}, the MPI Operator restarted", probe, timeout=timeout, interval=interval)
     except AssertionError as timed_out:
         msg = f"{timed_out}; now: {describe()!r}"
         raise AssertionError(msg) from timed_out

@@ -38,7 +38,7 @@ from kubeio.errors import NotFoundError
 from kubeio.http import JsonObject
 from kubeio.pins import pin_toleration
 from tests.conftest import REPO
-from tests.e2e.conftest import deleted_after
+from tests.e2e.conftest import deleted_after, wait_for_operator
 
 NODES = ("gpu-node-1", "gpu-node-2", "gpu-node-3")
 ROLE = "training.kubeflow.org/job-role"
@@ -145,7 +145,9 @@ def test_an_elastic_job_grows_shrinks_for_a_gang_and_grows_back(pool: Testbed, n
         # consolidation while the job grew) may still be coming back on its new node, or be re-pinned if the
         # gang took that node: so the four left are awaited, not sampled once.
         lowest = [f"elastic-worker-{i}" for i in range(4)]
-        left = wait_for(
+        left = wait_for_operator(
+            pool,
+            f"{namespace}/elastic",
             "workers 0-3 running",
             lambda: lowest if _running_workers(pool, namespace) == lowest else None,
             timeout=30,
@@ -165,7 +167,13 @@ def test_an_elastic_job_grows_shrinks_for_a_gang_and_grows_back(pool: Testbed, n
                 "DELETE", f"/api/v1/namespaces/{namespace}/pods/wide-{i}", body={"gracePeriodSeconds": 0}
             )
         start = time.monotonic()
-        wait_for("6 workers running again", lambda: len(_running_workers(pool, namespace)) == 6, timeout=90)
+        wait_for_operator(
+            pool,
+            f"{namespace}/elastic",
+            "6 workers running again",
+            lambda: len(_running_workers(pool, namespace)) == 6,
+            timeout=90,
+        )
         print(f"the job grew back to 6 {time.monotonic() - start:.1f}s after the gang was gone")
         created = set(timeline.created_at)
         print(f"created gated: {sorted(timeline.created_gated)} of {sorted(created)}")
@@ -256,7 +264,13 @@ def test_a_spread_job_is_consolidated_one_move_at_a_time_even_across_a_crash(
 
             # The operator re-creates the moved worker when it syncs (seconds on a busy machine); with the
             # manager dead and the pin webhook gone nobody pins it, and the tainted pool keeps it unbound.
-            wait_for("the moved worker re-created and waiting to be pinned", unpinned, timeout=60)
+            wait_for_operator(
+                pool,
+                f"{namespace}/spread",
+                "the moved worker re-created and waiting to be pinned",
+                unpinned,
+                timeout=60,
+            )
             print(f"\nafter the SIGKILL, workers waiting to be pinned: {unpinned()}")
         finally:
             pool.start_placement()  # registers the webhook again
@@ -268,7 +282,9 @@ def test_a_spread_job_is_consolidated_one_move_at_a_time_even_across_a_crash(
             placed = {p["spec"].get("nodeName") for p in _workers(pool, namespace)}
             return len(running) == 4 and len(placed) == 1
 
-        wait_for("the job on one node", consolidated, timeout=90, interval=0.1)
+        wait_for_operator(
+            pool, f"{namespace}/spread", "the job on one node", consolidated, timeout=90, interval=0.1
+        )
         moves = _moves(pool, namespace)
         print(f"moves: {moves}; fewest running workers seen: {fewest}")
         assert len(moves) == 2, "two workers were on the wrong nodes: two moves, none made twice"
@@ -342,7 +358,13 @@ def test_a_gang_needing_room_on_every_node_binds_beside_an_elastic_job_filling_t
         assert _replicas(pool, namespace) == 3
         moves = [str(e["message"]) for e in events_for(http, namespace, "elastic") if e["reason"] == "Moved"]
         print(f"moves: {moves}")
-        wait_for("3 workers running", lambda: len(_running_workers(pool, namespace)) == 3, timeout=60)
+        wait_for_operator(
+            pool,
+            f"{namespace}/elastic",
+            "3 workers running",
+            lambda: len(_running_workers(pool, namespace)) == 3,
+            timeout=60,
+        )
         for i in range(3):
             http.request(
                 "DELETE", f"/api/v1/namespaces/{namespace}/pods/wide-{i}", body={"gracePeriodSeconds": 0}
