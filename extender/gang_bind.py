@@ -130,10 +130,12 @@ class GangBinder:
         *,
         clock: Callable[[], float],
         teller: GangTeller,
+        node_gone: Callable[[str], str],
         settings: GangSettings = GangSettings(),
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self._snapshot = snapshot
+        self._node_gone = node_gone
         self._ledger = ledger
         self._writer = writer
         self._bind = bind
@@ -191,7 +193,7 @@ class GangBinder:
             return GangBind(message, "barrier_timeout")
         recorded = None
         if passage.leader:
-            lost = self._lost(key, passage.arrived)
+            lost = self._lost(key, passage.arrived) or self._gone(passage.arrived)
             recorded = False if lost else self._write_plan(group, passage.arrived)
             if lost:
                 self._ledger.release_group(key)
@@ -246,6 +248,16 @@ class GangBinder:
             if node is None or not node.ready:
                 return f"node {promise.node} left the cluster or is not Ready"
         return ""
+
+    def _gone(self, members: Sequence[str]) -> str:
+        """Why a node of the plan cannot take a Binding, read from the API server, not the cache.
+
+        ``_lost`` sees a node's deletion a watch lag late; the leader asks the API server once per node
+        of the plan before recording it, so a gang is not bound to a node deleted a moment ago.
+        """
+        book = self._ledger.book
+        nodes = sorted({book.by_uid[uid].node for uid in members if uid in book.by_uid})
+        return next((why for why in map(self._node_gone, nodes) if why), "")
 
     def _still_reserved(self, key: str) -> Callable[[str], bool]:
         def reserved(uid: str) -> bool:

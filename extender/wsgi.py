@@ -69,6 +69,7 @@ def create() -> Flask:
         binder.bind,
         clock=time.monotonic,
         teller=teller,
+        node_gone=binder.node_gone,
         settings=GangSettings(
             bind_wait=settings.bind_wait_seconds, bind_delay=settings.gang_bind_delay_seconds
         ),

@@ -274,6 +274,11 @@ def _summary(load: Load, faults: Faults | None, lost: list[str], capacity: int) 
         lines.append(
             f"pods that were on a deleted node (the pod garbage collector's): {len(faults.on_lost_node)}"
         )
+        late = sorted(faults.bound_after_delete)
+        lines.append(
+            f"pods bound to a node after its deletion was answered (phalanx's to prevent): {len(late)}"
+            + (f" {late[:10]}" if late else "")
+        )
     return lines
 
 

@@ -64,6 +64,9 @@ class Faults:
     timeline: list[str] = field(default_factory=list)
     on_lost_node: set[str] = field(default_factory=set)
     """Names of the pods that were on a node when it was deleted: the pod garbage collector's."""
+    bound_after_delete: set[str] = field(default_factory=set)
+    """Names of the pods bound to a node after the API server answered its deletion: Bindings the API
+    server takes to a node it no longer has (it does not check), which phalanx must not send."""
     _due: list[tuple[float, str, Callable[[], None]]] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -141,8 +144,13 @@ class Faults:
             if p["spec"].get("nodeName") == spec.name
         }
         self.bed.http.request("DELETE", f"/api/v1/nodes/{spec.name}")
+        at_delete = {
+            p["metadata"]["name"]
+            for p in list_pods(self.bed.http, self.namespace)
+            if p["spec"].get("nodeName") == spec.name
+        }
         with self._lock:
-            self.on_lost_node |= on_it
+            self.on_lost_node |= on_it | at_delete
         self._say(f"node {spec.name} deleted with {len(on_it)} of the soak's pods on it")
         time.sleep(NODE_AWAY)
         late = {
@@ -152,6 +160,7 @@ class Faults:
         }
         with self._lock:
             self.on_lost_node |= late  # bound to it just before the delete reached every cache
+            self.bound_after_delete |= late - at_delete
         self.bed.add_nodes([spec])
         self._say(f"node {spec.name} registered again")
 

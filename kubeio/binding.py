@@ -92,6 +92,30 @@ class PodBinder:
             ) from exc
         return BindStatus.BOUND
 
+    def node_gone(self, node: str) -> str:
+        """Why ``node`` cannot take a Binding now, read from the API server (``""`` when it can).
+
+        The API server does not check a Binding's node: a pod bound to a node deleted a moment ago is
+        deleted by the pod garbage collector later. The caches learn of a deletion a watch lag late (a
+        quarter to half a second on a busy control plane); one GET narrows that to a round trip. If the
+        read fails nothing is known, and ``""`` lets the Binding go ahead as it would have.
+        """
+        try:
+            raw = self._http.request("GET", f"/api/v1/nodes/{quote(node, safe='')}", timeout=self._timeout)
+        except NotFoundError:
+            return f"node {node} was deleted"
+        except KubeError:
+            return ""
+        meta, status = raw.get("metadata") or {}, raw.get("status") or {}
+        if meta.get("deletionTimestamp"):
+            return f"node {node} is being deleted"
+        ready = [
+            c for c in status.get("conditions") or [] if isinstance(c, dict) and c.get("type") == "Ready"
+        ]
+        if not ready or ready[0].get("status") != "True":
+            return f"node {node} is not Ready"
+        return ""
+
     def touch(self, namespace: str, name: str, key: str, value: str) -> None:
         """Merge-patch one annotation on a pod, so kube-scheduler sees an update and retries it.
 

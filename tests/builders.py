@@ -243,9 +243,16 @@ class FakeBinder:
     fail_with: KubeError | None = None
     apply: bool = True
     lock: threading.Lock = field(default_factory=threading.Lock)
+    deleted_nodes: set[str] = field(default_factory=set)
+    """Nodes the API server no longer has though the cache (``cluster``) still does: a watch lag."""
 
     def get_pod(self, namespace: str, name: str) -> Pod | None:
         return self.cluster.pod(namespace, name)
+
+    def node_gone(self, node: str) -> str:
+        if node in self.deleted_nodes or node not in self.cluster.nodes:
+            return f"node {node} was deleted"
+        return "" if self.cluster.nodes[node].ready else f"node {node} is not Ready"
 
     def bind(
         self, namespace: str, name: str, uid: str, node: str, annotations: Mapping[str, str]

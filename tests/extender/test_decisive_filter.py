@@ -141,7 +141,13 @@ def gang_extender(fake: FakeCluster, *, decisive: bool) -> Extender:
     binder, ledger = FakeBinder(fake), PromiseLedger()
     teller = GangTeller(None, None, lambda: 0.0)
     gangs = GangBinder(
-        fake.snapshot, ledger, FakePlanWriter(fake), binder.bind, clock=lambda: 0.0, teller=teller
+        fake.snapshot,
+        ledger,
+        FakePlanWriter(fake),
+        binder.bind,
+        clock=lambda: 0.0,
+        teller=teller,
+        node_gone=binder.node_gone,
     )
     return Extender(
         fake, binder, clock=lambda: 0.0, promise_ttl=60.0, gangs=gangs, ledger=ledger, decisive=decisive

@@ -71,6 +71,7 @@ class Rig:
             self.bind,
             clock=self.clock,
             teller=GangTeller(self.events, None, lambda: 0.0),
+            node_gone=self.binder.node_gone,
             settings=GangSettings(bind_wait=bind_wait),
         )
         self.pool = ThreadPoolExecutor(len(GANG))
@@ -154,6 +155,18 @@ def test_a_gang_whose_node_left_while_its_members_waited_binds_no_member() -> No
         assert rig.ledger.book.by_uid == {}, "the reservation goes: the gang is planned again whole"
         assert [e[3] for e in rig.events.events] == ["GangBindAbandoned"]
         assert "node n1 left the cluster or is not Ready" in rig.events.events[0][4]
+
+
+def test_a_gang_whose_node_the_api_server_deleted_before_the_cache_knew_binds_no_member() -> None:
+    """The cache still has the node (a watch lag); the leader's read of the API server does not."""
+    with Rig() as rig:
+        rig.binder.deleted_nodes.add("n1")
+        results = [f.result(timeout=10) for f in [rig.start(pod) for pod in GANG]]
+        assert [r.outcome for r in results] == ["plan_failed"] * len(GANG), results
+        assert rig.calls == [], "no plan written, no Binding"
+        assert rig.ledger.book.by_uid == {}, "the reservation goes: the gang is planned again whole"
+        assert [e[3] for e in rig.events.events] == ["GangBindAbandoned"]
+        assert "node n1 was deleted" in rig.events.events[0][4]
 
 
 def test_a_member_whose_reservation_goes_after_the_plan_is_not_bound() -> None:

@@ -240,7 +240,9 @@ def test_a_gang_that_can_never_be_reserved_wakes_a_member_told_it_waited_for_mem
     nudger = Nudger(toucher, clock=lambda: 0.0)
     ledger, teller = PromiseLedger(), GangTeller(None, None, time)
     writer = FakePlanWriter(cluster)
-    gangs = GangBinder(cluster.snapshot, ledger, writer, binder.bind, clock=time, teller=teller)
+    gangs = GangBinder(
+        cluster.snapshot, ledger, writer, binder.bind, clock=time, teller=teller, node_gone=binder.node_gone
+    )
     ext = Extender(cluster, binder, clock=time, promise_ttl=60.0, gangs=gangs, nudger=nudger, ledger=ledger)
     names = tuple(n.name for n in nodes)
     assert ext.filter(members[0], names).feasible == ()
