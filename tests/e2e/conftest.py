@@ -173,9 +173,9 @@ def operator_stall(log: str, key: str) -> str | None:
     The operator (v0.7.0, as v0.8.0) enqueues every event on a job rate-limited: each one doubles the
     job's next delay (5 ms x 2^events, up to 1,000 s) until a sync succeeds, so a sync that fails after
     a burst of events leaves the job waiting minutes (docs/elastic-mpijobs.md, "Limits today"). Either
-    way, a wait in which the operator never finished a sync of the job is the operator's to explain.
+    way, a wait in which no sync of the job succeeded is the operator's to explain.
     """
-    if f'Finished syncing job "{key}"' in log:
+    if f"Successfully synced '{key}'" in log:
         return None
     failed = [line for line in log.splitlines() if f"error syncing '{key}'" in line]
     return f"its last failed sync: {failed[-1][-200:]}" if failed else "no sync of it finished"
@@ -193,7 +193,7 @@ def wait_for_operator(
 ) -> T:
     """``wait_for`` something only the MPI Operator's syncs of job ``key`` bring.
 
-    If it times out and the operator finished no sync of the job meanwhile (``operator_stall``), the
+    If it times out and no sync of the job succeeded meanwhile (``operator_stall``), the
     wait is not phalanx's: the operator's goroutines are dumped to its log (SIGQUIT), the ones in its
     job controller printed, and the operator started again, as its failover would; then the wait is
     made once more. Any other timeout fails, with ``describe()``'s picture of the job.
