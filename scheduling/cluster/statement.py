@@ -37,6 +37,10 @@ class Statement:
         self._rooms: dict[str, NodeRoom | None] = {}
         self._actions: list[Action] = []
         self._undo: list[tuple[str, NodeRoom | None]] = []
+        self._changed: list[str] = []
+        self.memo: dict[object, object] = {}
+        """Planners' orders of this statement's nodes, kept across plans (``scheduling.gang.fresh_order``);
+        each brings itself up to date from ``changed_since``."""
 
     # -- reading -----------------------------------------------------------------------------------
 
@@ -56,6 +60,14 @@ class Statement:
             if room is not None:
                 found[name] = room
         return found
+
+    def changes(self) -> int:
+        """How many times a node's room changed in this statement (a mark for ``changed_since``)."""
+        return len(self._changed)
+
+    def changed_since(self, mark: int) -> list[str]:
+        """The nodes whose room changed after ``mark`` (``changes()`` then), in order, with repeats."""
+        return self._changed[mark:]
 
     def _initial(self, name: str) -> NodeRoom | None:
         snapshot, promises = self.snapshot, self.promises
@@ -125,6 +137,7 @@ class Statement:
         while len(self._undo) > undo:
             name, before = self._undo.pop()
             self._rooms[name] = before
+            self._changed.append(name)
         del self._actions[actions:]
 
     def commit(self) -> Plan:
@@ -136,6 +149,7 @@ class Statement:
     def _set(self, name: str, room: NodeRoom | None) -> None:
         self._undo.append((name, self.room(name)))
         self._rooms[name] = room
+        self._changed.append(name)
 
     def _take(self, pod: Pod, name: str, gpus: tuple[int, ...]) -> None:
         room = self.room(name)

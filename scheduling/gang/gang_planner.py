@@ -22,8 +22,10 @@ from scheduling.cluster.room import NodeRoom
 from scheduling.cluster.snapshot import ClusterSnapshot
 from scheduling.cluster.statement import Statement
 from scheduling.cluster.usage import FreeGpus
+from scheduling.gang.domain_room import domain_room
+from scheduling.gang.fresh_order import domain_of, fresh_order
 from scheduling.gpu.choice import choose_gpus
-from scheduling.model import Node, Pod
+from scheduling.model import Pod
 from scheduling.topology import TopologyCache
 
 DEFAULT_LOCALITY_KEYS = ("phalanx.io/rack", "topology.kubernetes.io/zone")
@@ -60,26 +62,6 @@ class GangShortfall:
     message: str
 
 
-def _domain(node: Node, keys: Sequence[str]) -> tuple[str, ...]:
-    return tuple(node.labels.get(key, "") for key in keys)
-
-
-def _preferred_domain(
-    rooms: Mapping[str, NodeRoom], total_gpus: int, keys: Sequence[str]
-) -> tuple[str, str] | None:
-    """(label, value) of the innermost locality domain with free GPUs for the whole gang, tightest first."""
-    for key in keys:
-        free: dict[str, int] = {}
-        for room in rooms.values():
-            value = room.node.labels.get(key)
-            if value:
-                free[value] = free.get(value, 0) + room.count
-        fitting = sorted((count, value) for value, count in free.items() if count >= total_gpus)
-        if fitting:
-            return key, fitting[0][1]
-    return None
-
-
 def plan_gang(
     group: str,
     members: Sequence[Pod],
@@ -111,50 +93,43 @@ def plan_gang(
     start = work.checkpoint()
     offered = frozenset(candidates)
     pinned = frozenset().union(*(p.pinned for p in members))
-    rooms = work.rooms(offered | pinned)
     ordered = sorted(members, key=lambda p: (-p.requests.gpus, -p.requests.milli_cpu, p.name))
     total = sum(p.requests.gpus for p in ordered)
-    domain = _preferred_domain(rooms, total, locality_keys) if total else None
+    domain = domain_room(work, offered | pinned, locality_keys).preferred(total) if total else None
     used: list[str] = []
     placements: list[Placement] = []
-    fresh: dict[tuple[object, frozenset[str]], list[_Fresh]] = {}
     for pod in ordered:
-        choice = _choose_node(pod, rooms, pod.pinned or offered, used, domain, locality_keys, fresh)
+        choice = _choose_node(pod, work, pod.pinned or offered, used, domain, locality_keys)
         if choice is None:
             work.rollback(start)  # the message tells what was free, not what the partial plan left
             return GangShortfall(group, _shortfall(group, ordered, pod, work.rooms(offered | pinned)))
-        room = rooms[choice]
+        room = work.room(choice)
+        assert room is not None  # chosen because it has room
         gpus = choose_gpus(room.node, FreeGpus(room.free, room.count), pod.requests.gpus, cache)
         work.assign(pod, choice, gpus, f"gang {group}")
-        rooms[choice] = work.room(choice) or room
         placements.append(Placement(pod, choice, gpus))
         if choice not in used:
             used.append(choice)
     return GangPlan(group, tuple(sorted(placements, key=lambda p: p.pod.name)))
 
 
-_Fresh = tuple[int, int, str, tuple[str, ...]]
-"""A node the gang does not use yet: (1 if outside the preferred domain, GPUs it would have left, name,
-domain)."""
-
-
 def _choose_node(
     pod: Pod,
-    rooms: Mapping[str, NodeRoom],
+    work: Statement,
     allowed: frozenset[str],
     used: Sequence[str],
     domain: tuple[str, str] | None,
     keys: Sequence[str],
-    fresh: dict[tuple[object, frozenset[str]], list[_Fresh]],
 ) -> str | None:
     """The node for ``pod``: a used one that fits, best fit first; else the best node not used yet.
 
-    Nodes the gang does not use yet keep their rooms while it is planned (only the nodes it takes
-    change, and those are used from then on), so for one member shape (requests, allowed nodes) they are
-    ranked once, in ``fresh``, instead of re-ranked for every member: a 64-member gang over 500 nodes
-    walked every room each time its nodes filled, which was most of a release pass.
+    Nodes not used yet come from an order kept on ``work`` for the member's shape
+    (``scheduling.gang.fresh_order``): built once per statement, then brought up to date with the few
+    nodes each plan changes, instead of every node re-ranked for every gang (most of a release pass at
+    1,000 nodes).
     """
-    fitting = [name for name in used if name in allowed and rooms[name].fits(pod)]
+    rooms = {name: room for name in used if name in allowed and (room := work.room(name)) is not None}
+    fitting = [name for name, room in rooms.items() if room.fits(pod)]
     if fitting:
 
         def rank(name: str) -> tuple[int, int, str]:
@@ -163,38 +138,9 @@ def _choose_node(
             return (0 if in_domain else 1, room.count - pod.requests.gpus, name)
 
         return min(fitting, key=rank)
-    shape = (pod.requests, allowed)
-    order = fresh.get(shape)
-    if order is None:
-        taken = set(used)
-        order = fresh[shape] = sorted(
-            (
-                0 if domain is None or room.node.labels.get(domain[0]) == domain[1] else 1,
-                room.count - pod.requests.gpus,
-                name,
-                _domain(room.node, keys),
-            )
-            for name, room in rooms.items()
-            if name in allowed and name not in taken and room.fits(pod)
-        )
-    return _best_fresh(order, frozenset(used), {_domain(rooms[n].node, keys) for n in used})
-
-
-def _best_fresh(
-    order: Sequence[_Fresh], used: frozenset[str], used_domains: set[tuple[str, ...]]
-) -> str | None:
-    """The first node of ``order`` not used yet, preferring, within its domain class, a domain in use."""
-    first: _Fresh | None = None
-    for entry in order:
-        if entry[2] in used:
-            continue
-        if first is None:
-            first = entry
-        elif entry[0] != first[0]:
-            break
-        if entry[3] in used_domains:
-            return entry[2]
-    return first[2] if first is not None else None
+    order = fresh_order(work, pod, allowed, domain)
+    used_domains = {domain_of(room.node, keys) for n in used if (room := work.room(n)) is not None}
+    return order.best(frozenset(used), used_domains, keys)
 
 
 def _shortfall(group: str, members: Sequence[Pod], stuck: Pod, rooms: Mapping[str, NodeRoom]) -> str:

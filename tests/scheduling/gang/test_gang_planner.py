@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from scheduling.cluster.promises import Promise, PromiseBook
 from scheduling.cluster.room import NodeRoom
+from scheduling.cluster.statement import Statement
 from scheduling.gang import gang_planner
 from scheduling.gang.gang_planner import GangPlan, GangShortfall, plan_gang
 from scheduling.model import Node, Pod
@@ -150,14 +151,14 @@ def test_a_member_pinned_to_a_full_node_is_named() -> None:
 
 def _reference_choice(
     pod: Pod,
-    rooms: Mapping[str, NodeRoom],
+    work: Statement,
     allowed: frozenset[str],
     used: Sequence[str],
     domain: tuple[str, str] | None,
     keys: Sequence[str],
-    _fresh: object,
 ) -> str | None:
     """The placement rule read literally: rank every fitting node for every member (the module docstring)."""
+    rooms = work.rooms(allowed | set(used))
     fitting = [name for name in used if name in allowed and rooms[name].fits(pod)]
     if not fitting:
         fitting = [name for name, room in rooms.items() if name in allowed and room.fits(pod)]
@@ -178,6 +179,30 @@ def _reference_choice(
         )
 
     return min(fitting, key=rank)
+
+
+@dataclass(frozen=True)
+class _ReferenceDomains:
+    """The preferred domain read literally: every candidate's free GPUs summed per domain, each time."""
+
+    rooms: Mapping[str, NodeRoom]
+    keys: Sequence[str]
+
+    def preferred(self, total_gpus: int) -> tuple[str, str] | None:
+        for key in self.keys:
+            free: dict[str, int] = {}
+            for room in self.rooms.values():
+                value = room.node.labels.get(key)
+                if value:
+                    free[value] = free.get(value, 0) + room.count
+            fitting = sorted((count, value) for value, count in free.items() if count >= total_gpus)
+            if fitting:
+                return key, fitting[0][1]
+        return None
+
+
+def _reference_domains(work: Statement, candidates: frozenset[str], keys: Sequence[str]) -> _ReferenceDomains:
+    return _ReferenceDomains(work.rooms(candidates), keys)
 
 
 @st.composite
@@ -224,5 +249,45 @@ def test_ranking_fresh_nodes_once_places_every_member_as_ranking_them_each_time(
     fast = plan()
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(gang_planner, "_choose_node", _reference_choice)
+        patch.setattr(gang_planner, "domain_room", _reference_domains)
         literal = plan()
     assert fast == literal
+
+
+@st.composite
+def _gangs_in_turn(draw: st.DrawFn) -> tuple[list[Node], list[Pod], list[list[Pod]], list[str]]:
+    """A cluster and several gangs to plan one after the other on one statement, as a release pass does."""
+    nodes, running, first, offered = draw(_clusters())
+    gangs = [first]
+    for g in range(draw(st.integers(1, 6))):
+        gangs.append(
+            [
+                a_pod(f"g{g}-m{i:02d}").gpus(draw(st.sampled_from((1, 1, 2, 4, 8)))).group(f"g{g}").build()
+                for i in range(draw(st.integers(1, 12)))
+            ]
+        )
+    return nodes, running, gangs, offered
+
+
+@settings(max_examples=200, deadline=None)
+@given(_gangs_in_turn())
+def test_gangs_planned_in_turn_on_one_statement_are_placed_as_ranking_every_node_each_time(
+    cluster: tuple[list[Node], list[Pod], list[list[Pod]], list[str]],
+) -> None:
+    """The order kept on the statement across plans (and failed plans' rollbacks) changes no placement."""
+    nodes, running, gangs, offered = cluster
+
+    def plans() -> list[GangPlan | GangShortfall]:
+        snapshot = snapshot_of(nodes, running)
+        work = Statement(snapshot, PromiseBook())
+        return [
+            plan_gang(f"ml/g{i}", gang, offered, snapshot, PromiseBook(), TopologyCache(), statement=work)
+            for i, gang in enumerate(gangs)
+        ]
+
+    kept = plans()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(gang_planner, "_choose_node", _reference_choice)
+        patch.setattr(gang_planner, "domain_room", _reference_domains)
+        literal = plans()
+    assert kept == literal
