@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from kubeio.convert import ConvertError, api_parts, pod_from_api, pod_requests
@@ -25,6 +25,7 @@ from kubeio.progress import SAMPLES_ANNOTATION, THROUGHPUT_ANNOTATION
 from kubeio.refusals import identity
 from scheduling.elastic import ElasticJob, check_job
 from scheduling.elastic.job import MAX_WORKERS_ANNOTATION, WorkerRange
+from scheduling.elastic.operator_lag import OperatorCount
 from scheduling.model import KUEUE_QUEUE_LABEL, Pod, Resources
 from scheduling.queues import QUEUE_LABEL
 
@@ -97,6 +98,8 @@ class MpiJob:
         moved_at: the ``phalanx.io/elastic-moved-at`` annotation, if any and a number.
         throughput: the job's ``phalanx.io/throughput`` report as written (``kubeio.progress``), if any.
         samples: the ``phalanx.io/throughput-samples`` phalanx recorded, as written, if any.
+        workers_active: ``status.replicaStatuses.Worker.active``, the running workers its operator
+            recorded, or ``None`` when it recorded no worker status (or one of the wrong shape).
         problem: why phalanx cannot read the MPIJob (a field of the wrong shape), or ``None``; such a
             job is refused with this reason and left alone.
     """
@@ -116,6 +119,7 @@ class MpiJob:
     throughput: str | None = None
     samples: str | None = None
     kueue_queue: str | None = None
+    workers_active: int | None = None
 
     @property
     def key(self) -> str:
@@ -165,7 +169,18 @@ def mpijob_from_api(raw: object) -> MpiJob:
         throughput=parts.annotations.get(THROUGHPUT_ANNOTATION),
         samples=parts.annotations.get(SAMPLES_ANNOTATION),
         kueue_queue=_labels(meta.get("labels")).get(KUEUE_QUEUE_LABEL) or None,
+        workers_active=_workers_active(parts.status),
     )
+
+
+def _workers_active(status: Mapping[str, object]) -> int | None:
+    """``status.replicaStatuses.Worker.active`` (absent, the Go client's ``omitempty``: 0), or ``None``."""
+    statuses = status.get("replicaStatuses")
+    worker = statuses.get("Worker") if isinstance(statuses, dict) else None
+    if not isinstance(worker, dict):
+        return None
+    active = worker.get("active", 0)
+    return active if isinstance(active, int) and not isinstance(active, bool) and active >= 0 else None
 
 
 def _labels(value: object) -> dict[str, str]:
@@ -206,11 +221,13 @@ def workers_of(namespace: str, job: str, pods: Iterable[Pod]) -> tuple[Pod, ...]
         and p.labels.get(ROLE_LABEL) == "worker"
     ]
 
-    def index(pod: Pod) -> tuple[int, str]:
-        text = pod.labels.get(INDEX_LABEL, "")
-        return (int(text) if text.isascii() and text.isdigit() and len(text) < 10 else 1 << 30, pod.name)
+    return tuple(sorted(mine, key=lambda pod: (_index(pod), pod.name)))
 
-    return tuple(sorted(mine, key=index))
+
+def _index(pod: Pod) -> int:
+    """The worker's replica index (a label the operator sets), past any real one if unreadable."""
+    text = pod.labels.get(INDEX_LABEL, "")
+    return int(text) if text.isascii() and text.isdigit() and len(text) < 10 else 1 << 30
 
 
 def elastic_job(job: MpiJob, pods: Iterable[Pod], queue: str, gpus_in_cluster: int) -> ElasticJob:
@@ -223,6 +240,7 @@ def elastic_job(job: MpiJob, pods: Iterable[Pod], queue: str, gpus_in_cluster: i
     if job.kueue_queue is not None:
         allowed = kueue_range(job, allowed)
     workers = workers_of(job.namespace, job.name, pods)
+    running = sum(1 for p in workers if p.phase == "Running" and _index(p) < job.replicas)
     return ElasticJob(
         job.key,
         queue,
@@ -233,6 +251,7 @@ def elastic_job(job: MpiJob, pods: Iterable[Pod], queue: str, gpus_in_cluster: i
         job.created,
         job.replicas,
         capped=allowed.capped,
+        operator=OperatorCount(job.workers_active, running),
     )
 
 

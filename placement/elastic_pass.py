@@ -57,6 +57,7 @@ from scheduling.cluster.snapshot import ClusterSnapshot
 from scheduling.elastic import ElasticJob, ElasticSettings, JobError, Layout
 from scheduling.elastic.decide import ElasticDecision, ElasticRound, decide_elastic, may_shrink
 from scheduling.elastic.elastic_planner import running_on
+from scheduling.elastic.operator_lag import WriteTurn, write_turn
 from scheduling.elastic.size_hold import SizeHold
 from scheduling.elastic.throughput import PRIOR, Sample, Throughput, fit
 from scheduling.model import Pod
@@ -112,6 +113,7 @@ class ElasticPass:
         self._settings = settings or ElasticSettings()
         self._last_moved: dict[str, float] = {}
         self._told: set[tuple[str, str]] = set()
+        self._lagging: dict[str, float] = {}  # job -> when its operator was first seen behind its pods
         self._holds: Mapping[
             str, SizeHold
         ] = {}  # the last decision's, for the next (``scheduling.elastic.size_hold``)
@@ -147,9 +149,14 @@ class ElasticPass:
         plan, layout = decision.plan, decision.layout
         plans = _changed_plans(declared, layout, plan)
         sizes = {resize.job: resize for resize in plan.resizes}
+        now = self._clock()
+        turns = {job.key: write_turn(job.operator, self._lagging.get(job.key), now) for job in jobs}
+        self._lagging = {key: turn.lagging_since for key, turn in turns.items() if turn.lagging_since}
         resized: list[str] = []
         grown = 0
         for key in sorted(plans.keys() | sizes.keys() | learned.keys()):
+            if not self._may_write(key, turns):
+                continue
             job, resize = declared[key], sizes.get(key)
             if resize is not None:
                 # The event is written before the action (``EventRecorder.record_now``): a crash right
@@ -177,6 +184,8 @@ class ElasticPass:
             job_key = job_of[move.uid]
             namespace, _, name = move.pod.partition("/")
             job = declared[job_key]
+            if not self._may_write(job_key, turns):
+                continue
             try:  # first: a restart between the two still knows the cooldown started
                 self._jobs.set_moved_at(job.namespace, job.name, self._clock())
             except KubeError as exc:
@@ -202,6 +211,18 @@ class ElasticPass:
             decision.shrinking,
             _giving_back(jobs, {r.job for r in plan.resizes if r.after < r.before} & set(resized)),
         )
+
+    @staticmethod
+    def _may_write(key: str, turns: Mapping[str, WriteTurn]) -> bool:
+        """Whether this pass writes MPIJob ``key`` (``scheduling.elastic.operator_lag``); says why not."""
+        turn = turns.get(key)
+        if turn is None or (turn.write and not turn.reason):
+            return True
+        if turn.write:
+            log.warning("%s: %s", key, turn.reason)
+        else:
+            log.info("%s: not written this pass: %s", key, turn.reason)
+        return turn.write
 
     def _learn(
         self, declared: dict[str, MpiJob], jobs: Sequence[ElasticJob], snapshot: ClusterSnapshot

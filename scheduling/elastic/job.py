@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
+from scheduling.elastic.operator_lag import OperatorCount
 from scheduling.model import GPU_RESOURCE, Pod, Resources
 
 MAX_WORKERS_ANNOTATION = "phalanx.io/max-workers"
@@ -43,6 +44,8 @@ class ElasticJob:
         replicas: ``Worker.replicas`` as declared, the size its operator is bringing it to (workers may
             still be on their way); ``None``: as many as ``workers``.
         capped: why ``max_workers`` is below the job's annotation (``WorkerRange.capped``), if it is.
+        operator: its running workers as its operator recorded them and as they are
+            (``scheduling.elastic.operator_lag``); ``None``: not known, as in the simulator.
     """
 
     key: str
@@ -54,6 +57,7 @@ class ElasticJob:
     created: str = ""
     replicas: int | None = None
     capped: str | None = None
+    operator: OperatorCount | None = None
 
     @property
     def size(self) -> int:

@@ -12,6 +12,7 @@ import pytest
 from kubeio.convert import ConvertError
 from kubeio.mpijobs import MPIJOBS_PATH, MpiJobWriter, elastic_job, mpijob_from_api, parse_plan, workers_of
 from scheduling.elastic import JobError
+from scheduling.elastic.operator_lag import OperatorCount
 from scheduling.model import Pod, Resources
 from tests.builders import a_pod
 from tests.kubeio.fake_api import FakeApi
@@ -159,3 +160,55 @@ def test_an_elastic_mpijob_submitted_to_kueue_keeps_the_size_kueue_admitted() ->
     assert "admitted 2 workers" in planned.capped
     free = elastic_job(mpijob_from_api(ELASTIC), [], "team-a", gpus_in_cluster=32)
     assert (free.min_workers, free.max_workers) == (2, 6)
+
+
+def _with_status(status: object) -> dict[str, Any]:
+    raw = copy.deepcopy(ELASTIC)
+    raw["status"] = status
+    return raw
+
+
+OPERATOR_STATUS = {  # as the MPI Operator v0.7.0 writes it (omitempty drops zero counts)
+    "conditions": [{"type": "Created", "status": "True", "reason": "MPIJobCreated"}],
+    "replicaStatuses": {"Launcher": {"active": 1}, "Worker": {"active": 3}},
+    "startTime": "2026-11-23T09:00:01Z",
+}
+
+
+@pytest.mark.parametrize(
+    ("status", "active"),
+    [
+        (None, None),
+        ({"conditions": []}, None),
+        (OPERATOR_STATUS, 3),
+        ({"replicaStatuses": {"Launcher": {"active": 1}, "Worker": {}}}, 0),
+        ({"replicaStatuses": {"Worker": {"active": "3"}}}, None),
+        ({"replicaStatuses": {"Worker": {"active": True}}}, None),
+        ({"replicaStatuses": {"Worker": {"active": -1}}}, None),
+        ({"replicaStatuses": ["Worker"]}, None),
+    ],
+    ids=["none", "no-replicas", "operator", "omitted-zero", "string", "bool", "negative", "list"],
+)
+def test_the_running_workers_the_operator_recorded_are_read_from_its_status(
+    status: object, active: int | None
+) -> None:
+    assert mpijob_from_api(_with_status(status)).workers_active == active
+
+
+def test_the_operator_count_is_the_running_workers_below_the_declared_replicas() -> None:
+    """What the operator's next sync counts: workers 2 and 3 are past Worker.replicas (it deletes them)."""
+    job = mpijob_from_api(_with_status(OPERATOR_STATUS))
+
+    def pod(index: int, *, running: bool) -> Pod:
+        labels = {
+            "training.kubeflow.org/job-name": "mnist",
+            "training.kubeflow.org/job-role": "worker",
+            "training.kubeflow.org/replica-index": str(index),
+        }
+        built = a_pod(f"mnist-worker-{index}").gpus(2)
+        return replace((built.on("n1") if running else built).build(), labels=MappingProxyType(labels))
+
+    pods = [pod(0, running=True), pod(1, running=False), pod(2, running=True), pod(3, running=True)]
+    planned = elastic_job(job, pods, "team-a", gpus_in_cluster=32)
+    assert planned.operator == OperatorCount(recorded=3, actual=1)
+    assert planned.operator.lag == "its operator counts 3 running worker(s) where 1 run"

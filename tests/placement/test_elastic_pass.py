@@ -13,6 +13,7 @@ from kubeio.mpijobs import MpiJob
 from placement.elastic_pass import ElasticPass, ElasticReport
 from placement.elastic_pool import POOL_LABEL
 from scheduling.elastic import ElasticSettings
+from scheduling.elastic.operator_lag import LAG_WAIT
 from scheduling.model import Pod, PodGroup, Resources
 from scheduling.topology import TopologyCache
 from tests.builders import FakeCluster, FakeEvents, a_node, a_pod, a_round
@@ -311,3 +312,40 @@ def test_jobs_shrunk_for_a_waiting_gang_are_not_resized_again_by_what_they_repor
     assert sorted(fresh_jobs.resized) == [("ml/flat", 1), ("ml/lin", 3)], (
         "without the hold, what was learned trades workers before the gang binds"
     )
+
+
+def lagging_rig(active: int) -> tuple[ElasticPass, FakeCluster, FakeJobs, list[float]]:
+    """A job of 2 running workers whose operator recorded ``active`` running; the pass's clock moves."""
+    cluster = FakeCluster().add(a_node("n1").build(), a_node("n2").build())
+    cluster.add(worker("mnist", 0, "n1"), worker("mnist", 1, "n1"))
+    jobs, clock = FakeJobs([replace(mpijob("mnist", 2), workers_active=active)]), [100.0]
+    elastic = ElasticPass(
+        jobs,
+        FakePins(cluster),
+        FakeDeleter(cluster),
+        FakeEvents(),
+        clock=lambda: clock[0],
+        topologies=TopologyCache(),
+        settings=ElasticSettings(cooldown_seconds=0),
+    )
+    return elastic, cluster, jobs, clock
+
+
+def test_a_job_whose_operator_has_not_counted_its_running_workers_is_written_once_it_has() -> None:
+    """A write landing during the operator's status update fails that sync and stalls the job."""
+    elastic, cluster, jobs, clock = lagging_rig(active=1)
+    assert elastic.run(a_round(cluster, mpijobs=jobs.list(), now=clock[0])).resized == ()
+    clock[0] += 5
+    assert elastic.run(a_round(cluster, mpijobs=jobs.list(), now=clock[0])).resized == ()
+    assert jobs.writes == [], "held: the operator's next sync updates the status"
+    jobs.jobs = [replace(job, workers_active=2) for job in jobs.jobs]  # its sync recorded both
+    clock[0] += 1
+    assert elastic.run(a_round(cluster, mpijobs=jobs.list(), now=clock[0])).resized == ("ml/mnist",)
+    assert jobs.resized == [("ml/mnist", 4)]
+
+
+def test_an_operator_that_never_catches_up_is_not_waited_for_longer_than_the_lag_wait() -> None:
+    elastic, cluster, jobs, clock = lagging_rig(active=0)
+    assert elastic.run(a_round(cluster, mpijobs=jobs.list(), now=clock[0])).resized == ()
+    clock[0] += LAG_WAIT
+    assert elastic.run(a_round(cluster, mpijobs=jobs.list(), now=clock[0])).resized == ("ml/mnist",)
