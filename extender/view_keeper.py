@@ -1,10 +1,12 @@
 """Keeps the queue view fresh for the extender, and the groups admitted since it was built.
 
-Building the queues' view walks every pod, so it is rebuilt in a background thread (at most every
-``interval`` seconds, and only when the cluster changed); a decision reads the latest view, which is at
-most that old. The corrections for that lag are the core's (``scheduling.admission.queue_hold``); this module
-only holds the values they need, each swapped atomically: the view, the ``AdmittedBook`` and the
-``TriedBook`` (when kube-scheduler last tried each group).
+The view is rebuilt in a background thread (at most every ``interval`` seconds, and only when the
+cluster changed); a decision reads the latest view, which is at most that old. A rebuild counts only
+the pods (and promises) that changed since the last (``scheduling.queues.tally``): walking every pod,
+15,000 on a busy cluster, took about 0.1 s of the interpreter the extender's requests share. The
+corrections for that lag are the core's (``scheduling.admission.queue_hold``); this module only holds
+the values they need, each swapped atomically: the view, the ``AdmittedBook`` and the ``TriedBook``
+(when kube-scheduler last tried each group).
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ from scheduling.admission.queue_hold import TRIED_FRESH, AdmittedBook, AdmittedG
 from scheduling.cluster.promises import PromiseBook
 from scheduling.cluster.snapshot import ClusterSnapshot
 from scheduling.model import Pod
-from scheduling.queues.view import QueueView, view_of
+from scheduling.queues.tally import QueueTally
+from scheduling.queues.view import QueueView
 from scheduling.resources import within
 
 log = logging.getLogger(__name__)
@@ -48,7 +51,8 @@ class ViewKeeper:
         self._on_release = on_release
         self._on_rebuild = on_rebuild
         self._view: QueueView | None = None
-        self._lock = threading.Lock()
+        self._tally = QueueTally()
+        self._lock = threading.Lock()  # also serialises the tally, which is not thread-safe
         self._admitted = AdmittedBook()
         self._admitted_lock = threading.Lock()
         self._tried = TriedBook()
@@ -86,7 +90,7 @@ class ViewKeeper:
     def refresh(self) -> QueueView:
         """Build the view now."""
         with self._lock:
-            view = view_of(self._snapshot(), self._promises())
+            view = self._tally.view(self._snapshot(), self._promises())
             if view.problems and (self._view is None or self._view.problems != view.problems):
                 log.warning("queues set aside, every other queue in force: %s", "; ".join(view.problems))
             before, self._view = self._view, view

@@ -9,12 +9,14 @@ Pods are immutable values, so a changed pod is a different object: finding them 
 per pod, not one classification. The view is then assembled from the sums (``assemble_view``), so its
 cost follows the queues and the groups that wait, not the pods that run.
 
-What a pod adds depends on the queues in force (its label resolves to a queue, or it is misplaced) and
-on which gangs Kueue admitted; when either changes, every pod is counted again. The tally holds no
-promises: the extender, which has them, builds its views with ``view_of``. A tally's view equals
-``view_of(snapshot, PromiseBook())`` (a property test checks it on random sequences of snapshots).
+What a pod adds depends on the queues in force (its label resolves to a queue, or it is misplaced), on
+which gangs Kueue admitted, and on whether a promise holds it (a gang's reservation or a bind in flight
+counts as held, not waiting); when the queues or the stamps change every pod is counted again, when a
+pod's promise comes or goes that pod is. A tally's view equals ``view_of(snapshot, promises)`` (a
+property test checks it on random sequences of snapshots and promises).
 
-Not thread-safe: the caller serialises ``view`` calls (``placement.views.SharedView`` holds a lock).
+Not thread-safe: the caller serialises ``view`` calls (``placement.views.SharedView`` and the
+extender's ``ViewKeeper`` hold a lock).
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ class _Share:
 
 
 _NOTHING = _Share()
+_NO_PROMISES = PromiseBook()
 
 
 class QueueTally:
@@ -65,15 +68,20 @@ class QueueTally:
         self._running: dict[str, dict[str, Pod]] = {}
         self._waiting: dict[str, dict[str, Pod]] = {}
         self._gang_of: dict[str, RunningGang] = {}  # running group -> its figures, dropped when it changes
+        self._promised: frozenset[str] = frozenset()  # uids a promise held at the last view
         self.recounts = 0
         """How many times every pod was counted again (the first view, a Queue or Kueue change)."""
 
-    def view(self, snapshot: ClusterSnapshot) -> QueueView:
-        """The view of ``snapshot`` without promises, recounting only the pods changed since the last."""
+    def view(self, snapshot: ClusterSnapshot, promises: PromiseBook = _NO_PROMISES) -> QueueView:
+        """The view of ``snapshot`` after ``promises``, recounting only the pods changed since the last."""
         current = snapshot.queue_pods
         if current is None:  # a snapshot without the kept index (built from lists): walk it
-            return view_of(snapshot, PromiseBook())
-        changed = [(uid, pod) for uid, pod in current.items() if self._pods.get(uid) is not pod]
+            return view_of(snapshot, promises)
+        promised = frozenset(promises.by_uid)
+        flipped, self._promised = promised ^ self._promised, promised
+        changed = [
+            (uid, pod) for uid, pod in current.items() if self._pods.get(uid) is not pod or uid in flipped
+        ]
         gone = [uid for uid in self._pods if uid not in current]
         for uid in gone:
             self._stamp(self._pods.pop(uid), -1)
@@ -109,7 +117,7 @@ class QueueTally:
             self._misplaced,
             self._counted,
         )
-        return replace(view, source=(snapshot, PromiseBook()))
+        return replace(view, source=(snapshot, promises))
 
     def _gangs(self) -> tuple[RunningGang, ...]:
         """The running groups by key; only those whose members changed are figured again."""
@@ -145,7 +153,7 @@ class QueueTally:
             self._count(uid, pod)
 
     def _count(self, uid: str, pod: Pod) -> None:
-        share = self._share_of(pod)
+        share = self._share_of(pod, uid in self._promised)
         if share is not _NOTHING:
             self._entries[uid] = (pod, share)
             self._apply(uid, pod, share, 1)
@@ -185,8 +193,8 @@ class QueueTally:
                 if not members:
                     groups.pop(key, None)
 
-    def _share_of(self, pod: Pod) -> _Share:
-        """Where ``pod`` counts, as ``build_queue_view`` counts it (without promises)."""
+    def _share_of(self, pod: Pod, promised: bool) -> _Share:
+        """Where ``pod`` counts, as ``build_queue_view`` counts it (``promised``: a promise holds it)."""
         assert self._tree is not None, "the tree is built before any pod is counted"
         if pod.scheduler_name != SCHEDULER_NAME or by_kueue(pod, self._kueue):
             return _Share(outside=True) if pod.holds_resources else _NOTHING
@@ -195,9 +203,10 @@ class QueueTally:
             queue = self._tree.workload_queue(labels.get(QUEUE_LABEL))
         except QueueError as exc:
             return _Share(outside=pod.holds_resources, misplaced=str(exc))
-        if pod.holds_resources:
+        if pod.holds_resources or promised:
             non_preemptible = not is_preemptible(pod.priority, labels.get(PREEMPTIBLE_LABEL))
-            return _Share(queue=queue, non_preemptible=non_preemptible, running=group_key(pod))
+            running = group_key(pod) if pod.holds_resources else None
+            return _Share(queue=queue, non_preemptible=non_preemptible, running=running)
         if pod.node_name is None and not pod.terminating:
             return _Share(waiting=group_key(pod))
         return _NOTHING

@@ -1,8 +1,9 @@
 """A tally's view equals the view walked from every pod, snapshot after snapshot.
 
-``QueueTally`` recounts only the pods whose object changed since its last view; a random sequence of
-changes (pods added, changed, finished and deleted, Queues changed, gangs stamped by Kueue) must leave
-every view it gives equal to ``view_of`` on the same snapshot.
+``QueueTally`` recounts only the pods whose object or promise changed since its last view; a random
+sequence of changes (pods added, changed, finished and deleted, Queues changed, gangs stamped by Kueue,
+promises made and released) must leave every view it gives equal to ``view_of`` on the same snapshot
+and promises.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scheduling.cluster.promises import PromiseBook
+from scheduling.cluster.promises import Promise, PromiseBook
 from scheduling.cluster.state import ClusterState
 from scheduling.model import KUEUE_PODSET_LABEL
 from scheduling.queues.tally import QueueTally
@@ -29,15 +30,24 @@ CHANGE = st.tuples(
 )
 
 
-def _views(state: ClusterState, tally: QueueTally) -> tuple[QueueView | str, QueueView | str]:
+def _views(
+    state: ClusterState, tally: QueueTally, promises: PromiseBook
+) -> tuple[QueueView | str, QueueView | str]:
     snapshot = state.snapshot()
     try:
-        walked: QueueView | str = view_of(snapshot, PromiseBook())
+        walked: QueueView | str = view_of(snapshot, promises)
     except ValueError as exc:
         with pytest.raises(ValueError, match=re.escape(str(exc))):
-            tally.view(snapshot)
+            tally.view(snapshot, promises)
         return str(exc), str(exc)
-    return walked, tally.view(snapshot)
+    return walked, tally.view(snapshot, promises)
+
+
+def _promises(state: ClusterState, picks: set[int]) -> PromiseBook:
+    """Promises for the pods at ``picks`` (indices into the snapshot's pods by uid, wrapped around)."""
+    pods = sorted(state.snapshot().all_pods(), key=lambda p: p.uid)
+    chosen = {pods[i % len(pods)] for i in picks} if pods else set()
+    return PromiseBook.of({p.uid: Promise(p.uid, p.key, "n0", (), 1e9, p.requests) for p in chosen})
 
 
 @settings(max_examples=150, deadline=None)
@@ -47,20 +57,21 @@ def _views(state: ClusterState, tally: QueueTally) -> tuple[QueueView | str, Que
         st.tuples(
             st.sampled_from([None, None, None, None, *sorted(QUEUE_SETS)]),  # most steps keep the Queues
             st.lists(CHANGE, min_size=1, max_size=25),
+            st.sets(st.integers(0, 60), max_size=6),  # the pods a promise holds after the step
         ),
         min_size=1,
         max_size=10,
     ),
 )
 def test_a_tally_gives_the_walked_view_after_every_change(
-    first: str, steps: list[tuple[str | None, list[tuple[str, PodSpec, bool]]]]
+    first: str, steps: list[tuple[str | None, list[tuple[str, PodSpec, bool]], set[int]]]
 ) -> None:
     state = ClusterState()
     for i in range(3):
         state.put_node(a_node(f"n{i}").build())
     state.replace_queues(QUEUE_SETS[first])
     tally = QueueTally()
-    for queues, changes in steps:
+    for queues, changes, picks in steps:
         if queues is not None:
             state.replace_queues(QUEUE_SETS[queues])
         built, _ = _pods([spec for _, spec, _ in changes])
@@ -71,7 +82,7 @@ def test_a_tally_gives_the_walked_view_after_every_change(
                 state.put_pod(pod)
             elif what == "remove":
                 state.remove_pod(pod.uid)
-        walked, tallied = _views(state, tally)
+        walked, tallied = _views(state, tally, _promises(state, picks))
         assert tallied == walked
         if isinstance(walked, QueueView):
             assert isinstance(tallied, QueueView)
