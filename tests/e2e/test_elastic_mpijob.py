@@ -405,7 +405,18 @@ def test_the_job_that_reports_it_scales_ends_with_more_workers(pool: Testbed, na
             replicas = int(get_mpijob(http, namespace, name)["spec"]["mpiReplicaSpecs"]["Worker"]["replicas"])
             return replicas > 2 and any(int(sample[0]) == replicas for sample in kept(name))
 
-        wait_for("both seen at the size they grew to", lambda: all(map(seen_grown, jobs)), timeout=180)
+        seen: set[str] = set()
+
+        def both_seen_grown() -> bool:
+            """Each seen grown once, not both at the same moment.
+
+            The learning may shrink one job (to give GPUs to the other) before the other's report at
+            its grown size is written.
+            """
+            seen.update(name for name in jobs if name not in seen and seen_grown(name))
+            return seen == set(jobs)
+
+        wait_for("both seen at the size they grew to", both_seen_grown, timeout=180)
         create_podgroup(http, namespace, podgroup("wide", 2))
         for i in range(2):
             create_pod(http, namespace, member(f"wide-{i}", "wide", 8))
