@@ -168,22 +168,26 @@ def deleted_after(bed: Testbed, namespace: str, name: str) -> Iterator[None]:
 
 
 def operator_stall(log: str, key: str) -> str | None:
-    """Why the MPI Operator did nothing for MPIJob ``key`` in ``log`` (its log over a wait), if it did not.
+    """Why the MPI Operator is not acting on MPIJob ``key``, read from ``log`` (its log over a wait).
 
     The operator (v0.7.0, as v0.8.0) enqueues every event on a job rate-limited: each one doubles the
     job's next delay (5 ms x 2^events, up to 1,000 s) until a sync succeeds, so a sync that fails after
-    a burst of events leaves the job waiting minutes (docs/elastic-mpijobs.md, "Limits today"). Either
-    way, a wait in which no sync of the job succeeded is the operator's to explain.
+    a burst of events leaves the job waiting minutes (docs/elastic-mpijobs.md, "Limits today"). A wait
+    in which the job's last sync failed, or none finished, is the operator's to explain.
     """
-    if f"Successfully synced '{key}'" in log:
-        return None
-    failed = [line for line in log.splitlines() if f"error syncing '{key}'" in line]
-    return f"its last failed sync: {failed[-1][-200:]}" if failed else "no sync of it finished"
+    syncs = [
+        line
+        for line in log.splitlines()
+        if f"error syncing '{key}'" in line or f"Successfully synced '{key}'" in line
+    ]
+    if not syncs:
+        return "no sync of it finished"
+    return f"its last sync failed: {syncs[-1][-200:]}" if "error syncing" in syncs[-1] else None
 
 
 def wait_for_operator(
     bed: Testbed,
-    key: str,
+    keys: str | tuple[str, ...],
     what: str,
     probe: Callable[[], T | None],
     *,
@@ -191,10 +195,10 @@ def wait_for_operator(
     interval: float = 0.2,
     describe: Callable[[], object] = lambda: None,
 ) -> T:
-    """``wait_for`` something only the MPI Operator's syncs of job ``key`` bring.
+    """``wait_for`` something only the MPI Operator's syncs of the jobs ``keys`` bring.
 
-    If it times out and no sync of the job succeeded meanwhile (``operator_stall``), the
-    wait is not phalanx's: the operator's goroutines are dumped to its log (SIGQUIT), the ones in its
+    If it times out while the operator is not acting on one of them (``operator_stall``), the wait is
+    not phalanx's: the operator's goroutines are dumped to its log (SIGQUIT), the ones in its
     job controller printed, and the operator started again, as its failover would; then the wait is
     made once more. Any other timeout fails, with ``describe()``'s picture of the job.
     """
@@ -205,11 +209,13 @@ def wait_for_operator(
     except AssertionError as timed_out:
         with log.open("rb") as handle:
             handle.seek(mark)
-            stall = operator_stall(handle.read().decode(errors="replace"), key)
-        if stall is None:
+            text = handle.read().decode(errors="replace")
+        named = (keys,) if isinstance(keys, str) else keys
+        stall = "; ".join(f"{key}: {why}" for key in named if (why := operator_stall(text, key)))
+        if not stall:
             msg = f"{timed_out}; now: {describe()!r}"
             raise AssertionError(msg) from timed_out
-    print(f"\nthe MPI Operator did nothing for {key} in {timeout:.0f}s ({stall}); now: {describe()!r}")
+    print(f"\nthe MPI Operator is not acting ({stall}) after {timeout:.0f}s; now: {describe()!r}")
     mark = log.stat().st_size
     bed.stop_mpi_operator(signal.SIGQUIT)
     with log.open("rb") as handle:

@@ -416,11 +416,18 @@ def test_the_job_that_reports_it_scales_ends_with_more_workers(pool: Testbed, na
             seen.update(name for name in jobs if name not in seen and seen_grown(name))
             return seen == set(jobs)
 
-        wait_for("both seen at the size they grew to", both_seen_grown, timeout=180)
+        keys = tuple(f"{namespace}/{name}" for name in jobs)  # the launchers' reports write the jobs
+        wait_for_operator(pool, keys, "both seen at the size they grew to", both_seen_grown, timeout=180)
         create_podgroup(http, namespace, podgroup("wide", 2))
         for i in range(2):
             create_pod(http, namespace, member(f"wide-{i}", "wide", 8))
-        wait_for("both seen at two sizes", lambda: all(len(kept(name)) >= 2 for name in jobs), timeout=180)
+        wait_for_operator(
+            pool,
+            keys,
+            "both seen at two sizes",
+            lambda: all(len(kept(name)) >= 2 for name in jobs),
+            timeout=180,
+        )
         for i in range(2):
             http.request(
                 "DELETE", f"/api/v1/namespaces/{namespace}/pods/wide-{i}", body={"gracePeriodSeconds": 0}
@@ -430,7 +437,7 @@ def test_the_job_that_reports_it_scales_ends_with_more_workers(pool: Testbed, na
             now = running()
             return now if now["lin"] > now["flat"] and sum(now.values()) >= 10 else None
 
-        sizes = wait_for("the job that scales runs more workers", settled, timeout=180)
+        sizes = wait_for_operator(pool, keys, "the job that scales runs more workers", settled, timeout=180)
         print(f"\nrunning workers: {sizes}")
         for name in jobs:
             print(f"{name}: samples kept on the MPIJob: {kept(name)}")
