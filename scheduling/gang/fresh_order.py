@@ -11,12 +11,12 @@ preferred domain first, then the fewest GPUs left (best fit), then the name.
 
 from __future__ import annotations
 
-import bisect
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from scheduling.cluster.room import NodeRoom
 from scheduling.cluster.statement import Statement
+from scheduling.keyed_order import place
 from scheduling.model import Node, Pod
 
 Entry = tuple[int, int, str, Node]
@@ -78,7 +78,9 @@ def fresh_order(
         if found.seen != mark:
             for name in dict.fromkeys(work.changed_since(found.seen)):
                 room = work.room(name) if name in allowed else None
-                _place(found, name, None if room is None else _entry(name, room, pod, domain))
+                place(
+                    found.keys, found.order, name, None if room is None else _entry(name, room, pod, domain)
+                )
             found.seen = mark
         return found
     entries = {
@@ -96,12 +98,3 @@ def _entry(name: str, room: NodeRoom, pod: Pod, domain: tuple[str, str] | None) 
         return None
     outside = 0 if domain is None or room.node.labels.get(domain[0]) == domain[1] else 1
     return outside, room.count - pod.requests.gpus, name, room.node
-
-
-def _place(order: FreshOrder, name: str, entry: Entry | None) -> None:
-    old = order.keys.pop(name, None)
-    if old is not None:
-        del order.order[bisect.bisect_left(order.order, old)]
-    if entry is not None:
-        order.keys[name] = entry
-        bisect.insort(order.order, entry)

@@ -18,7 +18,6 @@ picks from the full filter's feasible list, and the one node that list holds whe
 
 from __future__ import annotations
 
-import bisect
 import threading
 from collections import OrderedDict
 from collections.abc import Set as AbstractSet
@@ -28,6 +27,7 @@ from scheduling.cluster.node_changes import NodeChanges
 from scheduling.cluster.promises import PromiseBook
 from scheduling.cluster.snapshot import ClusterSnapshot
 from scheduling.gpu.fit import filter_nodes
+from scheduling.keyed_order import place
 from scheduling.model import Pod, Resources
 from scheduling.nodes.decisive import in_tree_score
 from scheduling.nodes.ranking import ScoreMemo, rank_nodes
@@ -117,7 +117,7 @@ class RankIndex:
             changed = changes.since(order.version, snapshot.version) if order.changes is changes else None
             if changed is not None:
                 for name in changed:
-                    _place(order, name, _key(name, pod, snapshot, _EMPTY, topologies, memo))
+                    place(order.keys, order.order, name, _key(name, pod, snapshot, _EMPTY, topologies, memo))
                 order.version = snapshot.version
                 return order
         fresh = _Order(snapshot.version, changes)
@@ -130,15 +130,6 @@ class RankIndex:
         while len(self._orders) > self._max:
             self._orders.popitem(last=False)
         return fresh
-
-
-def _place(order: _Order, name: str, key: Key | None) -> None:
-    old = order.keys.pop(name, None)
-    if old is not None:
-        del order.order[bisect.bisect_left(order.order, old)]
-    if key is not None:
-        order.keys[name] = key
-        bisect.insort(order.order, key)
 
 
 def _key(
