@@ -22,6 +22,7 @@ from kubeio.api_fields import obj_field as _obj
 from kubeio.api_fields import str_field as _str
 from kubeio.convert_constraints import affinity_of, node_selector_of, taints_of, tolerations_of
 from kubeio.native_podgroups import scheduling_group_of
+from kubeio.progress import THROUGHPUT_ANNOTATION, clip_report
 from scheduling.model import (
     DEFAULT_SCHEDULE_TIMEOUT_SECONDS,
     GANG_PLAN_ANNOTATION,
@@ -155,6 +156,7 @@ def pod_from_api(raw: object) -> Pod:
         affinity=affinity_of(spec),
         gates=scheduling_gates(spec),
         gate_stamped=GATE_STAMP in annotations,
+        progress=clip_report(annotations.get(THROUGHPUT_ANNOTATION)),
     )
 
 

@@ -4,10 +4,8 @@ What is read (docs/design/elastic-mpi.md): the workers' count ``spec.mpiReplicaS
 minimum ``spec.runPolicy.schedulingPolicy.minAvailable`` (launcher included, as the operator counts
 it for its PodGroup), the maximum from the annotation ``phalanx.io/max-workers`` (the API has no field
 for it), a worker's requests from the Worker template, and its queue from the template's label
-``phalanx.io/queue``. Worker pods are the pods labelled ``training.kubeflow.org/job-name=<job>`` and
-``training.kubeflow.org/job-role=worker``, ordered by ``training.kubeflow.org/replica-index`` (the
-operator removes the highest indices when replicas go down). What is written: the replicas (there is
-no scale subresource), by a merge patch.
+``phalanx.io/queue``. Its pods are found by the operator's labels (``kubeio.mpijob_pods``). What is
+written: the replicas (there is no scale subresource), by a merge patch.
 """
 
 from __future__ import annotations
@@ -21,6 +19,7 @@ from kubeio.convert import ConvertError, api_parts, pod_from_api, pod_requests
 from kubeio.errors import NotFoundError
 from kubeio.events import ObjectRef
 from kubeio.http import JsonObject, KubeHttp
+from kubeio.mpijob_pods import JOB_NAME_LABEL, ROLE_LABEL, replica_index, workers_of
 from kubeio.progress import SAMPLES_ANNOTATION, THROUGHPUT_ANNOTATION
 from kubeio.refusals import identity
 from scheduling.elastic import ElasticJob, check_job
@@ -42,9 +41,6 @@ def mpijob_path(namespace: str, name: str) -> str:
     return f"/apis/kubeflow.org/v2beta1/namespaces/{namespace}/mpijobs/{name}"
 
 
-JOB_NAME_LABEL = "training.kubeflow.org/job-name"
-ROLE_LABEL = "training.kubeflow.org/job-role"
-INDEX_LABEL = "training.kubeflow.org/replica-index"
 PLAN_ANNOTATION = "phalanx.io/elastic-plan"
 """MPIJob annotation: the placement manager's current plan for the job, as compact JSON."""
 MOVED_AT_ANNOTATION = "phalanx.io/elastic-moved-at"
@@ -211,25 +207,6 @@ def _seconds(text: str | None) -> float | None:
     return value if value is not None and math.isfinite(value) else None
 
 
-def workers_of(namespace: str, job: str, pods: Iterable[Pod]) -> tuple[Pod, ...]:
-    """The worker pods of MPIJob ``namespace/job``, by replica index (then name)."""
-    mine = [
-        p
-        for p in pods
-        if p.namespace == namespace
-        and p.labels.get(JOB_NAME_LABEL) == job
-        and p.labels.get(ROLE_LABEL) == "worker"
-    ]
-
-    return tuple(sorted(mine, key=lambda pod: (_index(pod), pod.name)))
-
-
-def _index(pod: Pod) -> int:
-    """The worker's replica index (a label the operator sets), past any real one if unreadable."""
-    text = pod.labels.get(INDEX_LABEL, "")
-    return int(text) if text.isascii() and text.isdigit() and len(text) < 10 else 1 << 30
-
-
 def elastic_job(job: MpiJob, pods: Iterable[Pod], queue: str, gpus_in_cluster: int) -> ElasticJob:
     """The planner's view of an elastic ``job`` whose pods are among ``pods``.
 
@@ -240,7 +217,7 @@ def elastic_job(job: MpiJob, pods: Iterable[Pod], queue: str, gpus_in_cluster: i
     if job.kueue_queue is not None:
         allowed = kueue_range(job, allowed)
     workers = workers_of(job.namespace, job.name, pods)
-    running = sum(1 for p in workers if p.phase == "Running" and _index(p) < job.replicas)
+    running = sum(1 for p in workers if p.phase == "Running" and replica_index(p) < job.replicas)
     return ElasticJob(
         job.key,
         queue,

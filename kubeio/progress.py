@@ -1,13 +1,20 @@
 """How an elastic MPIJob tells phalanx its training speed, and where phalanx keeps what it learned.
 
-**The report** (written by the job): the annotation ``phalanx.io/throughput`` on the MPIJob, JSON
+**The report** (written by the job): the annotation ``phalanx.io/throughput`` on the pod the job's
+reporting process runs in (its launcher or a worker; ``kubeio.mpijob_pods.report_on_pods``), JSON
 ``{"samplesPerSecond": 812.5, "workers": 4}``: the samples per second the job trains at now, and the
-number of workers (``hvd.size()``) it measured that at. The launcher patches it every minute or so
+number of workers (``hvd.size()``) it measured that at. The process patches it every minute or so
 (``docs/elastic-mpijobs.md`` shows it for elastic Horovod). Why an annotation: Horovod's elastic driver
 and DeepSpeed expose no metrics endpoint of their own (DeepSpeed's throughput timer logs samples/s,
 its monitor writes TensorBoard, W&B or CSV), so any form costs the job a few lines; an annotation
-needs no route from the placement manager to the job's pods, and the API server keeps it across a
-restart of either. The worker count makes a report taken before a resize harmless: it is a sample of
+needs no route from the placement manager to the job's pods, and the placement manager already
+watches every pod. Why on a pod and not on the MPIJob: the MPI Operator updates the MPIJob's status
+with the version it read, so a write to the MPIJob landing during that update fails the operator's
+sync, and the operator then waits 5 ms x 2^n (n: the job's events since its last successful sync)
+before it tries the job again: minutes, seen on the test bed. A pod's report wakes the operator too
+(it watches the job's pods), but nothing it writes conflicts with a pod's annotations, so its sync
+succeeds and the backoff is reset. An MPIJob's own annotation is still read when none of its pods
+carries a report. The worker count makes a report taken before a resize harmless: it is a sample of
 the size it names.
 
 **The samples** (written by phalanx): the annotation ``phalanx.io/throughput-samples``, JSON
@@ -26,10 +33,13 @@ import math
 from scheduling.elastic.throughput import Sample
 
 THROUGHPUT_ANNOTATION = "phalanx.io/throughput"
-"""MPIJob annotation the job writes: ``{"samplesPerSecond": <number>, "workers": <whole number>}``."""
+"""Pod annotation the job writes: ``{"samplesPerSecond": <number>, "workers": <whole number>}``."""
 
 SAMPLES_ANNOTATION = "phalanx.io/throughput-samples"
 """MPIJob annotation the placement manager writes: ``[[workers, nodes, samplesPerSecond], ...]``."""
+
+MAX_REPORT = 4096
+"""Characters a report may have; a longer one is no report (and is kept clipped: ``clip_report``)."""
 
 MAX_SAMPLES = 64
 """Samples kept per job at most (one per size and spread; the sizes nearest the newest win)."""
@@ -51,7 +61,7 @@ def parse_report(text: str | None) -> tuple[int, float] | None:
     if text is None:
         return None
     try:
-        raw = json.loads(text) if len(text) <= 4096 else None
+        raw = json.loads(text) if len(text) <= MAX_REPORT else None
     except (ValueError, RecursionError):
         raw = None
     if not isinstance(raw, dict):
@@ -66,6 +76,18 @@ def parse_report(text: str | None) -> tuple[int, float] | None:
         msg = f"annotation {THROUGHPUT_ANNOTATION}: workers must be a positive whole number, got {workers!r}"
         raise ReportError(msg)
     return workers, float(rate)
+
+
+def clip_report(text: str | None) -> str | None:
+    """The report text a cache keeps of a pod: a text too long to be a report is clipped.
+
+    The clipped text is still too long, so it is refused with the same reason, and a pod carrying
+    256 KiB of annotation costs the cache no more than one carrying a report.
+
+    >>> len(clip_report("x" * 10_000) or "")
+    4097
+    """
+    return text if text is None or len(text) <= MAX_REPORT else text[: MAX_REPORT + 1]
 
 
 def parse_samples(text: str | None) -> tuple[Sample, ...]:

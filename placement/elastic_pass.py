@@ -14,8 +14,8 @@ calls too); this pass reads, asks and applies:
    maximum above what the cluster could ever hold, or above ``MAX_ELASTIC_WORKERS``, is capped, with a
    ``MaxWorkersCapped`` event.
 3. **Learn**: each job's throughput report (``kubeio.progress``: the annotation ``phalanx.io/throughput``
-   its launcher writes) becomes a sample of the size and spread it runs at; the samples are kept on the
-   MPIJob (``phalanx.io/throughput-samples``) and a model is fitted on them
+   its reporting process writes on the pod it runs in) becomes a sample of the size and spread it runs
+   at; the samples are kept on the MPIJob (``phalanx.io/throughput-samples``) and a model is fitted on them
    (``scheduling.elastic.throughput``). A job that reports nothing is sized by the prior.
 4. **Plan** from the snapshot: the pool is the free GPUs plus what elastic workers hold, less what other
    waiting groups need; queue deficits from the queue view; sizes by each job's learned gain.
@@ -47,9 +47,17 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from kubeio.errors import KubeError
+from kubeio.mpijob_pods import report_on_pods
 from kubeio.mpijobs import MpiJob, elastic_job, mpijob_ref, render_plan
 from kubeio.ports import EventSink, MpiJobSource, PodDeleter
-from kubeio.progress import ReportError, parse_report, parse_samples, record, render_samples
+from kubeio.progress import (
+    THROUGHPUT_ANNOTATION,
+    ReportError,
+    parse_report,
+    parse_samples,
+    record,
+    render_samples,
+)
 from kubeio.render import pod_ref
 from placement.elastic_pool import Pinner, keep_taints, open_pool
 from placement.round import Round
@@ -67,6 +75,13 @@ from scheduling.queues.view import QueueView
 from scheduling.topology import TopologyCache
 
 log = logging.getLogger(__name__)
+
+_ON_MPIJOB = (
+    f"throughput report written on the MPIJob ({THROUGHPUT_ANNOTATION}): it is read, but a write to the"
+    " MPIJob that lands during its MPI Operator's status update fails that sync, and the operator then"
+    " backs off from the job for up to minutes; write the report on the pod the reporting process runs in"
+    " (docs/elastic-mpijobs.md)"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +129,7 @@ class ElasticPass:
         self._last_moved: dict[str, float] = {}
         self._told: set[tuple[str, str]] = set()
         self._lagging: dict[str, float] = {}  # job -> when its operator was first seen behind its pods
+        self._stalled: set[str] = set()  # jobs told their operator lags (told again after it caught up)
         self._holds: Mapping[
             str, SizeHold
         ] = {}  # the last decision's, for the next (``scheduling.elastic.size_hold``)
@@ -131,7 +147,7 @@ class ElasticPass:
         above = frozenset(may_shrink(jobs))
         if not jobs:
             return ElasticReport(tainted, opened, refused=refused, above_minimum=above)
-        models, learned = self._learn(declared, jobs, snapshot)
+        models, learned = self._learn(declared, jobs, snapshot, pods)
         decision = decide_elastic(
             ElasticRound(
                 jobs,
@@ -152,6 +168,7 @@ class ElasticPass:
         now = self._clock()
         turns = {job.key: write_turn(job.operator, self._lagging.get(job.key), now) for job in jobs}
         self._lagging = {key: turn.lagging_since for key, turn in turns.items() if turn.lagging_since}
+        self._tell_stalls(declared, turns)
         resized: list[str] = []
         grown = 0
         for key in sorted(plans.keys() | sizes.keys() | learned.keys()):
@@ -212,6 +229,15 @@ class ElasticPass:
             _giving_back(jobs, {r.job for r in plan.resizes if r.after < r.before} & set(resized)),
         )
 
+    def _tell_stalls(self, declared: Mapping[str, MpiJob], turns: Mapping[str, WriteTurn]) -> None:
+        """A Warning on each job whose operator has lagged too long, once per lag (it may be stalled)."""
+        self._stalled &= {key for key, turn in turns.items() if turn.lagging_since is not None}
+        for key in sorted(k for k, turn in turns.items() if turn.overdue and k not in self._stalled):
+            self._stalled.add(key)
+            self._events.record(
+                mpijob_ref(declared[key]), "Warning", "OperatorLagging", turns[key].stall_note
+            )
+
     @staticmethod
     def _may_write(key: str, turns: Mapping[str, WriteTurn]) -> bool:
         """Whether this pass writes MPIJob ``key`` (``scheduling.elastic.operator_lag``); says why not."""
@@ -225,10 +251,17 @@ class ElasticPass:
         return turn.write
 
     def _learn(
-        self, declared: dict[str, MpiJob], jobs: Sequence[ElasticJob], snapshot: ClusterSnapshot
+        self,
+        declared: dict[str, MpiJob],
+        jobs: Sequence[ElasticJob],
+        snapshot: ClusterSnapshot,
+        pods: Sequence[Pod],
     ) -> tuple[dict[str, Throughput], dict[str, str]]:
         """Each job's model, fitted on the samples kept on it and the report it wrote now; new samples.
 
+        The report is read from the job's pods (``kubeio.mpijob_pods.report_on_pods``), and from the
+        MPIJob when none carries one: the older place, still read, but a write there can land during
+        the operator's status update and stall the job, so the job is told once to move it.
         A report counts as a sample only while exactly the workers it names run (one written before a
         resize names the old size and is taken when the job runs that many again; one written while
         the job grows is a sample of each size it passes). A changed set of samples is returned, to be
@@ -237,13 +270,19 @@ class ElasticPass:
         """
         models: dict[str, Throughput] = {}
         learned: dict[str, str] = {}
+        reporting = [p for p in pods if p.progress is not None]
         for job in jobs:
             mpijob = declared[job.key]
             kept = parse_samples(mpijob.samples)
+            found = report_on_pods(mpijob.namespace, mpijob.name, reporting)
+            if found is None and mpijob.throughput is not None:
+                found = (mpijob.throughput, f"MPIJob {job.key}")
+                self._tell(mpijob, "Warning", "ThroughputReportOnMPIJob", _ON_MPIJOB)
             try:
-                report = parse_report(mpijob.throughput)
+                report = parse_report(found[0] if found else None)
             except ReportError as exc:
-                self._tell(mpijob, "Warning", "InvalidThroughputReport", f"MPIJob {job.key}: {exc}")
+                where = found[1] if found else job.key
+                self._tell(mpijob, "Warning", "InvalidThroughputReport", f"on {where}: {exc}")
                 report = None
             samples = kept
             on = running_on(job, snapshot.nodes)

@@ -36,7 +36,8 @@ from collections.abc import Callable, Mapping
 from kubeio.convert import ConvertError
 from kubeio.errors import KubeError
 from kubeio.gate_patches import gate_ops, stamp_ops
-from kubeio.mpijobs import JOB_NAME_LABEL, ROLE_LABEL, mpijob_ref, parse_plan, workers_of
+from kubeio.mpijob_pods import JOB_NAME_LABEL, ROLE_LABEL, workers_of
+from kubeio.mpijobs import mpijob_ref, parse_plan
 from kubeio.pins import pin_toleration
 from kubeio.ports import EventSink, JobReader
 from kubeio.serving import BackgroundServer, FrontLimits, Reply, Request, serve_in_thread

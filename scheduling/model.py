@@ -186,6 +186,9 @@ class Pod:
         affinity: the terms of its required node affinity (any one must hold); empty: none.
         gates: the names of ``spec.schedulingGates``, in order (a gate is removed by its index).
         gate_stamped: it carries ``GATE_STAMP``: the gate webhook answered for it as it was created.
+        progress: the training-speed report its job's reporting process wrote on it, as written
+            (``kubeio.progress``); ``None``: none. Kept as text: the elastic pass reads it, and a report
+            that cannot be read is said on the job, not refused with the pod.
     """
 
     uid: str
@@ -209,6 +212,7 @@ class Pod:
     affinity: tuple[NodeSelectorTerm, ...] = ()
     gates: tuple[str, ...] = ()
     gate_stamped: bool = False
+    progress: str | None = None
 
     @property
     def key(self) -> str:

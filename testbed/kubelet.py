@@ -18,7 +18,7 @@ and a pod the device manager cannot serve is rejected.
 MPI Operator jobs train: the launcher pod of an MPIJob annotated ``phalanx.io/sim-work-gpu-seconds``
 succeeds once its Running pods' GPUs have done that much work, slower when they span more nodes
 (the model is in ``testbed.training``); the progress is logged at every change of speed and every
-``REPORT_SECONDS``, and written on the MPIJob (``phalanx.io/throughput``) once a changed speed has held
+``REPORT_SECONDS``, and written on the launcher pod (``phalanx.io/throughput``) once a changed speed has held
 ``REPORT_SETTLE_SECONDS`` (again every ``REPORT_SECONDS``, unchanged), never at each change nor while a
 change settles (see ``testbed.training``).
 
@@ -40,14 +40,13 @@ from urllib.parse import quote
 from kubeio.convert import ConvertError, pod_requests
 from kubeio.errors import KubeError, NotFoundError
 from kubeio.http import JsonObject, KubeHttp, load_api_client
+from kubeio.mpijob_pods import JOB_NAME_LABEL, ROLE_LABEL
 from kubeio.progress import THROUGHPUT_ANNOTATION
 from kubeio.reflector import Collection, Reflector
 from scheduling.model import GPU_RESOURCE
 from testbed.device_manager import Admission, DeviceNodes, rejected_status, with_devices
 from testbed.heartbeat import SIMULATED_LABEL, NodeHeartbeat, kubelet_state, node_is_simulated
 from testbed.training import (
-    JOB_NAME_LABEL,
-    JOB_ROLE_LABEL,
     SCALING_ANNOTATION,
     WORK_ANNOTATION,
     JobPod,
@@ -306,7 +305,7 @@ class SimKubelet:
             gpus = 0
         namespace = meta["namespace"]
         training = None
-        role = labels.get(JOB_ROLE_LABEL)
+        role = labels.get(ROLE_LABEL)
         if role == "launcher":
             work, scaling = self._declared_work(namespace, job)
             if work is not None:
@@ -330,7 +329,7 @@ class SimKubelet:
         self._wake.set()
 
     def _report(self, trainings: list[Training]) -> None:
-        """Write each training's throughput on its MPIJob, as a launcher would (``kubeio.progress``)."""
+        """Write each training's throughput on its launcher pod, as a launcher would (``kubeio.progress``)."""
         for training in trainings:
             text = training.report()
             if text is None:
@@ -338,7 +337,7 @@ class SimKubelet:
             try:
                 self._http.request(
                     "PATCH",
-                    _mpijob_path(training.namespace, training.job),
+                    f"/api/v1/namespaces/{quote(training.namespace)}/pods/{quote(training.launcher)}",
                     body={"metadata": {"annotations": {THROUGHPUT_ANNOTATION: text}}},
                     content_type="application/merge-patch+json",
                 )

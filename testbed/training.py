@@ -13,13 +13,14 @@ The model, kept small and deterministic so that completion times can be predicte
 - A job may declare how it scales in ``phalanx.io/sim-scaling`` (an exponent in (0, 1], default 1): its
   speed is then ``gpus ** scaling`` times the span factor, so 0.3 is a job that gains little from more
   workers. It reports its speed as a real launcher would, through the annotation
-  ``phalanx.io/throughput`` (``kubeio.progress``): ``Training.report`` is that text, at 100 samples per
-  GPU-second of work, with the workers running. Like a launcher, which measures its rate over a
-  window, it reports a speed once the speed has held for ``REPORT_SETTLE_SECONDS`` (a job growing
-  worker by worker is reported once, at the size it reached), and the kubelet writes every training's
-  report every ``REPORT_SECONDS`` besides. Every write to an MPIJob wakes its operator, and the MPI
-  Operator delays each wake-up of a job exponentially until one of its syncs succeeds: a write at
-  every change of speed (one per worker starting) put its next sync 20 s and more away.
+  ``phalanx.io/throughput`` on its launcher pod (``kubeio.progress``): ``Training.report`` is that
+  text, at 100 samples per GPU-second of work, with the workers running. Like a launcher, which
+  measures its rate over a window, it reports a speed once the speed has held for
+  ``REPORT_SETTLE_SECONDS`` (a job growing worker by worker is reported once, at the size it
+  reached), and the kubelet writes every training's report every ``REPORT_SECONDS`` besides. A
+  report wakes the job's operator (it watches the job's pods), which delays each wake-up of a job
+  exponentially until one of its syncs succeeds: reports written on the MPIJob at every change of
+  speed (one per worker starting) once put its next sync 20 s and more away.
 - Speed is piecewise constant: it changes only when a pod of the job starts or stops running, and
   ``advance`` integrates it exactly between those moments. When the work done reaches the work
   declared, the launcher has succeeded (the kubelet reports it ``Succeeded``; the Job controller and
@@ -40,12 +41,6 @@ WORK_ANNOTATION = "phalanx.io/sim-work-gpu-seconds"
 
 REPORT_SETTLE_SECONDS = 2.0
 """How long a job's speed must hold before it is reported (a launcher's measuring window)."""
-
-JOB_NAME_LABEL = "training.kubeflow.org/job-name"
-"""Label the MPI Operator puts on the launcher and worker pods of a job: the MPIJob's name."""
-
-JOB_ROLE_LABEL = "training.kubeflow.org/job-role"
-"""Label the MPI Operator puts on a job's pods: ``launcher`` or ``worker``."""
 
 SPAN_EFFICIENCY = 0.9
 """Speed factor for each node a job's GPUs span beyond the first (communication across nodes)."""

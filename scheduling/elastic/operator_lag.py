@@ -11,9 +11,11 @@ and the job waited 164 s.
 A sync updates the status only when the status it computes differs from the one recorded, and the
 recorded status says whether one is due: the operator counts the running workers below
 ``Worker.replicas`` (``status.replicaStatuses.Worker.active``). While that count differs from what
-the pods say, a status update is coming and phalanx holds its write (size, plan, samples, a move's
-time) for a later pass. It holds at most ``LAG_WAIT`` seconds: an operator that never catches up (not
-running, or stalled already) is not waited for longer, and the write goes as it did before.
+the pods say, a status update is coming and phalanx defers its write (size, plan, samples, a move's
+time) to a later pass: the write waits its turn. It defers at most ``LAG_WAIT`` seconds (a "hold" is
+another thing, a size kept for waiting work: ``scheduling.elastic.size_hold``): an operator that never
+catches up (not running, or stalled already) is not waited for longer, the write goes as it did
+before, and the job is told its operator may be stalled (``WriteTurn.stall_note``).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 LAG_WAIT = 10.0
-"""Seconds phalanx holds its writes to a job whose operator has not caught up with its pods."""
+"""Seconds phalanx defers its writes to a job whose operator has not caught up with its pods."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,9 +62,24 @@ class WriteTurn:
     lagging_since: float | None
     reason: str = ""
 
+    @property
+    def overdue(self) -> bool:
+        """The operator has lagged ``LAG_WAIT`` or more: the write goes anyway, and the job is told why."""
+        return self.write and bool(self.reason)
+
+    @property
+    def stall_note(self) -> str:
+        """The Warning the job gets once per lag that is overdue (the operator may be backing off)."""
+        return (
+            f"{self.reason}: the MPI Operator may be backing off from this job (after a failed sync it"
+            " waits 5 ms x 2^n before the next, n the job's events since its last successful sync), so"
+            " its workers may be neither created nor removed for minutes; restarting the operator ends"
+            " such a wait"
+        )
+
 
 def write_turn(count: OperatorCount | None, lagging_since: float | None, now: float) -> WriteTurn:
-    """Write now, or hold while the operator catches up (see the module docstring).
+    """Write now, or defer while the operator catches up (see the module docstring).
 
     Args:
         count: the job's running workers as recorded and as they are; ``None``: not known (write).

@@ -15,7 +15,8 @@ import json
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import TypeVar
 
 import pytest
 from localbed import Testbed
@@ -30,7 +31,9 @@ from workload import (
     gpu_pod,
     list_pods,
     member,
+    metric_value,
     podgroup,
+    scrape,
     wait_for,
 )
 
@@ -42,6 +45,7 @@ from tests.e2e.conftest import deleted_after, wait_for_operator
 
 NODES = ("gpu-node-1", "gpu-node-2", "gpu-node-3")
 ROLE = "training.kubeflow.org/job-role"
+T = TypeVar("T")
 
 
 @pytest.fixture
@@ -92,6 +96,38 @@ def _running_workers(bed: Testbed, namespace: str, job: str = "elastic") -> list
         and p.get("status", {}).get("phase") == "Running"
         and not p["metadata"].get("deletionTimestamp")
     )
+
+
+THROUGHPUT = "phalanx.io/throughput"
+
+
+def _launcher_report(bed: Testbed, namespace: str, job: str) -> str:
+    """The progress report on the job's launcher pod (the simulated launcher writes it there)."""
+    return "".join(
+        str((p["metadata"].get("annotations") or {}).get(THROUGHPUT, ""))
+        for p in list_pods(bed.http, namespace)
+        if p["metadata"].get("labels", {}).get(ROLE) == "launcher"
+        and p["metadata"]["labels"].get("training.kubeflow.org/job-name") == job
+    )
+
+
+def _elastic_passes(bed: Testbed) -> float:
+    """Elastic passes the running placement manager has made since it started (its metrics)."""
+    page = scrape(f"http://127.0.0.1:{bed.placement_metrics_ports['placement']}/metrics")
+    return metric_value(page, "phalanx_placement_pass_seconds_count", **{"pass": "elastic"}) or 0.0
+
+
+def _unchanged_for(read: Callable[[], T], seconds: float) -> Callable[[], T | None]:
+    """A probe for ``wait_for``: what ``read`` returns once it has returned it for ``seconds``."""
+    seen: list[tuple[T, float]] = []
+
+    def probe() -> T | None:
+        now, value = time.monotonic(), read()
+        if not seen or seen[0][0] != value:
+            seen[:] = [(value, now)]
+        return value if now - seen[0][1] >= seconds else None
+
+    return probe
 
 
 def _replicas(bed: Testbed, namespace: str) -> int:
@@ -375,10 +411,12 @@ def test_the_job_that_reports_it_scales_ends_with_more_workers(pool: Testbed, na
     """Two elastic jobs share the three nodes; the simulated kubelet reports each one's throughput.
 
     ``lin`` scales linearly, ``flat`` gains little from more GPUs (``phalanx.io/sim-scaling: 0.2``). Both
-    report through ``phalanx.io/throughput`` as a launcher would. Grown at once into the free GPUs, each
-    is seen at the size it grew to, which alone says nothing of how it scales; a gang then takes 16 GPUs and
-    both shrink, so each is seen at a second size. When the gang is gone, the GPUs go to the job they
-    speed up most, by what the placement manager learned and kept on each MPIJob.
+    report through ``phalanx.io/throughput`` on their launcher pods as a launcher would. Grown at once
+    into the free GPUs, each is seen at the size it grew to, which alone says nothing of how it scales; a
+    gang then takes 16 GPUs and both shrink, so each is seen at a second size. When the gang is gone, the
+    GPUs go to the job they speed up most, by what the placement manager learned and kept on each MPIJob.
+    Once the sizes stand still, a restarted placement manager decides the same from what the API server
+    holds.
     """
     http = pool.http
     jobs = {"lin": "1", "flat": "0.2"}
@@ -446,6 +484,37 @@ def test_the_job_that_reports_it_scales_ends_with_more_workers(pool: Testbed, na
         assert any("predicted speedup" in message and "fitted on 2 samples" in message for message in told), (
             told
         )
+        on_mpijobs = [
+            n
+            for n in jobs
+            if THROUGHPUT in (get_mpijob(http, namespace, n)["metadata"].get("annotations") or {})
+        ]
+        assert not on_mpijobs, f"reports belong on the launcher pods, not the MPIJobs: {on_mpijobs}"
+        assert all(_launcher_report(pool, namespace, name) for name in jobs), (
+            "each launcher pod carries its report"
+        )
+
+        # A restarted placement manager reads the samples kept on each MPIJob and the reports on the pods:
+        # once the sizes stand still, it decides the same sizes and resizes nothing.
+        def sizes_and_resizes() -> tuple[dict[str, int], int]:
+            replicas = {
+                name: int(get_mpijob(http, namespace, name)["spec"]["mpiReplicaSpecs"]["Worker"]["replicas"])
+                for name in jobs
+            }
+            resizes = sum(
+                1 for name in jobs for e in events_for(http, namespace, name) if e["reason"] == "Resized"
+            )
+            return replicas, resizes
+
+        steady = _unchanged_for(sizes_and_resizes, 8.0)
+        before = wait_for("the sizes unchanged for 8 s", steady, timeout=120, interval=1.0)
+        learned_before = {name: kept(name) for name in jobs}
+        pool.kill_placement()
+        pool.start_placement()
+        wait_for("5 elastic passes by the restarted manager", lambda: _elastic_passes(pool) >= 5, timeout=60)
+        after = sizes_and_resizes()
+        print(f"before the restart: {before}, samples {learned_before}; after 5 passes: {after}")
+        assert after == before, "the restarted manager decides the sizes the first one left, resizing nothing"
     finally:  # both jobs, then wait once: each job's pods go with it
         for name in jobs:
             told = [f"{e['reason']}: {e['message']}" for e in events_for(http, namespace, name)]

@@ -268,3 +268,24 @@ def test_a_pod_is_gated_while_it_carries_the_admission_gate(gates: object, gated
 def test_malformed_scheduling_gates_are_refused_with_the_field(gates: object, where: str) -> None:
     with pytest.raises(ConvertError, match=where):
         pod_from_api(gated_pod(gates))
+
+
+@pytest.mark.parametrize(
+    ("annotations", "progress"),
+    [
+        pytest.param(
+            {"phalanx.io/throughput": '{"samplesPerSecond":9.5,"workers":2}'},
+            '{"samplesPerSecond":9.5,"workers":2}',
+            id="kept",
+        ),
+        pytest.param({}, None, id="none"),
+        pytest.param({"phalanx.io/throughput": "x" * 300_000}, "x" * 4097, id="clipped"),
+    ],
+)
+def test_a_pods_progress_report_is_kept_as_written_and_an_oversized_one_clipped(
+    annotations: dict[str, str], progress: str | None
+) -> None:
+    raw = gated_pod(None) | {
+        "metadata": {"name": "w-0", "namespace": "ml", "uid": "u-1", "annotations": annotations}
+    }
+    assert pod_from_api(raw).progress == progress

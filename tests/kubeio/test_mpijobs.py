@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from kubeio.convert import ConvertError
-from kubeio.mpijobs import MPIJOBS_PATH, MpiJobWriter, elastic_job, mpijob_from_api, parse_plan, workers_of
+from kubeio.mpijob_pods import workers_of
+from kubeio.mpijobs import MPIJOBS_PATH, MpiJobWriter, elastic_job, mpijob_from_api, parse_plan
 from scheduling.elastic import JobError
 from scheduling.elastic.operator_lag import OperatorCount
 from scheduling.model import Pod, Resources

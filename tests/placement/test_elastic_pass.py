@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from types import MappingProxyType
 
+from kubeio.mpijob_pods import JOB_NAME_LABEL, ROLE_LABEL
 from kubeio.mpijobs import MpiJob
 from placement.elastic_pass import ElasticPass, ElasticReport
 from placement.elastic_pool import POOL_LABEL
@@ -239,21 +240,33 @@ def test_a_max_the_cluster_could_never_hold_is_capped_with_an_event() -> None:
     ]
 
 
-def learning_cluster() -> FakeCluster:
+def report(rate: float, workers: int = 2) -> str:
+    return f'{{"samplesPerSecond": {rate}, "workers": {workers}}}'
+
+
+def launcher(job: str, progress: str | None) -> Pod:
+    """The job's launcher pod, carrying ``progress`` as its reporting process wrote it."""
+    labels = {JOB_NAME_LABEL: job, ROLE_LABEL: "launcher"}
+    built = a_pod(f"{job}-launcher").on("n1").build()
+    return replace(built, labels=MappingProxyType(labels), progress=progress)
+
+
+def learning_cluster(**rates: float) -> FakeCluster:
+    """``lin`` on n1 and ``flat`` on n2, 2 workers each; each job named reports its rate at 2 workers."""
     cluster = FakeCluster().add(a_node("n1").build(), a_node("n2").build())
+    cluster.add(*(launcher(job, report(rate)) for job, rate in rates.items()))
     return cluster.add(
         worker("lin", 0, "n1"), worker("lin", 1, "n1"), worker("flat", 0, "n2"), worker("flat", 1, "n2")
     )
 
 
-def reporting(name: str, rate: float, kept: str) -> MpiJob:
-    report = f'{{"samplesPerSecond": {rate}, "workers": 2}}'
-    return replace(mpijob(name, 2, low=1, high="8"), throughput=report, samples=kept)
+def keeping(name: str, kept: str) -> MpiJob:
+    return replace(mpijob(name, 2, low=1, high="8"), samples=kept)
 
 
 def test_the_job_that_reports_it_scales_is_grown_and_the_event_names_the_model() -> None:
-    jobs = [reporting("lin", 20.0, "[[1,1,10.0]]"), reporting("flat", 11.0, "[[1,1,10.0]]")]
-    reconciler, fake_jobs, _, _, events = rig(learning_cluster(), jobs)
+    jobs = [keeping("lin", "[[1,1,10.0]]"), keeping("flat", "[[1,1,10.0]]")]
+    reconciler, fake_jobs, _, _, events = rig(learning_cluster(lin=20.0, flat=11.0), jobs)
     reconciler.run()
     sizes = dict(fake_jobs.resized)
     assert sizes["ml/lin"] > sizes.get("ml/flat", 2), sizes
@@ -265,23 +278,46 @@ def test_the_job_that_reports_it_scales_is_grown_and_the_event_names_the_model()
 
 
 def test_a_restarted_manager_decides_the_same_from_the_samples_the_api_server_holds() -> None:
-    jobs = [reporting("lin", 20.0, "[[1,1,10.0]]"), reporting("flat", 11.0, "[[1,1,10.0]]")]
-    first, first_jobs, _, _, _ = rig(learning_cluster(), jobs)
+    jobs = [keeping("lin", "[[1,1,10.0]]"), keeping("flat", "[[1,1,10.0]]")]
+    first, first_jobs, _, _, _ = rig(learning_cluster(lin=20.0, flat=11.0), jobs)
     first.run()
-    held = [replace(j, throughput=None, replicas=2) for j in first_jobs.jobs]  # only what the API holds
-    restarted, restarted_jobs, _, _, _ = rig(learning_cluster(), held)
+    held = [replace(j, replicas=2) for j in first_jobs.jobs]
+    restarted, restarted_jobs, _, _, _ = rig(learning_cluster(), held)  # no report now: the samples only
     restarted.run()
     assert restarted_jobs.resized == first_jobs.resized
 
 
-def test_a_report_that_cannot_be_read_is_told_once_and_the_job_sized_by_the_prior() -> None:
-    bad = replace(mpijob("lin", 2, low=1, high="8"), throughput="fast!")
-    reconciler, fake_jobs, _, _, events = rig(learning_cluster(), [bad, mpijob("flat", 2, low=1, high="8")])
+def test_a_report_that_cannot_be_read_is_told_once_naming_its_pod_and_the_job_sized_by_the_prior() -> None:
+    cluster = learning_cluster().add(launcher("lin", "fast!"))
+    jobs = [mpijob("lin", 2, low=1, high="8"), mpijob("flat", 2, low=1, high="8")]
+    reconciler, fake_jobs, _, _, events = rig(cluster, jobs)
     reconciler.run()
     reconciler.run()
-    warned = [e for e in events.events if e[3] == "InvalidThroughputReport"]
-    assert len(warned) == 1 and "phalanx.io/throughput must be JSON" in warned[0][4]
+    warned = [e[4] for e in events.events if e[3] == "InvalidThroughputReport"]
+    assert len(warned) == 1 and "on ml/lin-launcher" in warned[0] and "must be JSON" in warned[0], warned
     assert dict(fake_jobs.resized) == {"ml/lin": 4, "ml/flat": 4}, "no model: the prior, linear for both"
+
+
+def test_a_report_on_the_mpijob_is_still_learned_and_the_job_told_once_to_write_it_on_its_pod() -> None:
+    """The older place: a write there races the operator's status update (``kubeio.progress``)."""
+    jobs = [replace(keeping("lin", "[[1,1,10.0]]"), throughput=report(20.0)), keeping("flat", "[[1,1,10.0]]")]
+    reconciler, fake_jobs, _, _, events = rig(learning_cluster(), jobs)
+    reconciler.run()
+    reconciler.run()
+    assert {j.name: j.samples for j in fake_jobs.jobs} == {
+        "lin": "[[1,1,10.0],[2,1,20.0]]",
+        "flat": "[[1,1,10.0]]",
+    }
+    told = [e for e in events.events if e[3] == "ThroughputReportOnMPIJob"]
+    assert [e[1] for e in told] == ["lin"] and "write the report on the pod" in told[0][4], told
+
+
+def test_a_report_on_a_pod_of_the_job_wins_over_one_left_on_the_mpijob() -> None:
+    jobs = [replace(keeping("lin", "[[1,1,10.0]]"), throughput=report(11.0)), keeping("flat", "[[1,1,10.0]]")]
+    reconciler, fake_jobs, _, _, events = rig(learning_cluster(lin=20.0), jobs)
+    reconciler.run()
+    assert {j.name: j.samples for j in fake_jobs.jobs}["lin"] == "[[1,1,10.0],[2,1,20.0]]"
+    assert not [e for e in events.events if e[3] == "ThroughputReportOnMPIJob"]
 
 
 def gang_waiting_beside(workers: int) -> FakeCluster:
@@ -299,22 +335,22 @@ def test_jobs_shrunk_for_a_waiting_gang_are_not_resized_again_by_what_they_repor
     reconciler, fake_jobs, _, _, _ = rig(cluster, jobs)
     reconciler.run()
     assert sorted(fake_jobs.resized) == [("ml/flat", 2), ("ml/lin", 2)], "both give the gang a node"
-    cluster.pods = gang_waiting_beside(2).pods  # the operator removed indices 2 and 3
-    lin, flat = (
-        replace(job, throughput=f'{{"samplesPerSecond": {rate}, "workers": 2}}', samples="[[1,1,10.0]]")
-        for job, rate in zip(fake_jobs.jobs, (20, 11), strict=True)
-    )  # each reports its rate at 2 workers: lin scales, flat does not
+    reports = (launcher("lin", report(20.0)), launcher("flat", report(11.0)))  # lin scales, flat does not
+    cluster.pods = gang_waiting_beside(2).add(*reports).pods  # the operator removed indices 2 and 3
+    lin, flat = (replace(job, samples="[[1,1,10.0]]") for job in fake_jobs.jobs)
     fake_jobs.jobs = [lin, flat]
     reconciler.run()
     assert len(fake_jobs.resized) == 2, f"held while the gang waits: {fake_jobs.resized}"
-    fresh, fresh_jobs, _, _, _ = rig(gang_waiting_beside(2), [lin, flat])  # the same, but no holds
+    fresh, fresh_jobs, _, _, _ = rig(gang_waiting_beside(2).add(*reports), [lin, flat])  # no holds
     fresh.run()
     assert sorted(fresh_jobs.resized) == [("ml/flat", 1), ("ml/lin", 3)], (
         "without the hold, what was learned trades workers before the gang binds"
     )
 
 
-def lagging_rig(active: int) -> tuple[ElasticPass, FakeCluster, FakeJobs, list[float]]:
+def lagging_rig(
+    active: int, events: FakeEvents | None = None
+) -> tuple[ElasticPass, FakeCluster, FakeJobs, list[float]]:
     """A job of 2 running workers whose operator recorded ``active`` running; the pass's clock moves."""
     cluster = FakeCluster().add(a_node("n1").build(), a_node("n2").build())
     cluster.add(worker("mnist", 0, "n1"), worker("mnist", 1, "n1"))
@@ -323,7 +359,7 @@ def lagging_rig(active: int) -> tuple[ElasticPass, FakeCluster, FakeJobs, list[f
         jobs,
         FakePins(cluster),
         FakeDeleter(cluster),
-        FakeEvents(),
+        events or FakeEvents(),
         clock=lambda: clock[0],
         topologies=TopologyCache(),
         settings=ElasticSettings(cooldown_seconds=0),
@@ -349,3 +385,27 @@ def test_an_operator_that_never_catches_up_is_not_waited_for_longer_than_the_lag
     assert elastic.run(a_round(cluster, mpijobs=jobs.list(), now=clock[0])).resized == ()
     clock[0] += LAG_WAIT
     assert elastic.run(a_round(cluster, mpijobs=jobs.list(), now=clock[0])).resized == ("ml/mnist",)
+
+
+def test_a_job_whose_operator_lags_past_the_wait_is_told_once_per_lag_that_it_may_be_stalled() -> None:
+    events = FakeEvents()
+    elastic, cluster, jobs, clock = lagging_rig(active=0, events=events)
+
+    def lagging_warnings() -> list[str]:
+        return [e[4] for e in events.events if e[3] == "OperatorLagging"]
+
+    for step in (0, LAG_WAIT - 1, 1, 2):  # lagging 0, 9, 10 and 12 s
+        clock[0] += step
+        elastic.run(a_round(cluster, mpijobs=jobs.list(), now=clock[0]))
+        assert len(lagging_warnings()) == (clock[0] - 100 >= LAG_WAIT), (clock[0], lagging_warnings())
+    assert (
+        "may be backing off" in lagging_warnings()[0] and "restarting the operator" in lagging_warnings()[0]
+    )
+    jobs.jobs = [replace(job, workers_active=2) for job in jobs.jobs]  # caught up: the lag ends
+    elastic.run(a_round(cluster, mpijobs=jobs.list(), now=clock[0]))
+    jobs.jobs = [replace(job, workers_active=0) for job in jobs.jobs]  # and lags again
+    clock[0] += 1
+    elastic.run(a_round(cluster, mpijobs=jobs.list(), now=clock[0]))
+    clock[0] += LAG_WAIT
+    elastic.run(a_round(cluster, mpijobs=jobs.list(), now=clock[0]))
+    assert len(lagging_warnings()) == 2, "a new lag past the wait is told again"
