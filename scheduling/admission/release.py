@@ -62,7 +62,7 @@ from scheduling.admission.outcome import (
     Released,
     ReleaseDecision,
 )
-from scheduling.admission.preemption_room import queue_of
+from scheduling.admission.preemption_room import Candidates
 from scheduling.admission.reserve import Capacity
 from scheduling.admission.verdict import decide, kueue_groups_of
 from scheduling.admission.walk import PassFacts, Walk, count_in_flight, gpus_of, idle_by_rule, keys_of
@@ -71,7 +71,6 @@ from scheduling.cluster.snapshot import ClusterSnapshot
 from scheduling.cluster.statement import Statement
 from scheduling.model import SCHEDULER_NAME, Pod
 from scheduling.queues.view import QueueView, group_key
-from scheduling.quota_owner import by_kueue, kueue_groups
 from scheduling.topology import TopologyCache
 
 __all__ = ["GateSettings", "Kept", "KeptRule", "ReleaseDecision", "Released", "ReleasedBook", "release"]
@@ -100,31 +99,25 @@ def release(
         now: the caller's clock, in the seconds of ``book``.
         settings: the limits above.
     """
-    live = [p for p in snapshot.queue_pod_list() if not p.terminating]  # every pod the rules below read
+    # The pass reads the pods that wait (gated, or released and not bound yet), not the running ones:
+    # those it needs (preemption's candidates, Kueue's gangs) the queue view keeps per pod change.
+    unbound = snapshot.unbound_queue_pods()
     gated: dict[str, list[Pod]] = {}
-    for pod in live:
-        if pod.gated and pod.node_name is None:
+    for pod in unbound:
+        if pod.gated:
             gated.setdefault(group_key(pod), []).append(pod)
-    flight = in_flight(live, book, promises, now=now, ttl=settings.release_ttl)
-    kueue = kueue_groups(live)
-    running: dict[str, list[Pod]] = {}
-    for pod in live:
-        if pod.holds_resources and pod.scheduler_name == SCHEDULER_NAME and not by_kueue(pod, kueue):
-            queue = queue_of(pod, view.tree)
-            if queue is not None:
-                running.setdefault(queue, []).append(pod)
+    flight = in_flight(unbound, book, promises, now=now, ttl=settings.release_ttl)
     ctx = PassFacts(
         snapshot,
         view,
         Statement(snapshot, promises),
         tuple(sorted(snapshot.nodes)),
-        {queue: tuple(pods) for queue, pods in running.items()},
-        {queue: min(p.priority for p in pods) for queue, pods in running.items()},
+        Candidates(view.running_pods),
         topologies,
         now,
         settings,
         Capacity.of(snapshot.nodes.values()),
-        kueue,
+        view.kueue,
     )
     walk = Walk(snapshot.free_total(promises).gpus, 0, 0, 0, {}, {})
     for key, pods in sorted(flight.counting.items()):
@@ -140,7 +133,7 @@ def release(
             else:
                 kept.append(Kept(key, unknown[1], KeptRule.UNKNOWN, gpus_of(gated[key])))
             del gated[key]
-    for group in chain(kueue_groups_of(gated, kueue), view.pending):
+    for group in chain(kueue_groups_of(gated, view.kueue), view.pending):
         if group.key in gated:
             answer = decide(group, gated.pop(group.key), walk, ctx)
             if isinstance(answer, Kept):

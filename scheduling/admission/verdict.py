@@ -30,10 +30,6 @@ from scheduling.resources import format_quantity, total, within
 _LISTED = 3
 """Nodes named in a sentence before "and N more"."""
 
-_TOP = 2**63
-"""Above every priority: a queue with no running pod has no victim for anyone."""
-
-
 BY_KUEUE = "(Kueue)"
 """The queue of a group whose quota Kueue owns: no queue of phalanx's (no queue can be so named)."""
 
@@ -118,8 +114,11 @@ def decide(group: PendingGroup, gated: Sequence[Pod], walk: Walk, ctx: PassFacts
             why += f"; {_keeps(walk.reservation)}"
         if single:
             walk.no_node.append((where, need))
-    if podgroup is None and len(waiting) == 1 and waiting[0].priority > ctx.lowest.get(group.queue, _TOP):
-        preempt = preemption_room(waiting[0], ctx.snapshot, ctx.work, ctx.view.tree, ctx.running, now=ctx.now)
+    lowest = ctx.candidates.lowest(group.queue) if podgroup is None and len(waiting) == 1 else None
+    if lowest is not None and waiting[0].priority > lowest:
+        preempt = preemption_room(
+            waiting[0], ctx.snapshot, ctx.work, ctx.view.tree, ctx.candidates, now=ctx.now
+        )
         if preempt is not None:
             walk.take(state, need, 1, preemptible=group.preemptible, room=False)
             node, count = preempt

@@ -16,6 +16,7 @@ from scheduling.admission.outcome import (
     Kept,
     KeptRule,
 )
+from scheduling.admission.preemption_room import Candidates
 from scheduling.admission.reserve import Capacity, Reservation
 from scheduling.cluster.snapshot import ClusterSnapshot
 from scheduling.cluster.statement import Statement
@@ -36,8 +37,7 @@ class PassFacts:
     view: QueueView
     work: Statement
     nodes: tuple[str, ...]
-    running: Mapping[str, tuple[Pod, ...]]  # by queue: the pods preemption may consider
-    lowest: Mapping[str, int]  # by queue: the lowest priority among them (none lower: no preemption)
+    candidates: Candidates  # by queue: the running pods preemption may consider, read when asked
     topologies: TopologyCache
     now: float
     settings: GateSettings

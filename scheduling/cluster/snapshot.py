@@ -45,6 +45,8 @@ class ClusterSnapshot:
         queue_pods: pod UID -> pod for the pods the queue rules walk (``Pod.in_queues``), kept by the
             cache so that the queue view and the release pass walk these instead of every pod (150,000
             pods of other schedulers, or finished ones, cost them nothing); ``None``: filter ``pods``.
+        unbound_pods: the same for those of them neither bound nor being deleted (a release pass's
+            gated and in-flight pods), kept with ``queue_pods``; ``None``: filter ``queue_pods``.
         elsewhere: the requests of the live, bound pods not in ``queue_pods``, summed (what they take
             from every queue's capacity), kept as a running total with ``queue_pods``; ``None``: walk.
         open_rooms: node name -> its room before promises (``scheduling.cluster.room.open_room``; ``None``
@@ -66,6 +68,7 @@ class ClusterSnapshot:
     groups: Mapping[str, PodGroup] = field(default_factory=lambda: MappingProxyType({}), compare=False)
     queues: Mapping[str, Queue] = field(default_factory=lambda: MappingProxyType({}), compare=False)
     queue_pods: Mapping[str, Pod] | None = field(default=None, compare=False)
+    unbound_pods: Mapping[str, Pod] | None = field(default=None, compare=False)
     elsewhere: Resources | None = field(default=None, compare=False)
     open_rooms: Mapping[str, NodeRoom | None] | None = field(default=None, compare=False)
     changes: NodeChanges | None = field(default=None, compare=False, repr=False)
@@ -88,6 +91,12 @@ class ClusterSnapshot:
         if self.queue_pods is None:
             return [p for p in self.all_pods() if p.in_queues]
         return sorted(self.queue_pods.values(), key=lambda p: p.key)
+
+    def unbound_queue_pods(self) -> list[Pod]:
+        """The queue pods neither bound nor being deleted, sorted by key: what a release pass walks."""
+        if self.unbound_pods is None:
+            return [p for p in self.queue_pod_list() if p.node_name is None and not p.terminating]
+        return sorted(self.unbound_pods.values(), key=lambda p: p.key)
 
     def held_elsewhere(self) -> Resources:
         """What the live, bound pods outside the queue rules hold, summed (see ``elsewhere``)."""

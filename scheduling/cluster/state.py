@@ -8,7 +8,9 @@ value in constant time, without copying 5,000 nodes or 150,000 pods per change:
 - pods, their indexes, PodGroups and Queues live in persistent maps (``immutables.Map``, a hash array
   mapped trie): a change costs a few path copies and a snapshot shares the rest;
 - the pods the queue rules walk (``Pod.in_queues``) are a persistent map of their own, and what every
-  other live pod holds is one running sum, so the queue view walks phalanx's live pods only;
+  other live pod holds is one running sum, so the queue view walks phalanx's live pods only; those of
+  them not bound nor being deleted (gated, or released and not bound yet) are one more, so a release
+  pass walks the waiting pods, not the running ones;
 - the per-node maps that ``filter`` reads once per candidate (nodes, usage, free GPUs, and the room
   before promises that planners start from, ``scheduling.cluster.room``) stay plain dicts, read at dict
   speed (a trie lookup cost filter about 17% more at 1,000 candidates), copied on write: a snapshot
@@ -57,6 +59,7 @@ class ClusterState:
         self._room_total = Resources()
         self._pods_on_node: dict[str, set[str]] = {}
         self._queue_pods: Map[str, Pod] = Map()
+        self._unbound: Map[str, Pod] = Map()
         self._elsewhere = Resources()
         self._version = 0
         self._snapshot: ClusterSnapshot | None = None
@@ -85,6 +88,7 @@ class ClusterState:
                 groups=self._groups,
                 queues=self._queues,
                 queue_pods=self._queue_pods,
+                unbound_pods=self._unbound,
                 elsewhere=self._elsewhere,
                 changes=self._changes,
             )
@@ -146,6 +150,7 @@ class ClusterState:
                 members.setdefault(pod.group_key, set()).add(uid)
         self._members = Map({key: frozenset(uids) for key, uids in members.items()})
         self._queue_pods = Map({uid: pod for uid, pod in fresh.items() if pod.in_queues})
+        self._unbound = Map({uid: pod for uid, pod in self._queue_pods.items() if _unbound(pod)})
         self._elsewhere = total(p.requests for p in fresh.values() if p.holds_resources and not p.in_queues)
         self._nodes = dict(self._nodes)
         self._usage = {
@@ -193,12 +198,17 @@ class ClusterState:
         self._changed()
 
     def _count_for_queues(self, uid: str, pod: Pod, sign: int) -> None:
-        """Add (``sign`` 1) or take away (-1) ``pod`` in ``_queue_pods`` or in ``_elsewhere``."""
+        """Add (``sign`` 1) or take away (-1) ``pod`` in ``_queue_pods`` (``_unbound``) or ``_elsewhere``."""
         if pod.in_queues:
             if sign > 0:
                 self._queue_pods = self._queue_pods.set(uid, pod)
-            elif uid in self._queue_pods:
-                self._queue_pods = self._queue_pods.delete(uid)
+                if _unbound(pod):
+                    self._unbound = self._unbound.set(uid, pod)
+            else:
+                if uid in self._queue_pods:
+                    self._queue_pods = self._queue_pods.delete(uid)
+                if uid in self._unbound:
+                    self._unbound = self._unbound.delete(uid)
         elif pod.holds_resources:
             step = plus if sign > 0 else minus
             self._elsewhere = step(self._elsewhere, pod.requests)
@@ -324,3 +334,8 @@ def state_of(
     state.replace_groups(groups)
     state.replace_queues(queues)
     return state
+
+
+def _unbound(pod: Pod) -> bool:
+    """A queue pod a release pass reads: not bound, not being deleted (gated, or released and unbound)."""
+    return pod.node_name is None and not pod.terminating

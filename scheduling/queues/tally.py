@@ -22,6 +22,9 @@ extender's ``ViewKeeper`` hold a lock).
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from types import MappingProxyType
+
+from immutables import Map
 
 from scheduling.cluster.promises import PromiseBook
 from scheduling.cluster.snapshot import ClusterSnapshot
@@ -46,6 +49,7 @@ class _Share:
 
 _NOTHING = _Share()
 _NO_PROMISES = PromiseBook()
+_NO_PODS: Map[str, Pod] = Map()
 
 
 class QueueTally:
@@ -66,6 +70,7 @@ class QueueTally:
         self._misplaced: dict[str, str] = {}
         self._counted: set[str] = set()
         self._running: dict[str, dict[str, Pod]] = {}
+        self._by_queue: dict[str, Map[str, Pod]] = {}  # queue -> its running pods, handed out as they are
         self._waiting: dict[str, dict[str, Pod]] = {}
         self._gang_of: dict[str, RunningGang] = {}  # running group -> its figures, dropped when it changes
         self._promised: frozenset[str] = frozenset()  # uids a promise held at the last view
@@ -117,7 +122,8 @@ class QueueTally:
             self._misplaced,
             self._counted,
         )
-        return replace(view, source=(snapshot, promises))
+        running_pods = MappingProxyType(dict(self._by_queue))  # persistent maps: no copy of a pod list
+        return replace(view, kueue=self._kueue, running_pods=running_pods, source=(snapshot, promises))
 
     def _gangs(self) -> tuple[RunningGang, ...]:
         """The running groups by key; only those whose members changed are figured again."""
@@ -147,6 +153,7 @@ class QueueTally:
             each.clear()
         self._counted.clear()
         self._running.clear()
+        self._by_queue.clear()
         self._waiting.clear()
         self._gang_of.clear()
         for uid, pod in self._pods.items():
@@ -182,6 +189,8 @@ class QueueTally:
                 self._counted.discard(uid)
         if share.running is not None:
             self._gang_of.pop(share.running, None)
+            if share.queue is not None:
+                _keep(self._by_queue, share.queue, uid, pod, sign)
         for groups, key in ((self._running, share.running), (self._waiting, share.waiting)):
             if key is None:
                 continue
@@ -232,3 +241,13 @@ def _hold(sums: dict[str, list[int]], holders: dict[str, int], queue: str, pod: 
     else:
         holders.pop(queue, None)
         sums.pop(queue, None)
+
+
+def _keep(maps: dict[str, Map[str, Pod]], queue: str, uid: str, pod: Pod, sign: int) -> None:
+    """Add (``sign`` 1) or take away (-1) ``pod`` in ``queue``'s persistent map of running pods."""
+    pods = maps.get(queue, _NO_PODS)
+    pods = pods.set(uid, pod) if sign > 0 else (pods.delete(uid) if uid in pods else pods)
+    if pods:
+        maps[queue] = pods
+    else:
+        maps.pop(queue, None)

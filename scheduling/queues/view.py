@@ -54,6 +54,9 @@ class QueueView:
             parent queue), with the reason; what they hold comes off the capacity.
         counted: UIDs of the pods counted in the queues' allocations.
         positions: each pending group's index in ``pending``.
+        kueue: the gangs whose quota Kueue owns (``scheduling.quota_owner.kueue_groups``).
+        running_pods: by leaf queue, the pods holding resources charged to it (UID -> pod): what
+            priority preemption inside a queue may take (``scheduling.admission.preemption_room``).
         source: the snapshot and promises the view was built from (``view_of``), so that a decision that
             read this view can be saved and replayed with exactly the view it read.
     """
@@ -69,6 +72,10 @@ class QueueView:
     misplaced: Mapping[str, str]
     counted: frozenset[str] = frozenset()
     positions: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
+    kueue: frozenset[str] = frozenset()
+    running_pods: Mapping[str, Mapping[str, Pod]] = field(
+        default_factory=lambda: MappingProxyType({}), compare=False
+    )
     source: tuple[ClusterSnapshot, PromiseBook] | None = field(default=None, compare=False)
 
     def state_of(self, group: PendingGroup) -> QueueState:
@@ -180,6 +187,7 @@ def build_queue_view(
     held: dict[str, list[int]] = {}
     held_np: dict[str, list[int]] = {}
     running: dict[str, list[Pod]] = {}
+    by_queue: dict[str, dict[str, Pod]] = {}
     waiting: dict[str, list[Pod]] = {}
     misplaced: dict[str, str] = {}
     counted: set[str] = set()
@@ -210,10 +218,12 @@ def build_queue_view(
                 _add(held_np, queue, pod.requests)
         if holds:
             running.setdefault(group_key(pod), []).append(pod)
+            by_queue.setdefault(queue, {})[pod.uid] = pod
         elif pod.node_name is None and not pod.terminating and pod.uid not in promised:
             waiting.setdefault(group_key(pod), []).append(pod)
     gangs = tuple(running_gang(key, members, tree) for key, members in sorted(running.items()))
-    return assemble_view(tree, capacity, held, held_np, gangs, waiting, misplaced, counted)
+    view = assemble_view(tree, capacity, held, held_np, gangs, waiting, misplaced, counted)
+    return replace(view, kueue=kueue, running_pods=MappingProxyType(by_queue))
 
 
 def assemble_view(

@@ -97,7 +97,7 @@ def content(snap: ClusterSnapshot) -> dict[str, object]:
 
 def walked(snap: ClusterSnapshot) -> ClusterSnapshot:
     """``snap`` without the queue pods and the sum the state keeps: its methods walk every pod instead."""
-    return replace(snap, queue_pods=None, elsewhere=None)
+    return replace(snap, queue_pods=None, unbound_pods=None, elsewhere=None)
 
 
 PROMISES = (
@@ -132,6 +132,7 @@ def test_the_queue_pods_and_the_sum_kept_are_what_a_walk_over_every_pod_finds(hi
     snap = state.snapshot()
     assert snap.queue_pods is not None
     assert snap.queue_pod_list() == walked(snap).queue_pod_list()
+    assert snap.unbound_queue_pods() == walked(snap).unbound_queue_pods()
     assert snap.held_elsewhere() == walked(snap).held_elsewhere()
 
 

@@ -9,6 +9,7 @@ and promises.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import replace
 
 import pytest
@@ -17,7 +18,7 @@ from hypothesis import strategies as st
 
 from scheduling.cluster.promises import Promise, PromiseBook
 from scheduling.cluster.state import ClusterState
-from scheduling.model import KUEUE_PODSET_LABEL
+from scheduling.model import KUEUE_PODSET_LABEL, Pod
 from scheduling.queues.tally import QueueTally
 from scheduling.queues.view import QueueView, view_of
 from tests.builders import a_node
@@ -89,6 +90,8 @@ def test_a_tally_gives_the_walked_view_after_every_change(
             assert tallied.pending == walked.pending  # in order
             assert dict(tallied.positions) == dict(walked.positions)
             assert dict(tallied.misplaced) == dict(walked.misplaced)
+            assert tallied.kueue == walked.kueue
+            assert _plain(tallied.running_pods) == _plain(walked.running_pods)
 
 
 def test_a_tally_recounts_only_when_queues_change() -> None:
@@ -107,3 +110,7 @@ def test_a_tally_recounts_only_when_queues_change() -> None:
     state.replace_queues(QUEUE_SETS[sorted(QUEUE_SETS)[1]])
     tally.view(state.snapshot())
     assert tally.recounts == 2, "a Queue's change recounts every pod"
+
+
+def _plain(running: Mapping[str, Mapping[str, Pod]]) -> dict[str, dict[str, Pod]]:
+    return {queue: dict(pods) for queue, pods in running.items()}
