@@ -34,6 +34,7 @@ from kubeio.podgroups import PodGroupWriter
 from kubeio.queue_objects import QueueWriter
 from placement.assembly import RoundPorts, assemble, observe
 from placement.bypass_pass import BypassPass
+from placement.collector import Collector
 from placement.election import Leadership
 from placement.health import Reasons, serve_health
 from placement.placement_metrics import PlacementMetrics
@@ -68,6 +69,7 @@ def run(settings: PlacementSettings, stop: threading.Event) -> int:
     events = EventRecorder(http, component="phalanx-placement", clock=time.time)
     events.start(stop)
     views = SharedView()  # one queue view per cluster version for the round and the release pass
+    collector = Collector(time.monotonic)  # the cyclic collector's full walks kept out of the passes
     webhooks = start_webhooks(settings, http, events, metrics, stop)
     visibility = serve_visibility(settings, http, cache.snapshot, None if webhooks is None else webhooks.tls)
     bypass = None
@@ -103,7 +105,7 @@ def run(settings: PlacementSettings, stop: threading.Event) -> int:
     leadership = _leadership(settings, http, metrics)
     elector = leadership.start(stop) if leadership is not None else None
     if settings.admission_gates:
-        _start_release_loop(settings, cache, http, events, metrics, leadership, stop, views)
+        _start_release_loop(settings, cache, http, events, metrics, leadership, stop, views, collector)
     while not stop.is_set():
         if leadership is not None and not leadership.leading.is_set():  # a warm standby: caches only
             if leadership.lost.is_set():
@@ -118,6 +120,7 @@ def run(settings: PlacementSettings, stop: threading.Event) -> int:
         else:
             observe(facts, passes.run(facts), metrics)
         metrics.round_seconds.observe(time.monotonic() - started)
+        collector.settle()
         stop.wait(settings.interval_seconds)
     if webhooks is not None:
         webhooks.server.shutdown()
@@ -137,6 +140,7 @@ def _start_release_loop(
     leadership: Leadership | None,
     stop: threading.Event,
     views: SharedView,
+    collector: Collector,
 ) -> None:
     """Release gated groups on their own thread, woken by every pod change (``placement.release_loop``)."""
     releaser = ReleasePass(
@@ -167,7 +171,7 @@ def _start_release_loop(
     threading.Thread(
         target=run_release_loop,
         args=(releaser, wake, stop),
-        kwargs={"leading": leading, "clock": time.monotonic, "on_pass": on_pass},
+        kwargs={"leading": leading, "clock": time.monotonic, "on_pass": on_pass, "settle": collector.settle},
         name="release-pass",
         daemon=True,
     ).start()

@@ -54,6 +54,7 @@ def run_release_loop(
     leading: Callable[[], bool],
     clock: Callable[[], float],
     on_pass: Callable[[ReleaseReport, float], None],
+    settle: Callable[[], None] = lambda: None,
     timing: LoopTiming = LoopTiming(),
 ) -> None:
     """Run release passes until ``stop``: only while ``leading()``; a failed pass is logged, not fatal.
@@ -65,6 +66,7 @@ def run_release_loop(
         leading: whether this replica holds the Lease now (a standby never releases).
         clock: monotonic seconds, for the gaps.
         on_pass: called with each pass's outcome and its duration (metrics, logs).
+        settle: called after every pass, outside its timing (``placement.collector.Collector.settle``).
         timing: the waits above.
     """
     last, cost = float("-inf"), 0.0
@@ -89,3 +91,4 @@ def run_release_loop(
             on_pass(outcome, last - started)
         else:
             cost = last - started
+        settle()
