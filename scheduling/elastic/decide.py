@@ -113,7 +113,7 @@ def decide_elastic(facts: ElasticRound) -> ElasticDecision:
     pool = elastic_pool(snapshot, facts.view, jobs)
     elastic = {job.key for job in jobs}
     waiting = [g.key for g in (facts.view.pending if facts.view else ()) if g.key not in elastic]
-    deficits = queue_deficits(facts.view)
+    deficits = queue_deficits(facts.view, jobs)
     held = live_holds(facts.holds, waiting, facts.now, facts.settings.hold_seconds)
     held = {key: hold for key, hold in held.items() if key in elastic}
     plan, layout = plan_elastic(

@@ -21,10 +21,12 @@ from typing import TypeVar
 import pytest
 from localbed import Testbed
 from workload import (
+    QUEUES,
     PodTimeline,
     create_mpijob,
     create_pod,
     create_podgroup,
+    create_queue,
     elastic_mpijob,
     events_for,
     get_mpijob,
@@ -33,6 +35,7 @@ from workload import (
     member,
     metric_value,
     podgroup,
+    queue,
     scrape,
     wait_for,
 )
@@ -528,3 +531,72 @@ def test_the_job_that_reports_it_scales_ends_with_more_workers(pool: Testbed, na
                     "DELETE", f"/api/v1/namespaces/{namespace}/pods/wide-{i}", body={"gracePeriodSeconds": 0}
                 )
         wait_for("the jobs' pods deleted", lambda: not list_pods(http, namespace), timeout=120)
+
+
+def test_two_elastic_jobs_in_two_queues_converge_once_each_worker_restarted_at_most_once(
+    pool: Testbed, namespace: str
+) -> None:
+    """``ea`` (queue conv-a) fills the three nodes; ``eb`` (queue conv-b, the same quota) arrives.
+
+    Each queue deserves half of the 24 GPUs, so ``ea`` gives 6 of its 12 workers to ``eb``. The sizes go
+    one way each (``ea`` down, ``eb`` up: no overshoot and back), and no worker is re-created more than
+    once on the way (a move re-creates a worker; a shrink removes the highest indices).
+    """
+    http = pool.http
+    jobs = {"ea": "conv-a", "eb": "conv-b"}
+    uids: dict[str, set[str]] = {}  # worker pod name -> every UID seen under it
+    sizes: dict[str, list[int]] = {name: [] for name in jobs}  # each change of Worker.replicas, in order
+
+    def watch() -> dict[str, int]:
+        """Record the workers' UIDs and each job's replicas; the running workers per job."""
+        for pod in _workers(pool, namespace):
+            uids.setdefault(str(pod["metadata"]["name"]), set()).add(str(pod["metadata"]["uid"]))
+        for name in jobs:
+            try:
+                job = get_mpijob(http, namespace, name)
+            except NotFoundError:  # not created yet
+                continue
+            replicas = int(job["spec"]["mpiReplicaSpecs"]["Worker"]["replicas"])
+            if not sizes[name] or sizes[name][-1] != replicas:
+                sizes[name].append(replicas)
+        return {name: len(_running_workers(pool, namespace, name)) for name in jobs}
+
+    for queue_name in jobs.values():
+        create_queue(http, queue(queue_name, quota=12, weight=1))
+    try:
+        body = elastic_mpijob("ea", workers=2, gpus_per_worker=2, max_workers="12", min_available=2)
+        for role in ("Launcher", "Worker"):
+            template = body["spec"]["mpiReplicaSpecs"][role]["template"]
+            template.setdefault("metadata", {}).setdefault("labels", {})["phalanx.io/queue"] = "conv-a"
+        create_mpijob(http, namespace, body)
+        wait_for_operator(
+            pool, f"{namespace}/ea", "ea grown into all 24 GPUs", lambda: watch()["ea"] == 12, timeout=180
+        )
+        uids.clear()  # from here on: what the second job's arrival does
+        body = elastic_mpijob("eb", workers=1, gpus_per_worker=2, max_workers="12", min_available=2)
+        for role in ("Launcher", "Worker"):
+            template = body["spec"]["mpiReplicaSpecs"][role]["template"]
+            template.setdefault("metadata", {}).setdefault("labels", {})["phalanx.io/queue"] = "conv-b"
+        create_mpijob(http, namespace, body)
+        sizes["ea"] = sizes["ea"][-1:]
+        steady = _unchanged_for(watch, 8.0)
+
+        def converged() -> dict[str, int] | None:
+            now = steady()
+            return now if now == {"ea": 6, "eb": 6} else None
+
+        keys = tuple(f"{namespace}/{name}" for name in jobs)
+        running = wait_for_operator(pool, keys, "6 workers each, unchanged for 8 s", converged, timeout=240)
+        restarted = {name: len(seen) - 1 for name, seen in sorted(uids.items()) if len(seen) > 1}
+        print(f"\nrunning {running}; replicas over time {sizes}; workers re-created: {restarted}")
+        assert sizes["ea"] == sorted(sizes["ea"], reverse=True), f"ea only shrinks: {sizes['ea']}"
+        assert sizes["eb"] == sorted(sizes["eb"]), f"eb only grows: {sizes['eb']}"
+        assert all(times <= 1 for times in restarted.values()), f"re-created more than once: {restarted}"
+    finally:
+        for name in jobs:
+            with contextlib.suppress(NotFoundError):
+                http.request("DELETE", f"/apis/kubeflow.org/v2beta1/namespaces/{namespace}/mpijobs/{name}")
+        wait_for("the jobs' pods deleted", lambda: not list_pods(http, namespace), timeout=120)
+        for queue_name in jobs.values():
+            with contextlib.suppress(NotFoundError):
+                http.request("DELETE", f"{QUEUES}/{queue_name}")

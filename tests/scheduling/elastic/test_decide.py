@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
+from types import MappingProxyType
 
 from scheduling.cluster.promises import PromiseBook
 from scheduling.cluster.statement import Statement
@@ -11,11 +13,12 @@ from scheduling.elastic.decide import ElasticRound, decide_elastic, may_shrink
 from scheduling.elastic.pinning import choose_pins
 from scheduling.elastic.throughput import Sample, fit
 from scheduling.gang.gang_planner import GangPlan, plan_gang
-from scheduling.model import PodGroup
+from scheduling.model import QUEUE_LABEL, PodGroup
 from scheduling.queues.view import view_of
 from scheduling.topology import TopologyCache
 from tests.builders import a_node, a_pod, snapshot_of
 from tests.scheduling.elastic.builders import a_job
+from tests.scheduling.queues.builders import gpu_queue
 
 NODES = [a_node(f"n{i}").gpus(8).build() for i in range(1, 3)]
 
@@ -125,3 +128,49 @@ def test_jobs_resized_for_a_waiting_gang_are_not_resized_again_while_it_waits() 
         gone, snapshot=bound, view=view_of(bound, PromiseBook()), models=learned, holds=first.holds
     )
     assert decide_elastic(after).holds == {} and decide_elastic(after).plan.resizes
+
+
+def two_queues(ea: Sequence[str | None], eb: Sequence[str | None], *, leaving: int = 0) -> ElasticRound:
+    """``ea`` (queue qa) and ``eb`` (queue qb), quotas 12 and 12 on three 8-GPU nodes.
+
+    ``leaving``: how many of ``ea``'s highest workers are being deleted (a shrink the operator is doing).
+    """
+    nodes = [a_node(f"n{i}").gpus(8).build() for i in range(1, 4)]
+    jobs = [a_job("ea", ea, queue="qa", high=12), a_job("eb", eb, queue="qb", high=12)]
+    pods = []
+    for job in jobs:
+        for index, pod in enumerate(job.workers):
+            pod = replace(pod, labels=MappingProxyType({**pod.labels, QUEUE_LABEL: job.queue}))
+            gone = job.key == "ml/ea" and index >= len(job.workers) - leaving
+            pods.append(replace(pod, terminating=True) if gone else pod)
+    jobs = [
+        replace(
+            job,
+            workers=tuple(p for p in pods if p.group == job.key.split("/")[1]),
+            replicas=len(job.workers) - (leaving if job.key == "ml/ea" else 0),
+        )
+        for job in jobs
+    ]
+    snapshot = snapshot_of(nodes, pods, queues=[gpu_queue("qa", 12), gpu_queue("qb", 12)])
+    view = view_of(snapshot, PromiseBook())
+    return ElasticRound(jobs, snapshot, view, 100.0, {}, ElasticSettings(), TopologyCache())
+
+
+def test_two_queues_split_the_pool_by_their_fair_shares_once_whatever_the_resize_in_flight() -> None:
+    """Decide the target once: the sizes do not depend on how far the last resize has got.
+
+    The queues' deficits are taken with every elastic job at its minimum, the division then gives the
+    rest; taken from what the jobs hold now, a shrink still under way (its workers terminating) or a
+    grow not yet running moved the targets again (seen on the test bed: 12 -> 6 -> 3 -> 6).
+    """
+    full = ["n1"] * 4 + ["n2"] * 4 + ["n3"] * 4
+    states = {
+        "eb arrives": two_queues(full, [None]),
+        "ea shrinking, eb growing": two_queues(full, [None] * 6, leaving=6),
+        "settled": two_queues(full[:6], ["n2", "n2", "n3", "n3", "n3", "n3"]),
+    }
+    sizes = {
+        name: {job.key: decide_elastic(state).size_of(job) for job in state.jobs}
+        for name, state in states.items()
+    }
+    assert all(size == {"ml/ea": 6, "ml/eb": 6} for size in sizes.values()), sizes
