@@ -19,6 +19,7 @@ from simulator.comparison import POLICY_HELP, SEED_HELP, chosen_policies, show
 from simulator.gpu_sets import GpuSetError
 from simulator.loop import MODES, SimulationError
 from simulator.openb_command import openb_command
+from simulator.packing_command import packing_command
 from simulator.philly_commands import busy_command, philly_command
 from simulator.policies import POLICIES
 from simulator.speed import PolluxSpeed, SpeedError
@@ -110,6 +111,7 @@ def run_command(
 main.add_command(philly_command)
 main.add_command(busy_command)
 main.add_command(openb_command)
+main.add_command(packing_command)
 
 if __name__ == "__main__":
     main()
