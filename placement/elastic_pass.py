@@ -16,7 +16,8 @@ calls too); this pass reads, asks and applies:
 3. **Learn**: each job's throughput report (``kubeio.progress``: the annotation ``phalanx.io/throughput``
    its reporting process writes on the pod it runs in) becomes a sample of the size and spread it runs
    at; the samples are kept on the MPIJob (``phalanx.io/throughput-samples``) and a model is fitted on them
-   (``scheduling.elastic.throughput``). A job that reports nothing is sized by the prior.
+   (``scheduling.elastic.throughput``; ``placement.elastic_learning``). A job that reports nothing is
+   sized by the prior.
 4. **Plan** from the snapshot: the pool is the free GPUs plus what elastic workers hold, less what other
    waiting groups need; queue deficits from the queue view; sizes by each job's learned gain.
 5. **Apply**: one merge patch per job with what changed: the plan (annotation
@@ -47,27 +48,18 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from kubeio.errors import KubeError
-from kubeio.mpijob_pods import report_on_pods
 from kubeio.mpijobs import MpiJob, elastic_job, mpijob_ref, render_plan
 from kubeio.ports import EventSink, MpiJobSource, PodDeleter
-from kubeio.progress import (
-    THROUGHPUT_ANNOTATION,
-    ReportError,
-    parse_report,
-    parse_samples,
-    record,
-    render_samples,
-)
 from kubeio.render import pod_ref
+from placement.elastic_learning import learn
 from placement.elastic_pool import Pinner, keep_taints, open_pool
 from placement.round import Round
 from scheduling.cluster.snapshot import ClusterSnapshot
 from scheduling.elastic import ElasticJob, ElasticSettings, JobError, Layout
 from scheduling.elastic.decide import ElasticDecision, ElasticRound, decide_elastic, may_shrink
-from scheduling.elastic.elastic_planner import running_on
 from scheduling.elastic.operator_lag import WriteTurn, write_turn
 from scheduling.elastic.size_hold import SizeHold
-from scheduling.elastic.throughput import PRIOR, Sample, Throughput, fit
+from scheduling.elastic.throughput import PRIOR
 from scheduling.model import Pod
 from scheduling.plan import Plan
 from scheduling.queues import QueueError
@@ -75,13 +67,6 @@ from scheduling.queues.view import QueueView
 from scheduling.topology import TopologyCache
 
 log = logging.getLogger(__name__)
-
-_ON_MPIJOB = (
-    f"throughput report written on the MPIJob ({THROUGHPUT_ANNOTATION}): it is read, but a write to the"
-    " MPIJob that lands during its MPI Operator's status update fails that sync, and the operator then"
-    " backs off from the job for up to minutes; write the report on the pod the reporting process runs in"
-    " (docs/elastic-mpijobs.md)"
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,7 +132,7 @@ class ElasticPass:
         above = frozenset(may_shrink(jobs))
         if not jobs:
             return ElasticReport(tainted, opened, refused=refused, above_minimum=above)
-        models, learned = self._learn(declared, jobs, snapshot, pods)
+        models, learned = learn(declared, jobs, snapshot, pods, self._tell)
         decision = decide_elastic(
             ElasticRound(
                 jobs,
@@ -249,50 +234,6 @@ class ElasticPass:
         else:
             log.info("%s: not written this pass: %s", key, turn.reason)
         return turn.write
-
-    def _learn(
-        self,
-        declared: dict[str, MpiJob],
-        jobs: Sequence[ElasticJob],
-        snapshot: ClusterSnapshot,
-        pods: Sequence[Pod],
-    ) -> tuple[dict[str, Throughput], dict[str, str]]:
-        """Each job's model, fitted on the samples kept on it and the report it wrote now; new samples.
-
-        The report is read from the job's pods (``kubeio.mpijob_pods.report_on_pods``), and from the
-        MPIJob when none carries one: the older place, still read, but a write there can land during
-        the operator's status update and stall the job, so the job is told once to move it.
-        A report counts as a sample only while exactly the workers it names run (one written before a
-        resize names the old size and is taken when the job runs that many again; one written while
-        the job grows is a sample of each size it passes). A changed set of samples is returned, to be
-        kept on the MPIJob in this pass's one write to it, so a restarted placement manager fits the
-        same model (a write that fails is tried again next pass: the report is still there).
-        """
-        models: dict[str, Throughput] = {}
-        learned: dict[str, str] = {}
-        reporting = [p for p in pods if p.progress is not None]
-        for job in jobs:
-            mpijob = declared[job.key]
-            kept = parse_samples(mpijob.samples)
-            found = report_on_pods(mpijob.namespace, mpijob.name, reporting)
-            if found is None and mpijob.throughput is not None:
-                found = (mpijob.throughput, f"MPIJob {job.key}")
-                self._tell(mpijob, "Warning", "ThroughputReportOnMPIJob", _ON_MPIJOB)
-            try:
-                report = parse_report(found[0] if found else None)
-            except ReportError as exc:
-                where = found[1] if found else job.key
-                self._tell(mpijob, "Warning", "InvalidThroughputReport", f"on {where}: {exc}")
-                report = None
-            samples = kept
-            on = running_on(job, snapshot.nodes)
-            if report is not None and report[0] == sum(on.values()):
-                samples = record(kept, Sample(report[0], len(on), report[1]))
-            if samples != kept:
-                learned[job.key] = render_samples(samples)
-            if samples:
-                models[job.key] = fit(samples)
-        return models, learned
 
     def _elastic(
         self,
