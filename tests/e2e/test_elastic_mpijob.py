@@ -116,7 +116,10 @@ def _launcher_report(bed: Testbed, namespace: str, job: str) -> str:
 
 def _elastic_passes(bed: Testbed) -> float:
     """Elastic passes the running placement manager has made since it started (its metrics)."""
-    page = scrape(f"http://127.0.0.1:{bed.placement_metrics_ports['placement']}/metrics")
+    try:
+        page = scrape(f"http://127.0.0.1:{bed.placement_metrics_ports['placement']}/metrics")
+    except OSError:  # not serving yet (URLError is an OSError)
+        return 0.0
     return metric_value(page, "phalanx_placement_pass_seconds_count", **{"pass": "elastic"}) or 0.0
 
 
@@ -499,25 +502,32 @@ def test_the_job_that_reports_it_scales_ends_with_more_workers(pool: Testbed, na
 
         # A restarted placement manager reads the samples kept on each MPIJob and the reports on the pods:
         # once the sizes stand still, it decides the same sizes and resizes nothing.
-        def sizes_and_resizes() -> tuple[dict[str, int], int]:
+        def sizes_and_actions() -> tuple[dict[str, int], int]:
+            """Each job's replicas, and its resizes and moves so far (a move changes what is learned)."""
             replicas = {
                 name: int(get_mpijob(http, namespace, name)["spec"]["mpiReplicaSpecs"]["Worker"]["replicas"])
                 for name in jobs
             }
-            resizes = sum(
-                1 for name in jobs for e in events_for(http, namespace, name) if e["reason"] == "Resized"
+            actions = sum(
+                1
+                for name in jobs
+                for e in events_for(http, namespace, name)
+                if e["reason"] in ("Resized", "Moved")
             )
-            return replicas, resizes
+            return replicas, actions
 
-        steady = _unchanged_for(sizes_and_resizes, 8.0)
-        before = wait_for("the sizes unchanged for 8 s", steady, timeout=120, interval=1.0)
+        # Longer than a report's period (10 s): the last reports at these sizes are in the samples.
+        steady = _unchanged_for(sizes_and_actions, 12.0)
+        before = wait_for("no resize nor move for 12 s", steady, timeout=150, interval=1.0)
         learned_before = {name: kept(name) for name in jobs}
         pool.kill_placement()
         pool.start_placement()
         wait_for("5 elastic passes by the restarted manager", lambda: _elastic_passes(pool) >= 5, timeout=60)
-        after = sizes_and_resizes()
+        after = sizes_and_actions()
         print(f"before the restart: {before}, samples {learned_before}; after 5 passes: {after}")
-        assert after == before, "the restarted manager decides the sizes the first one left, resizing nothing"
+        assert after == before, (
+            "the restarted manager decides the sizes the first one left: no resize, no move"
+        )
     finally:  # both jobs, then wait once: each job's pods go with it
         for name in jobs:
             told = [f"{e['reason']}: {e['message']}" for e in events_for(http, namespace, name)]
