@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import click
 
@@ -14,22 +16,29 @@ from simulator.loop import Mode
 from simulator.policies import for_rigid_trace
 from simulator.speed import SpeedModel
 
+F = TypeVar("F", bound=Callable[..., object])
+
+
+def openb_files(pods_help: str) -> Callable[[F], F]:
+    """The ``--nodes`` and ``--pods`` options every openb command takes (``pods_help`` says their use)."""
+    file = click.Path(exists=True, dir_okay=False, path_type=Path)
+    nodes = click.option(
+        "--nodes",
+        "nodes_path",
+        required=True,
+        type=file,
+        help="openb node list (sn,cpu_milli,memory_mib,gpu,model), e.g. openb_node_list_gpu_node.csv.",
+    )
+    pods = click.option("--pods", "pods_path", required=True, type=file, help=pods_help)
+
+    def wrap(command: F) -> F:
+        return nodes(pods(command))
+
+    return wrap
+
 
 @click.command("openb")
-@click.option(
-    "--nodes",
-    "nodes_path",
-    required=True,
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="openb node list (sn,cpu_milli,memory_mib,gpu,model), e.g. openb_node_list_gpu_node.csv.",
-)
-@click.option(
-    "--pods",
-    "pods_path",
-    required=True,
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="openb pod list (name,...,creation_time,deletion_time,scheduled_time).",
-)
+@openb_files("openb pod list (name,...,creation_time,deletion_time,scheduled_time).")
 @click.option("--start", type=int, default=0, show_default=True, help="Window start, trace seconds.")
 @click.option("--hours", type=float, help="Window length [default: to the last pod].")
 @click.option(

@@ -8,26 +8,14 @@ import click
 import msgspec
 
 from simulator import openb
+from simulator.openb_command import openb_files
 from simulator.packing import CHECKPOINTS, Packing, draw, pack, policies, tasks_of
 
 POLICIES = ("phalanx", "fgd", "best-fit", "worst-fit", "first-fit", "random")
 
 
 @click.command("openb-pack")
-@click.option(
-    "--nodes",
-    "nodes_path",
-    required=True,
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="openb node list (sn,cpu_milli,memory_mib,gpu,model), e.g. openb_node_list_gpu_node.csv.",
-)
-@click.option(
-    "--pods",
-    "pods_path",
-    required=True,
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="openb pod list: the pods drawn from (each kind as often as in the list).",
-)
+@openb_files("openb pod list: the pods drawn from (each kind as often as in the list).")
 @click.option(
     "--until",
     type=click.FloatRange(0.1, 3.0),

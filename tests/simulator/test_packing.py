@@ -125,3 +125,16 @@ def test_fragmentation_weighs_the_mix_by_how_often_each_kind_comes() -> None:
     assert choose("fgd", nodes, ONE_GPU, mix) == choose("best-fit", nodes, ONE_GPU, mix) == "two"
     assert best_fit(ONE_GPU, Free(nodes), np.array([0, 1])) == 0
     assert fragmentation(mix)(ONE_GPU, Free(nodes), np.array([0, 1])) == 0
+
+
+def test_the_openb_replay_command_takes_the_same_file_options(tmp_path: Path) -> None:
+    """``openb`` and ``openb-pack`` declare ``--nodes`` and ``--pods`` once (``openb_files``)."""
+    nodes, pods = tmp_path / "nodes.csv", tmp_path / "pods.csv"
+    nodes.write_text(NODES)
+    pods.write_text(PODS)
+    args = ["openb", "--nodes", str(nodes), "--pods", str(pods), "--policy", "fifo", "--drain-hours", "1"]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    assert "4 nodes (1 x 8, 1 x 4, 1 x 2, 1 x 1 GPUs), 15 GPUs" in result.output
+    missing = CliRunner().invoke(main, ["openb", "--nodes", str(nodes)])
+    assert missing.exit_code == 2 and "--pods" in missing.output
