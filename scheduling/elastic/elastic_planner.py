@@ -1,12 +1,12 @@
-"""One planning round for elastic jobs: sizes, then layout, then the guarded moves, as one ``Plan``.
+"""One planning round for elastic jobs: sizes, layout, the guarded moves, then growth, as one ``Plan``.
 
 Rules, in the order they apply:
 
 1. **Sizes** (``gain`` by default: the next worker to the job it speeds up most; ``sizing``: evenly,
-   the rule kept for comparison): a job whose target differs from its size gets a ``Resize`` ("resized 2 -> 4
-   workers: ..."); the operator deletes the highest replica indices or creates the missing ones. A job
-   grows by at most ``grow_step`` workers a round (the rest in the rounds that follow); it shrinks at
-   once.
+   the rule kept for comparison): a job shrunk gets a ``Resize`` ("resized 4 -> 2 workers: ..."), a
+   job grown gets one after the moves (4); the operator deletes the highest replica indices or
+   creates the missing ones. A job grows by at most ``grow_step`` workers a round (the rest in the
+   rounds that follow); it shrinks at once.
 2. **Layout** (``layout``): the fewest nodes per job, matched to the real nodes for fewest moves, in
    the job's home rack where that costs no move.
 3. **Moves**, only where they pay and never where they hurt:
@@ -19,6 +19,11 @@ Rules, in the order they apply:
      ``cooldown_seconds`` of its last move;
    - a move is tried on a ``Statement``: it goes only where the target node has the room now (a move
      into room another move frees waits for the next round).
+4. **Growth** (``growth``), last: the workers a job still needs go to the nodes of its target only as
+   far as they have room once the shrinks and moves are made, and a growing job's ``Resize`` goes no
+   further than that room ("room for 1 of 2 more workers now"); the rest waits for a later round. The
+   layout returned is the one the round reaches (what stays, plus what grows), so no worker is ever
+   pinned to a node that another job's worker still fills.
 A worker still bound to a node that was deleted runs nowhere: it is neither kept in place nor moved.
 Every action carries its reason in words.
 """
@@ -33,6 +38,7 @@ from scheduling.cluster.snapshot import ClusterSnapshot
 from scheduling.cluster.statement import Statement
 from scheduling.cluster.usage import FreeGpus
 from scheduling.elastic.gain import size_by_gain
+from scheduling.elastic.growth import reachable
 from scheduling.elastic.job import ElasticJob, ElasticSettings
 from scheduling.elastic.layout import Layout, kept_running, plan_layout
 from scheduling.elastic.shape import reserved_room
@@ -40,6 +46,7 @@ from scheduling.elastic.sizing import size_jobs
 from scheduling.elastic.throughput import Throughput
 from scheduling.gang.gang_planner import DEFAULT_LOCALITY_KEYS
 from scheduling.gpu.choice import choose_gpus
+from scheduling.model import Pod
 from scheduling.plan import Plan
 from scheduling.topology import TopologyCache
 
@@ -80,7 +87,7 @@ def plan_elastic(
     waiting: Sequence[str] = (),
     held: Container[str] = frozenset(),
 ) -> tuple[Plan, Layout]:
-    """One round (see the module docstring); returns the plan and the layout it aimed at.
+    """One round (see the module docstring); returns the plan and the layout the round reaches.
 
     ``models`` (each job's learned throughput) and ``attained`` (its GPU-seconds so far) feed the
     ``"goodput"`` sizing; a job missing from them is sized by the prior (linear) with none attained.
@@ -97,22 +104,17 @@ def plan_elastic(
     layout = plan_layout(jobs, sizes, room, racks)
     statement = Statement(snapshot)
     squeezed = pool_gpus < sum(j.size * j.worker.gpus for j in jobs)  # waiting work takes from the pool
+    shrink = "gives GPUs back to waiting work" if squeezed else "gives GPUs to jobs they speed up more"
     for job in sorted(jobs, key=lambda j: j.key):
-        target = sizes[job.key]
-        if target != job.size:
-            shrink = (
-                "gives GPUs back to waiting work" if squeezed else "gives GPUs to jobs they speed up more"
-            )
-            why = "grows into free GPUs" if target > job.size else shrink
-            if target < goals[job.key]:
-                why += f", {step} workers a round toward {goals[job.key]}"
-            statement.resize(
-                job.key,
-                job.size,
-                target,
-                f"resized {job.size} -> {target} workers: {why} "
-                f"(min {job.min_workers}, max {job.max_workers})",
-                removed=job.workers[target:],
+        if sizes[job.key] < job.size:
+            _resize(
+                statement,
+                job,
+                sizes[job.key],
+                goals[job.key],
+                step,
+                shrink,
+                removed=job.workers[sizes[job.key] :],
             )
     budget = settings.moves_per_round
     nodes = snapshot.nodes
@@ -122,7 +124,14 @@ def plan_elastic(
         budget -= _move(
             job, sizes[job.key], layout, statement, now, last_moved, settings, topologies, budget, reserved
         )
-    return statement.commit(), layout
+    reached = reachable(jobs, sizes, layout, statement, reserved)
+    for job in sorted(jobs, key=lambda j: j.key):
+        after = min(sizes[job.key], max(job.size, sum(reached.targets[job.key].values())))
+        if after > job.size:
+            _resize(
+                statement, job, after, goals[job.key], step, "grows into free GPUs", wanted=sizes[job.key]
+            )
+    return statement.commit(), reached
 
 
 def goals_of(
@@ -162,6 +171,35 @@ def _goals_holding(
     others = [j for j in jobs if j.key not in keys]
     goals = goals_of(others, snapshot, pool_gpus - kept_gpus, deficits, settings, models, attained)
     return {**goals, **{j.key: j.size for j in kept}}
+
+
+def _resize(
+    statement: Statement,
+    job: ElasticJob,
+    after: int,
+    goal: int,
+    step: int | None,
+    why: str,
+    *,
+    removed: Sequence[Pod] = (),
+    wanted: int | None = None,
+) -> None:
+    """Record a resize of ``job`` to ``after`` workers with its reason in words.
+
+    ``goal`` is where the sizing rule aims (``after`` is below it when the pace holds it back);
+    ``wanted`` the size the job would grow to this round had the room been there.
+    """
+    if wanted is not None and after < wanted:
+        why += f", room for {after - job.size} of {wanted - job.size} more workers now"
+    elif after < goal:
+        why += f", {step} workers a round toward {goal}"
+    statement.resize(
+        job.key,
+        job.size,
+        after,
+        f"resized {job.size} -> {after} workers: {why} (min {job.min_workers}, max {job.max_workers})",
+        removed=removed,
+    )
 
 
 def _paced(job: ElasticJob, goal: int, step: int | None) -> int:

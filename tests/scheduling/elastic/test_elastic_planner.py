@@ -138,3 +138,37 @@ def test_a_job_grows_by_at_most_the_step_a_round_and_shrinks_at_once() -> None:
     assert plan([big], pool=32, guards=ElasticSettings(grow_step=None)).resizes[0].after == 32
     shrink = replace(big, replicas=40)
     assert plan([shrink], pool=4, guards=ElasticSettings(grow_step=8)).resizes[0].after == 4
+
+
+def test_a_job_grows_only_into_room_the_round_leaves_and_says_how_much_waits() -> None:
+    """Both jobs' first workers share n1; the layout aims one job at n1, where only 2 GPUs are free.
+
+    Its new workers go only where its target has room now (never pinned to a full node): its growth
+    waits for the rest, and the layout the round reaches fits every node. The other job's first worker
+    moves off n1 in a later round (a job at its minimum is not moved).
+    """
+    nodes = [a_node(f"n{i}").gpus(4).build() for i in (1, 2)]
+    jobs = [a_job(name, ["n1"], low=1, high=4, gpus=1) for name in ("flat", "lin")]
+    pods = [p for job in jobs for p in job.workers]
+    result, layout = plan_elastic(
+        jobs,
+        snapshot_of(nodes, pods),
+        pool_gpus=8,
+        deficits={"q": 0},
+        now=100.0,
+        last_moved={},
+        settings=ElasticSettings(),
+        topologies=TopologyCache(),
+    )
+    held: dict[str, int] = {}
+    for target in layout.targets.values():
+        for node, workers in target.items():
+            held[node] = held.get(node, 0) + workers
+    assert held == {"n1": 4, "n2": 3}
+    assert all(target.get("n1", 0) >= 1 for target in layout.targets.values())  # what runs stays there
+    sizes = {r.job: r.after for r in result.resizes}
+    assert sorted(sizes.values()) == [3, 4]
+    capped = next(r for r in result.resizes if r.after == 3)
+    assert "room for 2 of 3 more workers now" in capped.reason
+    assert layout.unplaced == {capped.job: 1}
+    assert {k: sum(t.values()) for k, t in layout.targets.items()} == sizes
