@@ -99,7 +99,9 @@ class ElasticSettings:
             the next worker to the job it speeds up most, least attained service first) or ``"even"``
             (``scheduling.elastic.sizing``: evenly, the rule before the throughput model, kept for
             comparison).
-        hysteresis: a worker a job holds counts this much more than one it would gain (``"goodput"``).
+        hysteresis: a worker a job holds counts this much more than one it would gain (``"goodput"``);
+            it also counts the two restarts a trade costs (``2 * restart_seconds`` over
+            ``gain_horizon_seconds``), so a worker moves between jobs only for a gain that repays them.
         las_seconds: attained GPU-seconds at which a job's claim on the next worker halves (with
             ``las_power`` 1); ``None``: attained service does not weigh.
         las_power: how steeply attained service lowers a job's claim.

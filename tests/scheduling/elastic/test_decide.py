@@ -112,7 +112,7 @@ def test_jobs_resized_for_a_waiting_gang_are_not_resized_again_while_it_waits() 
     assert sorted(first.holds) == ["ml/a", "ml/b"]
     learned = {
         "ml/a": fit([Sample(1, 1, 10.0), Sample(4, 1, 40.0)]),
-        "ml/b": fit([Sample(1, 1, 10.0), Sample(4, 1, 11.0)]),
+        "ml/b": fit([Sample(1, 1, 10.0), Sample(2, 1, 10.5)]),  # a second worker adds 5%
     }
     second = replace(_two_jobs_and_a_waiting_gang(["n1"] * 2, ["n2"] * 2), models=learned, now=101.0)
     assert decide_elastic(second).plan.resizes, "without the hold, the new models trade workers"

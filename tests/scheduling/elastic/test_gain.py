@@ -84,8 +84,25 @@ def test_a_job_holding_a_worker_keeps_it_against_an_equal_claim() -> None:
     holder = a_job("holder", ["n1"] * 3, low=1, high=8, gpus=1, created="2")
     older = a_job("older", ["n2"] * 2, low=1, high=8, gpus=1, created="1")
     assert sizes([holder, older], 5) == {"ml/holder": 3, "ml/older": 2}, "no trade: two restarts for nothing"
+    free_trades = replace(SETTINGS, hysteresis=0.0, restart_seconds=0.0)
+    assert sizes([holder, older], 5, settings=free_trades) == {"ml/holder": 2, "ml/older": 3}
     no_hysteresis = replace(SETTINGS, hysteresis=0.0)
-    assert sizes([holder, older], 5, settings=no_hysteresis) == {"ml/holder": 2, "ml/older": 3}
+    assert sizes([holder, older], 5, settings=no_hysteresis) == {"ml/holder": 3, "ml/older": 2}, (
+        "the two restarts alone outweigh a gain of 1/2 - 1/3"
+    )
+
+
+def test_a_worker_is_traded_only_for_a_gain_that_repays_both_restarts() -> None:
+    """Linear jobs: a third worker adds 1/2 to a job of 2, a fourth 1/3 to a job of 3 (prior: linear).
+
+    Taking the fourth worker of ``holder`` for ``small`` (1 -> 2 adds 1) repays the two restarts;
+    taking it for ``pair`` (2 -> 3 adds 1/2 against 1/3 held) does not.
+    """
+    holder = a_job("holder", ["n1"] * 4, low=1, high=8, gpus=1, created="2")
+    small = a_job("small", ["n2"], low=1, high=8, gpus=1, created="1")
+    assert sizes([holder, small], 5) == {"ml/holder": 3, "ml/small": 2}
+    pair = a_job("pair", ["n2"] * 2, low=1, high=8, gpus=1, created="1")
+    assert sizes([holder, pair], 6) == {"ml/holder": 4, "ml/pair": 2}
 
 
 def test_least_attained_service_gives_the_new_job_the_next_worker_when_on() -> None:
