@@ -330,36 +330,31 @@ class MpiJobWriter:
         replicas: int | None = None,
         plan: str | None = None,
         samples: str | None = None,
+        moved_at: float | None = None,
     ) -> None:
         """Write what changed on the MPIJob in one merge patch (``None``: leave as it is).
 
         ``replicas`` is ``Worker.replicas`` (the operator then deletes the highest indices or creates the
         missing), ``plan`` the placement manager's plan (``phalanx.io/elastic-plan``, which the pin
         webhook reads as the new workers are created: written with the size, never after it), and
-        ``samples`` the throughput samples learned of the job (``phalanx.io/throughput-samples``). One
-        write, not three: each write wakes the job's MPI Operator, which delays every wake-up of a job
+        ``samples`` the throughput samples learned of the job (``phalanx.io/throughput-samples``), and
+        ``moved_at`` when one of its workers is moved (``phalanx.io/elastic-moved-at``, written before
+        the worker is deleted, so a restarted placement manager still knows the cooldown started). One
+        write, not four: each write wakes the job's MPI Operator, which delays every wake-up of a job
         exponentially until one of its syncs succeeds, and a write landing during a sync fails that
         sync's status update.
 
         Raises:
             KubeError: the job is gone or the API server failed.
         """
-        annotations = {
-            key: value for key, value in ((PLAN_ANNOTATION, plan), (SAMPLES_ANNOTATION, samples)) if value
-        }
+        moved = f"{moved_at:.3f}" if moved_at is not None else None
+        pairs = ((PLAN_ANNOTATION, plan), (SAMPLES_ANNOTATION, samples), (MOVED_AT_ANNOTATION, moved))
+        annotations = {key: value for key, value in pairs if value}
         body: JsonObject = {"metadata": {"annotations": annotations}} if annotations else {}
         if replicas is not None:
             body["spec"] = {"mpiReplicaSpecs": {"Worker": {"replicas": replicas}}}
         if body:
             self._patch(namespace, name, body)
-
-    def set_moved_at(self, namespace: str, name: str, when: float) -> None:
-        """Record on the MPIJob when one of its workers is moved (annotation ``phalanx.io/elastic-moved-at``).
-
-        Raises:
-            KubeError: the job is gone or the API server failed.
-        """
-        self._patch(namespace, name, {"metadata": {"annotations": {MOVED_AT_ANNOTATION: f"{when:.3f}"}}})
 
     def _patch(self, namespace: str, name: str, body: JsonObject) -> None:
         """Merge-patch the MPIJob."""

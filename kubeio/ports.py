@@ -185,11 +185,9 @@ class MpiJobSource(MpiJobLister, Protocol):
         replicas: int | None = None,
         plan: str | None = None,
         samples: str | None = None,
+        moved_at: float | None = None,
     ) -> None:
-        """Set ``Worker.replicas``, show the plan, keep the samples: what is given, in one write."""
-
-    def set_moved_at(self, namespace: str, name: str, when: float) -> None:
-        """Record when a worker of the MPIJob is moved."""
+        """Set ``Worker.replicas``, show the plan, keep the samples, record a move: in one write."""
 
 
 class Ungater(Protocol):

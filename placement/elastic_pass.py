@@ -156,7 +156,10 @@ class ElasticPass:
         self._tell_stalls(declared, turns)
         resized: list[str] = []
         grown = 0
-        for key in sorted(plans.keys() | sizes.keys() | learned.keys()):
+        job_of = {p.uid: job.key for job in jobs for p in job.workers}
+        moving = {job_of[move.uid] for move in plan.migrations}
+        written: set[str] = set()
+        for key in sorted(plans.keys() | sizes.keys() | learned.keys() | moving):
             if not self._may_write(key, turns):
                 continue
             job, resize = declared[key], sizes.get(key)
@@ -166,32 +169,28 @@ class ElasticPass:
                 model = models.get(key, PRIOR)
                 figures = model.describe(resize.after, max(1, layout.nodes_of(key)))
                 self._events.record_now(mpijob_ref(job), "Normal", "Resized", f"{resize.reason}; {figures}")
-            try:  # the size, the plan the webhook pins its new workers by, and the samples: one write
+            try:  # size, plan (the webhook pins new workers by it), samples, move time: one write
                 self._jobs.update(
                     job.namespace,
                     job.name,
                     replicas=resize.after if resize is not None else None,
                     plan=plans.get(key),
                     samples=learned.get(key),
-                )
+                    moved_at=self._clock() if key in moving else None,  # before the delete: a restart
+                )  # between the two still knows the cooldown started
             except KubeError as exc:
                 log.warning("%s: not written (%s); next pass tries again", key, exc)
                 continue
+            written.add(key)
             if resize is not None:
                 resized.append(key)
                 grown += resize.after > resize.before
         moved: list[str] = []
-        job_of = {p.uid: job.key for job in jobs for p in job.workers}
         for move in plan.migrations:
             job_key = job_of[move.uid]
             namespace, _, name = move.pod.partition("/")
             job = declared[job_key]
-            if not self._may_write(job_key, turns):
-                continue
-            try:  # first: a restart between the two still knows the cooldown started
-                self._jobs.set_moved_at(job.namespace, job.name, self._clock())
-            except KubeError as exc:
-                log.info("%s: move not recorded (%s); not moving this pass", job_key, exc)
+            if job_key not in written:  # the move time was not recorded: not moving this pass
                 continue
             self._events.record_now(mpijob_ref(job), "Normal", "Moved", move.reason)
             if self._deleter.delete_pod(namespace, name, move.uid):

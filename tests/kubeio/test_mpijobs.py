@@ -213,3 +213,24 @@ def test_the_operator_count_is_the_running_workers_below_the_declared_replicas()
     planned = elastic_job(job, pods, "team-a", gpus_in_cluster=32)
     assert planned.operator == OperatorCount(recorded=3, actual=1)
     assert planned.operator.lag == "its operator counts 3 running worker(s) where 1 run"
+
+
+def test_a_resize_and_a_move_are_one_merge_patch_of_the_mpijob() -> None:
+    """Each write to an MPIJob wakes its operator (and may land during its status update): one, not two."""
+    api = FakeApi(read_only=False)
+    MpiJobWriter(api).update("ml", "mnist", replicas=4, plan='{"nodes": {"n1": 4}}', moved_at=1000.25)  # type: ignore[arg-type]
+    [sent] = api.writes
+    assert (sent.method, sent.content_type) == ("PATCH", "application/merge-patch+json")
+    assert sent.body == {
+        "metadata": {
+            "annotations": {
+                "phalanx.io/elastic-plan": '{"nodes": {"n1": 4}}',
+                "phalanx.io/elastic-moved-at": "1000.250",
+            }
+        },
+        "spec": {"mpiReplicaSpecs": {"Worker": {"replicas": 4}}},
+    }
+    assert (
+        mpijob_from_api({**ELASTIC, "metadata": {**ELASTIC["metadata"], **sent.body["metadata"]}}).moved_at
+        == 1000.25
+    )

@@ -27,6 +27,7 @@ class FakeJobs:
         replicas: int | None = None,
         plan: str | None = None,
         samples: str | None = None,
+        moved_at: float | None = None,
     ) -> None:
         key = f"{namespace}/{name}"
         self.calls.append("update")
@@ -37,14 +38,15 @@ class FakeJobs:
             self.plans.append((key, plan))
         changes = {
             field: value
-            for field, value in (("replicas", replicas), ("plan", plan), ("samples", samples))
+            for field, value in (
+                ("replicas", replicas),
+                ("plan", plan),
+                ("samples", samples),
+                ("moved_at", moved_at),
+            )
             if value is not None
         }
         self.jobs = [replace(j, **changes) if j.key == key else j for j in self.jobs]  # type: ignore[arg-type]
-
-    def set_moved_at(self, namespace: str, name: str, when: float) -> None:
-        self.calls.append("set_moved_at")
-        self.jobs = [replace(j, moved_at=when) if j.key == f"{namespace}/{name}" else j for j in self.jobs]
 
 
 @dataclass

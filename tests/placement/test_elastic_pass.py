@@ -186,7 +186,7 @@ def test_the_moves_cooldown_is_read_back_from_the_mpijob_after_a_restart() -> No
 
     first, jobs, _, _, _ = rig(spread(), [mpijob("spread", 4, high="4")], now=1000.0, cooldown=60)
     assert first.run().moved == ("ml/spread-worker-3",)
-    assert jobs.calls[-1] == "set_moved_at" and jobs.jobs[0].moved_at == 1000.0, "written before the delete"
+    assert jobs.calls[-1] == "update" and jobs.jobs[0].moved_at == 1000.0, "written before the delete"
     for now, moved in ((1030.0, ()), (1061.0, ("ml/spread-worker-3",))):
         restarted, _, _, _, _ = rig(spread(), jobs.jobs, now=now, cooldown=60)  # a new process: no memory
         assert restarted.run().moved == moved, f"at {now}: the cooldown from the MPIJob"
