@@ -11,7 +11,10 @@ Rules, in the order they apply:
    the job's home rack where that costs no move.
 3. **Moves**, only where they pay and never where they hurt:
    - *hysteresis*: a job moves only if the target spans fewer nodes than it runs on now (a move must
-     save a node);
+     save a node), unless it is resized this round or starting: a resize restarts every worker, so
+     its moves come with it (one restart, not one more per later round), and a job that started less
+     than a restart ago has nothing to lose, not even below its minimum (``is_starting``). For those,
+     the cooldown and the per-job limit do not apply either;
    - *never below the minimum*: a move deletes a worker and its operator re-creates it, so a job moves
      at most ``running - min_workers`` workers at once;
    - *rate limits and cooldown*: at most ``moves_per_job`` per job and ``moves_per_round`` in all per
@@ -202,6 +205,20 @@ def _resize(
     )
 
 
+def is_starting(job: ElasticJob, size: int, now: float, settings: ElasticSettings) -> bool:
+    """Whether every worker the job keeps started less than a restart ago (``restart_seconds``).
+
+    Such a job has trained for less than what a restart costs, so moving any of its workers, even its
+    last, loses nothing: a job admitted on the node that had room for its minimum goes where it can
+    grow in the round it grows. A worker whose start is not known (``started_at`` unset) counts as
+    long started: a job is never moved below its minimum on a guess.
+    """
+    kept = [p for p in job.workers[:size] if p.holds_resources]
+    return bool(kept) and all(
+        p.started_at is not None and now - p.started_at < settings.restart_seconds for p in kept
+    )
+
+
 def _paced(job: ElasticJob, goal: int, step: int | None) -> int:
     """The size a job goes to this round: ``goal``, but at most ``step`` workers more than it has."""
     return goal if step is None else min(goal, max(job.size + step, job.min_workers))
@@ -227,19 +244,25 @@ def _move(
     """Move up to the job's allowance of workers toward its target; return how many moved.
 
     A move off a node a waiting gang's room is kept on (``reserved``) is made at once, whether or not
-    it saves a node, past the cooldown and the per-job limit: the gang waits for nothing else.
+    it saves a node, past the cooldown and the per-job limit: the gang waits for nothing else. So is
+    every move of a job resized this round (it restarts anyway: its target is reached with one restart,
+    not one more per later round) and of a starting job (``is_starting``: nothing to lose yet, so not
+    even its minimum stays).
     """
     nodes = statement.snapshot.nodes
     current = kept_running(job, size, nodes)
     target = layout.targets.get(job.key, {})
     surplus = [node for node in sorted(current) if current[node] > target.get(node, 0)]
     for_room = any(reserved.get(node, 0) for node in surplus)
-    if not layout.moves.get(job.key) or (len(target) >= len(current) and not for_room):
+    starting = is_starting(job, size, now, settings)
+    free = for_room or starting or size != job.size  # a restart paid anyway, or a gang waiting
+    if not layout.moves.get(job.key) or (len(target) >= len(current) and not free):
         return 0  # nothing to move, or moving would neither save a node nor make a gang's room
-    if not for_room and now - last_moved.get(job.key, float("-inf")) < settings.cooldown_seconds:
+    if not free and now - last_moved.get(job.key, float("-inf")) < settings.cooldown_seconds:
         return 0
-    per_job = budget if for_room else settings.moves_per_job
-    allowance = min(per_job, budget, sum(running_on(job, nodes).values()) - job.min_workers)
+    per_job = budget if free else settings.moves_per_job
+    floor = 0 if starting else job.min_workers
+    allowance = min(per_job, budget, sum(running_on(job, nodes).values()) - floor)
     surplus.sort(key=lambda node: (not reserved.get(node, 0), node))
     needy = [node for node in sorted(target) if target[node] > current.get(node, 0)]
     movers = [p for p in reversed(job.workers[:size]) if p.node_name in surplus and p.holds_resources]

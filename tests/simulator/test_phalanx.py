@@ -211,8 +211,12 @@ class Watched:
 
 
 def test_the_policy_learns_from_reported_rates_which_job_to_grow() -> None:
-    """Two jobs of 8 GPUs share 8: with what they reported, the one that scales ends with more."""
-    trace = (job("flat-a", 0, 8, 10**9), job("lin-b", 0, 8, 10**9))
+    """Two jobs of 8 GPUs share 8: with what they reported, the one that scales ends with more.
+
+    ``lin-b`` runs alone first, so both jobs run at more than one size (a job that only ever runs at
+    one size reports one point of its curve, and two such jobs look alike to any model).
+    """
+    trace = (job("lin-b", 0, 8, 10**9), job("flat-a", 600, 8, 10**9))
     learning = Watched(Phalanx())
     run(trace, learning, Curves(), TWO_NODES, until=3600)
     last = learning.held[-1]

@@ -172,3 +172,44 @@ def test_a_job_grows_only_into_room_the_round_leaves_and_says_how_much_waits() -
     assert "room for 2 of 3 more workers now" in capped.reason
     assert layout.unplaced == {capped.job: 1}
     assert {k: sum(t.values()) for k, t in layout.targets.items()} == sizes
+
+
+def _started(job: ElasticJob, at: float) -> ElasticJob:
+    return replace(job, workers=tuple(replace(p, started_at=at) for p in job.workers))
+
+
+def test_a_starting_job_goes_where_it_can_grow_even_its_only_worker() -> None:
+    """Its first worker was admitted on n1, where 2 of 8 GPUs are left; it grows to 4 on n2.
+
+    Started 5 s ago (less than a restart), it has nothing to lose: its worker moves with the growth,
+    so it runs on one node, not two. Started long ago, it keeps its minimum where it is.
+    """
+    other = a_job("other", ["n1"] * 3, low=3, high=3)  # 6 GPUs of n1, never resized
+    new = a_job("new", ["n1"], low=1, high=4)
+    for started, spread in ((95.0, {"n2": 4}), (-1000.0, {"n1": 1, "n2": 3})):
+        jobs = [other, _started(new, started)]
+        pods = [p for job in jobs for p in job.workers]
+        result, layout = plan_elastic(
+            jobs,
+            snapshot_of(NODES[:2], pods),
+            pool_gpus=14,
+            deficits={"q": 0},
+            now=100.0,
+            last_moved={},
+            settings=ElasticSettings(),
+            topologies=TopologyCache(),
+        )
+        assert layout.targets["ml/new"] == spread, started
+        assert [(m.pod, m.target) for m in result.migrations] == (
+            [("ml/new-worker-0", "n2")] if started > 0 else []
+        )
+
+
+def test_a_resized_job_makes_every_move_its_target_needs_in_that_round() -> None:
+    """A resize restarts every worker: its moves come with it, past the hysteresis and per-job limit."""
+    spread = a_job("spread", ["n1", "n2", "n3", "n4"], low=1, high=4)
+    shrunk = plan([spread], pool=6)  # 4 -> 3 workers of 2 GPUs: one node holds them; both moves now
+    assert [(r.before, r.after) for r in shrunk.resizes] == [(4, 3)]
+    assert len(shrunk.migrations) == 2
+    same = plan([spread], pool=8)  # not resized: one move a round (moves_per_job), as before
+    assert same.resizes == () and len(same.migrations) == 1
