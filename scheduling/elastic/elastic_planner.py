@@ -127,7 +127,8 @@ def plan_elastic(
         budget -= _move(
             job, sizes[job.key], layout, statement, now, last_moved, settings, topologies, budget, reserved
         )
-    reached = reachable(jobs, sizes, layout, statement, reserved)
+    no_moves = settings.moves_per_round <= 0 or settings.moves_per_job <= 0  # targets never reached
+    reached = reachable(jobs, sizes, layout, statement, reserved, anywhere=no_moves)
     for job in sorted(jobs, key=lambda j: j.key):
         after = min(sizes[job.key], max(job.size, sum(reached.targets[job.key].values())))
         if after > job.size:

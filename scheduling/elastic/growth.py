@@ -44,12 +44,18 @@ class Need:
     present: Mapping[str, int]
 
 
-def place_needs(needs: Sequence[Need], room: Mapping[str, int]) -> dict[str, dict[str, int]]:
+def place_needs(
+    needs: Sequence[Need], room: Mapping[str, int], *, anywhere: bool = False
+) -> dict[str, dict[str, int]]:
     """Per job, node -> workers placed there this round (see the module docstring).
 
     Args:
         needs: the jobs with workers to place.
         room: node -> GPUs free for elastic workers once the round's shrinks and moves are made.
+        anywhere: what the target's nodes cannot hold goes to other free room too: the nodes the job
+            runs on first, then a node that takes all the rest (the one it fills best), else the
+            roomiest. For a cluster where moves are off: a target a move would reach is never reached
+            there, and a job held to it would never grow.
 
     Returns:
         Every job of ``needs`` (an empty map for one that found no room), by key.
@@ -57,11 +63,11 @@ def place_needs(needs: Sequence[Need], room: Mapping[str, int]) -> dict[str, dic
     left = {node: max(0, gpus) for node, gpus in room.items()}
     placed: dict[str, dict[str, int]] = {}
     for need in sorted(needs, key=lambda n: (-n.workers * n.per_worker, n.key)):
-        placed[need.key] = _place(need, left)
+        placed[need.key] = _place(need, left, anywhere)
     return placed
 
 
-def _place(need: Need, left: dict[str, int]) -> dict[str, int]:
+def _place(need: Need, left: dict[str, int], anywhere: bool) -> dict[str, int]:
     """Place one job's workers into ``left`` (taken from it); node -> workers."""
     per = max(need.per_worker, 1)
     out: dict[str, int] = {}
@@ -78,6 +84,18 @@ def _place(need: Need, left: dict[str, int]) -> dict[str, int]:
     lacking = {n: need.aim[n] - need.present.get(n, 0) for n in need.aim}
     for node in sorted(lacking, key=lambda n: (-lacking[n], n)):
         take(node, lacking[node])
+    if anywhere:
+        for node in sorted(need.present, key=lambda n: (-need.present[n], n)):
+            take(node, todo)
+        while todo > 0:
+            fits = [n for n in sorted(left) if left[n] // per >= todo]
+            roomy = [n for n in sorted(left) if left[n] // per > 0]
+            if not roomy:
+                break
+            take(
+                min(fits, key=lambda n: (left[n], n)) if fits else min(roomy, key=lambda n: (-left[n], n)),
+                todo,
+            )
     return dict(sorted(out.items()))
 
 
@@ -87,6 +105,8 @@ def reachable(
     layout: Layout,
     statement: Statement,
     reserved: Mapping[str, int],
+    *,
+    anywhere: bool = False,
 ) -> Layout:
     """The layout this round reaches: what stays, plus what each job still needs where room is left.
 
@@ -96,6 +116,7 @@ def reachable(
         layout: the layout the round aimed at (its targets are the aims).
         statement: the round so far: its shrinks and moves made, no growth yet.
         reserved: node -> GPUs kept free for waiting gangs.
+        anywhere: place what the targets cannot hold in other free room too (``place_needs``).
 
     Returns:
         Per job, its running workers (where the round's moves put them) and its pinned waiting workers
@@ -134,7 +155,7 @@ def reachable(
         for j in jobs
         if sizes.get(j.key, 0) > sum(present[j.key].values())
     ]
-    placed = place_needs(needs, left)
+    placed = place_needs(needs, left, anywhere=anywhere)
     targets: dict[str, dict[str, int]] = {}
     for key, here in sorted(present.items()):
         merged = dict(here)

@@ -42,3 +42,11 @@ def test_workers_go_only_to_their_target_nodes_as_far_as_the_room_goes(
     needs: list[Need], room: dict[str, int], placed: dict[str, dict[str, int]]
 ) -> None:
     assert place_needs(needs, room) == placed
+
+
+def test_with_moves_off_what_the_target_cannot_hold_goes_where_room_is() -> None:
+    """No move would ever reach the target: the job's own nodes first, then the node it fills best."""
+    need = a_need("ml/a", 5, {"n1": 6}, {"n2": 1})
+    room = {"n1": 2, "n2": 1, "n3": 4, "n4": 2}
+    assert place_needs([need], room) == {"ml/a": {"n1": 2}}
+    assert place_needs([need], room, anywhere=True) == {"ml/a": {"n1": 2, "n2": 1, "n4": 2}}
