@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import random
+import re
 import signal
 import statistics
 import sys
@@ -92,6 +93,15 @@ def _fds(pid: int) -> int:
         return len(list(Path(f"/proc/{pid}/fd").iterdir()))
     except OSError:
         return 0
+
+
+def _threads(pid: int) -> int:
+    """Threads of a process (0 when it is gone): a pool that grows with load grows its memory too."""
+    try:
+        found = re.search(r"Threads:\s+(\d+)", Path(f"/proc/{pid}/status").read_text())
+    except OSError:
+        return 0
+    return int(found.group(1)) if found else 0
 
 
 def _submit(bed: Testbed, load: Load, rng: random.Random, pool: ThreadPoolExecutor) -> None:
@@ -229,8 +239,8 @@ def _report(bed: Testbed, minute: float, load: Load, pods: list[JsonObject], los
     load.worst_partial = max(load.worst_partial, len(partial))
     load.worst_double = max(load.worst_double, len(doubles))
     processes = product_processes(bed, PLACEMENT_REPLICAS)
-    memory = ", ".join(f"{n} {load.ledger.memory.get((n, pid), (0, 0, 0))[2]:.0f} MiB {_fds(pid)} fds"
-                       for n, pid in sorted(processes.items()))  # fmt: skip
+    memory = ", ".join(f"{n} {load.ledger.memory.get((n, pid), (0, 0, 0))[2]:.0f} MiB {_fds(pid)} fds "
+                       f"{_threads(pid)} threads" for n, pid in sorted(processes.items()))  # fmt: skip
     rate = load.created / max(minute, 1e-9)
     return (
         f"[{minute:5.1f} min] created {load.created} ({rate:.0f}/min), live {len(pods)}, bound now {bound} "

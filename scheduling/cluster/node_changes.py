@@ -12,6 +12,7 @@ snapshot's answer for spans up to its own version does not change after it was t
 from __future__ import annotations
 
 import bisect
+import sys
 import threading
 
 KEEP = 8192
@@ -33,7 +34,7 @@ class NodeChanges:
         """Node ``name`` changed, creating ``version`` (versions never decrease)."""
         with self._lock:
             self._versions.append(version)
-            self._names.append(name)
+            self._names.append(sys.intern(name))  # one string per node, not a copy per pod event
             if len(self._versions) > 2 * self._keep:
                 cut = len(self._versions) - self._keep
                 self._floor = self._versions[cut - 1]

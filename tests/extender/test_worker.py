@@ -13,14 +13,16 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import orjson
 import pytest
 
-from extender.worker import environ, json_refusal, wsgi_handler
+from extender.worker import environ, json_refusal, start_threads, wsgi_handler
 from kubeio.serving import BackgroundServer, FrontLimits, Request, serve_in_thread
 from tests.conftest import REPO, SHARED
 from tests.extender.appkit import fixture_cluster, make_app
@@ -161,3 +163,22 @@ def test_gunicorn_answers_healthz_while_slow_clients_outnumber_its_threads(
     finally:
         proc.terminate()
         proc.wait(30)
+
+
+def test_every_thread_of_the_pool_starts_at_once() -> None:
+    """A pool left to itself starts a thread per new peak of load; the worker starts all of them first."""
+    pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="t-start")
+    try:
+        assert start_threads(pool, 8) == 8
+        assert sum(1 for t in threading.enumerate() if t.name.startswith("t-start")) == 8
+        lazy = ThreadPoolExecutor(max_workers=8, thread_name_prefix="t-lazy")
+        lazy.submit(int).result()
+        assert sum(1 for t in threading.enumerate() if t.name.startswith("t-lazy")) == 1, "what it replaces"
+        lazy.shutdown()
+    finally:
+        pool.shutdown()
+    small = ThreadPoolExecutor(max_workers=2)
+    try:
+        assert start_threads(small, 4, timeout=0.2) == 0, "a pool smaller than asked does not hang the start"
+    finally:
+        small.shutdown()
