@@ -152,9 +152,24 @@ def test_a_pod_held_against_a_view_that_did_not_know_it_yet_is_retried_once_it_d
         filler = gpu_pod(f"filler-{i}", 5, node_selector={"kubernetes.io/hostname": node})
         filler["metadata"]["labels"] = {"phalanx.io/queue": "a"}
         create_pod(testbed.http, namespace, filler)
-    wait_for(
-        "the fillers bound", lambda: len([p for p in list_pods(testbed.http, namespace) if live(p)]) == 2
-    )
+    try:
+        wait_for(
+            "the fillers bound", lambda: len([p for p in list_pods(testbed.http, namespace) if live(p)]) == 2
+        )
+    except AssertionError as timed_out:  # say where each filler stands, and what it was told
+        seen = {
+            p["metadata"]["name"]: (
+                p["spec"].get("nodeName"),
+                [g["name"] for g in p["spec"].get("schedulingGates") or []],
+                [
+                    (e["reason"], e["message"])
+                    for e in events_for(testbed.http, namespace, p["metadata"]["name"])
+                ],
+            )
+            for p in list_pods(testbed.http, namespace)
+        }
+        msg = f"{timed_out}; fillers (node, gates, events): {seen}"
+        raise AssertionError(msg) from timed_out
     gang(testbed, namespace, "c0", "c", gpus=6)
 
     def c0_tried() -> bool:
