@@ -211,12 +211,13 @@ def is_starting(job: ElasticJob, size: int, now: float, settings: ElasticSetting
 
     Such a job has trained for less than what a restart costs, so moving any of its workers, even its
     last, loses nothing: a job admitted on the node that had room for its minimum goes where it can
-    grow in the round it grows. A worker whose start is not known (``started_at`` unset) counts as
-    long started: a job is never moved below its minimum on a guess.
+    grow in the round it grows. A worker whose start is not known (``started_at`` unset), or stamped
+    after ``now`` (a node whose clock runs ahead), counts as long started: a job is never moved below
+    its minimum on a guess.
     """
     kept = [p for p in job.workers[:size] if p.holds_resources]
     return bool(kept) and all(
-        p.started_at is not None and now - p.started_at < settings.restart_seconds for p in kept
+        p.started_at is not None and 0.0 <= now - p.started_at < settings.restart_seconds for p in kept
     )
 
 

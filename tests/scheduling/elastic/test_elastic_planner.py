@@ -182,11 +182,12 @@ def test_a_starting_job_goes_where_it_can_grow_even_its_only_worker() -> None:
     """Its first worker was admitted on n1, where 2 of 8 GPUs are left; it grows to 4 on n2.
 
     Started 5 s ago (less than a restart), it has nothing to lose: its worker moves with the growth,
-    so it runs on one node, not two. Started long ago, it keeps its minimum where it is.
+    so it runs on one node, not two. Started long ago, or stamped a minute ahead of the clock (a node
+    whose clock runs fast), it keeps its minimum where it is.
     """
     other = a_job("other", ["n1"] * 3, low=3, high=3)  # 6 GPUs of n1, never resized
     new = a_job("new", ["n1"], low=1, high=4)
-    for started, spread in ((95.0, {"n2": 4}), (-1000.0, {"n1": 1, "n2": 3})):
+    for started, spread in ((95.0, {"n2": 4}), (-1000.0, {"n1": 1, "n2": 3}), (160.0, {"n1": 1, "n2": 3})):
         jobs = [other, _started(new, started)]
         pods = [p for job in jobs for p in job.workers]
         result, layout = plan_elastic(
@@ -200,9 +201,8 @@ def test_a_starting_job_goes_where_it_can_grow_even_its_only_worker() -> None:
             topologies=TopologyCache(),
         )
         assert layout.targets["ml/new"] == spread, started
-        assert [(m.pod, m.target) for m in result.migrations] == (
-            [("ml/new-worker-0", "n2")] if started > 0 else []
-        )
+        moved = [("ml/new-worker-0", "n2")] if started == 95.0 else []
+        assert [(m.pod, m.target) for m in result.migrations] == moved, started
 
 
 def test_a_resized_job_makes_every_move_its_target_needs_in_that_round() -> None:
