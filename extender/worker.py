@@ -110,10 +110,17 @@ def start_threads(pool: ThreadPoolExecutor, count: int, timeout: float = 30.0) -
     hours and the worker's memory with it (about 18 KiB a thread). Started at once, the memory a
     worker settles at is there from its first minute (a memory limit sized then holds), and no thread
     is created on the hot path in the middle of a burst. Each start task waits at a barrier until all
-    ``count`` run, so the pool cannot reuse one thread for two of them.
+    ``count`` run, so the pool cannot reuse one thread for two of them. A process that may not start
+    that many threads (a pids limit) serves with those it could start, as a lazy pool would have.
     """
     barrier = threading.Barrier(count, timeout=timeout)
-    started = [pool.submit(barrier.wait) for _ in range(count)]
+    started = []
+    for _ in range(count):
+        try:
+            started.append(pool.submit(barrier.wait))
+        except RuntimeError:  # no more threads (a pids limit): serve with those there are
+            barrier.abort()
+            break
     running = 0
     for future in started:
         try:

@@ -177,6 +177,22 @@ def test_every_thread_of_the_pool_starts_at_once() -> None:
         lazy.shutdown()
     finally:
         pool.shutdown()
+    limited = ThreadPoolExecutor(max_workers=8)
+    real_submit = limited.submit
+    submitted: list[Any] = []
+
+    def submit(fn: Any, /, *args: Any) -> Any:  # the fourth thread cannot start: a pids limit
+        if len(submitted) == 3:
+            msg = "can't start new thread"
+            raise RuntimeError(msg)
+        submitted.append(fn)
+        return real_submit(fn, *args)
+
+    limited.submit = submit  # type: ignore[method-assign,assignment]
+    try:
+        assert start_threads(limited, 8, timeout=5.0) == 0, "the start gives up at once, without a hang"
+    finally:
+        limited.shutdown()
     small = ThreadPoolExecutor(max_workers=2)
     try:
         assert start_threads(small, 4, timeout=0.2) == 0, "a pool smaller than asked does not hang the start"
