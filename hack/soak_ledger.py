@@ -12,8 +12,12 @@
   event (a stale gang or a reclaim, collected every minute, before the API server's one-hour event TTL
   takes them). Any other pod that vanished is lost.
 - **Memory.** The resident size of each process of the product (the extender's worker, each placement
-  replica, by pid: a restarted process starts again) ten minutes after it started, against its last
-  size; the growth of every process that lived past that is reported.
+  replica, by pid: a restarted process starts again), sampled every minute. Its growth compares the
+  peak of the first ``MEMORY_WINDOW`` after its first ten minutes with the peak of its last
+  ``MEMORY_WINDOW``. Peaks, not two single samples: the placement manager collects its cyclic garbage
+  once every ``placement.collector.FULL_EVERY`` seconds, so its size is a sawtooth of that period, and
+  two single samples taken at a trough and at a peak read as growth when nothing grows. A window of one
+  period holds one peak each; a leak raises every peak.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from workload import metric_value, scrape
 
 from kubeio.errors import KubeError
 from kubeio.http import JsonObject
+from placement.collector import FULL_EVERY
 from scheduling.admission.flight import seconds
 from scheduling.admission.outcome import KeptRule
 
@@ -41,6 +46,9 @@ KEPT_AFTER = 5.0
 
 MEMORY_AFTER = 600.0
 """Seconds a process runs before its memory is taken as the baseline."""
+
+MEMORY_WINDOW = FULL_EVERY
+"""Seconds of samples whose peak is compared: one period of the placement manager's full collections."""
 
 IDLE_RULES = ("in_flight", *(rule.value for rule in KeptRule))
 
@@ -76,8 +84,8 @@ class Ledger:
     minute_samples: list[float] = field(default_factory=list)
     idle: dict[str, float] = field(default_factory=lambda: defaultdict(float))
     idle_samples: int = 0
-    memory: dict[tuple[str, int], tuple[float, float, float]] = field(default_factory=dict)
-    """(process, pid) -> (first seen, baseline MiB at MEMORY_AFTER or 0, last MiB)."""
+    memory: dict[tuple[str, int], tuple[float, list[tuple[float, float]]]] = field(default_factory=dict)
+    """(process, pid) -> (first seen, its samples as (seconds since first seen, MiB))."""
 
     def sample(self, pods: list[JsonObject], capacity: int, leader_metrics: str | None, now: float) -> None:
         """One second's look (``now``: wall clock): GPUs held while pods wait gated, what each pod is."""
@@ -133,29 +141,43 @@ class Ledger:
         return sorted(n for n in self.created & self.seen if n not in explained)
 
     def remember_memory(self, processes: dict[str, int]) -> None:
-        """Note the resident size of each (name, pid); the baseline once it has run ``MEMORY_AFTER``."""
+        """Note the resident size of each (name, pid) now."""
         now = time.monotonic()
         for name, pid in processes.items():
             if not pid:
                 continue
             mib = rss_mib(pid)
-            first, base, _ = self.memory.get((name, pid), (now, 0.0, 0.0))
-            if not base and now - first >= MEMORY_AFTER and mib:
-                base = mib
-            self.memory[(name, pid)] = (first, base, mib)
+            first, sizes = self.memory.setdefault((name, pid), (now, []))
+            if mib:
+                sizes.append((now - first, mib))
+
+    def last_mib(self, name: str, pid: int) -> float:
+        """The last size noted of a process, 0 before the first."""
+        sizes = self.memory.get((name, pid), (0.0, []))[1]
+        return sizes[-1][1] if sizes else 0.0
+
+    def growths(self) -> list[tuple[str, int, float, float]]:
+        """(name, pid, baseline peak, last peak) of each process that lived past ``MEMORY_AFTER``."""
+        rows = []
+        for (name, pid), (_, sizes) in sorted(self.memory.items()):
+            base = [mib for age, mib in sizes if MEMORY_AFTER <= age < MEMORY_AFTER + MEMORY_WINDOW]
+            if not base:
+                continue
+            end = sizes[-1][0]
+            last = [mib for age, mib in sizes if age >= max(MEMORY_AFTER, end - MEMORY_WINDOW)]
+            rows.append((name, pid, max(base), max(last)))
+        return rows
 
     def memory_growth(self) -> list[str]:
-        """Each process's growth since its baseline, as text."""
+        """Each process's growth, peak against peak, as text."""
         return [
-            f"{name} (pid {pid}) {base:.0f} -> {last:.0f} MiB ({100 * (last / base - 1):+.1f}%)"
-            for (name, pid), (_, base, last) in sorted(self.memory.items())
-            if base and last
+            f"{name} (pid {pid}) peak {base:.0f} -> {last:.0f} MiB ({100 * (last / base - 1):+.1f}%)"
+            for name, pid, base, last in self.growths()
         ]
 
     def worst_growth(self) -> float:
         """The largest growth in percent, 0 when no process lived past its baseline."""
-        growths = [100 * (last / base - 1) for (_, base, last) in self.memory.values() if base and last]
-        return max(growths, default=0.0)
+        return max((100 * (last / base - 1) for _, _, base, last in self.growths()), default=0.0)
 
     def minute_share(self) -> str:
         """The GPUs held while pods waited in the last minute, and forget them."""
