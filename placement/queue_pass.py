@@ -1,8 +1,9 @@
 """Queue reconcile pass: write every queue's status, and reclaim for queues below their fair share.
 
 Reclaim gives a starved queue its fair share back by evicting whole preemptible gangs of queues above
-theirs (``scheduling.queues.plan_reclaims``: the fewest that make room, checked on the real nodes with
-the gang planner before anything is evicted, never a gang younger than its queue's minimum runtime). It
+theirs (``scheduling.queues.reclaim_planner.plan_reclaim``: the fewest that make room, checked on the real
+nodes with the gang planner before anything is evicted, never a gang younger than its queue's minimum
+runtime), applied by ``placement.plan_applier``: a "Reclaimed" event on each pod, then its deletion. It
 waits while pods it evicted are still terminating, so one need never evicts twice, and each pass keeps
 the victims' queues at or above their own fair share (no ping-pong).
 """
@@ -15,12 +16,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from kubeio.ports import EventSink, PodDeleter, QueueSink
-from kubeio.render import pod_ref, queue_status
+from kubeio.render import queue_status
+from placement.plan_applier import apply_evictions
 from placement.round import Round
 from scheduling.model import TERMINAL_PHASES, Pod
-from scheduling.queues import Eviction, ReclaimOutcome
-from scheduling.queues.reclaim_fit import group_pods
-from scheduling.queues.reclaim_planner import reclaim_plans
+from scheduling.queues import Victim
+from scheduling.queues.reclaim_planner import plan_reclaim
 from scheduling.queues.view import QueueView
 from scheduling.topology import TopologyCache
 
@@ -50,7 +51,7 @@ class QueuePass:
         events: EventSink,
         *,
         topologies: TopologyCache,
-        on_evict: Callable[[Eviction], None] = lambda _eviction: None,
+        on_evict: Callable[[Victim], None] = lambda _victim: None,
     ) -> None:
         self._sink = sink
         self._deleter = deleter
@@ -85,17 +86,15 @@ class QueuePass:
                 jobs = ", ".join(giving_back)
                 wait = f"reclaim waits: elastic job(s) {jobs} give room back by shrinking first"
                 return QueueReport(statuses, messages=(wait,))
-        plans = reclaim_plans(snapshot, view, self._topologies, now=facts.now, shrinking=shrinking)
-        evicted: list[str] = []
-        messages: list[str] = []
-        for plan in plans:
-            if plan.outcome is not ReclaimOutcome.EVICT:
-                continue
-            messages.append(plan.message)
-            for eviction in plan.evictions:
-                self._evict(eviction, group_pods(snapshot, eviction.gang))
-                evicted.append(eviction.gang)
-        return QueueReport(statuses, tuple(evicted), tuple(messages))
+        reclaim = plan_reclaim(snapshot, view, self._topologies, now=facts.now, shrinking=shrinking)
+        for victim in reclaim.victims:  # gang by gang, as chosen
+            members = [e for e in reclaim.plan.evictions if e.group == victim.gang]
+            deleted = apply_evictions(members, self._events, self._deleter, reason="Reclaimed")
+            self._terminating.update(deleted)
+            self._on_evict(victim)
+        return QueueReport(
+            statuses, tuple(v.gang for v in reclaim.victims), tuple(c.message for c in reclaim.evicting)
+        )
 
     def _write_statuses(self, view: QueueView) -> tuple[str, ...]:
         written = []
@@ -113,21 +112,6 @@ class QueuePass:
             self._written[name] = status
             written.append(name)
         return tuple(written)
-
-    def _evict(self, eviction: Eviction, members: Sequence[Pod]) -> None:
-        log.warning("reclaim: evicting %s: %s", eviction.gang, eviction.reason)
-        for pod in members:
-            if pod.node_name is None:
-                continue
-            self._events.record_now(  # before the deletion, so that a crash cannot separate them
-                pod_ref(pod),
-                "Warning",
-                "Reclaimed",
-                f"evicted whole with {eviction.gang}: {eviction.reason}",
-            )
-            if self._deleter.delete_pod(pod.namespace, pod.name, pod.uid):
-                self._terminating.add(pod.uid)
-        self._on_evict(eviction)
 
 
 def _live(pod: Pod | None) -> bool:

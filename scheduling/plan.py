@@ -24,12 +24,17 @@ class Assignment:
 
 @dataclass(frozen=True, slots=True)
 class Eviction:
-    """Take a running pod off its node."""
+    """Take a running pod off its node.
+
+    ``group`` names the gang the pod leaves with when the whole gang goes (reclaim evicts gangs whole);
+    empty for a pod taken alone.
+    """
 
     pod: str
     uid: str
     node: str
     reason: str = ""
+    group: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -92,11 +92,14 @@ class Statement:
         self._take(pod, node, gpus)
         self._actions.append(Assignment(pod.key, pod.uid, node, gpus, reason))
 
-    def evict(self, pod: Pod, reason: str = "") -> None:
-        """Take ``pod`` off its node: what it held is free in the working copy."""
+    def evict(self, pod: Pod, reason: str = "", *, group: str = "") -> None:
+        """Take ``pod`` off its node: what it held is free in the working copy.
+
+        ``group``: the gang it leaves with, whole (``Eviction.group``).
+        """
         node = pod.node_name or ""
         self._give_back(pod)
-        self._actions.append(Eviction(pod.key, pod.uid, node, reason))
+        self._actions.append(Eviction(pod.key, pod.uid, node, reason, group))
 
     def move(self, pod: Pod, target: str, gpus: tuple[int, ...], reason: str = "") -> None:
         """Move running ``pod`` to ``target`` with ``gpus``.

@@ -92,7 +92,7 @@ class ElasticDecision:
 
     @property
     def shrinking(self) -> frozenset[str]:
-        """The jobs reclaim shrinks instead of evicting (``reclaim_plans(shrinking=...)``)."""
+        """The jobs reclaim shrinks instead of evicting (``plan_reclaim(shrinking=...)``)."""
         return frozenset(self.may_shrink)
 
     def size_of(self, job: ElasticJob) -> int:

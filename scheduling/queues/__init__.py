@@ -39,7 +39,7 @@ from scheduling.queues.queue_tree import (
     default_queue,
 )
 from scheduling.queues.recent_usage import UsageSample, UsageWeighting, decayed_usage, normalized_usage
-from scheduling.queues.reclaim import Eviction, ReclaimOutcome, ReclaimPlan, plan_reclaim, plan_reclaims
+from scheduling.queues.reclaim import ReclaimChoice, ReclaimOutcome, Victim, choose_reclaim, choose_reclaims
 from scheduling.queues.rules import QueueRule, RuleCheck, check_rules
 from scheduling.queues.surplus import GangSize, is_leader
 from scheduling.queues.victims import Fits, VictimSearch, check_victims, choose_victims
@@ -58,7 +58,6 @@ __all__ = [
     "PREEMPTIBLE_LABEL",
     "QUEUE_LABEL",
     "Claim",
-    "Eviction",
     "FairShares",
     "Fits",
     "GangMember",
@@ -73,8 +72,8 @@ __all__ = [
     "QueueShare",
     "QueueState",
     "QueueTree",
+    "ReclaimChoice",
     "ReclaimOutcome",
-    "ReclaimPlan",
     "ResourceQuota",
     "RuleCheck",
     "RunningGang",
@@ -82,10 +81,13 @@ __all__ = [
     "Standing",
     "UsageSample",
     "UsageWeighting",
+    "Victim",
     "VictimPod",
     "VictimSearch",
     "check_rules",
     "check_victims",
+    "choose_reclaim",
+    "choose_reclaims",
     "choose_victims",
     "decayed_usage",
     "default_queue",
@@ -97,8 +99,6 @@ __all__ = [
     "is_preemptible",
     "normalized_usage",
     "order_pending",
-    "plan_reclaim",
-    "plan_reclaims",
     "preempt_within_queue",
     "queue_states",
     "resource_shares",

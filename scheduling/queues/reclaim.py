@@ -64,8 +64,12 @@ class ReclaimOutcome(enum.Enum):
 
 
 @dataclass(frozen=True, slots=True)
-class Eviction:
-    """One gang to evict, and the sentence for its event (names the beneficiary and the rule)."""
+class Victim:
+    """A gang reclaim chose to evict whole, and why (the sentence names the beneficiary and the rule).
+
+    Queue arithmetic: ``scheduling.queues.reclaim_planner`` turns each into the ``Eviction`` actions of its
+    bound pods, the plan the drivers apply.
+    """
 
     gang: str
     queue: str
@@ -74,21 +78,21 @@ class Eviction:
 
 
 @dataclass(frozen=True, slots=True)
-class ReclaimPlan:
+class ReclaimChoice:
     """The answer for one starved group: gangs to evict, or why none are.
 
     Attributes:
         group: the beneficiary group's key.
         queue: its queue.
         outcome: how the attempt ended.
-        evictions: the gangs to evict, whole, in the order they were chosen; empty unless ``EVICT``.
+        victims: the gangs to evict, whole, in the order they were chosen; empty unless ``EVICT``.
         message: one sentence for the group's events and the reclaim log.
     """
 
     group: str
     queue: str
     outcome: ReclaimOutcome
-    evictions: tuple[Eviction, ...]
+    victims: tuple[Victim, ...]
     message: str
 
 
@@ -117,11 +121,9 @@ def _first_short(search: VictimSearch, gang: RunningGang) -> str:
     return next((r for r in search.short if amount(gang.requests, r)), search.short[0])
 
 
-def _reasons(
-    search: VictimSearch, group: PendingGroup, chosen: Sequence[RunningGang]
-) -> tuple[Eviction, ...]:
+def _reasons(search: VictimSearch, group: PendingGroup, chosen: Sequence[RunningGang]) -> tuple[Victim, ...]:
     queue = group.queue
-    evictions, taken = [], dict[str, Resources]()
+    victims, taken = [], dict[str, Resources]()
     for gang in chosen:
         r = _first_short(search, gang)
         floor_v = amount(search.floor(gang.queue), r)
@@ -148,9 +150,9 @@ def _reasons(
                 f"{format_amount(r, fair_q)} (it holds {format_amount(r, held_q)})"
             )
         reason = f"reclaim: {victim}; {mine} (group {group.key})"
-        evictions.append(Eviction(gang.key, gang.queue, gang.requests, reason))
+        victims.append(Victim(gang.key, gang.queue, gang.requests, reason))
         taken[gang.queue] = plus(taken.get(gang.queue, ZERO), gang.requests)
-    return tuple(evictions)
+    return tuple(victims)
 
 
 def _why_not(
@@ -194,7 +196,7 @@ def _why_not(
     )
 
 
-def plan_reclaim(
+def choose_reclaim(
     group: PendingGroup,
     *,
     tree: QueueTree,
@@ -204,7 +206,7 @@ def plan_reclaim(
     free: Resources,
     now: float,
     fits: Fits | None = None,
-) -> ReclaimPlan:
+) -> ReclaimChoice:
     """Choose the gangs to evict so that ``group`` fits, or say why nothing can be reclaimed.
 
     Args:
@@ -220,7 +222,7 @@ def plan_reclaim(
     need = shortfall(group.requests, free)
     short = tuple(r for r in RESOURCE_NAMES if amount(need, r) > 0)
     if not short:
-        return ReclaimPlan(
+        return ReclaimChoice(
             group.key, group.queue, ReclaimOutcome.FITS, (), f"{group.key} fits; nothing to reclaim"
         )
     non_preemptible: dict[str, Resources] = {}
@@ -229,7 +231,7 @@ def plan_reclaim(
             non_preemptible[gang.queue] = plus(non_preemptible.get(gang.queue, ZERO), gang.requests)
     admission = check_rules(group, queue_states(tree, shares, allocated, non_preemptible)[group.queue])
     if not admission.ok:
-        return ReclaimPlan(group.key, group.queue, ReclaimOutcome.NOT_STARVED, (), admission.reason)
+        return ReclaimChoice(group.key, group.queue, ReclaimOutcome.NOT_STARVED, (), admission.reason)
     held = _held_by_queue(tree, allocated)
     for r in short:
         with_group = amount(held.get(group.queue, ZERO), r) + amount(group.requests, r)
@@ -240,7 +242,7 @@ def plan_reclaim(
                 f"over its fair share {format_amount(r, fair)}; "
                 "reclaim only gives a queue back its fair share"
             )
-            return ReclaimPlan(group.key, group.queue, ReclaimOutcome.NOT_STARVED, (), message)
+            return ReclaimChoice(group.key, group.queue, ReclaimOutcome.NOT_STARVED, (), message)
     target, within = need, None
     for queue in tree.path(group.queue)[:-1]:
         excess = shortfall(plus(held.get(queue, ZERO), group.requests), shares[queue].fair_share)
@@ -266,8 +268,8 @@ def plan_reclaim(
         chosen = choose_victims(search, candidates, fits)
     if chosen is None or not check_victims(search, chosen, fits):
         message = _why_not(search, group, others, candidates, now)
-        return ReclaimPlan(group.key, group.queue, ReclaimOutcome.NO_VICTIMS, (), message)
-    evictions = _reasons(search, group, chosen)
+        return ReclaimChoice(group.key, group.queue, ReclaimOutcome.NO_VICTIMS, (), message)
+    victims = _reasons(search, group, chosen)
     freed = total(g.requests for g in chosen)
     message = (
         f"reclaim for {group.key} (queue {group.queue}): evict {len(chosen)} gang(s) holding "
@@ -276,10 +278,10 @@ def plan_reclaim(
     )
     if within is not None:
         message += f", from queues under {within}, which stays within its fair share"
-    return ReclaimPlan(group.key, group.queue, ReclaimOutcome.EVICT, evictions, message)
+    return ReclaimChoice(group.key, group.queue, ReclaimOutcome.EVICT, victims, message)
 
 
-def plan_reclaims(
+def choose_reclaims(
     groups: Sequence[PendingGroup],
     *,
     tree: QueueTree,
@@ -289,28 +291,28 @@ def plan_reclaims(
     free: Resources,
     now: float,
     fits: Callable[[PendingGroup, frozenset[str]], bool] | None = None,
-) -> tuple[ReclaimPlan, ...]:
+) -> tuple[ReclaimChoice, ...]:
     """Plan reclaim for several starved groups in turn (``order_pending`` order), one pass of the loop.
 
-    Each plan sees the world the plans before it leave: their victims gone, their groups running. So no
+    Each choice sees the world the choices before it leave: their victims gone, their groups running. So no
     gang is chosen twice, and a second group of the same queue counts the first against the fair share.
     The fair shares stay those given, for the whole pass.
     """
     held, alive, spare = dict(allocated), list(running), free
-    plans = []
+    choices = []
     for group in groups:
         check = None if fits is None else partial(fits, group)
-        plan = plan_reclaim(
+        choice = choose_reclaim(
             group, tree=tree, shares=shares, allocated=held, running=alive, free=spare, now=now, fits=check
         )
-        plans.append(plan)
-        if plan.outcome not in (ReclaimOutcome.EVICT, ReclaimOutcome.FITS):
+        choices.append(choice)
+        if choice.outcome not in (ReclaimOutcome.EVICT, ReclaimOutcome.FITS):
             continue
-        gone = {e.gang for e in plan.evictions}
-        for eviction in plan.evictions:
-            held[eviction.queue] = minus(held.get(eviction.queue, ZERO), eviction.requests)
-            spare = plus(spare, eviction.requests)
+        gone = {v.gang for v in choice.victims}
+        for victim in choice.victims:
+            held[victim.queue] = minus(held.get(victim.queue, ZERO), victim.requests)
+            spare = plus(spare, victim.requests)
         alive = [g for g in alive if g.key not in gone]
         spare = minus(spare, group.requests)
         held[group.queue] = plus(held.get(group.queue, ZERO), group.requests)
-    return tuple(plans)
+    return tuple(choices)

@@ -1,6 +1,6 @@
 """Whether a waiting group fits on the real nodes once reclaim's victims are gone.
 
-Reclaim (``scheduling.queues.plan_reclaims``) chooses victims by queue arithmetic; before it evicts
+Reclaim (``scheduling.queues.choose_reclaims``) chooses victims by queue arithmetic; before it evicts
 anything it asks this check, so it never evicts a gang that frees GPUs on the wrong nodes. The check
 evicts the victims on a ``Statement`` over the snapshot and plans the waiting group there with the gang
 planner: the same room accounting and the same placement rule as ``filter``.

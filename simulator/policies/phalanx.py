@@ -5,7 +5,7 @@ through the same core function its entrypoint calls, in this order (the placemen
 ``placement.round``, now sizes elastic jobs before reclaim and has reclaim wait while they shrink; this
 policy still sizes them last):
 
-1. **Reclaim** (``scheduling.queues.reclaim_planner.reclaim_plans``): whole gangs of queues above their
+1. **Reclaim** (``scheduling.queues.reclaim_planner.plan_reclaim``): whole gangs of queues above their
    fair share are evicted for a starved queue; the evicted job waits again, keeping its progress (a
    checkpoint, as the loop assumes for every preemption), and pays the restart penalty when it runs
    again.

@@ -3,7 +3,7 @@
 ``World`` holds each active job's workers (a job absent from ``workers`` waits, gated, at its initial
 shape) and shows the core a snapshot of them on demand, kept across decisions by ``SyncedState`` or
 built from every pod (the reference). Its rounds are the placement manager's and kube-scheduler's,
-each through the core function its entrypoint calls: ``reclaim`` (``reclaim_plans``) and ``admit``
+each through the core function its entrypoint calls: ``reclaim`` (``plan_reclaim``) and ``admit``
 (``release``, then ``schedule_pod`` for each released gang's members, all or nothing). The elastic
 round (``simulator.policies.phalanx_elastic``) works on the same world.
 """
@@ -21,8 +21,8 @@ from scheduling.cluster.state import state_of
 from scheduling.model import Node, Pod
 from scheduling.nodes.ranking import ScoreMemo
 from scheduling.offline.cycle import CycleContext, active_queue_order, schedule_pod
-from scheduling.queues import Queue, ReclaimOutcome
-from scheduling.queues.reclaim_planner import reclaim_plans
+from scheduling.queues import Queue
+from scheduling.queues.reclaim_planner import plan_reclaim
 from scheduling.queues.view import QueueView, view_of
 from scheduling.session import SessionSettings
 from scheduling.topology import TopologyCache
@@ -95,13 +95,11 @@ class World:
         """
         snapshot = self.snapshot()
         view = view_of(snapshot, PromiseBook())
-        plans = reclaim_plans(
+        reclaim = plan_reclaim(
             snapshot, view, self.rules.topologies, now=now, shrinking=shrinking(snapshot, view)
         )
-        for plan in plans:
-            if plan.outcome is ReclaimOutcome.EVICT:
-                for eviction in plan.evictions:
-                    self.workers.pop(eviction.gang.partition("/")[2], None)
+        for eviction in reclaim.plan.evictions:  # whole gangs: the job's workers all go
+            self.workers.pop(eviction.group.partition("/")[2], None)
 
     def admit(self, now: int) -> bool:
         """One admission round; whether it started any job."""

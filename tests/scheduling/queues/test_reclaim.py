@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from scheduling.model import Resources
 from scheduling.queues.fair_share import fair_shares
 from scheduling.queues.queue_tree import Queue, QueueTree, ResourceQuota
-from scheduling.queues.reclaim import ReclaimOutcome, ReclaimPlan, plan_reclaim, plan_reclaims
+from scheduling.queues.reclaim import ReclaimChoice, ReclaimOutcome, choose_reclaim, choose_reclaims
 from scheduling.queues.victims import Fits
 from scheduling.queues.workloads import PendingGroup, RunningGang
 from tests.scheduling.queues.builders import gang, gpu_queue, gpus, group
@@ -27,7 +27,7 @@ def reclaim(
     *,
     demand: dict[str, int] | None = None,
     fits: Fits | None = None,
-) -> ReclaimPlan:
+) -> ReclaimChoice:
     """Allocations come from ``running``; demand is allocations plus the job plus ``demand``."""
     tree = QueueTree.build(queues)
     held: dict[str, int] = {}
@@ -38,7 +38,7 @@ def reclaim(
     for queue, extra in (demand or {}).items():
         wanted[queue] = wanted.get(queue, 0) + extra
     shares = fair_shares(tree, gpus(capacity), {q: gpus(n) for q, n in wanted.items()})
-    return plan_reclaim(
+    return choose_reclaim(
         job,
         tree=tree,
         shares=shares,
@@ -190,25 +190,25 @@ CASES = [
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
 def test_plan_reclaim(case: Case) -> None:
-    plan = reclaim(case.queues, case.capacity, case.running, case.job, demand=case.demand)
-    assert plan.outcome is case.outcome, plan.message
-    assert tuple(e.gang for e in plan.evictions) == case.victims
+    choice = reclaim(case.queues, case.capacity, case.running, case.job, demand=case.demand)
+    assert choice.outcome is case.outcome, choice.message
+    assert tuple(e.gang for e in choice.victims) == case.victims
     if case.reasons:
-        assert tuple(e.reason for e in plan.evictions) == case.reasons
+        assert tuple(e.reason for e in choice.victims) == case.reasons
     if case.message is not None:
-        assert plan.message == case.message
+        assert choice.message == case.message
 
 
 def test_kai_1565_a_48_gpu_request_does_not_evict_376_gpus() -> None:
     """48 nodes x 8 GPUs; a borrower holds 376 in 47 gangs of 8; a 48-GPU job in quota needs 40 more."""
     queues = (gpu_queue("team-a", 48), gpu_queue("team-c", 0))
     running = tuple(gang(f"c{i:02}", "team-c", 8, started_at=i) for i in range(47))
-    plan = reclaim(queues, 384, running, group("a1", "team-a", 48))
-    assert plan.outcome is ReclaimOutcome.EVICT
-    assert sum(e.requests.gpus for e in plan.evictions) == 40
-    assert [e.gang for e in plan.evictions] == ["ml/c46", "ml/c45", "ml/c44", "ml/c43", "ml/c42"]
+    choice = reclaim(queues, 384, running, group("a1", "team-a", 48))
+    assert choice.outcome is ReclaimOutcome.EVICT
+    assert sum(e.requests.gpus for e in choice.victims) == 40
+    assert [e.gang for e in choice.victims] == ["ml/c46", "ml/c45", "ml/c44", "ml/c43", "ml/c42"]
     assert (
-        plan.message
+        choice.message
         == "reclaim for ml/a1 (queue team-a): evict 5 gang(s) holding 40 GPUs to free the 40 GPUs it lacks"
     )
 
@@ -219,8 +219,8 @@ def test_kai_1565_a_big_young_gang_is_not_taken_when_small_ones_do() -> None:
         gang("c-big", "team-c", 256, started_at=999),
         *(gang(f"c{i:02}", "team-c", 8, started_at=i) for i in range(15)),
     )
-    plan = reclaim(queues, 384, running, group("a1", "team-a", 48))
-    assert [e.requests.gpus for e in plan.evictions] == [8] * 5
+    choice = reclaim(queues, 384, running, group("a1", "team-a", 48))
+    assert [e.requests.gpus for e in choice.victims] == [8] * 5
 
 
 def test_when_only_a_big_gang_can_cover_the_small_ones_are_spared() -> None:
@@ -230,8 +230,8 @@ def test_when_only_a_big_gang_can_cover_the_small_ones_are_spared() -> None:
         gang("c1", "team-c", 8, started_at=5),
         gang("c2", "team-c", 8, started_at=6),
     )
-    plan = reclaim(queues, 80, running, group("a1", "team-a", 40))
-    assert [e.gang for e in plan.evictions] == ["ml/c-big"]
+    choice = reclaim(queues, 80, running, group("a1", "team-a", 40))
+    assert [e.gang for e in choice.victims] == ["ml/c-big"]
 
 
 def test_a_node_level_check_adds_victims_until_the_group_fits() -> None:
@@ -244,20 +244,20 @@ def test_a_node_level_check_adds_victims_until_the_group_fits() -> None:
         return "ml/c2" in victims
 
     no_quota = (gpu_queue("team-a", 0), *A_B_C[1:])  # team-a is owed no quota: team-c keeps its fair share
-    plan = reclaim(no_quota, 24, running, group("a1", "team-a", 8), fits=fits)
-    assert plan.outcome is ReclaimOutcome.NO_VICTIMS  # team-c may give 8 (fair share 16), c2 is the third
-    assert plan.message.endswith(
+    choice = reclaim(no_quota, 24, running, group("a1", "team-a", 8), fits=fits)
+    assert choice.outcome is ReclaimOutcome.NO_VICTIMS  # team-c may give 8 (fair share 16), c2 is the third
+    assert choice.message.endswith(
         "8 GPUs can be taken from queues over their fair share; 4 gang(s) would push their queue below its "
         "fair share; but the node-level check found no victim set that makes room where the group fits"
     )
-    plan = reclaim(A_B_C, 24, running, group("a1", "team-a", 8), demand={"team-b": 8}, fits=fits)
-    assert plan.outcome is ReclaimOutcome.EVICT  # team-b wants its quota too: team-c's fair share is 8
-    assert [e.gang for e in plan.evictions] == ["ml/c5", "ml/c2"]  # c4 and c3 spared again
+    choice = reclaim(A_B_C, 24, running, group("a1", "team-a", 8), demand={"team-b": 8}, fits=fits)
+    assert choice.outcome is ReclaimOutcome.EVICT  # team-b wants its quota too: team-c's fair share is 8
+    assert [e.gang for e in choice.victims] == ["ml/c5", "ml/c2"]  # c4 and c3 spared again
     assert calls[-1] == frozenset({"ml/c5", "ml/c2"})
     # Owed its quota, team-a may take team-c down to its quota (0); the search goes past the fair share,
     # and sparing brings it back: c5 and c2 are enough, and team-c keeps its fair share after all.
-    plan = reclaim(A_B_C, 24, running, group("a1", "team-a", 8), fits=fits)
-    assert [e.gang for e in plan.evictions] == ["ml/c5", "ml/c2"]
+    choice = reclaim(A_B_C, 24, running, group("a1", "team-a", 8), fits=fits)
+    assert [e.gang for e in choice.victims] == ["ml/c5", "ml/c2"]
 
 
 def test_a_department_at_its_fair_share_takes_from_inside_only() -> None:
@@ -269,16 +269,16 @@ def test_a_department_at_its_fair_share_takes_from_inside_only() -> None:
         gpu_queue("t3", 0, parent="org2"),
     )
     running = (gang("t2-job", "t2", 4, started_at=0, preemptible=False), gang("t3-job", "t3", 12))
-    plan = reclaim(queues, 16, running, group("t1-job", "t1", 8), demand={"t3": 4})
-    assert plan.outcome is ReclaimOutcome.NO_VICTIMS
-    assert plan.message == (
+    choice = reclaim(queues, 16, running, group("t1-job", "t1", 8), demand={"t3": 4})
+    assert choice.outcome is ReclaimOutcome.NO_VICTIMS
+    assert choice.message == (
         "reclaim for ml/t1-job (queue t1): cannot free 8 GPUs: its parent org1 is at its fair share, "
         "so only queues under it can give room; 0 GPUs can be taken from queues over their quota; "
         "1 gang(s) are not preemptible"
     )
 
 
-# --- property: every plan is irreducible and keeps every queue rule --------------------------------
+# --- property: every choice is irreducible and keeps every queue rule --------------------------------
 
 
 @st.composite
@@ -314,15 +314,15 @@ def test_reclaim_plans_are_just_enough_and_fair(
     case: tuple[tuple[Queue, ...], int, tuple[RunningGang, ...], PendingGroup],
 ) -> None:
     queues, capacity, running, job = case
-    plan = reclaim(queues, capacity, running, job)
+    choice = reclaim(queues, capacity, running, job)
     again = reclaim(queues, capacity, tuple(reversed(running)), job)
-    assert plan == again
-    if plan.outcome is not ReclaimOutcome.EVICT:
-        assert not plan.evictions
+    assert choice == again
+    if choice.outcome is not ReclaimOutcome.EVICT:
+        assert not choice.victims
         return
     tree = QueueTree.build(queues)
     by_key = {g.key: g for g in running}
-    victims = [by_key[e.gang] for e in plan.evictions]
+    victims = [by_key[e.gang] for e in choice.victims]
     free = capacity - sum(g.requests.gpus for g in running)
     need = job.requests.gpus - free
     freed = [v.requests.gpus for v in victims]
@@ -350,7 +350,7 @@ def test_cpu_short_reclaims_cpu_and_names_it() -> None:
     job = PendingGroup("ml/a1", "team-a", Resources(milli_cpu=4000))
     capacity = Resources(milli_cpu=8000)
     shares = fair_shares(tree, capacity, {"team-a": job.requests, "team-c": running[0].requests})
-    plan = plan_reclaim(
+    choice = choose_reclaim(
         job,
         tree=tree,
         shares=shares,
@@ -359,7 +359,7 @@ def test_cpu_short_reclaims_cpu_and_names_it() -> None:
         free=Resources(milli_cpu=2000),
         now=NOW,
     )
-    assert [e.reason for e in plan.evictions] == [
+    assert [e.reason for e in choice.victims] == [
         "reclaim: queue team-c is 6 CPU over its fair share 0; "
         "team-a needs 4 to reach its fair share 4 (group ml/a1)"
     ]
@@ -373,13 +373,13 @@ def test_one_pass_for_the_issue_scenario_evicts_each_gang_once() -> None:
     demand = {"team-a": gpus(8), "team-b": gpus(8), "team-c": gpus(24)}
     shares = fair_shares(tree, gpus(24), demand)
     assert [shares[q].fair_share.gpus for q in ("team-a", "team-b", "team-c")] == [8, 8, 8]
-    plans = plan_reclaims(
+    choices = choose_reclaims(
         jobs, tree=tree, shares=shares, allocated={"team-c": gpus(24)}, running=running, free=gpus(0), now=NOW
     )
-    assert [p.outcome for p in plans] == [ReclaimOutcome.EVICT, ReclaimOutcome.EVICT]
-    victims = [e.gang for p in plans for e in p.evictions]
+    assert [p.outcome for p in choices] == [ReclaimOutcome.EVICT, ReclaimOutcome.EVICT]
+    victims = [e.gang for p in choices for e in p.victims]
     assert victims == ["ml/c5", "ml/c4", "ml/c3", "ml/c2"]
-    assert plans[1].evictions[0].reason == (
+    assert choices[1].victims[0].reason == (
         "reclaim: queue team-c is 8 GPUs over its fair share 8; "
         "team-b needs 8 to reach its fair share 8 (group ml/b1)"
     )
@@ -390,12 +390,12 @@ def test_a_second_group_of_the_same_queue_counts_the_first() -> None:
     running = [gang(f"c{i}", "team-c", 4, started_at=float(i)) for i in range(6)]
     jobs = [group("a1", "team-a", 8), group("a2", "team-a", 4)]
     shares = fair_shares(tree, gpus(24), {"team-a": gpus(12), "team-b": gpus(8), "team-c": gpus(24)})
-    plans = plan_reclaims(
+    choices = choose_reclaims(
         jobs, tree=tree, shares=shares, allocated={"team-c": gpus(24)}, running=running, free=gpus(0), now=NOW
     )
     assert shares["team-a"].fair_share.gpus == 11
-    assert [p.outcome for p in plans] == [ReclaimOutcome.EVICT, ReclaimOutcome.NOT_STARVED]
-    assert plans[1].message.startswith(
+    assert [p.outcome for p in choices] == [ReclaimOutcome.EVICT, ReclaimOutcome.NOT_STARVED]
+    assert choices[1].message.startswith(
         "queue team-a: with ml/a2 it would hold 12 GPUs, over its fair share 11"
     )
 
@@ -419,10 +419,10 @@ def test_a_queue_below_its_quota_takes_a_whole_gang_back_from_a_queue_over_its_q
         *(gang(f"b{i}", "team-b", 4, started_at=i) for i in range(3)),
         gang("c0", "team-c", 4, started_at=c0_started_at),
     )
-    plan = reclaim(A_B_C, 24, running, group("a1", "team-a", 4))
-    assert plan.outcome is ReclaimOutcome.EVICT, plan.message
-    assert [e.gang for e in plan.evictions] == ["ml/b2"]  # B ends least below its fair share; youngest of B
-    assert plan.evictions[0].reason == (
+    choice = reclaim(A_B_C, 24, running, group("a1", "team-a", 4))
+    assert choice.outcome is ReclaimOutcome.EVICT, choice.message
+    assert [e.gang for e in choice.victims] == ["ml/b2"]  # B ends least below its fair share; youngest of B
+    assert choice.victims[0].reason == (
         "reclaim: queue team-b is 4 GPUs over its quota 8; "
         "team-a holds 6, below its quota 8, and needs 4 (group ml/a1)"
     )
