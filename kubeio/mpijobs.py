@@ -15,6 +15,7 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from kubeio.attained import ATTAINED_ANNOTATION, parse_attained, render_attained
 from kubeio.convert import ConvertError, api_parts, pod_from_api, pod_requests
 from kubeio.errors import NotFoundError
 from kubeio.events import ObjectRef
@@ -23,6 +24,7 @@ from kubeio.mpijob_pods import JOB_NAME_LABEL, ROLE_LABEL, replica_index, worker
 from kubeio.progress import SAMPLES_ANNOTATION, THROUGHPUT_ANNOTATION
 from kubeio.refusals import identity
 from scheduling.elastic import ElasticJob, check_job
+from scheduling.elastic.attained import Attained
 from scheduling.elastic.job import MAX_WORKERS_ANNOTATION, WorkerRange
 from scheduling.elastic.operator_lag import OperatorCount
 from scheduling.model import KUEUE_QUEUE_LABEL, Pod, Resources
@@ -94,6 +96,7 @@ class MpiJob:
         moved_at: the ``phalanx.io/elastic-moved-at`` annotation, if any and a number.
         throughput: the job's ``phalanx.io/throughput`` report as written (``kubeio.progress``), if any.
         samples: the ``phalanx.io/throughput-samples`` phalanx recorded, as written, if any.
+        attained: the attained service phalanx recorded (``kubeio.attained``), if any and readable.
         workers_active: ``status.replicaStatuses.Worker.active``, the running workers its operator
             recorded, or ``None`` when it recorded no worker status (or one of the wrong shape).
         problem: why phalanx cannot read the MPIJob (a field of the wrong shape), or ``None``; such a
@@ -114,6 +117,7 @@ class MpiJob:
     problem: str | None = None
     throughput: str | None = None
     samples: str | None = None
+    attained: Attained | None = None
     kueue_queue: str | None = None
     workers_active: int | None = None
 
@@ -164,6 +168,7 @@ def mpijob_from_api(raw: object) -> MpiJob:
         moved_at=_seconds(parts.annotations.get(MOVED_AT_ANNOTATION)),
         throughput=parts.annotations.get(THROUGHPUT_ANNOTATION),
         samples=parts.annotations.get(SAMPLES_ANNOTATION),
+        attained=parse_attained(parts.annotations.get(ATTAINED_ANNOTATION)),
         kueue_queue=_labels(meta.get("labels")).get(KUEUE_QUEUE_LABEL) or None,
         workers_active=_workers_active(parts.status),
     )
@@ -331,6 +336,7 @@ class MpiJobWriter:
         plan: str | None = None,
         samples: str | None = None,
         moved_at: float | None = None,
+        attained: Attained | None = None,
     ) -> None:
         """Write what changed on the MPIJob in one merge patch (``None``: leave as it is).
 
@@ -339,8 +345,9 @@ class MpiJobWriter:
         webhook reads as the new workers are created: written with the size, never after it), and
         ``samples`` the throughput samples learned of the job (``phalanx.io/throughput-samples``), and
         ``moved_at`` when one of its workers is moved (``phalanx.io/elastic-moved-at``, written before
-        the worker is deleted, so a restarted placement manager still knows the cooldown started). One
-        write, not four: each write wakes the job's MPI Operator, which delays every wake-up of a job
+        the worker is deleted, so a restarted placement manager still knows the cooldown started), and
+        ``attained`` the job's attained service now (``phalanx.io/attained-gpu-seconds``). One write,
+        not five: each write wakes the job's MPI Operator, which delays every wake-up of a job
         exponentially until one of its syncs succeeds, and a write landing during a sync fails that
         sync's status update.
 
@@ -348,7 +355,13 @@ class MpiJobWriter:
             KubeError: the job is gone or the API server failed.
         """
         moved = f"{moved_at:.3f}" if moved_at is not None else None
-        pairs = ((PLAN_ANNOTATION, plan), (SAMPLES_ANNOTATION, samples), (MOVED_AT_ANNOTATION, moved))
+        record = render_attained(attained) if attained is not None else None
+        pairs = (
+            (PLAN_ANNOTATION, plan),
+            (SAMPLES_ANNOTATION, samples),
+            (MOVED_AT_ANNOTATION, moved),
+            (ATTAINED_ANNOTATION, record),
+        )
         annotations = {key: value for key, value in pairs if value}
         body: JsonObject = {"metadata": {"annotations": annotations}} if annotations else {}
         if replicas is not None:

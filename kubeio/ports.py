@@ -18,6 +18,7 @@ from kubeio.mpijobs import MpiJob
 from kubeio.secrets import StoredSecret
 from kubeio.webhook_configs import WebhookConfiguration
 from scheduling.cluster.snapshot import ClusterSnapshot
+from scheduling.elastic.attained import Attained
 from scheduling.leadership import LeaseRecord
 from scheduling.model import Pod
 
@@ -186,8 +187,9 @@ class MpiJobSource(MpiJobLister, Protocol):
         plan: str | None = None,
         samples: str | None = None,
         moved_at: float | None = None,
+        attained: Attained | None = None,
     ) -> None:
-        """Set ``Worker.replicas``, show the plan, keep the samples, record a move: in one write."""
+        """Set ``Worker.replicas``, show the plan, keep samples and service, record a move: one write."""
 
 
 class Ungater(Protocol):

@@ -17,7 +17,9 @@ calls too); this pass reads, asks and applies:
    its reporting process writes on the pod it runs in) becomes a sample of the size and spread it runs
    at; the samples are kept on the MPIJob (``phalanx.io/throughput-samples``) and a model is fitted on them
    (``scheduling.elastic.throughput``; ``placement.elastic_learning``). A job that reports nothing is
-   sized by the prior.
+   sized by the prior. Each job's attained service (GPU-seconds so far, ``scheduling.elastic.attained``)
+   is counted on from the record kept on the MPIJob (``phalanx.io/attained-gpu-seconds``) and rewritten
+   in every write to the job.
 4. **Plan** from the snapshot: the pool is the free GPUs plus what elastic workers hold, less what other
    waiting groups need; queue deficits from the queue view; sizes by each job's learned gain.
 5. **Apply**: one merge patch per job with what changed: the plan (annotation
@@ -56,6 +58,7 @@ from placement.elastic_pool import Pinner, keep_taints, open_pool
 from placement.round import Round
 from scheduling.cluster.snapshot import ClusterSnapshot
 from scheduling.elastic import ElasticJob, ElasticSettings, JobError, Layout
+from scheduling.elastic.attained import attained
 from scheduling.elastic.decide import ElasticDecision, ElasticRound, decide_elastic, may_shrink
 from scheduling.elastic.operator_lag import WriteTurn, write_turn
 from scheduling.elastic.size_hold import SizeHold
@@ -133,6 +136,8 @@ class ElasticPass:
         if not jobs:
             return ElasticReport(tainted, opened, refused=refused, above_minimum=above)
         models, learned = learn(declared, jobs, snapshot, pods, self._tell)
+        counted = self._clock()
+        served = {job.key: attained(declared[job.key].attained, job.workers, counted) for job in jobs}
         decision = decide_elastic(
             ElasticRound(
                 jobs,
@@ -143,6 +148,7 @@ class ElasticPass:
                 self._settings,
                 self._topologies,
                 models,
+                attained={key: record.gpu_seconds for key, record in served.items()},
                 holds=self._holds,
             )
         )
@@ -169,15 +175,19 @@ class ElasticPass:
                 model = models.get(key, PRIOR)
                 figures = model.describe(resize.after, max(1, layout.nodes_of(key)))
                 self._events.record_now(mpijob_ref(job), "Normal", "Resized", f"{resize.reason}; {figures}")
-            try:  # size, plan (the webhook pins new workers by it), samples, move time: one write
+            # Size, plan (the webhook pins new workers by it), samples, move time and attained service:
+            # one write, before any worker is deleted, so a restart in between still knows when the
+            # cooldown started and what the deleted workers had run.
+            try:
                 self._jobs.update(
                     job.namespace,
                     job.name,
                     replicas=resize.after if resize is not None else None,
                     plan=plans.get(key),
                     samples=learned.get(key),
-                    moved_at=self._clock() if key in moving else None,  # before the delete: a restart
-                )  # between the two still knows the cooldown started
+                    moved_at=self._clock() if key in moving else None,
+                    attained=served[key],
+                )
             except KubeError as exc:
                 log.warning("%s: not written (%s); next pass tries again", key, exc)
                 continue

@@ -80,7 +80,10 @@ def elastic_round(
     """Resize and move the running elastic jobs of ``world`` in place; return the jobs moved and the holds.
 
     ``models`` are the jobs' learned throughputs by name (what the loop reported, never the speed
-    model itself); attained service is what the loop shows every policy. ``holds`` are the last
+    model itself); attained service is what the loop shows every policy, which is what the placement
+    manager's record on the MPIJob counts (``scheduling.elastic.attained``): every worker deletion here
+    is a resize or a move, made with a write to the job, except a reclaim's, whose time the product's
+    record may miss (a reclaim leaves the Pollux workloads alone: one queue). ``holds`` are the last
     round's (``scheduling.elastic.size_hold``); the ones returned go to the next round, as the placement
     manager carries them.
     """

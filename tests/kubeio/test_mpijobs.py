@@ -13,6 +13,7 @@ from kubeio.convert import ConvertError
 from kubeio.mpijob_pods import workers_of
 from kubeio.mpijobs import MPIJOBS_PATH, MpiJobWriter, elastic_job, mpijob_from_api, parse_plan
 from scheduling.elastic import JobError
+from scheduling.elastic.attained import Attained
 from scheduling.elastic.operator_lag import OperatorCount
 from scheduling.model import Pod, Resources
 from tests.builders import a_pod
@@ -218,7 +219,9 @@ def test_the_operator_count_is_the_running_workers_below_the_declared_replicas()
 def test_a_resize_and_a_move_are_one_merge_patch_of_the_mpijob() -> None:
     """Each write to an MPIJob wakes its operator (and may land during its status update): one, not two."""
     api = FakeApi(read_only=False)
-    MpiJobWriter(api).update("ml", "mnist", replicas=4, plan='{"nodes": {"n1": 4}}', moved_at=1000.25)  # type: ignore[arg-type]
+    plan = '{"nodes": {"n1": 4}}'
+    record = Attained(640, 1000.25)
+    MpiJobWriter(api).update("ml", "mnist", replicas=4, plan=plan, moved_at=1000.25, attained=record)  # type: ignore[arg-type]
     [sent] = api.writes
     assert (sent.method, sent.content_type) == ("PATCH", "application/merge-patch+json")
     assert sent.body == {
@@ -226,11 +229,30 @@ def test_a_resize_and_a_move_are_one_merge_patch_of_the_mpijob() -> None:
             "annotations": {
                 "phalanx.io/elastic-plan": '{"nodes": {"n1": 4}}',
                 "phalanx.io/elastic-moved-at": "1000.250",
+                "phalanx.io/attained-gpu-seconds": '{"at":1000.25,"gpuSeconds":640.0}',
             }
         },
         "spec": {"mpiReplicaSpecs": {"Worker": {"replicas": 4}}},
     }
-    assert (
-        mpijob_from_api({**ELASTIC, "metadata": {**ELASTIC["metadata"], **sent.body["metadata"]}}).moved_at
-        == 1000.25
-    )
+    read = mpijob_from_api({**ELASTIC, "metadata": {**ELASTIC["metadata"], **sent.body["metadata"]}})
+    assert (read.moved_at, read.attained) == (1000.25, Attained(640, 1000.25))
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ('{"gpuSeconds": 7200, "at": 1763900000}', Attained(7200.0, 1763900000.0)),
+        ('{"gpuSeconds": 7200}', None),
+        ('{"gpuSeconds": "lots", "at": 1}', None),
+        ('{"gpuSeconds": -5, "at": 1}', None),
+        ('{"gpuSeconds": 1e999, "at": 1}', None),
+        ("[1, 2]", None),
+        ("{" * 5000, None),
+    ],
+)
+def test_the_attained_service_record_is_read_when_it_is_one_and_is_none_otherwise(
+    text: str, expected: Attained | None
+) -> None:
+    raw = copy.deepcopy(ELASTIC)
+    raw["metadata"]["annotations"]["phalanx.io/attained-gpu-seconds"] = text
+    assert mpijob_from_api(raw).attained == expected

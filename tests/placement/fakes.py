@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from kubeio.mpijobs import MpiJob
+from scheduling.elastic.attained import Attained
 from tests.builders import FakeCluster
 
 
@@ -28,6 +29,7 @@ class FakeJobs:
         plan: str | None = None,
         samples: str | None = None,
         moved_at: float | None = None,
+        attained: Attained | None = None,
     ) -> None:
         key = f"{namespace}/{name}"
         self.calls.append("update")
@@ -43,6 +45,7 @@ class FakeJobs:
                 ("plan", plan),
                 ("samples", samples),
                 ("moved_at", moved_at),
+                ("attained", attained),
             )
             if value is not None
         }

@@ -14,6 +14,7 @@ from kubeio.mpijobs import MpiJob
 from placement.elastic_pass import ElasticPass, ElasticReport
 from placement.elastic_pool import POOL_LABEL
 from scheduling.elastic import ElasticSettings
+from scheduling.elastic.attained import Attained
 from scheduling.elastic.operator_lag import LAG_WAIT
 from scheduling.model import Pod, PodGroup, Resources
 from scheduling.topology import TopologyCache
@@ -409,3 +410,26 @@ def test_a_job_whose_operator_lags_past_the_wait_is_told_once_per_lag_that_it_ma
     clock[0] += LAG_WAIT
     elastic.run(a_round(cluster, mpijobs=jobs.list(), now=clock[0]))
     assert len(lagging_warnings()) == 2, "a new lag past the wait is told again"
+
+
+def started(pod: Pod, at: float) -> Pod:
+    return replace(pod, phase="Running", started_at=at)
+
+
+def test_attained_service_is_kept_on_the_mpijob_and_a_restarted_manager_counts_on_from_it() -> None:
+    """Every resize restarts the workers: the record keeps what the deleted ones had run."""
+    cluster = FakeCluster().add(a_node("n1").build(), a_node("n2").build())
+    cluster.add(launcher("lin", report(20.0)), started(worker("lin", 0, "n1"), 0.0))
+    cluster.add(started(worker("lin", 1, "n1"), 40.0))
+    first, jobs, _, _, _ = rig(cluster, [keeping("lin", "[[1,1,10.0]]")], now=100.0)
+    first.run()
+    assert jobs.calls == ["update"] and jobs.jobs[0].attained == Attained(2 * 100 + 2 * 60, 100.0)
+
+    # The resize restarted both workers at 130; a new process, at 160, sees only them and the record.
+    restarted = FakeCluster().add(a_node("n1").build(), a_node("n2").build())
+    restarted.add(launcher("lin", report(30.0, workers=4)))
+    restarted.add(*(started(worker("lin", i, "n1" if i < 2 else "n2"), 130.0) for i in range(4)))
+    second, again, _, _, _ = rig(restarted, jobs.jobs, now=160.0)
+    second.run()
+    assert again.calls == ["update"], "the new sample is written, with the service counted on"
+    assert again.jobs[0].attained == Attained(320 + 4 * 2 * 30, 160.0)
