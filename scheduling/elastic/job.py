@@ -103,7 +103,9 @@ class ElasticSettings:
             it also counts the two restarts a trade costs (``2 * restart_seconds`` over
             ``gain_horizon_seconds``), so a worker moves between jobs only for a gain that repays them.
         las_seconds: attained GPU-seconds at which a job's claim on the next worker halves (with
-            ``las_power`` 1); ``None``: attained service does not weigh.
+            ``las_power`` 1); ``None``: attained service does not weigh. Ten GPU-hours: of 3,600,
+            10,800, 36,000 and 100,000, the lowest average JCT over the Pollux workloads 1-4
+            (``docs/results/simulator``).
         las_power: how steeply attained service lowers a job's claim.
         restart_seconds: what one resize costs the job: every worker restarts from its checkpoint.
         gain_horizon_seconds: how long a growth is expected to pay off; a growth whose speedup over this
@@ -118,7 +120,7 @@ class ElasticSettings:
     grow_step: int | None = 32
     sizing: Literal["goodput", "even"] = "goodput"
     hysteresis: float = 0.3
-    las_seconds: float | None = None
+    las_seconds: float | None = 36000.0
     las_power: float = 1.0
     restart_seconds: float = 30.0
     gain_horizon_seconds: float = 600.0

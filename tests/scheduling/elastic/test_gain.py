@@ -105,12 +105,13 @@ def test_a_worker_is_traded_only_for_a_gain_that_repays_both_restarts() -> None:
     assert sizes([holder, pair], 6) == {"ml/holder": 4, "ml/pair": 2}
 
 
-def test_least_attained_service_gives_the_new_job_the_next_worker_when_on() -> None:
+def test_least_attained_service_gives_the_new_job_the_next_worker_unless_off() -> None:
     old, new = a_job("old", [], low=1, high=8, gpus=1), a_job("new", [], low=1, high=8, gpus=1)
-    las = replace(SETTINGS, las_seconds=600.0)
-    got = sizes([old, new], 8, attained={"ml/old": 36_000.0, "ml/new": 0.0}, settings=las)
-    assert got["ml/new"] > got["ml/old"]
-    assert sizes([old, new], 8, attained={"ml/old": 36_000.0}) == {"ml/old": 4, "ml/new": 4}
+    served = {"ml/old": 36_000.0, "ml/new": 0.0}
+    got = sizes([old, new], 8, attained=served)
+    assert got["ml/new"] > got["ml/old"], "on by default: ten GPU-hours halve the old job's claim"
+    off = replace(SETTINGS, las_seconds=None)
+    assert sizes([old, new], 8, attained=served, settings=off) == {"ml/old": 4, "ml/new": 4}
 
 
 def test_the_fewest_nodes_a_size_needs() -> None:
