@@ -24,8 +24,9 @@ from kubeio.errors import KubeError
 from kubeio.ports import EventSink, PlanWriter
 from kubeio.render import gpu_annotations, podgroup_ref
 from scheduling.cluster.snapshot import ClusterSnapshot
-from scheduling.gang.record import PlannedMember, encode_plan
+from scheduling.gang.record import encode_plan
 from scheduling.model import Pod, PodGroup
+from scheduling.plan import Assignment
 from scheduling.reasons import GroupVerdict
 from scheduling.session import gang_bind_terms
 
@@ -288,9 +289,7 @@ class GangBinder:
     def _write_plan(self, group: PodGroup, arrived: Sequence[str]) -> bool:
         book = self._ledger.book
         members = [
-            PlannedMember(
-                uid, book.by_uid[uid].pod_key.split("/", 1)[1], book.by_uid[uid].node, book.by_uid[uid].gpus
-            )
+            Assignment(book.by_uid[uid].pod_key, uid, book.by_uid[uid].node, book.by_uid[uid].gpus)
             for uid in arrived
             if uid in book.by_uid
         ]

@@ -61,7 +61,7 @@ class GangRecovery:
     def recover(self, group: PodGroup) -> None:
         """Finish one gang from its plan annotation (see ``scheduling.gang.record``)."""
         try:
-            plan = decode_plan(group.plan or "")
+            plan = decode_plan(group.plan or "", group.namespace)
         except PlanError as exc:
             log.warning("gang %s: %s; removing it", group.key, exc)
             self._writer.set_plan(group.namespace, group.name, None)
@@ -77,7 +77,7 @@ class GangRecovery:
         log.debug(
             "gang %s recovery: plan %s, pods %s",
             group.key,
-            [(m.name, m.node) for m in plan],
+            [(a.pod, a.node) for a in plan.assignments],
             [(p.name, p.node_name, p.phase, p.terminating) for p in pods.values()],
         )
         rolled_back = recovery.kind is RecoveryKind.ROLLED_BACK
@@ -93,9 +93,8 @@ class GangRecovery:
             )
         try:
             for member in recovery.bind:
-                self._bind(
-                    group.namespace, member.name, member.uid, member.node, gpu_annotations(member.gpus)
-                )
+                name = member.pod.partition("/")[2]
+                self._bind(group.namespace, name, member.uid, member.node, gpu_annotations(member.gpus))
             for pod in recovery.delete:
                 self._writer.delete_pod(pod.namespace, pod.name, pod.uid)
             self._writer.set_plan(group.namespace, group.name, None)
@@ -108,7 +107,7 @@ class GangRecovery:
             (log.warning if rolled_back else log.info)("gang %s recovered: %s", group.key, recovery.reason)
         if self._teller.metrics is not None:
             self._teller.metrics.recoveries.labels(recovery.kind.value).inc()
-        for member in plan:
+        for member in plan.assignments:
             self._ledger.release(member.uid)
 
     def run(

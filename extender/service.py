@@ -230,7 +230,7 @@ class Extender:
             if hold is not None and hold.rule is QueueRule.HELD_FOR_AHEAD:
                 self.nudger.held_for_ahead(pod, group_key(pod), hold.ahead)
             if outcome.plan is not None:  # members turned down while the gang waited come back now
-                self.nudger.reserved(p.pod.uid for p in outcome.plan.placements if p.pod.uid != pod.uid)
+                self.nudger.reserved(a.uid for a in outcome.plan.assignments if a.uid != pod.uid)
 
     def prioritize(self, pod: Pod, node_names: tuple[str, ...]) -> tuple[tuple[str, int], ...]:
         """Integer 0..10 scores: GPU connectivity first, packing second (``scheduling.nodes.ranking``)."""

@@ -50,11 +50,13 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from kubeio.errors import KubeError
+from kubeio.events import ObjectRef
 from kubeio.mpijobs import MpiJob, elastic_job, mpijob_ref, render_plan
 from kubeio.ports import EventSink, MpiJobSource, PodDeleter
 from kubeio.render import pod_ref
 from placement.elastic_learning import learn
 from placement.elastic_pool import Pinner, keep_taints, open_pool
+from placement.plan_applier import apply_migrations
 from placement.round import Round
 from scheduling.cluster.snapshot import ClusterSnapshot
 from scheduling.elastic import ElasticJob, ElasticSettings, JobError, Layout
@@ -64,7 +66,7 @@ from scheduling.elastic.operator_lag import WriteTurn, write_turn
 from scheduling.elastic.size_hold import SizeHold
 from scheduling.elastic.throughput import PRIOR
 from scheduling.model import Pod
-from scheduling.plan import Plan
+from scheduling.plan import Migration, Plan
 from scheduling.queues import QueueError
 from scheduling.queues.view import QueueView
 from scheduling.topology import TopologyCache
@@ -196,16 +198,14 @@ class ElasticPass:
                 resized.append(key)
                 grown += resize.after > resize.before
         moved: list[str] = []
-        for move in plan.migrations:
-            job_key = job_of[move.uid]
-            namespace, _, name = move.pod.partition("/")
-            job = declared[job_key]
-            if job_key not in written:  # the move time was not recorded: not moving this pass
-                continue
-            self._events.record_now(mpijob_ref(job), "Normal", "Moved", move.reason)
-            if self._deleter.delete_pod(namespace, name, move.uid):
-                self._last_moved[job_key] = self._clock()
-                moved.append(move.pod)
+        recorded = [m for m in plan.migrations if job_of[m.uid] in written]  # else: not moving this pass
+
+        def about(move: Migration) -> ObjectRef:
+            return mpijob_ref(declared[job_of[move.uid]])
+
+        for move in apply_migrations(recorded, self._events, self._deleter, about=about):
+            self._last_moved[job_of[move.uid]] = self._clock()
+            moved.append(move.pod)
         pinned = self._pin_waiting(decision)
         repinned = self._repin_stale(decision, declared)
         waiting = sum(1 for job in jobs for p in job.workers if p.node_name is None and not p.terminating)

@@ -147,6 +147,10 @@ class Statement:
         """The actions kept, as one plan."""
         return Plan(tuple(self._actions))
 
+    def plan_since(self, mark: tuple[int, int]) -> Plan:
+        """The actions kept since ``mark``, as one plan: a planner's own part of a shared statement."""
+        return Plan(tuple(self._actions[mark[0] :]))
+
     # -- room arithmetic ---------------------------------------------------------------------------
 
     def _set(self, name: str, room: NodeRoom | None) -> None:

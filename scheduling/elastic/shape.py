@@ -76,8 +76,9 @@ def _unbound(snapshot: ClusterSnapshot, key: str) -> list[Pod]:
 
 def _take(plan: GangPlan, other: Statement, reserved: dict[str, int]) -> None:
     """Count the plan's GPUs as reserved, and take them on ``other`` too where they are free there."""
-    for placement in plan.placements:
-        reserved[placement.node] = reserved.get(placement.node, 0) + placement.pod.requests.gpus
-        room = other.room(placement.node)
-        if room is not None and room.fits(placement.pod):
-            other.assign(placement.pod, placement.node, placement.gpus, "waiting gang, for room")
+    for assignment in plan.assignments:
+        pod = plan.members[assignment.uid]
+        reserved[assignment.node] = reserved.get(assignment.node, 0) + pod.requests.gpus
+        room = other.room(assignment.node)
+        if room is not None and room.fits(pod):
+            other.assign(pod, assignment.node, assignment.gpus, "waiting gang, for room")

@@ -42,7 +42,7 @@ BUDGET = 2000
 
 def planned(plan: GangPlan) -> tuple[PlacedPod, ...]:
     """A gang plan as (pod name, node, GPU indices), by pod name."""
-    return tuple(PlacedPod(p.pod.name, p.node, p.gpus) for p in plan.placements)
+    return tuple(PlacedPod(plan.members[a.uid].name, a.node, a.gpus) for a in plan.assignments)
 
 
 @dataclass(frozen=True, slots=True)

@@ -108,11 +108,11 @@ def decide_gang_member(
     if not isinstance(plan, GangPlan):
         return _answer(None, candidates, promises, plan.message)
     new = [
-        Promise(p.pod.uid, p.pod.key, p.node, p.gpus, now + reservation_ttl, p.pod.requests, key)
-        for p in plan.placements
+        Promise(a.uid, a.pod, a.node, a.gpus, now + reservation_ttl, plan.members[a.uid].requests, key)
+        for a in plan.assignments
     ]
-    mine = next(p.node for p in plan.placements if p.pod.uid == pod.uid)
+    mine = next(a.node for a in plan.assignments if a.uid == pod.uid)
     nodes = ", ".join(plan.nodes)
-    message = f"gang {key}: {len(plan.placements)} pods reserved on {len(plan.nodes)} nodes ({nodes})"
+    message = f"gang {key}: {len(new)} pods reserved on {len(plan.nodes)} nodes ({nodes})"
     decision = _answer(mine, candidates, promises.add_all(new), message)
     return GangFilterDecision(decision.feasible, decision.rejected, decision.promises, decision.verdict, plan)

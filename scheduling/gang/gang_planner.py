@@ -15,7 +15,7 @@ already uses. GPU indices come from ``scheduling.gpu.choice.choose_gpus`` (topol
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from scheduling.cluster.promises import PromiseBook
 from scheduling.cluster.room import NodeRoom
@@ -26,6 +26,7 @@ from scheduling.gang.domain_room import domain_room
 from scheduling.gang.fresh_order import domain_of, fresh_order
 from scheduling.gpu.choice import choose_gpus
 from scheduling.model import Pod
+from scheduling.plan import Assignment, Plan
 from scheduling.topology import TopologyCache
 
 DEFAULT_LOCALITY_KEYS = ("phalanx.io/rack", "topology.kubernetes.io/zone")
@@ -33,25 +34,29 @@ DEFAULT_LOCALITY_KEYS = ("phalanx.io/rack", "topology.kubernetes.io/zone")
 
 
 @dataclass(frozen=True, slots=True)
-class Placement:
-    """Where one member goes."""
-
-    pod: Pod
-    node: str
-    gpus: tuple[int, ...]
-
-
-@dataclass(frozen=True, slots=True)
 class GangPlan:
-    """Every member's place; ``nodes`` is the set of nodes used, for locality reporting."""
+    """Every member's place: the ``Assignment`` actions the planner kept, one per member, by pod name.
+
+    Attributes:
+        group: the gang's key.
+        plan: the assignments, as every planner hands out its actions (``scheduling.plan``).
+        members: the members placed, by UID: what each assignment puts where (its requests); left out
+            of equality, which the assignments decide.
+    """
 
     group: str
-    placements: tuple[Placement, ...]
+    plan: Plan
+    members: Mapping[str, Pod] = field(compare=False)
+
+    @property
+    def assignments(self) -> tuple[Assignment, ...]:
+        """The members' assignments, by pod name."""
+        return self.plan.assignments
 
     @property
     def nodes(self) -> tuple[str, ...]:
         """The distinct nodes the plan uses, sorted."""
-        return tuple(sorted({p.node for p in self.placements}))
+        return tuple(sorted({a.node for a in self.plan.assignments}))
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,7 +102,6 @@ def plan_gang(
     total = sum(p.requests.gpus for p in ordered)
     domain = domain_room(work, offered | pinned, locality_keys).preferred(total) if total else None
     used: list[str] = []
-    placements: list[Placement] = []
     for pod in ordered:
         choice = _choose_node(pod, work, pod.pinned or offered, used, domain, locality_keys)
         if choice is None:
@@ -107,10 +111,10 @@ def plan_gang(
         assert room is not None  # chosen because it has room
         gpus = choose_gpus(room.node, FreeGpus(room.free, room.count), pod.requests.gpus, cache)
         work.assign(pod, choice, gpus, f"gang {group}")
-        placements.append(Placement(pod, choice, gpus))
         if choice not in used:
             used.append(choice)
-    return GangPlan(group, tuple(sorted(placements, key=lambda p: p.pod.name)))
+    placed = sorted(work.plan_since(start).assignments, key=lambda a: a.pod)  # one namespace: by name
+    return GangPlan(group, Plan(tuple(placed)), {p.uid: p for p in ordered})
 
 
 def _choose_node(

@@ -2,7 +2,8 @@
 
 If the extender dies between a gang's Bindings, the gang is half-bound; Kubernetes cannot unbind a pod,
 so a restarted extender must finish the job from what the API server holds. The plan annotation names
-every member (UID, node, GPUs). Recovery completes the gang when every planned member still exists
+every member (UID, node, GPUs): the gang's ``Assignment`` actions (``scheduling.plan``), written before
+they are carried out. Recovery completes the gang when every planned member still exists
 (binding the rest exactly as planned), and otherwise rolls it back by deleting the bound members, whose
 controller (Job, MPIJob, ...) recreates them; either way no gang runs half-placed.
 
@@ -20,22 +21,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from scheduling.model import TERMINAL_PHASES, Pod
+from scheduling.plan import Assignment, Plan
 
 FORMAT_VERSION = 1
 
 
 class PlanError(ValueError):
     """A plan annotation that cannot be read."""
-
-
-@dataclass(frozen=True, slots=True)
-class PlannedMember:
-    """One member of a written plan."""
-
-    uid: str
-    name: str
-    node: str
-    gpus: tuple[int, ...]
 
 
 class RecoveryKind(enum.Enum):
@@ -55,30 +47,33 @@ class Recovery:
 
     Attributes:
         kind: how the gang ends.
-        bind: members to bind as planned (completing the gang).
+        bind: the assignments still to carry out, as planned (completing the gang).
         delete: bound members still holding their node to delete (rolling the gang back).
         reason: why, for the event.
     """
 
     kind: RecoveryKind
-    bind: tuple[PlannedMember, ...]
+    bind: tuple[Assignment, ...]
     delete: tuple[Pod, ...]
     reason: str
 
 
-def encode_plan(members: Iterable[PlannedMember]) -> str:
-    """The annotation value: compact JSON, members sorted by name.
+def encode_plan(assignments: Iterable[Assignment]) -> str:
+    """The annotation value: compact JSON, members sorted by name (the gang's one namespace is its own).
 
-    >>> encode_plan([PlannedMember("u1", "w0", "n1", (0, 1))])
+    >>> encode_plan([Assignment("ml/w0", "u1", "n1", (0, 1))])
     '{"members":[{"gpus":[0,1],"name":"w0","node":"n1","uid":"u1"}],"v":1}'
     """
-    rows = [{"gpus": list(m.gpus), "name": m.name, "node": m.node, "uid": m.uid} for m in members]
+    rows = [
+        {"gpus": list(a.gpus), "name": a.pod.partition("/")[2], "node": a.node, "uid": a.uid}
+        for a in assignments
+    ]
     rows.sort(key=lambda r: str(r["name"]))
     return json.dumps({"members": rows, "v": FORMAT_VERSION}, separators=(",", ":"), sort_keys=True)
 
 
-def decode_plan(text: str) -> tuple[PlannedMember, ...]:
-    """Read an annotation written by ``encode_plan``.
+def decode_plan(text: str, namespace: str) -> Plan:
+    """Read an annotation written by ``encode_plan`` on a PodGroup of ``namespace``.
 
     Raises:
         PlanError: the text is not a version-1 plan.
@@ -88,9 +83,16 @@ def decode_plan(text: str) -> tuple[PlannedMember, ...]:
         if body.get("v") != FORMAT_VERSION:
             msg = f"plan version {body.get('v')!r} is not {FORMAT_VERSION}"
             raise PlanError(msg)
-        return tuple(
-            PlannedMember(str(m["uid"]), str(m["name"]), str(m["node"]), tuple(int(g) for g in m["gpus"]))
-            for m in body["members"]
+        return Plan(
+            tuple(
+                Assignment(
+                    f"{namespace}/{m['name']}",
+                    str(m["uid"]),
+                    str(m["node"]),
+                    tuple(int(g) for g in m["gpus"]),
+                )
+                for m in body["members"]
+            )
         )
     except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
         if isinstance(exc, PlanError):
@@ -99,29 +101,30 @@ def decode_plan(text: str) -> tuple[PlannedMember, ...]:
         raise PlanError(msg) from None
 
 
-def plan_recovery(plan: Iterable[PlannedMember], pods_by_name: Mapping[str, Pod]) -> Recovery:
+def plan_recovery(plan: Plan, pods_by_name: Mapping[str, Pod]) -> Recovery:
     """Decide how to finish a gang whose plan annotation is still on its PodGroup.
 
     Args:
-        plan: the planned members.
+        plan: the written plan, its members' assignments.
         pods_by_name: every pod of the gang by name, finished ones included (from the API server).
     """
-    to_bind: list[PlannedMember] = []
+    to_bind: list[Assignment] = []
     placed: list[Pod] = []
     lost: list[str] = []
-    for member in sorted(plan, key=lambda m: m.name):
-        pod = pods_by_name.get(member.name)
+    for member in sorted(plan.assignments, key=lambda a: a.pod):
+        name = member.pod.partition("/")[2]
+        pod = pods_by_name.get(name)
         if pod is None or pod.uid != member.uid or pod.terminating:
-            lost.append(member.name)
+            lost.append(name)
         elif pod.node_name is None:
             if pod.phase in TERMINAL_PHASES:  # failed before it was ever bound: it will not run
-                lost.append(member.name)
+                lost.append(name)
             else:
                 to_bind.append(member)
         elif pod.node_name == member.node:
             placed.append(pod)
         else:
-            lost.append(member.name)
+            lost.append(name)
     finished = sum(1 for p in placed if p.phase in TERMINAL_PHASES)
     ran = f" ({finished} of them finished since)" if finished else ""
     if not to_bind:

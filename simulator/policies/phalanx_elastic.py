@@ -105,21 +105,9 @@ def elastic_round(
         holds,
     )
     decision = decide_elastic(facts)
-    plan, layout = decision.plan, decision.layout
-    for resize in plan.resizes:
-        name = resize.job.partition("/")[2]
-        kept = world.workers[name][: resize.after]
-        world.workers[name] = kept + tuple(Worker(1) for _ in range(resize.after - len(kept)))
-    moved = []
-    for move in plan.migrations:
-        name, index = job_of(move.pod)
-        workers = list(world.workers[name])
-        if index < len(workers):
-            workers[index] = Worker(1, move.target, move.gpus, now)
-            world.workers[name] = tuple(workers)
-            moved.append(name)
-    _grow(world, now, layout.targets if topology else None)
-    return sorted(set(moved)), decision.holds
+    moved = world.apply(decision.plan, now)
+    _grow(world, now, decision.layout.targets if topology else None)
+    return moved, decision.holds
 
 
 def _grow(world: World, now: int, targets: Mapping[str, Mapping[str, int]] | None) -> None:

@@ -21,6 +21,7 @@ from scheduling.cluster.state import state_of
 from scheduling.model import Node, Pod
 from scheduling.nodes.ranking import ScoreMemo
 from scheduling.offline.cycle import CycleContext, active_queue_order, schedule_pod
+from scheduling.plan import Plan
 from scheduling.queues import Queue
 from scheduling.queues.reclaim_planner import plan_reclaim
 from scheduling.queues.view import QueueView, view_of
@@ -98,8 +99,34 @@ class World:
         reclaim = plan_reclaim(
             snapshot, view, self.rules.topologies, now=now, shrinking=shrinking(snapshot, view)
         )
-        for eviction in reclaim.plan.evictions:  # whole gangs: the job's workers all go
+        self.apply(reclaim.plan, now)
+
+    def apply(self, plan: Plan, now: int) -> list[str]:
+        """Carry out a core plan on the jobs, as the placement manager's appliers do on a cluster.
+
+        An eviction takes its gang's workers away (reclaim evicts gangs whole; the job waits again, at
+        its initial shape); a resize keeps the lowest indices and adds waiting workers (``_grow`` in
+        ``simulator.policies.phalanx_elastic`` binds them); a migration puts its worker on the target
+        with the GPUs the plan chose, restarted ``now``. Assignments are bound by ``admit``.
+
+        Returns:
+            The jobs a migration moved, sorted.
+        """
+        for eviction in plan.evictions:
             self.workers.pop(eviction.group.partition("/")[2], None)
+        for resize in plan.resizes:
+            name = resize.job.partition("/")[2]
+            kept = self.workers[name][: resize.after]
+            self.workers[name] = kept + tuple(Worker(1) for _ in range(resize.after - len(kept)))
+        moved = []
+        for move in plan.migrations:
+            name, index = job_of(move.pod)
+            workers = list(self.workers[name])
+            if index < len(workers):
+                workers[index] = Worker(1, move.target, move.gpus, now)
+                self.workers[name] = tuple(workers)
+                moved.append(name)
+        return sorted(set(moved))
 
     def admit(self, now: int) -> bool:
         """One admission round; whether it started any job."""

@@ -12,8 +12,9 @@ from extender.gang_bind import GangBind, GangBinder, GangSettings, GangTeller
 from kubeio.binding import BindStatus
 from kubeio.errors import KubeError
 from scheduling.cluster.promises import Promise
-from scheduling.gang.record import PlannedMember, decode_plan
+from scheduling.gang.record import decode_plan
 from scheduling.model import Pod
+from scheduling.plan import Assignment
 from tests.builders import (
     FakeBinder,
     FakeCluster,
@@ -109,8 +110,8 @@ def test_the_barrier_releases_every_member_when_the_last_arrives_and_the_plan_co
         assert clear == ("set_plan", "ml/g", None), "every member bound: the plan annotation goes"
         assert sorted(binds) == [("bind", p.key, "n1") for p in GANG]
         assert written is not None
-        assert sorted(decode_plan(written), key=lambda m: m.name) == [
-            PlannedMember(p.uid, p.name, "n1", GPUS[p.uid]) for p in GANG
+        assert sorted(decode_plan(written, "ml").assignments, key=lambda a: a.pod) == [
+            Assignment(p.key, p.uid, "n1", GPUS[p.uid]) for p in GANG
         ]
         assert rig.cluster.groups["ml/g"].plan is None
         assert rig.events.reasons() == ["GangBound"]
@@ -227,7 +228,7 @@ def test_a_member_whose_wait_ends_while_the_gang_still_grows_is_remembered_and_b
         assert [(r.error, r.outcome) for r in results] == [("", "bound")] * 2
         (write, _, written), *binds, clear = rig.calls
         assert write == "set_plan" and written is not None
-        assert sorted(m.name for m in decode_plan(written)) == ["w0", "w1", "w2"]
+        assert sorted(a.pod for a in decode_plan(written, "ml").assignments) == ["ml/w0", "ml/w1", "ml/w2"]
         assert sorted(binds) == [("bind", p.key, "n1") for p in GANG], "the leader bound the parked member"
         assert clear == ("set_plan", "ml/g", None)
         assert rig.cluster.pods[GANG[0].key].node_name == "n1"

@@ -7,7 +7,8 @@ from extender.gang_bind import GangTeller
 from extender.recovery import GangRecovery
 from kubeio.errors import UnavailableError
 from scheduling.cluster.promises import Promise
-from scheduling.gang.record import PlannedMember, encode_plan
+from scheduling.gang.record import encode_plan
+from scheduling.plan import Assignment
 from tests.builders import (
     FakeBinder,
     FakeCluster,
@@ -19,7 +20,7 @@ from tests.builders import (
     a_pod,
 )
 
-PLAN = [PlannedMember(f"uid-ml-w{i}", f"w{i}", "n1", (2 * i, 2 * i + 1)) for i in range(3)]
+PLAN = [Assignment(f"ml/w{i}", f"uid-ml-w{i}", "n1", (2 * i, 2 * i + 1)) for i in range(3)]
 
 
 class Rig:
@@ -33,9 +34,7 @@ class Rig:
         self.writer = FakePlanWriter(self.cluster)
         self.binder = FakeBinder(self.cluster)
         self.events = FakeEvents()
-        self.ledger = a_ledger(
-            Promise(m.uid, f"ml/{m.name}", m.node, m.gpus, 100.0, group="ml/g") for m in PLAN
-        )
+        self.ledger = a_ledger(Promise(m.uid, m.pod, m.node, m.gpus, 100.0, group="ml/g") for m in PLAN)
         self.board = BarrierBoard(lambda: 0.0)
         self.recovery = GangRecovery(
             self.cluster.snapshot,

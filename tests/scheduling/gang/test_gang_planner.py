@@ -95,8 +95,8 @@ def test_plan_gang(case: Case) -> None:
         return
     assert isinstance(result, GangPlan)
     assert result.nodes == case.nodes_used
-    assert {p.pod.uid for p in result.placements} == {p.uid for p in case.gang}
-    taken = [(p.node, g) for p in result.placements for g in p.gpus]
+    assert {a.uid for a in result.assignments} == {p.uid for p in case.gang}
+    taken = [(a.node, g) for a in result.assignments for g in a.gpus]
     assert len(taken) == len(set(taken)), "no GPU is planned twice"
 
 
@@ -134,7 +134,7 @@ def test_members_pinned_to_different_nodes_each_go_to_their_own() -> None:
     workers = [a_pod(f"w{i}").gpus(8).group("g").pinned(f"n{i}").build() for i in (1, 2, 3)]
     plan = plan_gang("ml/g", workers, ["n1"], snapshot_of(nodes), PromiseBook(), TopologyCache())
     assert isinstance(plan, GangPlan)
-    assert [(p.pod.name, p.node) for p in plan.placements] == [("w1", "n1"), ("w2", "n2"), ("w3", "n3")]
+    assert [(a.pod, a.node) for a in plan.assignments] == [("ml/w1", "n1"), ("ml/w2", "n2"), ("ml/w3", "n3")]
 
 
 def test_a_member_pinned_to_a_full_node_is_named() -> None:

@@ -6,16 +6,16 @@ import pytest
 
 from scheduling.gang.record import (
     PlanError,
-    PlannedMember,
     RecoveryKind,
     decode_plan,
     encode_plan,
     plan_recovery,
 )
 from scheduling.model import Pod
+from scheduling.plan import Assignment, Plan
 from tests.builders import a_pod
 
-PLAN = tuple(PlannedMember(f"uid-ml-m{i}", f"m{i}", "n1", (i,)) for i in range(3))
+PLAN = Plan(tuple(Assignment(f"ml/m{i}", f"uid-ml-m{i}", "n1", (i,)) for i in range(3)))
 
 
 def pod(i: int, *, bound: bool, phase: str = "Running") -> Pod:
@@ -24,13 +24,13 @@ def pod(i: int, *, bound: bool, phase: str = "Running") -> Pod:
 
 
 def test_the_plan_round_trips_and_bad_text_is_refused() -> None:
-    assert decode_plan(encode_plan(PLAN)) == PLAN
+    assert decode_plan(encode_plan(PLAN.assignments), "ml") == PLAN
     nested = "[" * 100_000  # a hand-edited annotation past the JSON parser's depth: RecursionError
     digits = '{"v": 1, "members": [{"uid": "u", "name": "m", "node": "n", "gpus": ["²"]}]}'
     wrong = ("", "{}", '{"v": 2, "members": []}', '{"v": 1, "members": [{"uid": 1}]}', "[1]")
     for bad in (*wrong, nested, digits):
         with pytest.raises(PlanError):
-            decode_plan(bad)
+            decode_plan(bad, "ml")
 
 
 @pytest.mark.parametrize(
@@ -74,7 +74,7 @@ def test_the_plan_round_trips_and_bad_text_is_refused() -> None:
 )
 def test_recovery(pods: dict[str, Pod], bind: list[str], delete: list[str]) -> None:
     recovery = plan_recovery(PLAN, pods)
-    assert [m.name for m in recovery.bind] == bind
+    assert [a.pod.partition("/")[2] for a in recovery.bind] == bind
     assert [p.name for p in recovery.delete] == delete
 
 

@@ -62,7 +62,7 @@ def test_filter_turns_down_not_ready_cordoned_and_unknown_nodes_for_every_pod(
 def test_a_gang_is_planned_on_healthy_nodes_only_and_says_so() -> None:
     outcome = decide(GANG[0], GANG[1:])
     assert outcome.plan is not None
-    assert sorted(p.node for p in outcome.plan.placements) == ["n3", "n4"]
+    assert sorted(a.node for a in outcome.plan.assignments) == ["n3", "n4"]
 
 
 def test_a_reservation_on_a_node_that_died_is_planned_again_elsewhere() -> None:
@@ -73,7 +73,7 @@ def test_a_reservation_on_a_node_that_died_is_planned_again_elsewhere() -> None:
     outcome = decide(GANG[0], GANG[1:], PromiseBook().add_all(held))
     assert outcome.rejected["n1"].reason is Reason.NOT_READY
     assert outcome.plan is not None
-    assert sorted(p.node for p in outcome.plan.placements) == ["n3", "n4"]
+    assert sorted(a.node for a in outcome.plan.assignments) == ["n3", "n4"]
     assert {p.node for p in outcome.promises.by_uid.values()} == {"n3", "n4"}
 
 
