@@ -30,7 +30,8 @@ calls too); this pass reads, asks and applies:
    re-creates it), then pin every waiting worker still unpinned to a node its job's layout has room for
    (``scheduling.elastic.pinning``), and delete each waiting worker pinned by an older plan where the
    current one has no place for it (a pin cannot be taken off; its operator re-creates it, pinned anew).
-   Each action gets an event on the MPIJob with the plan's reason; a resize's names the model's figures.
+   Each action gets an event on the MPIJob with the plan's reason; a resize's names the model's figures
+   and the job's attained service (with the weight it gives its claim on more workers).
 
 A job resized for waiting work keeps that size while the work waits (``scheduling.elastic.size_hold``: decide
 the target once, move once); the pass carries each decision's holds to the next, in memory only.
@@ -62,6 +63,7 @@ from scheduling.cluster.snapshot import ClusterSnapshot
 from scheduling.elastic import ElasticJob, ElasticSettings, JobError, Layout
 from scheduling.elastic.attained import attained
 from scheduling.elastic.decide import ElasticDecision, ElasticRound, decide_elastic, may_shrink
+from scheduling.elastic.gain import describe_service
 from scheduling.elastic.operator_lag import WriteTurn, write_turn
 from scheduling.elastic.size_hold import SizeHold
 from scheduling.elastic.throughput import PRIOR
@@ -176,7 +178,9 @@ class ElasticPass:
                 # after the action then cannot lose it; one before it leaves the action to the next pass.
                 model = models.get(key, PRIOR)
                 figures = model.describe(resize.after, max(1, layout.nodes_of(key)))
-                self._events.record_now(mpijob_ref(job), "Normal", "Resized", f"{resize.reason}; {figures}")
+                service = describe_service(served[key].gpu_seconds, self._settings)
+                message = f"{resize.reason}; {figures}; {service}"
+                self._events.record_now(mpijob_ref(job), "Normal", "Resized", message)
             # Size, plan (the webhook pins new workers by it), samples, move time and attained service:
             # one write, before any worker is deleted, so a restart in between still knows when the
             # cooldown started and what the deleted workers had run.

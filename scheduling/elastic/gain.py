@@ -54,6 +54,30 @@ def nodes_for(workers: int, worker_gpus: int, node_gpus: int) -> int:
     return -(-workers // per_node)
 
 
+def las_weight(attained_gpu_seconds: float, settings: ElasticSettings) -> float:
+    """How much a job's claim on the next worker counts after ``attained_gpu_seconds`` of service.
+
+    >>> las_weight(36_000.0, ElasticSettings(las_seconds=36_000.0))
+    0.5
+    """
+    if settings.las_seconds is None:
+        return 1.0
+    base = 1.0 + max(attained_gpu_seconds, 0.0) / settings.las_seconds
+    return float(base**-settings.las_power)
+
+
+def describe_service(attained_gpu_seconds: float, settings: ElasticSettings) -> str:
+    """The job's attained service in words, with what it does to its claim, for a resize's event.
+
+    >>> describe_service(45_000.0, ElasticSettings(las_seconds=36_000.0))
+    'attained service 12.5 GPU-hours: its claim on more workers counts 0.44x'
+    """
+    said = f"attained service {max(attained_gpu_seconds, 0.0) / 3600:.1f} GPU-hours"
+    if settings.las_seconds is None:
+        return said
+    return f"{said}: its claim on more workers counts {las_weight(attained_gpu_seconds, settings):.2f}x"
+
+
 def speedup_at(model: Throughput, job: ElasticJob, workers: int, node_gpus: int) -> float:
     """The job's predicted speedup at ``workers`` laid out compactly."""
     return model.speedup(workers, nodes_for(workers, job.worker.gpus, node_gpus))
@@ -85,10 +109,7 @@ def size_by_gain(
         model = models.get(job.key, PRIOR)
         now = speedup_at(model, job, k, node_gpus)
         gain = speedup_at(model, job, k + 1, node_gpus) / now - 1.0 if now > 0 else 1.0
-        las = 1.0
-        if settings.las_seconds is not None:
-            attained_gpu_s = max(attained.get(job.key, 0.0), 0.0)
-            las = (1.0 + attained_gpu_s / settings.las_seconds) ** -settings.las_power
+        las = las_weight(attained.get(job.key, 0.0), settings)
         holds = k + 1 <= job.size
         keep = 1.0 + settings.hysteresis if holds else 1.0
         score = (gain * keep + (trade_cost if holds else 0.0)) * las / job.worker.gpus

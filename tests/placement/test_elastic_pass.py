@@ -433,3 +433,15 @@ def test_attained_service_is_kept_on_the_mpijob_and_a_restarted_manager_counts_o
     second.run()
     assert again.calls == ["update"], "the new sample is written, with the service counted on"
     assert again.jobs[0].attained == Attained(320 + 4 * 2 * 30, 160.0)
+
+
+def test_a_resize_event_names_the_attained_service_and_what_it_does_to_the_claim() -> None:
+    cluster = FakeCluster().add(a_node("n1").build(), a_node("n2").build())
+    cluster.add(started(worker("lin", 0, "n1"), 0.0), started(worker("lin", 1, "n1"), 0.0))
+    job = replace(mpijob("lin", 2, low=1, high="4"), attained=Attained(44_000.0, 1000.0))
+    reconciler, _, _, _, events = rig(cluster, [job], now=1000.0)
+    reconciler.run()
+    (resized,) = [e[4] for e in events.events if e[3] == "Resized"]
+    assert resized.endswith("; attained service 12.2 GPU-hours: its claim on more workers counts 0.45x"), (
+        resized
+    )
