@@ -40,6 +40,7 @@ from workload import (
     wait_for,
 )
 
+from kubeio.attained import ATTAINED_ANNOTATION, parse_attained
 from kubeio.errors import NotFoundError
 from kubeio.http import JsonObject
 from kubeio.pins import pin_toleration
@@ -490,6 +491,19 @@ def test_the_job_that_reports_it_scales_ends_with_more_workers(pool: Testbed, na
         assert any("predicted speedup" in message and "fitted on 2 samples" in message for message in told), (
             told
         )
+        assert all("; attained service " in message for message in told), told
+        # Each job's attained service is kept on it, written with the job's resizes: what it ran before
+        # its workers restarted is not forgotten (a restarted manager counts on from it).
+        served = {
+            name: parse_attained(
+                (get_mpijob(http, namespace, name)["metadata"].get("annotations") or {}).get(
+                    ATTAINED_ANNOTATION
+                )
+            )
+            for name in jobs
+        }
+        print(f"attained service kept on the MPIJobs: {served}")
+        assert all(record is not None and record.gpu_seconds > 0 for record in served.values()), served
         on_mpijobs = [
             n
             for n in jobs
