@@ -35,8 +35,8 @@ def attained(kept: Attained | None, workers: Iterable[Pod], now: float) -> Attai
     """The job's attained service at ``now``: ``kept`` plus what its running workers ran since.
 
     A worker counts while it runs (started, on a node, not terminating); one deleted after the record
-    was written is not counted past its deletion. Time never runs backwards here: a record from after
-    ``now`` (a clock set back) adds nothing until ``now`` passes it.
+    was written is not counted past its deletion. A record dated after ``now`` (a clock set back, or
+    an annotation edited by hand) is taken as of ``now``: a date far ahead must not stop the counting.
 
     >>> from scheduling.model import Pod, Resources
     >>> w = Pod("u0", "ml", "w0", Resources(gpus=2), node_name="n1", phase="Running", started_at=100.0)
@@ -46,10 +46,10 @@ def attained(kept: Attained | None, workers: Iterable[Pod], now: float) -> Attai
     Attained(gpu_seconds=520.0, at=160.0)
     """
     total = kept.gpu_seconds if kept is not None else 0.0
-    since = kept.at if kept is not None else None
+    since = min(kept.at, now) if kept is not None else None
     for pod in workers:
         if pod.started_at is None or pod.terminating or not pod.holds_resources:
             continue
         start = pod.started_at if since is None else max(pod.started_at, since)
         total += pod.requests.gpus * max(0.0, now - start)
-    return Attained(max(0.0, total), max(now, since) if since is not None else now)
+    return Attained(max(0.0, total), now)

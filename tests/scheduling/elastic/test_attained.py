@@ -48,11 +48,18 @@ CASES = [
         Attained(500.0, 70.0),
     ),
     Case(
-        "a record from after now (a clock set back) adds nothing and keeps its moment",
+        "a record dated after now (a clock set back) counts as of now: nothing twice",
         Attained(500.0, 90.0),
         (running("w0", 2, 10.0),),
         70.0,
-        Attained(500.0, 90.0),
+        Attained(500.0, 70.0),
+    ),
+    Case(
+        "a record dated far ahead (edited by hand) does not stop the counting",
+        Attained(500.0, 1e12),
+        (running("w0", 2, 10.0),),
+        70.0,
+        Attained(500.0, 70.0),
     ),
 ]
 
@@ -68,3 +75,9 @@ def test_counting_on_in_steps_adds_up_to_counting_once() -> None:
     for now in (40.0, 55.0, 100.0):
         stepped = attained(stepped, workers, now)
     assert stepped == attained(None, workers, 100.0) == Attained(2 * 100 + 4 * 70, 100.0)
+
+
+def test_a_record_dated_far_ahead_is_counted_on_from_the_next_round() -> None:
+    worker = (running("w0", 2, 0.0),)
+    first = attained(Attained(500.0, 1e12), worker, 100.0)
+    assert attained(first, worker, 160.0) == Attained(500.0 + 2 * 60, 160.0)
