@@ -6,7 +6,8 @@ tests run: Nodes advertising ``9999999999999999999Ei`` and 4,000,000 ``nvidia.co
 fit its parent's; Queues the CRD's CEL rules refuse; a node and a queue created, seen and deleted; a
 PodGroup whose plan annotation is nested past any JSON parser's depth; pods naming a queue set aside;
 MPIJobs whose ``phalanx.io/max-workers`` is ``"²"`` or 5,000 digits, whose workers ask for no GPU with
-``max-workers: 100000``, and whose workers are bound to a node that is then deleted. With every one of
+``max-workers: 100000``, whose workers are bound to a node that is then deleted, and whose attained
+service record is nested past any JSON parser's depth or dated far ahead. With every one of
 them still there, a normal 1-GPU pod and a 2-pod gang bind within seconds, elastic jobs beside them are
 sized, every hostile object carries its reason (an event or a Queue condition), deleted objects leave
 phalanx's caches, and neither phalanx process crashed or logged a failed pass.
@@ -52,6 +53,7 @@ from workload import (
     wait_for,
 )
 
+from kubeio.attained import ATTAINED_ANNOTATION, parse_attained
 from kubeio.errors import KubeError, NotFoundError
 from kubeio.http import JsonObject
 from testbed.nodes import SimNodeSpec
@@ -114,6 +116,15 @@ def _seen(bed: Testbed, metric: str, **labels: str) -> bool:
 
 def _unseen(bed: Testbed, metric: str, **labels: str) -> bool:
     return not _seen(bed, metric, **labels)
+
+
+FAR_AHEAD = '{"gpuSeconds": 5, "at": 1e15}'
+"""An attained service record dated some 30 million years ahead."""
+
+
+def _with_record(job: JsonObject, record: str) -> JsonObject:
+    job["metadata"]["annotations"][ATTAINED_ANNOTATION] = record
+    return job
 
 
 def _elastic(name: str, *, max_workers: str, gpus: int = 1, workers: int = 2) -> JsonObject:
@@ -198,7 +209,7 @@ def _make_storm(bed: Testbed) -> dict[str, str]:
         _elastic("hostile-superscript", max_workers="²"),
         _elastic("hostile-digits", max_workers="9" * 5000),
         _elastic("hostile-nogpu", max_workers="100000", gpus=0),
-        _elastic("calm", max_workers="4"),
+        _with_record(_elastic("calm", max_workers="4"), "{" * 200_000),
     ):
         create_mpijob(http, NS, job)
     wait_for(f"queue {LAST} told why", lambda: _condition(bed, LAST), timeout=300, interval=1.0)
@@ -323,7 +334,7 @@ def test_every_hostile_object_says_why(storm: Storm) -> None:
 def test_elastic_jobs_are_sized_beside_hostile_ones_and_after_a_node_died_under_workers(storm: Storm) -> None:
     bed, http = storm.bed, storm.bed.http
     wait_for("calm grown to 4 workers", lambda: len(_workers(bed, "calm")) == 4, timeout=120)
-    create_mpijob(http, NS, _elastic("after", max_workers="3"))
+    create_mpijob(http, NS, _with_record(_elastic("after", max_workers="3"), FAR_AHEAD))
     start = time.monotonic()
     wait_for("after grown to 3 workers", lambda: len(_workers(bed, "after")) == 3, timeout=120)
     print(
@@ -331,6 +342,11 @@ def test_elastic_jobs_are_sized_beside_hostile_ones_and_after_a_node_died_under_
     )
     replicas = get_mpijob(http, NS, "hostile-nogpu")["spec"]["mpiReplicaSpecs"]["Worker"]["replicas"]
     assert replicas == 2, "workers that ask for no GPU never grow into free GPUs"
+    for job in ("calm", "after"):  # each resize wrote a readable record in place of the hostile one
+        record = parse_attained(
+            (get_mpijob(http, NS, job)["metadata"].get("annotations") or {}).get(ATTAINED_ANNOTATION)
+        )
+        assert record is not None and record.at < 1e12, (job, record)
 
 
 def test_deleted_objects_leave_phalanx_caches(storm: Storm) -> None:
