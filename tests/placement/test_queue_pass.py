@@ -12,8 +12,8 @@ from scheduling.cluster.snapshot import ClusterSnapshot
 from scheduling.model import Pod
 from scheduling.queues import Queue
 from scheduling.topology import TopologyCache
-from tests.builders import FakeEvents, a_node, a_pod, a_round, snapshot_of
-from tests.scheduling.queues.builders import gpu_queue
+from tests.builders import FakeEvents, a_node, a_round, snapshot_of
+from tests.scheduling.queues.builders import gang_pods, gpu_queue
 
 NODES = [a_node("n1").build(), a_node("n2").build()]  # 16 GPUs
 
@@ -61,17 +61,6 @@ class QueueCluster:
         self.pods_by_key = {k: p for k, p in self.pods_by_key.items() if not p.terminating}
 
 
-def gang(name: str, queue: str, node: str | None, *, size: int = 2, gpus: int = 4) -> list[Pod]:
-    """``size`` members of gang ``name`` in ``queue``, running side by side on ``node`` or pending."""
-    pods = []
-    for i in range(size):
-        pod = a_pod(f"{name}-{i}").gpus(gpus).group(name).queue(queue)
-        if node is not None:
-            pod = pod.on(node, range(i * gpus, (i + 1) * gpus))
-        pods.append(pod.build())
-    return pods
-
-
 @dataclass
 class Driven:
     """A queue pass fed a round of ``cluster`` each run, told which groups shrink instead."""
@@ -92,11 +81,13 @@ def reconciler_for(
 
 
 def test_each_queue_status_is_written_once_and_again_only_when_it_changes() -> None:
-    cluster = QueueCluster([gpu_queue("a", quota=8), gpu_queue("b", quota=8)]).add(*gang("a1", "a", "n1"))
+    cluster = QueueCluster([gpu_queue("a", quota=8), gpu_queue("b", quota=8)]).add(
+        *gang_pods("a1", "a", "n1")
+    )
     reconciler = reconciler_for(cluster)
     assert reconciler.run().statuses == ("a", "b")
     assert reconciler.run().statuses == ()
-    cluster.add(*gang("b1", "b", None))
+    cluster.add(*gang_pods("b1", "b", None))
     assert "b" in reconciler.run().statuses
     last: dict[str, dict[str, Any]] = {}
     for name, status in cluster.statuses:
@@ -119,17 +110,19 @@ TREE = [
 )
 def test_a_queue_status_counts_pending_work_of_its_whole_subtree(queue: str, pending: int) -> None:
     cluster = QueueCluster(TREE).add(
-        *gang("x1", "org-x", None, size=1, gpus=2), *gang("y1", "org-y", None, size=2, gpus=2)
+        *gang_pods("x1", "org-x", None, size=1, gpus=2), *gang_pods("y1", "org-y", None, size=2, gpus=2)
     )
     reconciler_for(cluster).run()
     assert dict(cluster.statuses)[queue]["gpu"]["pending"] == pending
 
 
 def test_a_bad_queue_and_its_subtree_say_why_and_every_other_queue_stays_valid_with_its_figures() -> None:
-    good = QueueCluster(list(TREE)).add(*gang("x1", "org-x", "n1"))
+    good = QueueCluster(list(TREE)).add(*gang_pods("x1", "org-x", "n1"))
     reconciler_for(good).run()
     bad = gpu_queue("org-z", quota=4, parent="org", created="2026-06-01T00:00:00Z")  # 8 + 8 + 4 > 16
-    cluster = QueueCluster([*TREE, bad, gpu_queue("org-z-1", parent="org-z")]).add(*gang("x1", "org-x", "n1"))
+    cluster = QueueCluster([*TREE, bad, gpu_queue("org-z-1", parent="org-z")]).add(
+        *gang_pods("x1", "org-x", "n1")
+    )
     reconciler_for(cluster).run()
     statuses = dict(cluster.statuses)
     for name in ("org-z", "org-z-1"):
@@ -147,7 +140,7 @@ def test_a_bad_queue_and_its_subtree_say_why_and_every_other_queue_stays_valid_w
 
 def test_reclaim_evicts_whole_gangs_and_waits_while_they_terminate() -> None:
     cluster = QueueCluster([gpu_queue("a", quota=8), gpu_queue("b", quota=8)]).add(
-        *gang("b1", "b", "n1"), *gang("b2", "b", "n2"), *gang("a1", "a", None)
+        *gang_pods("b1", "b", "n1"), *gang_pods("b2", "b", "n2"), *gang_pods("a1", "a", None)
     )
     events = FakeEvents()
     reconciler = reconciler_for(cluster, events)
@@ -174,7 +167,7 @@ def test_reclaim_leaves_elastic_jobs_above_their_minimum_to_shrink() -> None:
 
     def starved() -> QueueCluster:
         return QueueCluster([gpu_queue("a", quota=8), gpu_queue("b", quota=8)]).add(
-            *gang("b1", "b", "n1"), *gang("b2", "b", "n2"), *gang("a1", "a", None)
+            *gang_pods("b1", "b", "n1"), *gang_pods("b2", "b", "n2"), *gang_pods("a1", "a", None)
         )
 
     assert reconciler_for(starved(), shrinking=frozenset({"ml/b1", "ml/b2"})).run().evicted == ()
@@ -185,7 +178,7 @@ def test_reclaim_leaves_elastic_jobs_above_their_minimum_to_shrink() -> None:
 def test_reclaim_waits_for_a_shrinking_elastic_job_but_not_for_ever() -> None:
     """A worker terminating on a dead node never goes: one such job must not stop reclaim for everyone."""
     cluster = QueueCluster([gpu_queue("a", quota=8), gpu_queue("b", quota=8)]).add(
-        *gang("b1", "b", "n1"), *gang("b2", "b", "n2"), *gang("a1", "a", None)
+        *gang_pods("b1", "b", "n1"), *gang_pods("b2", "b", "n2"), *gang_pods("a1", "a", None)
     )
     queue_pass = QueuePass(cluster, cluster, FakeEvents(), topologies=TopologyCache())
 

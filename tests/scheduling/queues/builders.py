@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from scheduling.model import Resources
+from scheduling.model import Pod, Resources
 from scheduling.queues.fair_share import fair_shares
 from scheduling.queues.ordering import QueueState, queue_states
 from scheduling.queues.queue_tree import Queue, QueueTree, ResourceQuota
 from scheduling.queues.workloads import PendingGroup, RunningGang
+from tests.builders import a_pod
 
 
 def gpu_queue(
@@ -72,3 +73,14 @@ def states_for(
     held = {q: gpus(n) for q, n in allocated.items()}
     pinned = {q: gpus(n) for q, n in (non_preemptible or {}).items()}
     return queue_states(tree, shares, held, pinned)
+
+
+def gang_pods(name: str, queue: str, node: str | None, *, size: int = 2, gpus: int = 4) -> list[Pod]:
+    """``size`` member pods of gang ``name`` in ``queue``, side by side on ``node`` or pending."""
+    pods = []
+    for i in range(size):
+        pod = a_pod(f"{name}-{i}").gpus(gpus).group(name).queue(queue)
+        if node is not None:
+            pod = pod.on(node, range(i * gpus, (i + 1) * gpus))
+        pods.append(pod.build())
+    return pods

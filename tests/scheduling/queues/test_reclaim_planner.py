@@ -3,32 +3,20 @@
 from __future__ import annotations
 
 from scheduling.cluster.promises import PromiseBook
-from scheduling.model import Pod
 from scheduling.plan import Eviction
 from scheduling.queues import ReclaimOutcome
 from scheduling.queues.reclaim_planner import plan_reclaim
 from scheduling.queues.view import view_of
 from scheduling.topology import TopologyCache
-from tests.builders import a_node, a_pod, snapshot_of
-from tests.scheduling.queues.builders import gpu_queue
+from tests.builders import a_node, snapshot_of
+from tests.scheduling.queues.builders import gang_pods, gpu_queue
 
 NODES = [a_node("n1").build(), a_node("n2").build()]  # 16 GPUs
 QUEUES = [gpu_queue("a", quota=8), gpu_queue("b", quota=8)]
 
 
-def gang(name: str, queue: str, node: str | None, *, size: int = 2, gpus: int = 4) -> list[Pod]:
-    """``size`` members of gang ``name`` in ``queue``, side by side on ``node`` or pending."""
-    pods = []
-    for i in range(size):
-        pod = a_pod(f"{name}-{i}").gpus(gpus).group(name).queue(queue)
-        if node is not None:
-            pod = pod.on(node, range(i * gpus, (i + 1) * gpus))
-        pods.append(pod.build())
-    return pods
-
-
 def test_each_bound_member_of_each_victim_is_one_eviction_with_its_gang_and_the_reason() -> None:
-    pods = [*gang("b1", "b", "n1"), *gang("b2", "b", "n2"), *gang("a1", "a", None)]
+    pods = [*gang_pods("b1", "b", "n1"), *gang_pods("b2", "b", "n2"), *gang_pods("a1", "a", None)]
     snapshot = snapshot_of(NODES, pods, queues=QUEUES)
     reclaim = plan_reclaim(snapshot, view_of(snapshot, PromiseBook()), TopologyCache(), now=1000.0)
 
@@ -46,7 +34,7 @@ def test_each_bound_member_of_each_victim_is_one_eviction_with_its_gang_and_the_
 
 
 def test_a_gang_left_to_shrink_is_no_victim_and_nothing_starved_plans_nothing() -> None:
-    pods = [*gang("b1", "b", "n1"), *gang("b2", "b", "n2"), *gang("a1", "a", None)]
+    pods = [*gang_pods("b1", "b", "n1"), *gang_pods("b2", "b", "n2"), *gang_pods("a1", "a", None)]
     snapshot = snapshot_of(NODES, pods, queues=QUEUES)
     view = view_of(snapshot, PromiseBook())
     shrinking = frozenset({"ml/b1", "ml/b2"})
