@@ -42,7 +42,7 @@ sys.path.insert(1, str(Path(__file__).resolve().parents[1]))  # the checkout: te
 
 from localbed import PLACEMENT_REPLICAS, Testbed
 from soak_faults import FaultPlan, Faults
-from soak_ledger import Ledger, leader_metrics, product_processes
+from soak_ledger import Ledger, leader_metrics, product_processes, serving
 from soak_mix import MIX
 from workload import (
     PODGROUPS,
@@ -357,7 +357,8 @@ def main() -> int:
                 if time.monotonic() >= next_report:
                     next_report += 60
                     load.ledger.collect_evictions(bed, NAMESPACE)
-                    load.ledger.remember_memory(product_processes(bed, replicas))
+                    processes = product_processes(bed, replicas)
+                    load.ledger.remember_memory(processes, serving(bed, replicas, load.ledger))
                     on_lost_node = faults.on_lost_node if faults is not None else set()
                     lost = load.ledger.lost({p["metadata"]["name"] for p in pods}, on_lost_node)
                     print(_report(bed, (time.monotonic() - start) / 60, load, pods, lost), flush=True)

@@ -27,9 +27,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from localbed import PLACEMENT_REPLICAS, Testbed
-from workload import QUEUES, create_queue, list_pods, metric_value, queue, scrape
+from soak_ledger import filter_calls, leads
+from workload import QUEUES, create_queue, list_pods, queue
 
-from kubeio.errors import KubeError
 from testbed.nodes import SimNodeSpec
 
 RESTART_AFTER = 5.0
@@ -105,7 +105,7 @@ class Faults:
         print(line, flush=True)
 
     def _kill_placement(self) -> None:
-        leader = next((n for n in PLACEMENT_REPLICAS if _leads(self.bed, n)), None)
+        leader = next((n for n in PLACEMENT_REPLICAS if leads(self.bed, n)), None)
         if leader is None:
             self._say("placement: no replica leads right now; nothing killed")
             return
@@ -114,15 +114,15 @@ class Faults:
         self._say(f"SIGKILL of the placement manager's leader {leader} (pid {pid})")
         time.sleep(RESTART_AFTER)
         self.bed.start_placement(leader, webhook=self.bed.pin_webhook)
-        successor = next((n for n in PLACEMENT_REPLICAS if _leads(self.bed, n)), "none yet")
+        successor = next((n for n in PLACEMENT_REPLICAS if leads(self.bed, n)), "none yet")
         self._say(f"{leader} started again (pid {self.bed.pid(leader)}); the leader now is {successor}")
 
     def _kill_scheduler(self) -> None:
         pairs = {"a": ("kube-scheduler-a", "extender", self.bed.extender_url),
                  "b": ("kube-scheduler-b", "extender-b", self.bed.extender_b_url)}  # fmt: skip
-        before = {k: _filters(url) for k, (_, _, url) in pairs.items()}
+        before = {k: filter_calls(url) for k, (_, _, url) in pairs.items()}
         time.sleep(3)
-        grew = [k for k, (_, _, url) in pairs.items() if _filters(url) > before[k]]
+        grew = [k for k, (_, _, url) in pairs.items() if filter_calls(url) > before[k]]
         if len(grew) != 1:
             self._say(f"scheduling: no single pair answered filter calls ({grew}); nothing killed")
             return
@@ -175,21 +175,3 @@ class Faults:
             "PATCH", f"{QUEUES}/team-d", body=patch, content_type="application/merge-patch+json"
         )
         self._say("Queue team-d fixed (no parent)")
-
-
-def _leads(bed: Testbed, name: str) -> bool:
-    port = bed.placement_metrics_ports.get(name)
-    if not port or not bed.is_running(name):
-        return False
-    try:
-        return metric_value(scrape(f"http://127.0.0.1:{port}/metrics"), "phalanx_placement_leader") == 1.0
-    except (OSError, KubeError):
-        return False
-
-
-def _filters(url: str) -> float:
-    try:
-        page = scrape(f"{url}/metrics")
-    except OSError:
-        return 0.0
-    return metric_value(page, "phalanx_extender_requests_total", verb="filter") or 0.0

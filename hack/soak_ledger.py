@@ -17,7 +17,10 @@
   ``MEMORY_WINDOW``. Peaks, not two single samples: the placement manager collects its cyclic garbage
   once every ``placement.collector.FULL_EVERY`` seconds, so its size is a sawtooth of that period, and
   two single samples taken at a trough and at a peak read as growth when nothing grows. A window of one
-  period holds one peak each; a leak raises every peak.
+  period holds one peak each; a leak raises every peak. A standby that starts serving (the placement
+  replica that takes the Lease, the extender whose kube-scheduler takes over) starts its baseline
+  again, as a restarted process does: taking over fills its caches and buffers with the traffic it
+  serves from then on, which is no leak. Each process is listed with the role it was measured in.
 """
 
 from __future__ import annotations
@@ -84,8 +87,10 @@ class Ledger:
     minute_samples: list[float] = field(default_factory=list)
     idle: dict[str, float] = field(default_factory=lambda: defaultdict(float))
     idle_samples: int = 0
-    memory: dict[tuple[str, int], tuple[float, list[tuple[float, float]]]] = field(default_factory=dict)
-    """(process, pid) -> (first seen, its samples as (seconds since first seen, MiB))."""
+    memory: dict[tuple[str, int, str], tuple[float, list[tuple[float, float]]]] = field(default_factory=dict)
+    """(process, pid, role) -> (first seen in that role, its samples as (seconds since then, MiB))."""
+    filter_calls: dict[str, float] = field(default_factory=dict)
+    """Each extender's filter calls at the last look (``serving``)."""
 
     def sample(self, pods: list[JsonObject], capacity: int, leader_metrics: str | None, now: float) -> None:
         """One second's look (``now``: wall clock): GPUs held while pods wait gated, what each pod is."""
@@ -140,26 +145,29 @@ class Ledger:
         explained = present | self.finished | self.deleted_by_soak | self.evicted | on_lost_node
         return sorted(n for n in self.created & self.seen if n not in explained)
 
-    def remember_memory(self, processes: dict[str, int]) -> None:
-        """Note the resident size of each (name, pid) now."""
+    def remember_memory(self, processes: dict[str, int], serving: set[str] | None = None) -> None:
+        """Note the resident size of each (name, pid) now, in its role: in ``serving``, or standby."""
         now = time.monotonic()
         for name, pid in processes.items():
             if not pid:
                 continue
             mib = rss_mib(pid)
-            first, sizes = self.memory.setdefault((name, pid), (now, []))
+            role = "serving" if serving is None or name in serving else "standby"
+            first, sizes = self.memory.setdefault((name, pid, role), (now, []))
             if mib:
                 sizes.append((now - first, mib))
 
     def last_mib(self, name: str, pid: int) -> float:
-        """The last size noted of a process, 0 before the first."""
-        sizes = self.memory.get((name, pid), (0.0, []))[1]
-        return sizes[-1][1] if sizes else 0.0
+        """The last size noted of a process, in whichever role, 0 before the first."""
+        seen = [(first + sizes[-1][0], sizes[-1][1]) for (n, p, _), (first, sizes) in self.memory.items()
+                if (n, p) == (name, pid) and sizes]  # fmt: skip
+        return max(seen)[1] if seen else 0.0
 
     def growths(self) -> list[tuple[str, int, float, float]]:
-        """(name, pid, baseline peak, last peak) of each process that lived past ``MEMORY_AFTER``."""
+        """(name and role, pid, baseline peak, last peak) of each process that lived past ``MEMORY_AFTER``."""
         rows = []
-        for (name, pid), (_, sizes) in sorted(self.memory.items()):
+        for (process, pid, role), (_, sizes) in sorted(self.memory.items()):
+            name = f"{process}, {role}"
             base = [mib for age, mib in sizes if MEMORY_AFTER <= age < MEMORY_AFTER + MEMORY_WINDOW]
             if not base:
                 continue
@@ -213,6 +221,41 @@ def leader_metrics(bed: Testbed, names: tuple[str, ...]) -> str | None:
         if metric_value(page, "phalanx_placement_leader") == 1.0:
             return page
     return None
+
+
+def filter_calls(url: str) -> float:
+    """The ``filter`` calls an extender has answered (0 when it does not answer)."""
+    try:
+        page = scrape(f"{url}/metrics")
+    except OSError:
+        return 0.0
+    return metric_value(page, "phalanx_extender_requests_total", verb="filter") or 0.0
+
+
+def serving(bed: Testbed, names: tuple[str, ...], ledger: Ledger) -> set[str]:
+    """The processes serving now: the placement replica that leads, each extender whose filter calls grew.
+
+    An extender counts as serving from the second look at which its calls grew (the first look only
+    notes them); ``ledger.filter_calls`` keeps the counts between looks.
+    """
+    found = {name for name in names if leads(bed, name)}
+    for name, url in (("extender", bed.extender_url), ("extender-b", bed.extender_b_url)):
+        calls = filter_calls(url)
+        if calls > ledger.filter_calls.get(name, calls):
+            found.add(name)
+        ledger.filter_calls[name] = calls
+    return found
+
+
+def leads(bed: Testbed, name: str) -> bool:
+    """Whether placement replica ``name`` holds the Lease now (its ``phalanx_placement_leader`` is 1)."""
+    port = bed.placement_metrics_ports.get(name)
+    if not port or not bed.is_running(name):
+        return False
+    try:
+        return metric_value(scrape(f"http://127.0.0.1:{port}/metrics"), "phalanx_placement_leader") == 1.0
+    except (OSError, KubeError):
+        return False
 
 
 def children(pid: int) -> list[int]:
