@@ -347,6 +347,8 @@ def main() -> int:
                     _submit(bed, load, rng, pool)
                 try:
                     pods = list_pods(bed.http, NAMESPACE)
+                    if faults is not None:
+                        faults.note(pods)
                     capacity = 8 * len(bed.http.request("GET", "/api/v1/nodes").get("items") or [])
                     load.ledger.sample(pods, capacity, leader_metrics(bed, replicas), time.time())
                     _tidy(bed, pods, load, rng, pool)

@@ -30,6 +30,7 @@ from localbed import PLACEMENT_REPLICAS, Testbed
 from soak_ledger import filter_calls, leads
 from workload import QUEUES, create_queue, list_pods, queue
 
+from kubeio.http import JsonObject
 from testbed.nodes import SimNodeSpec
 
 RESTART_AFTER = 5.0
@@ -67,6 +68,8 @@ class Faults:
     bound_after_delete: set[str] = field(default_factory=set)
     """Names of the pods bound to a node after the API server answered its deletion: Bindings the API
     server takes to a node it no longer has (it does not check), which phalanx must not send."""
+    _away: dict[str, set[str]] = field(default_factory=dict)
+    """Each node deleted and not yet back, with the pods that were bound to it when it was deleted."""
     _due: list[tuple[float, str, Callable[[], None]]] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -117,6 +120,21 @@ class Faults:
         successor = next((n for n in PLACEMENT_REPLICAS if leads(self.bed, n)), "none yet")
         self._say(f"{leader} started again (pid {self.bed.pid(leader)}); the leader now is {successor}")
 
+    def note(self, pods: list[JsonObject]) -> None:
+        """Note, from the soak's look of this second, the pods bound to a node that is away now.
+
+        The pod garbage collector deletes such a pod within about a minute, long before the node comes
+        back, so a look only when it does would miss a pod bound there just after the deletion.
+        """
+        with self._lock:
+            for pod in pods:
+                node = pod["spec"].get("nodeName")
+                if node in self._away:
+                    name = pod["metadata"]["name"]
+                    self.on_lost_node.add(name)
+                    if name not in self._away[node]:
+                        self.bound_after_delete.add(name)
+
     def _kill_scheduler(self) -> None:
         pairs = {"a": ("kube-scheduler-a", "extender", self.bed.extender_url),
                  "b": ("kube-scheduler-b", "extender-b", self.bed.extender_b_url)}  # fmt: skip
@@ -151,6 +169,7 @@ class Faults:
         }
         with self._lock:
             self.on_lost_node |= on_it | at_delete
+            self._away[spec.name] = on_it | at_delete
         self._say(f"node {spec.name} deleted with {len(on_it)} of the soak's pods on it")
         time.sleep(NODE_AWAY)
         late = {
@@ -161,6 +180,7 @@ class Faults:
         with self._lock:
             self.on_lost_node |= late  # bound to it just before the delete reached every cache
             self.bound_after_delete |= late - at_delete
+            del self._away[spec.name]
         self.bed.add_nodes([spec])
         self._say(f"node {spec.name} registered again")
 
