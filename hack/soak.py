@@ -29,6 +29,7 @@ import argparse
 import contextlib
 import random
 import re
+import shutil
 import signal
 import statistics
 import sys
@@ -249,7 +250,7 @@ def _report(bed: Testbed, minute: float, load: Load, pods: list[JsonObject], los
         f"GPUs held while pods waited {load.ledger.minute_share()}, "
         f"deleted early {load.deleted_early}; partial gangs past timeout {len(partial)}"
         f"{' (' + ', '.join(partial[:3]) + ')' if partial else ''}; "
-        f"double GPUs {len(doubles)}; pods lost {len(lost)}{_listed(lost)}; "
+        f"double GPUs {len(doubles)}{_listed(doubles)}; pods lost {len(lost)}{_listed(lost)}; "
         f"promises {promises:g}, reservations {reservations:g}, decisions kept {decisions:g}; "
         f"{blocks:.2f}M extender Python blocks; {memory}{passes}"
     )
@@ -381,6 +382,10 @@ def main() -> int:
                 print(line, flush=True)
         finally:
             bed.stop()
+            if load.worst_double or load.worst_partial or load.ledger.lost_any:
+                kept = Path(tempfile.mkdtemp(prefix="phalanx-soak-logs-"))
+                shutil.copytree(Path(state) / "logs", kept / "logs")
+                print(f"-- something went wrong: the processes' logs are kept in {kept / 'logs'}", flush=True)
     return 0
 
 

@@ -89,6 +89,8 @@ class Ledger:
     idle_samples: int = 0
     memory: dict[tuple[str, int, str], tuple[float, list[tuple[float, float]]]] = field(default_factory=dict)
     """(process, pid, role) -> (first seen in that role, its samples as (seconds since then, MiB))."""
+    lost_any: bool = False
+    """Whether any look found a pod lost (the soak then keeps the processes' logs)."""
     filter_calls: dict[str, float] = field(default_factory=dict)
     """Each extender's filter calls at the last look (``serving``)."""
 
@@ -143,7 +145,9 @@ class Ledger:
     def lost(self, present: set[str], on_lost_node: set[str]) -> list[str]:
         """Pods created and gone for no reason the soak knows (see the module docstring)."""
         explained = present | self.finished | self.deleted_by_soak | self.evicted | on_lost_node
-        return sorted(n for n in self.created & self.seen if n not in explained)
+        found = sorted(n for n in self.created & self.seen if n not in explained)
+        self.lost_any = self.lost_any or bool(found)
+        return found
 
     def remember_memory(self, processes: dict[str, int], serving: set[str] | None = None) -> None:
         """Note the resident size of each (name, pid) now, in its role: in ``serving``, or standby."""
