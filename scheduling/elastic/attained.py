@@ -4,7 +4,7 @@ Least attained service (``ElasticSettings.las_seconds``, weighed in ``scheduling
 each job's GPU-seconds so far. An elastic job's workers come and go: every resize restarts them all and
 a move deletes one, so summing the run time of the workers alive now forgets all that ran before the
 last restart. The placement manager therefore keeps a record on the job (``Attained``: GPU-seconds
-counted up to a moment; ``kubeio.progress`` writes it on the MPIJob) and counts on from it: a job's
+counted up to a moment; ``kubeio.attained`` writes it on the MPIJob) and counts on from it: a job's
 attained service now is the record plus, for each worker running now, its GPUs times the seconds it has
 run since the later of its start and the record's moment.
 

@@ -15,7 +15,7 @@ time; the next worker goes, in this order:
      workers outbids one on many (the share falls as it grows);
    - ``las = (1 + attained / las_seconds) ** -las_power``: least attained service first (Tiresias's
      lesson: attained service is the only size estimate a scheduler has). With ten GPU-hours it lowers
-     the average JCT on the Pollux workloads by 2-9% and their resizes (``docs/results/simulator``);
+     the average JCT on the Pollux workloads by 0-9% and their resizes (``docs/results/simulator``);
      the placement manager keeps each job's attained service on its MPIJob
      (``scheduling.elastic.attained``), so it survives the workers' restarts and its own;
    - for a worker the job holds now, ``keep = 1 + hysteresis`` and ``held = 2 * restart_seconds /
