@@ -1,11 +1,14 @@
 """Complete or roll back a gang that a crashed extender left half-bound, from its plan annotation.
 
-What to do with each member is the core's (``scheduling.gang.record.plan_recovery``): bind the planned
-members that are still unbound, or delete the bound ones when a planned member is gone. This module
-reads the PodGroups, reads each such gang's members from the API server (the cache holds live pods
-only, and a member that finished after its Binding still counts as bound), performs those writes,
-removes the annotation and tells the users: a gang completed or rolled back gets an event (one found
-bound whole, which is also how a gang bound the normal way looks for a moment, does not).
+What to do with each member is the core's (``scheduling.gang.recovery.plan_recovery``): bind the planned
+members that are still unbound, or delete the bound ones when a planned member is gone or the plan no
+longer holds (its node left, its GPUs are held by others). This module reads the PodGroups, reads each
+such gang's members from the API server (the cache holds live pods only, and a member that finished
+after its Binding still counts as bound) and asks it whether the nodes still to bind onto exist,
+decides and promises the GPUs it will bind in one ledger update (no concurrent bind can take them in
+between), performs the writes, removes the annotation and tells the users: a gang completed or rolled
+back gets an event (one found bound whole, which is also how a gang bound the normal way looks for a
+moment, does not).
 """
 
 from __future__ import annotations
@@ -20,9 +23,12 @@ from extender.ledger import PromiseLedger
 from kubeio.errors import KubeError
 from kubeio.ports import RecoveryWriter
 from kubeio.render import gpu_annotations
+from scheduling.cluster.promises import PromiseBook
 from scheduling.cluster.snapshot import ClusterSnapshot
-from scheduling.gang.record import PlanError, RecoveryKind, decode_plan, plan_recovery
-from scheduling.model import PodGroup
+from scheduling.gang.record import PlanError, decode_plan
+from scheduling.gang.recovery import Recovery, RecoveryFacts, RecoveryKind, hold_plan, plan_recovery
+from scheduling.model import Pod, PodGroup
+from scheduling.plan import Plan
 
 log = logging.getLogger(__name__)
 
@@ -39,8 +45,14 @@ class GangRecovery:
         *,
         board: BarrierBoard,
         teller: GangTeller,
+        node_gone: Callable[[str], str],
+        clock: Callable[[], float],
+        hold_seconds: float,
     ) -> None:
         self._snapshot = snapshot
+        self._node_gone = node_gone
+        self._clock = clock
+        self._hold_seconds = hold_seconds
         self._ledger = ledger
         self._writer = writer
         self._bind = bind
@@ -73,7 +85,7 @@ class GangRecovery:
             log.warning("gang %s: its members could not be listed (%s); will try again", group.key, exc)
             return
         pods = {p.name: p for p in members}
-        recovery = plan_recovery(plan, pods)
+        recovery = self._decide(group, plan, pods)
         log.debug(
             "gang %s recovery: plan %s, pods %s",
             group.key,
@@ -107,8 +119,24 @@ class GangRecovery:
             (log.warning if rolled_back else log.info)("gang %s recovered: %s", group.key, recovery.reason)
         if self._teller.metrics is not None:
             self._teller.metrics.recoveries.labels(recovery.kind.value).inc()
+        bound = {a.uid for a in recovery.bind}  # their promises end when the cache shows them bound
         for member in plan.assignments:
-            self._ledger.release(member.uid)
+            if member.uid not in bound:
+                self._ledger.release(member.uid)
+
+    def _decide(self, group: PodGroup, plan: Plan, pods: dict[str, Pod]) -> Recovery:
+        """The core's decision and, when it completes the gang, its promises, in one ledger update."""
+        unbound = {p.name for p in pods.values() if p.node_name is None}
+        nodes = sorted({a.node for a in plan.assignments if a.pod.partition("/")[2] in unbound})
+        absent = {node: why for node in nodes if (why := self._node_gone(node))}
+        snapshot = self._snapshot()
+        until = self._clock() + self._hold_seconds
+
+        def change(book: PromiseBook) -> tuple[PromiseBook, Recovery]:
+            recovery = plan_recovery(plan, pods, RecoveryFacts(snapshot, book, absent))
+            return book.add_all(hold_plan(recovery, pods, group.key, until)), recovery
+
+        return self._ledger.update(change)
 
     def run(
         self, stop: threading.Event, interval: float, *, on_duty: Callable[[], bool] = lambda: True

@@ -74,7 +74,17 @@ def create() -> Flask:
             bind_wait=settings.bind_wait_seconds, bind_delay=settings.gang_bind_delay_seconds
         ),
     )
-    recovery = GangRecovery(cache.snapshot, ledger, writer, binder.bind, board=gangs.board, teller=teller)
+    recovery = GangRecovery(
+        cache.snapshot,
+        ledger,
+        writer,
+        binder.bind,
+        board=gangs.board,
+        teller=teller,
+        node_gone=binder.node_gone,
+        clock=time.monotonic,
+        hold_seconds=settings.promise_ttl_seconds,
+    )
     service = Extender(
         cache,
         binder,

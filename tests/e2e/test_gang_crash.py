@@ -12,12 +12,20 @@ from workload import (
     create_podgroup,
     double_booked,
     events_for,
+    get_pod,
     get_podgroup,
+    gpu_pod,
+    gpus_of,
     list_pods,
     member,
     podgroup,
+    running,
     wait_for,
+    wait_pod,
 )
+
+from scheduling.gang.record import encode_plan
+from scheduling.plan import Assignment
 
 
 @pytest.fixture
@@ -122,3 +130,44 @@ def test_a_member_that_finished_before_recovery_counts_as_bound_and_the_gang_com
         e["message"] for e in events_for(testbed.http, namespace, group) if e["reason"] == "GangRecovered"
     ]
     assert any("finished since" in m for m in recovered), recovered
+
+
+def test_a_plan_naming_gpus_another_pod_holds_is_rolled_back_not_carried_out(
+    testbed: Testbed, namespace: str
+) -> None:
+    """A plan on a PodGroup is a claim, checked before recovery carries it out.
+
+    A stale plan (its node deleted and re-added, its GPUs given to others meanwhile) and one written by
+    hand look the same to recovery: it bound the unbound members "exactly as planned", onto GPUs another
+    pod held, and the soak saw GPU indices held twice. Here the plan is written by hand (the member's
+    scheduler is one nobody runs, so only recovery could bind it), naming the GPU a running pod holds.
+    """
+    create_pod(testbed.http, namespace, gpu_pod("holder", 1))
+    holder = wait_pod(testbed.http, namespace, "holder", "running", running, timeout=90)
+    node, gpus = holder["spec"]["nodeName"], gpus_of(holder)
+    forged = create_pod(testbed.http, namespace, member("forged-0", "forged", 1, scheduler="nobody"))
+    group = podgroup("forged", 1)
+    plan = [Assignment(f"{namespace}/forged-0", forged["metadata"]["uid"], node, gpus)]
+    group["metadata"]["annotations"] = {"phalanx.io/gang-plan": encode_plan(plan)}
+    create_podgroup(testbed.http, namespace, group)
+
+    def told() -> str | None:
+        recovered = [
+            e for e in events_for(testbed.http, namespace, "forged") if e["reason"] == "GangRecovered"
+        ]
+        return str(recovered[0]["message"]) if recovered else None
+
+    message = wait_for("recovery of the forged plan", told, timeout=60)
+    assert f"GPUs {list(gpus)} on {node}, planned for forged-0, are held by other pods now" in message, (
+        message
+    )
+    assert get_pod(testbed.http, namespace, "forged-0")["spec"].get("nodeName") is None
+    assert double_booked(list_pods(testbed.http)) == []
+    wait_for(
+        "the plan annotation removed",
+        lambda: (
+            "phalanx.io/gang-plan"
+            not in (get_podgroup(testbed.http, namespace, "forged")["metadata"].get("annotations") or {})
+        ),
+        timeout=15,
+    )

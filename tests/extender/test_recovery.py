@@ -8,6 +8,7 @@ from extender.recovery import GangRecovery
 from kubeio.errors import UnavailableError
 from scheduling.cluster.promises import Promise
 from scheduling.gang.record import encode_plan
+from scheduling.model import Pod
 from scheduling.plan import Assignment
 from tests.builders import (
     FakeBinder,
@@ -26,11 +27,13 @@ PLAN = [Assignment(f"ml/w{i}", f"uid-ml-w{i}", "n1", (2 * i, 2 * i + 1)) for i i
 class Rig:
     """A gang of three planned on n1, w0 bound as planned, the rest as the test leaves them."""
 
-    def __init__(self, *, plan: str | None = None, gone: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self, *, plan: str | None = None, gone: tuple[str, ...] = (), others: tuple[Pod, ...] = ()
+    ) -> None:
         group = replace(a_gang("g", 3), plan=encode_plan(PLAN) if plan is None else plan)
         pods = [a_pod("w0").gpus(2).group("g").on("n1", [0, 1]).build()]
         pods += [a_pod(f"w{i}").gpus(2).group("g").build() for i in (1, 2) if f"w{i}" not in gone]
-        self.cluster = FakeCluster().add(a_node("n1").build(), group, *pods)
+        self.cluster = FakeCluster().add(a_node("n1").build(), group, *pods, *others)
         self.writer = FakePlanWriter(self.cluster)
         self.binder = FakeBinder(self.cluster)
         self.events = FakeEvents()
@@ -43,6 +46,9 @@ class Rig:
             self.binder.bind,
             board=self.board,
             teller=GangTeller(self.events, None, lambda: 0.0),
+            node_gone=self.binder.node_gone,
+            clock=lambda: 1000.0,
+            hold_seconds=300.0,
         )
 
     @property
@@ -68,7 +74,11 @@ def test_a_half_bound_gang_is_completed_as_planned_and_its_plan_removed() -> Non
             "gang ml/g: binding the 2 members the interrupted bind left; 1 were bound",
         )
     ]
-    assert rig.ledger.book.by_uid == {}
+    # held until the cache shows them bound (``Extender.pod_changed``), so no bind takes those GPUs between
+    assert {u: (p.gpus, p.expires_at) for u, p in rig.ledger.book.by_uid.items()} == {
+        "uid-ml-w1": ((2, 3), 1300.0),
+        "uid-ml-w2": ((4, 5), 1300.0),
+    }
     assert rig.recovery.recover_all() == 0, "nothing left for the next pass"
 
 
@@ -146,3 +156,30 @@ def test_a_gang_found_bound_whole_has_its_plan_removed_and_nothing_told() -> Non
     rig.recovery.recover_all()
     assert rig.binder.calls == [] and rig.plan is None
     assert rig.events.events == []
+
+
+def test_a_plan_whose_node_the_api_server_no_longer_has_is_rolled_back() -> None:
+    """The cache still lists n1 (a watch lag); binding there would make pods the garbage collector deletes."""
+    rig = Rig()
+    rig.binder.deleted_nodes.add("n1")
+    rig.recovery.recover_all()
+    assert rig.binder.calls == []
+    assert [c for c in rig.writer.calls if c[0] == "delete"] == [("delete", "ml/w0", "uid-ml-w0")]
+    assert rig.plan is None and rig.ledger.book.by_uid == {}
+    assert rig.events.events[-1][2:] == (
+        "Warning",
+        "GangRecovered",
+        "gang ml/g: the bind was interrupted and node n1 was deleted (w1 was planned there), so the gang "
+        "cannot be completed; deleting the 1 bound member(s) still running; the 2 unbound member(s) are "
+        "planned again",
+    )
+
+
+def test_gpus_another_pod_holds_since_the_plan_are_not_given_twice() -> None:
+    """The soak's double-booked GPU: a stale plan carried out onto GPUs another tenant's pod held by then."""
+    other = a_pod("x", "team-b").gpus(1).on("n1", [4]).build()
+    rig = Rig(others=(other,))
+    rig.recovery.recover_all()
+    assert rig.binder.calls == []
+    assert sorted(rig.cluster.pods) == ["ml/w1", "ml/w2", "team-b/x"]
+    assert "GPUs [4] on n1, planned for w2, are held by other pods now" in rig.events.events[-1][4]
