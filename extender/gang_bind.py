@@ -214,8 +214,12 @@ class GangBinder:
         if self._settings.bind_delay:
             self._sleep(self._settings.bind_delay * passage.rank)
         log.debug("gang %s: binding %s to %s", key, pod.name, node)
-        if self._lost(key, (pod.uid,)):  # its node left since the plan: a Binding there is a lost pod
-            return GangBind(f"gang {key}: {pod.name} lost its reservation before its bind", "no_reservation")
+        # Its node may have left since the plan: a Binding there makes a pod the garbage collector deletes.
+        # The cache sees a deletion a watch lag late (the soak saw a gang bound 0.35 s after its node was
+        # deleted), so the API server is asked too, one GET per member, just before its Binding.
+        gone = self._lost(key, (pod.uid,)) or self._node_gone(node)
+        if gone:
+            return GangBind(f"gang {key}: {pod.name} is not bound: {gone}", "no_reservation")
         try:
             self._bind(pod.namespace, pod.name, pod.uid, node, gpu_annotations(gpus))
         except (BindRefusedError, KubeError) as exc:
@@ -278,6 +282,9 @@ class GangBinder:
             if promise is None:
                 return f"member {uid} lost its reservation before the gang was bound"
             namespace, name = promise.pod_key.split("/", 1)
+            gone = self._node_gone(promise.node)
+            if gone:
+                return f"{name} (arrived earlier) is not bound: {gone}"
             log.debug("gang %s: binding %s (arrived earlier) to %s", key, name, promise.node)
             try:
                 self._bind(namespace, name, uid, promise.node, gpu_annotations(promise.gpus))

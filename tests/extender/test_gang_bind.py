@@ -186,6 +186,24 @@ def test_a_member_whose_reservation_goes_after_the_plan_is_not_bound() -> None:
         assert not [call for call in rig.calls if call[0] == "bind"]
 
 
+def test_a_node_the_api_server_deleted_after_the_plan_gets_no_binding_though_the_cache_lags() -> None:
+    """The soak's lost gang: bound to its node 0.35 s after the deletion, before the cache knew."""
+    with Rig() as rig:
+        original = rig.writer.set_plan
+
+        def set_plan_then_delete_the_node(namespace: str, name: str, plan: str | None) -> None:
+            original(namespace, name, plan)
+            if plan is not None:
+                rig.binder.deleted_nodes.add("n1")  # the cache still lists n1, its promises still held
+
+        rig.writer.set_plan = set_plan_then_delete_the_node  # type: ignore[method-assign]
+        results = [f.result(timeout=10) for f in [rig.start(pod) for pod in GANG]]
+        assert {r.outcome for r in results} == {"no_reservation"}, results
+        assert {r.error.partition(": ")[2].partition(": ")[2] for r in results} == {"node n1 was deleted"}
+        assert not [call for call in rig.calls if call[0] == "bind"]
+        assert rig.cluster.groups["ml/g"].plan is not None, "left for recovery, which rolls the gang back"
+
+
 def test_a_member_without_its_reservation_does_not_enter_the_barrier() -> None:
     with Rig() as rig:
         rig.ledger.release(GANG[0].uid)
