@@ -300,12 +300,14 @@ class GangBinder:
             for uid in arrived
             if uid in book.by_uid
         ]
+        plan = encode_plan(members)
         try:
-            self._writer.set_plan(group.namespace, group.name, encode_plan(members))
+            self._writer.set_plan(group.namespace, group.name, plan)
         except KubeError as exc:
             log.warning("gang %s: could not write the bind plan: %s", group.key, exc)
             self._ledger.release_group(group.key)
             return False
+        log.info("gang %s: binding as planned: %s", group.key, plan)  # the GPUs of each member, as bind logs
         return True
 
     def _clear_plan(self, group: PodGroup) -> None:

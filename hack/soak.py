@@ -318,7 +318,9 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="phalanx-soak-") as state:
         bed = Testbed(
             Path(state),
-            extender_env={"PHALANX_LOG_LEVEL": "WARNING"},
+            # INFO: every bind's GPUs and every gang recovery are logged, so that a double booking the
+            # soak reports can be traced in the logs it keeps (a line per bind, about 1,000 a minute).
+            extender_env={"PHALANX_LOG_LEVEL": "INFO"},
             admission_gates=args.gates,
             scheduler_pairs=2 if args.faults else 1,
             placement_replicas=2 if args.faults else 1,
