@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import signal
 from collections.abc import Iterator
+from functools import partial
 
 import pytest
 from localbed import Testbed
@@ -38,6 +39,12 @@ def slow_binding_extender(testbed: Testbed) -> Iterator[None]:
     testbed.start_extender()
 
 
+def plan_removed(testbed: Testbed, namespace: str, group: str) -> bool:
+    """Whether the PodGroup ``group`` no longer carries a bind plan (bound, completed or rolled back)."""
+    annotations = get_podgroup(testbed.http, namespace, group)["metadata"].get("annotations") or {}
+    return "phalanx.io/gang-plan" not in annotations
+
+
 def members_state(testbed: Testbed, namespace: str) -> tuple[int, int]:
     pods = [p for p in list_pods(testbed.http, namespace) if not p["metadata"].get("deletionTimestamp")]
     return len(pods), sum(1 for p in pods if p["spec"].get("nodeName"))
@@ -64,14 +71,7 @@ def test_a_gang_killed_mid_bind_is_completed_or_rolled_back_within_30s(
     existing, bound = wait_for("the gang fully bound or fully unbound", settled, timeout=30, interval=0.2)
     print(f"killed with {bound_at_kill} of 4 members bound; after restart: {bound} of {existing} bound")
     assert double_booked(list_pods(testbed.http)) == []
-    wait_for(
-        "the plan annotation removed",
-        lambda: (
-            "phalanx.io/gang-plan"
-            not in (get_podgroup(testbed.http, namespace, "crash")["metadata"].get("annotations") or {})
-        ),
-        timeout=15,
-    )
+    wait_for("the plan annotation removed", partial(plan_removed, testbed, namespace, "crash"), timeout=15)
 
 
 def phases(testbed: Testbed, namespace: str, group: str) -> dict[str, tuple[str | None, str]]:
@@ -163,11 +163,4 @@ def test_a_plan_naming_gpus_another_pod_holds_is_rolled_back_not_carried_out(
     )
     assert get_pod(testbed.http, namespace, "forged-0")["spec"].get("nodeName") is None
     assert double_booked(list_pods(testbed.http)) == []
-    wait_for(
-        "the plan annotation removed",
-        lambda: (
-            "phalanx.io/gang-plan"
-            not in (get_podgroup(testbed.http, namespace, "forged")["metadata"].get("annotations") or {})
-        ),
-        timeout=15,
-    )
+    wait_for("the plan annotation removed", partial(plan_removed, testbed, namespace, "forged"), timeout=15)

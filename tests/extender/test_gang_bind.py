@@ -170,17 +170,23 @@ def test_a_gang_whose_node_the_api_server_deleted_before_the_cache_knew_binds_no
         assert "node n1 was deleted" in rig.events.events[0][4]
 
 
+def after_the_plan(rig: Rig, then: Callable[[], None]) -> None:
+    """Make ``then`` happen right after the leader writes the gang's plan, before any Binding."""
+    original = rig.writer.set_plan
+
+    def set_plan_then(namespace: str, name: str, plan: str | None) -> None:
+        original(namespace, name, plan)
+        if plan is not None:
+            then()
+
+    rig.writer.set_plan = set_plan_then  # type: ignore[method-assign]
+
+
 def test_a_member_whose_reservation_goes_after_the_plan_is_not_bound() -> None:
     """The node may go between the plan and a member's Binding (a busy extender): that member waits."""
     with Rig() as rig:
-        original = rig.writer.set_plan
-
-        def set_plan_then_lose_the_node(namespace: str, name: str, plan: str | None) -> None:
-            original(namespace, name, plan)
-            if plan is not None:
-                rig.ledger.release_group("ml/g")  # what the node listener does on the node's deletion
-
-        rig.writer.set_plan = set_plan_then_lose_the_node  # type: ignore[method-assign]
+        # what the node listener does on the node's deletion
+        after_the_plan(rig, lambda: rig.ledger.release_group("ml/g"))
         results = [f.result(timeout=10) for f in [rig.start(pod) for pod in GANG]]
         assert {r.outcome for r in results} == {"no_reservation"}, results
         assert not [call for call in rig.calls if call[0] == "bind"]
@@ -189,14 +195,8 @@ def test_a_member_whose_reservation_goes_after_the_plan_is_not_bound() -> None:
 def test_a_node_the_api_server_deleted_after_the_plan_gets_no_binding_though_the_cache_lags() -> None:
     """The soak's lost gang: bound to its node 0.35 s after the deletion, before the cache knew."""
     with Rig() as rig:
-        original = rig.writer.set_plan
-
-        def set_plan_then_delete_the_node(namespace: str, name: str, plan: str | None) -> None:
-            original(namespace, name, plan)
-            if plan is not None:
-                rig.binder.deleted_nodes.add("n1")  # the cache still lists n1, its promises still held
-
-        rig.writer.set_plan = set_plan_then_delete_the_node  # type: ignore[method-assign]
+        # the cache still lists n1, its promises still held
+        after_the_plan(rig, lambda: rig.binder.deleted_nodes.add("n1"))
         results = [f.result(timeout=10) for f in [rig.start(pod) for pod in GANG]]
         assert {r.outcome for r in results} == {"no_reservation"}, results
         assert {r.error.partition(": ")[2].partition(": ")[2] for r in results} == {"node n1 was deleted"}
