@@ -127,9 +127,12 @@ class GangRecovery:
     def _decide(self, group: PodGroup, plan: Plan, pods: dict[str, Pod]) -> Recovery:
         """The core's decision and, when it completes the gang, its promises, in one ledger update."""
         unbound = {p.name for p in pods.values() if p.node_name is None}
-        nodes = sorted({a.node for a in plan.assignments if a.pod.partition("/")[2] in unbound})
-        absent = {node: why for node in nodes if (why := self._node_gone(node))}
         snapshot = self._snapshot()
+        # Only nodes the cache knows are asked about: an unknown node breaks the plan anyway.
+        nodes = sorted(
+            {a.node for a in plan.assignments if a.pod.partition("/")[2] in unbound} & snapshot.nodes.keys()
+        )
+        absent = {node: why for node in nodes if (why := self._node_gone(node))}
         until = self._clock() + self._hold_seconds
 
         def change(book: PromiseBook) -> tuple[PromiseBook, Recovery]:

@@ -45,7 +45,7 @@ def decode_plan(text: str, namespace: str) -> Plan:
         if body.get("v") != FORMAT_VERSION:
             msg = f"plan version {body.get('v')!r} is not {FORMAT_VERSION}"
             raise PlanError(msg)
-        return Plan(
+        plan = Plan(
             tuple(
                 Assignment(
                     f"{namespace}/{m['name']}",
@@ -61,3 +61,10 @@ def decode_plan(text: str, namespace: str) -> Plan:
             raise
         msg = f"unreadable gang plan: {exc}"
         raise PlanError(msg) from None
+    # The binder writes each member once; a member named twice (by hand) would be bound twice, and
+    # recovery would ask the API server about as many nodes as the text lists.
+    for seen in ({a.pod for a in plan.assignments}, {a.uid for a in plan.assignments}):
+        if len(seen) != len(plan.assignments):
+            msg = "unreadable gang plan: a member is named twice"
+            raise PlanError(msg)
+    return plan

@@ -183,3 +183,20 @@ def test_gpus_another_pod_holds_since_the_plan_are_not_given_twice() -> None:
     assert rig.binder.calls == []
     assert sorted(rig.cluster.pods) == ["ml/w1", "ml/w2", "team-b/x"]
     assert "GPUs [4] on n1, planned for w2, are held by other pods now" in rig.events.events[-1][4]
+
+
+def test_only_nodes_the_cache_knows_are_asked_about() -> None:
+    """A plan naming nodes nobody has must not turn into one API read per name every pass."""
+    plan = [PLAN[0], *(replace(a, node=f"nowhere-{i}") for i, a in enumerate(PLAN[1:]))]
+    rig = Rig(plan=encode_plan(plan))
+    asked: list[str] = []
+
+    def node_gone(node: str) -> str:
+        asked.append(node)
+        return ""
+
+    rig.recovery._node_gone = node_gone
+    rig.recovery.recover_all()
+    assert asked == []
+    assert rig.binder.calls == [] and rig.plan is None
+    assert "node nowhere-0, planned for w1, left the cluster" in rig.events.events[-1][4]
