@@ -28,6 +28,7 @@ from scheduling.admission.queue_hold import AdmittedBook, RoomMemo
 from scheduling.cluster.promises import Promise, PromiseBook
 from scheduling.cluster.snapshot import ClusterSnapshot
 from scheduling.gang.gang_planner import DEFAULT_LOCALITY_KEYS
+from scheduling.gang.stand_in import is_stand_in
 from scheduling.gpu.choice import NoGpusError
 from scheduling.gpu.fit import FilterDecision
 from scheduling.model import Node, Pod
@@ -192,10 +193,10 @@ class Extender:
     ) -> tuple[FilterInput, FilterOutcome]:
         admitted = self.views.admitted if self.views is not None else AdmittedBook()
         tried = self.views.tried if self.views is not None else None
-        now = self._clock()
+        now, wall = self._clock(), self._wall_clock()
 
         def decide(book: PromiseBook) -> tuple[PromiseBook, tuple[FilterInput, FilterOutcome]]:
-            asked = FilterInput(pod, node_names, snapshot, book, view, admitted, now, tried)
+            asked = FilterInput(pod, node_names, snapshot, book, view, admitted, now, tried, wall)
             outcome = filter_pod(
                 asked, topologies=self._topologies, settings=self.settings, room=self._room, choose=choose
             )
@@ -230,7 +231,9 @@ class Extender:
             if hold is not None and hold.rule is QueueRule.HELD_FOR_AHEAD:
                 self.nudger.held_for_ahead(pod, group_key(pod), hold.ahead)
             if outcome.plan is not None:  # members turned down while the gang waited come back now
-                self.nudger.reserved(a.uid for a in outcome.plan.assignments if a.uid != pod.uid)
+                self.nudger.reserved(
+                    a.uid for a in outcome.plan.assignments if a.uid != pod.uid and not is_stand_in(a.uid)
+                )
 
     def prioritize(self, pod: Pod, node_names: tuple[str, ...]) -> tuple[tuple[str, int], ...]:
         """Integer 0..10 scores: GPU connectivity first, packing second (``scheduling.nodes.ranking``)."""

@@ -42,6 +42,7 @@ from scheduling.cluster.promises import Promise, PromiseBook
 from scheduling.cluster.snapshot import ClusterSnapshot
 from scheduling.gang.filter import decide_gang_member
 from scheduling.gang.gang_planner import DEFAULT_LOCALITY_KEYS, GangPlan
+from scheduling.gang.stand_in import has_stand_ins
 from scheduling.gpu.choice import NoGpusError, choose_gpus
 from scheduling.gpu.fit import FilterDecision, filter_nodes
 from scheduling.model import Pod, PodGroup
@@ -82,6 +83,8 @@ class FilterInput:
         admitted: groups admitted since that view was built.
         now: the driver's clock.
         tried: when kube-scheduler last tried each group; ``None`` counts every group ahead as tried now.
+        wall: the wall clock then (seconds since the epoch; 0: not known), which the API's creation
+            times are compared with.
     """
 
     pod: Pod
@@ -92,6 +95,7 @@ class FilterInput:
     admitted: AdmittedBook
     now: float
     tried: TriedBook | None = None
+    wall: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,7 +208,9 @@ def _filter_healthy(
     gang = settings.gangs and pod.group_key is not None
     promises, lapsed = request.promises.expire(now) if gang else (request.promises, ())
     admitted, hold = None, None
-    if not (gang and pod.uid in promises.by_uid):
+    # A member with a place (its own, or one its gang keeps for members not created yet) was admitted
+    # with its gang.
+    if not (gang and (pod.uid in promises.by_uid or has_stand_ins(pod.group_key or "", promises))):
         free = (room or RoomMemo()).free(snapshot, promises)
         hold = hold_for_queue(
             pod, snapshot, promises, request.view, request.admitted, now=now, free=free, tried=request.tried
@@ -237,6 +243,7 @@ def _filter_healthy(
         now=now,
         reservation_ttl=settings.reservation_ttl,
         locality_keys=settings.locality_keys,
+        wall=request.wall,
     )
     return FilterOutcome(
         decided.feasible,

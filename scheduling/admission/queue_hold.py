@@ -36,6 +36,7 @@ from immutables import Map
 
 from scheduling.cluster.promises import PromiseBook
 from scheduling.cluster.snapshot import ClusterSnapshot
+from scheduling.gang.stand_in import stand_ins
 from scheduling.model import Pod, Resources
 from scheduling.queues import PendingGroup, QueueError, QueueRule, check_rules
 from scheduling.queues.view import QueueView, pending_group
@@ -199,6 +200,9 @@ def hold_for_queue(
     if view is None:
         return HoldAnswer(None)
     members = snapshot.members(pod.group_key) if pod.group_key else [pod]
+    podgroup = snapshot.podgroup(pod.group_key) if pod.group_key else None
+    if podgroup is not None:  # a gang is planned whole, members not created yet as stand-ins: count them
+        members = [*members, *stand_ins(podgroup, [m for m in members if not m.terminating])]
     if pod.quota_by_kueue or any(m.quota_by_kueue for m in members):  # Kueue's quota (docs/kueue.md)
         return HoldAnswer(None)
     try:

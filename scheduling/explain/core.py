@@ -149,7 +149,8 @@ def explain(
     Args:
         snapshot: the cluster (nodes, pods, PodGroups, Queues).
         target: the pod or PodGroup asked about.
-        now: the clock, as the filter takes it.
+        now: the wall clock (seconds since the epoch): the tries it assumes, and whether a gang short of
+            members is still being created.
         promises: GPUs promised to binds and gang reservations in flight (a driver outside the extender
             knows none: empty).
         view: the queue view; built from ``snapshot`` and ``promises`` when ``None``.
@@ -172,7 +173,7 @@ def explain(
     before = turned_down_before_phalanx(pod, snapshot)
     tried = kube_scheduler_tries(snapshot, view, group_key(pod), now)
     asked = FilterInput(
-        pod, candidates(snapshot, before), snapshot, promises, view, AdmittedBook(), now, tried
+        pod, candidates(snapshot, before), snapshot, promises, view, AdmittedBook(), now, tried, wall=now
     )
     outcome = filter_pod(asked, topologies=topologies, settings=settings)
     live = [m for m in subject.members if not m.terminating]

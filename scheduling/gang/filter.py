@@ -4,10 +4,11 @@ Rules (docs/design/gang-scheduling.md §1):
 
 - a member that has a reservation gets exactly its reserved node; a repeated filter for the same pod
   UID gives the same answer;
-- a gang with fewer live pods than ``minMember`` is not planned: every node is turned down with
-  "gang ns/g: waiting for members: 6 of 8 pods exist";
-- otherwise the unbound members are planned together (``scheduling.gang.gang_planner``); the plan becomes
+- the unbound members are planned together (``scheduling.gang.gang_planner``); the plan becomes
   promises (a reservation) that expire unless bind consumes them, and the member gets its planned node;
+- a gang with fewer live pods than ``minMember`` is planned whole all the same, the missing members as
+  stand-ins (``scheduling.gang.stand_in``): a member created later takes a stand-in's place, or the
+  gang is planned again when none covers it;
 - a gang that does not fit is turned down on every node with one sentence saying what it needs.
 
 Every rejection here is ``UnschedulableAndUnresolvable``: kube-scheduler's per-pod preemption cannot
@@ -24,6 +25,7 @@ from scheduling import reasons
 from scheduling.cluster.promises import Promise, PromiseBook
 from scheduling.cluster.snapshot import ClusterSnapshot
 from scheduling.gang.gang_planner import DEFAULT_LOCALITY_KEYS, GangPlan, plan_gang, unplaced
+from scheduling.gang.stand_in import adopt, being_created, has_stand_ins, is_stand_in, stand_ins
 from scheduling.model import Pod, PodGroup
 from scheduling.reasons import GroupVerdict, Rejection, Verdict
 from scheduling.topology import TopologyCache
@@ -87,8 +89,13 @@ def decide_gang_member(
     now: float,
     reservation_ttl: float,
     locality_keys: Sequence[str] = DEFAULT_LOCALITY_KEYS,
+    wall: float = 0.0,
 ) -> GangFilterDecision:
-    """Decide filter for ``pod``, a member of the gang ``group`` whose live pods are ``members``."""
+    """Decide filter for ``pod``, a member of the gang ``group`` whose live pods are ``members``.
+
+    ``wall`` is the wall clock (seconds since the epoch; 0: none), against which members' creation
+    times tell whether a gang short of members is still being created (``stand_in.being_created``).
+    """
     key = pod.group_key or ""
     if group is None:
         message = f"gang {key}: waiting for PodGroup {key} to be created"
@@ -100,10 +107,21 @@ def decide_gang_member(
             return _answer(held.node, candidates, promises, message)
         promises = promises.release_group(key)  # the plan does not suit this member any more: plan again
     live = [m for m in members if not m.terminating]
-    if len(live) < group.min_member:
+    if held is None and has_stand_ins(key, promises):
+        taken = adopt(pod, key, candidates, promises)
+        if taken is not None:
+            node = taken.by_uid[pod.uid].node
+            message = (
+                f"gang {key}: member {pod.name} takes its reserved place on node {node}"
+                f" ({len(live)} of {group.min_member} pods exist)"
+            )
+            return _answer(node, candidates, taken, message)
+        promises = promises.release_group(key)  # no place kept for the missing covers this one: plan again
+    missing = stand_ins(group, live) if being_created(live, wall, reservation_ttl) else ()
+    if len(live) < group.min_member and not missing:
         message = f"gang {key}: waiting for members: {len(live)} of {group.min_member} pods exist"
         return _answer(None, candidates, promises, message)
-    pending = members_to_plan(pod, live, group, promises)
+    pending = [*members_to_plan(pod, live, group, promises), *missing]
     plan = plan_gang(key, pending, candidates, snapshot, promises, cache, locality_keys=locality_keys)
     if not isinstance(plan, GangPlan):
         return _answer(None, candidates, promises, plan.message)
@@ -113,6 +131,11 @@ def decide_gang_member(
     ]
     mine = next(a.node for a in plan.assignments if a.uid == pod.uid)
     nodes = ", ".join(plan.nodes)
-    message = f"gang {key}: {len(new)} pods reserved on {len(plan.nodes)} nodes ({nodes})"
+    absent = sum(1 for p in new if is_stand_in(p.pod_uid))
+    here = len(new) - absent
+    pods = f"{len(new)} pods"
+    if absent:
+        pods = f"{here} pod{'s' if here != 1 else ''} and {absent} not created yet"
+    message = f"gang {key}: {pods} reserved on {len(plan.nodes)} nodes ({nodes})"
     decision = _answer(mine, candidates, promises.add_all(new), message)
     return GangFilterDecision(decision.feasible, decision.rejected, decision.promises, decision.verdict, plan)

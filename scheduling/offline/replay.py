@@ -103,6 +103,7 @@ class SavedFilter:
     view_promises: list[Promise] = field(default_factory=list)
     view_queues: list[Queue] = field(default_factory=list)
     tried: dict[str, float] | None = None
+    wall: float = 0.0
 
 
 def answer_of(outcome: FilterOutcome) -> SavedAnswer:
@@ -137,6 +138,7 @@ def save_filter(asked: FilterInput, outcome: FilterOutcome, settings: SessionSet
         view_promises=view_promises,
         view_queues=view_queues,
         tried=dict(sorted(asked.tried.at.items())) if asked.tried is not None else None,
+        wall=asked.wall,
     )
     return msgspec.json.encode(saved, enc_hook=encode_hook)
 
@@ -169,6 +171,7 @@ def load_filter(data: bytes, topologies: TopologyCache) -> tuple[FilterInput, Se
         AdmittedBook(MappingProxyType(dict(saved.admitted))),
         saved.now,
         TriedBook(Map(saved.tried)) if saved.tried is not None else None,
+        saved.wall,
     )
     return asked, saved.settings, saved.answer
 

@@ -18,6 +18,7 @@ from workload import (
     list_pods,
     member,
     podgroup,
+    said,
     wait_for,
 )
 
@@ -144,6 +145,39 @@ def test_a_gang_binds_nothing_until_min_member_pods_exist(testbed: Testbed, name
     for i in (6, 7):
         create_pod(testbed.http, namespace, member(f"m{i}", "eight", 1))
     wait_for("all 8 bound", lambda: len(bound_names(testbed, namespace)) == 8, timeout=60)
+
+
+def test_a_gang_created_member_by_member_is_reserved_whole_at_its_first(
+    testbed: Testbed, namespace: str, ungated: None
+) -> None:
+    """Members created seconds apart each take the place kept for them; none is turned down for waiting.
+
+    Ungated (``ungated``): with the admission gates on, the release pass lets a gang reach kube-scheduler
+    only whole. Where the gates are off, kube-scheduler tries each member as it is created, and the
+    extender plans the whole gang at the first, the missing members as stand-ins.
+    """
+    create_podgroup(testbed.http, namespace, podgroup("four", 4))
+    with PodTimeline(testbed.http, namespace) as timeline:
+        create_pod(testbed.http, namespace, member("f0", "four", 2))
+        reserved = wait_for(
+            "the gang reserved whole at its first member",
+            lambda: said(testbed.http, namespace, "four", "GangReserved", "3 not created yet"),
+        )
+        assert reserved.startswith(f"gang {namespace}/four: 1 pod and 3 not created yet reserved on")
+        for i in (1, 2, 3):
+            time.sleep(2)  # the first member waits at the bind barrier meanwhile
+            create_pod(testbed.http, namespace, member(f"f{i}", "four", 2))
+        wait_for("all 4 bound", lambda: len(bound_names(testbed, namespace, "f")) == 4, timeout=60)
+    first_bound = min(timeline.bound_at.values())
+    assert first_bound >= timeline.created_at["f3"], "no member bound before the gang was whole"
+    turned_down = [
+        e["message"]
+        for i in range(4)
+        for e in events_for(testbed.http, namespace, f"f{i}")
+        if e["reason"] == "FailedScheduling"
+    ]
+    assert turned_down == []
+    assert double_booked(list_pods(testbed.http)) == []
 
 
 def test_a_pod_without_a_group_still_schedules_around_a_reservation(testbed: Testbed, namespace: str) -> None:

@@ -230,8 +230,8 @@ def test_the_tried_book_stays_bounded_by_the_groups_being_tried() -> None:
     assert keeper.tried.fresh("ml/g4999", 4_999.0, 1.0)
 
 
-def test_a_gang_that_can_never_be_reserved_wakes_a_member_told_it_waited_for_members() -> None:
-    """Three 8-GPU nodes and a 4 x 8-GPU gang: the first member's reason must not stay "1 of 4"."""
+def test_a_gang_that_can_never_be_reserved_is_told_so_from_its_first_member() -> None:
+    """Three 8-GPU nodes and a 4 x 8-GPU gang: the first member, alone, hears what the whole gang needs."""
     nodes = [a_node(f"n{i}").gpus(8).build() for i in range(3)]
     members = [a_pod(f"huge-{i}").gpus(8).group("huge").build() for i in range(4)]
     cluster = FakeCluster().add(*nodes, a_gang("huge", 4), members[0])
@@ -245,7 +245,12 @@ def test_a_gang_that_can_never_be_reserved_wakes_a_member_told_it_waited_for_mem
     )
     ext = Extender(cluster, binder, clock=time, promise_ttl=60.0, gangs=gangs, nudger=nudger, ledger=ledger)
     names = tuple(n.name for n in nodes)
-    assert ext.filter(members[0], names).feasible == ()
+    first = ext.filter(members[0], names)
+    assert first.feasible == () and ledger.book.by_uid == {}
+    said = {r.message for r in first.rejected.values()}
+    assert said == {
+        "gang ml/huge: needs 32 GPUs for 4 pods (8 per pod); 24 free on 3 nodes, at most 8 on one node"
+    }
     cluster.add(*members[1:])
     assert ext.filter(members[3], names).feasible == ()
-    assert run(nudger, toucher, None) == [("ml", "huge-0")]
+    assert run(nudger, toucher, None) == []  # nobody was told a reason that has changed since

@@ -9,7 +9,7 @@ from scheduling.cluster.promises import PromiseBook
 from scheduling.cluster.snapshot import ClusterSnapshot
 from scheduling.gang.filter import GangFilterDecision, decide_gang_member
 from scheduling.model import Pod, PodGroup
-from scheduling.reasons import Code, Reason
+from scheduling.reasons import Code
 from scheduling.topology import TopologyCache
 from tests.builders import a_gang, a_node, a_pod, members, snapshot_of
 
@@ -60,15 +60,20 @@ def test_a_repeated_filter_gives_the_same_answer() -> None:
     assert again.promises is first.promises
 
 
-def test_a_gang_with_missing_members_waits_and_reserves_nothing() -> None:
-    gang = members("g", 6, 1)
-    decision = decide(gang[0], a_gang("g", 8), gang, PromiseBook())
-    assert decision.feasible == ()
-    assert decision.promises.by_uid == {}
-    assert {r.message for r in decision.rejected.values()} == {
-        "gang ml/g: waiting for members: 6 of 8 pods exist"
-    }
-    assert {r.reason for r in decision.rejected.values()} == {Reason.GANG_WAITING}
+def test_a_gang_with_missing_members_is_reserved_whole_and_each_member_takes_a_place() -> None:
+    gang = members("g", 8, 1)
+    first = decide(gang[0], a_gang("g", 8), gang[:1], PromiseBook())
+    assert first.planned is not None and len(first.feasible) == 1
+    assert len(first.promises.by_group["ml/g"]) == 8
+    assert first.verdict.message.startswith("gang ml/g: 1 pod and 7 not created yet reserved on 1 nodes")
+    book = first.promises
+    for i in range(1, 8):  # created one by one: each takes a place kept for it, nothing is planned again
+        later = decide(gang[i], a_gang("g", 8), gang[: i + 1], book)
+        assert later.planned is None
+        assert later.feasible == (later.promises.by_uid[gang[i].uid].node,)
+        book = later.promises
+    assert set(book.by_group["ml/g"]) == {p.uid for p in gang}
+    assert sorted(g for p in book.by_uid.values() for g in p.gpus) == list(range(8))
 
 
 def test_a_missing_podgroup_is_said() -> None:
