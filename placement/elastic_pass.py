@@ -62,8 +62,8 @@ from placement.round import Round
 from scheduling.cluster.snapshot import ClusterSnapshot
 from scheduling.elastic import ElasticJob, ElasticSettings, JobError, Layout
 from scheduling.elastic.attained import attained
+from scheduling.elastic.claim import describe_claim
 from scheduling.elastic.decide import ElasticDecision, ElasticRound, decide_elastic, may_shrink
-from scheduling.elastic.gain import describe_service
 from scheduling.elastic.operator_lag import WriteTurn, write_turn
 from scheduling.elastic.size_hold import SizeHold
 from scheduling.elastic.throughput import PRIOR
@@ -142,6 +142,7 @@ class ElasticPass:
         models, learned = learn(declared, jobs, snapshot, pods, self._tell)
         counted = self._clock()
         served = {job.key: attained(declared[job.key].attained, job.workers, counted) for job in jobs}
+        served_seconds = {key: record.gpu_seconds for key, record in served.items()}
         decision = decide_elastic(
             ElasticRound(
                 jobs,
@@ -152,7 +153,7 @@ class ElasticPass:
                 self._settings,
                 self._topologies,
                 models,
-                attained={key: record.gpu_seconds for key, record in served.items()},
+                attained=served_seconds,
                 holds=self._holds,
             )
         )
@@ -178,7 +179,7 @@ class ElasticPass:
                 # after the action then cannot lose it; one before it leaves the action to the next pass.
                 model = models.get(key, PRIOR)
                 figures = model.describe(resize.after, max(1, layout.nodes_of(key)))
-                service = describe_service(served[key].gpu_seconds, self._settings)
+                service = describe_claim(key, jobs, served_seconds, self._settings)
                 message = f"{resize.reason}; {figures}; {service}"
                 self._events.record_now(mpijob_ref(job), "Normal", "Resized", message)
             # Size, plan (the webhook pins new workers by it), samples, move time and attained service:

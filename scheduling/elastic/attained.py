@@ -1,7 +1,7 @@
 """Attained service: the GPU-seconds an elastic job has run so far, across restarts of its workers.
 
-Least attained service (``ElasticSettings.las_seconds``, weighed in ``scheduling.elastic.gain``) needs
-each job's GPU-seconds so far. An elastic job's workers come and go: every resize restarts them all and
+Least attained service (``ElasticSettings.long_after_seconds``, weighed in ``scheduling.elastic.claim``)
+needs each job's GPU-seconds so far. An elastic job's workers come and go: every resize restarts them all and
 a move deletes one, so summing the run time of the workers alive now forgets all that ran before the
 last restart. The placement manager therefore keeps a record on the job (``Attained``: GPU-seconds
 counted up to a moment; ``kubeio.attained`` writes it on the MPIJob) and counts on from it: a job's

@@ -13,10 +13,9 @@ time; the next worker goes, in this order:
      (the layout packs compactly): ``s(k + 1) / s(k) - 1`` is the share of its remaining time one more
      worker saves, so a job that scales almost linearly outbids one that does not, and a job on few
      workers outbids one on many (the share falls as it grows);
-   - ``las = (1 + attained / las_seconds) ** -las_power``: least attained service first (Tiresias's
-     lesson: attained service is the only size estimate a scheduler has). With ten GPU-hours it lowers
-     the average JCT on the Pollux workloads by 0-9% and their resizes (``docs/results/simulator``);
-     the placement manager keeps each job's attained service on its MPIJob
+   - ``las``: least attained service (``scheduling.elastic.claim``): a job's claim halves at ten
+     GPU-hours, and once it has run twenty it is long: its claim counts a tenth, and long jobs are
+     served oldest first. The placement manager keeps each job's attained service on its MPIJob
      (``scheduling.elastic.attained``), so it survives the workers' restarts and its own;
    - for a worker the job holds now, ``keep = 1 + hysteresis`` and ``held = 2 * restart_seconds /
      gain_horizon_seconds``, so that the score is ``(gain * keep + held) * las``: a worker is taken
@@ -41,6 +40,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from scheduling.elastic.claim import claim_weights
 from scheduling.elastic.job import ElasticJob, ElasticSettings
 from scheduling.elastic.sizing import divide_pool
 from scheduling.elastic.throughput import PRIOR, Throughput
@@ -52,30 +52,6 @@ def nodes_for(workers: int, worker_gpus: int, node_gpus: int) -> int:
         return 0
     per_node = max(1, node_gpus // max(worker_gpus, 1)) if node_gpus > 0 else workers
     return -(-workers // per_node)
-
-
-def las_weight(attained_gpu_seconds: float, settings: ElasticSettings) -> float:
-    """How much a job's claim on the next worker counts after ``attained_gpu_seconds`` of service.
-
-    >>> las_weight(36_000.0, ElasticSettings(las_seconds=36_000.0))
-    0.5
-    """
-    if settings.las_seconds is None:
-        return 1.0
-    base = 1.0 + max(attained_gpu_seconds, 0.0) / settings.las_seconds
-    return float(base**-settings.las_power)
-
-
-def describe_service(attained_gpu_seconds: float, settings: ElasticSettings) -> str:
-    """The job's attained service in words, with what it does to its claim, for a resize's event.
-
-    >>> describe_service(45_000.0, ElasticSettings(las_seconds=36_000.0))
-    'attained service 12.5 GPU-hours: its claim on more workers counts 0.44x'
-    """
-    said = f"attained service {max(attained_gpu_seconds, 0.0) / 3600:.1f} GPU-hours"
-    if settings.las_seconds is None:
-        return said
-    return f"{said}: its claim on more workers counts {las_weight(attained_gpu_seconds, settings):.2f}x"
 
 
 def speedup_at(model: Throughput, job: ElasticJob, workers: int, node_gpus: int) -> float:
@@ -101,7 +77,8 @@ def size_by_gain(
         deficits: per queue, its fair share less its allocation, in GPUs.
         models: each job's learned throughput (a job missing: the prior, linear).
         attained: each job's attained service in GPU-seconds (missing: 0).
-        settings: ``hysteresis``, ``las_seconds``, ``restart_seconds``, ``gain_horizon_seconds``.
+        settings: ``hysteresis``, the claim weights' (``long_after_seconds``...), ``restart_seconds``,
+            ``gain_horizon_seconds``.
         node_gpus: GPUs of the largest node, for the compact spread a size needs.
     """
 
@@ -109,12 +86,13 @@ def size_by_gain(
         model = models.get(job.key, PRIOR)
         now = speedup_at(model, job, k, node_gpus)
         gain = speedup_at(model, job, k + 1, node_gpus) / now - 1.0 if now > 0 else 1.0
-        las = las_weight(attained.get(job.key, 0.0), settings)
+        las = weights[job.key]
         holds = k + 1 <= job.size
         keep = 1.0 + settings.hysteresis if holds else 1.0
         score = (gain * keep + (trade_cost if holds else 0.0)) * las / job.worker.gpus
         return round(score, 9)  # rounded: ties are ties on every machine
 
+    weights = claim_weights(jobs, attained, settings)
     trade_cost = 2.0 * settings.restart_seconds / max(settings.gain_horizon_seconds, 1.0)
 
     capped: dict[str, int] = {}  # jobs whose growth does not repay its restart, held at their size

@@ -102,11 +102,16 @@ class ElasticSettings:
         hysteresis: a worker a job holds counts this much more than one it would gain (``"goodput"``);
             it also counts the two restarts a trade costs (``2 * restart_seconds`` over
             ``gain_horizon_seconds``), so a worker moves between jobs only for a gain that repays them.
-        las_seconds: attained GPU-seconds at which a job's claim on the next worker halves (with
-            ``las_power`` 1); ``None``: attained service does not weigh. Ten GPU-hours: of 3,600,
-            10,800, 36,000 and 100,000, the lowest average JCT over the Pollux workloads 1-4
+        las_seconds: attained GPU-seconds at which the claim of a job not long yet halves (with
+            ``las_power`` 1); ``None``: attained service does not weigh among such jobs. Ten GPU-hours:
+            of 3,600, 10,800, 36,000 and 100,000, the lowest average JCT over the Pollux workloads 1-4
             (``docs/results/simulator``).
-        las_power: how steeply attained service lowers a job's claim.
+        las_power: how steeply attained service lowers such a job's claim.
+        long_after_seconds: attained GPU-seconds after which a job is *long*: its claim counts
+            ``long_weight``, and long jobs are served oldest first (``scheduling.elastic.claim``);
+            ``None``: no job is long. Twenty GPU-hours (``docs/results/simulator`` has the sweep).
+        long_weight: a long job's claim against a job that has attained nothing.
+        long_order: each long job's claim against the claim of the long job older than it.
         restart_seconds: what one resize costs the job: every worker restarts from its checkpoint.
         gain_horizon_seconds: how long a growth is expected to pay off; a growth whose speedup over this
             long does not repay ``restart_seconds`` is not made while another job would use the GPUs.
@@ -122,6 +127,9 @@ class ElasticSettings:
     hysteresis: float = 0.3
     las_seconds: float | None = 36000.0
     las_power: float = 1.0
+    long_after_seconds: float | None = 72000.0
+    long_weight: float = 0.1
+    long_order: float = 0.3
     restart_seconds: float = 30.0
     gain_horizon_seconds: float = 600.0
     hold_seconds: float = 60.0

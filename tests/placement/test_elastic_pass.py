@@ -438,10 +438,12 @@ def test_attained_service_is_kept_on_the_mpijob_and_a_restarted_manager_counts_o
 def test_a_resize_event_names_the_attained_service_and_what_it_does_to_the_claim() -> None:
     cluster = FakeCluster().add(a_node("n1").build(), a_node("n2").build())
     cluster.add(started(worker("lin", 0, "n1"), 0.0), started(worker("lin", 1, "n1"), 0.0))
-    job = replace(mpijob("lin", 2, low=1, high="4"), attained=Attained(44_000.0, 1000.0))
+    job = replace(mpijob("lin", 2, low=1, high="4"), attained=Attained(90_000.0, 1000.0))
     reconciler, _, _, _, events = rig(cluster, [job], now=1000.0)
     reconciler.run()
     (resized,) = [e[4] for e in events.events if e[3] == "Resized"]
-    assert resized.endswith("; attained service 12.2 GPU-hours: its claim on more workers counts 0.45x"), (
-        resized
+    said = (
+        "; attained service 25.0 GPU-hours: a long job (20 GPU-hours or more), the oldest of 1: "
+        "its claim on more workers counts 0.10x"
     )
+    assert resized.endswith(said), resized

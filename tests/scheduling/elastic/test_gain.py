@@ -114,6 +114,20 @@ def test_least_attained_service_gives_the_new_job_the_next_worker_unless_off() -
     assert sizes([old, new], 8, attained=served, settings=off) == {"ml/old": 4, "ml/new": 4}
 
 
+def test_long_jobs_are_served_oldest_first_not_shared_among() -> None:
+    """Two long jobs of like attained service: the older one gets the workers, not half each."""
+    first = a_job("first", [], low=1, high=8, gpus=1, created="1")
+    second = a_job("second", [], low=1, high=8, gpus=1, created="2")
+    served = {"ml/first": 200_000.0, "ml/second": 100_000.0}  # the younger has run less
+    got = sizes([first, second], 10, attained=served)
+    assert got["ml/first"] > got["ml/second"], got
+    alike = replace(SETTINGS, las_seconds=None, long_after_seconds=None)
+    assert sizes([first, second], 10, attained=served, settings=alike) == {"ml/first": 5, "ml/second": 5}
+    falling = replace(SETTINGS, long_after_seconds=None)  # the claim falls with attained service alone
+    shared = sizes([first, second], 10, attained=served, settings=falling)
+    assert shared["ml/second"] > shared["ml/first"], shared
+
+
 def test_the_fewest_nodes_a_size_needs() -> None:
     assert [nodes_for(k, 1, 8) for k in (0, 1, 8, 9, 17)] == [0, 1, 1, 2, 3]
     assert nodes_for(3, 6, 8) == 3
