@@ -31,7 +31,7 @@ from datetime import datetime
 
 from scheduling.cluster.promises import Promise, PromiseBook
 from scheduling.gang.gang_planner import unplaced
-from scheduling.model import Pod, PodGroup
+from scheduling.model import ADMISSION_GATE, Pod, PodGroup
 
 STAND_IN = "stand-in:"
 """Prefix of a stand-in's UID (no API object has a UID of this form)."""
@@ -75,12 +75,14 @@ def stand_ins(group: PodGroup, live: Sequence[Pod]) -> tuple[Pod, ...]:
     """The members ``group`` still lacks, as copies of its largest unbound live member.
 
     ``live`` are the gang's pods that are not being deleted. None when the gang has its ``minMember``
-    pods, or when no member waits to be placed (nothing to shape a stand-in after).
+    pods, when no member waits to be placed (nothing to shape a stand-in after), or when a waiting member
+    carries the admission gate: the release pass lets such a gang through only whole, so what it says
+    ("waiting for members") is what the filter would say too.
     """
     missing = group.min_member - len(live)
     waiting = unplaced(live)
-    if missing <= 0 or not waiting:
-        return ()
+    if missing <= 0 or not waiting or any(ADMISSION_GATE in p.gates for p in waiting):
+        return ()  # a gated gang reaches kube-scheduler only whole (the release pass): nothing to keep
     model = min(waiting, key=lambda p: (-p.requests.gpus, -p.requests.milli_cpu, -p.requests.memory, p.name))
     return tuple(
         replace(model, uid=f"{STAND_IN}{group.key}/{i}", name=f"{model.name}~{i}", gpu_indices=None)

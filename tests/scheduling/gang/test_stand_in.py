@@ -1,12 +1,13 @@
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime
 
 from scheduling.admission.queue_hold import AdmittedBook, hold_for_queue
 from scheduling.cluster.promises import PromiseBook
 from scheduling.gang.filter import GangFilterDecision, decide_gang_member
 from scheduling.gang.stand_in import adopt, is_stand_in, stand_ins
-from scheduling.model import Pod, PodGroup
+from scheduling.model import ADMISSION_GATE, Pod, PodGroup
 from scheduling.queues.view import view_of
 from scheduling.topology import TopologyCache
 from tests.builders import a_gang, a_node, a_pod, snapshot_of
@@ -97,3 +98,8 @@ def test_a_gang_whose_missing_members_stopped_coming_waits_and_holds_nothing() -
     late = at(made + 61)
     assert late.feasible == () and late.promises.by_uid == {}
     assert late.verdict.message == "gang ml/g: waiting for members: 1 of 4 pods exist"
+
+
+def test_a_gated_gang_gets_no_stand_ins_the_release_pass_lets_it_through_whole() -> None:
+    worker = replace(a_pod("worker-0").gpus(1).group("g").build(), gates=(ADMISSION_GATE,))
+    assert stand_ins(a_gang("g", 4), [worker]) == ()
