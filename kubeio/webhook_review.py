@@ -80,6 +80,7 @@ class _GateRequest(msgspec.Struct, frozen=True):
     kind: _Kind = _Kind()
     operation: str = ""
     object: _GatePod | None = None
+    dryRun: bool | None = None  # noqa: N815 - the wire name
 
 
 class _GateReview(msgspec.Struct, frozen=True):
@@ -121,6 +122,7 @@ class GatePodReview:
         gates: the names of ``spec.schedulingGates``, in order (``None``: the field is absent or null,
             which decides the patch's path).
         has_annotations: whether ``metadata.annotations`` exists (decides the stamp's patch path).
+        dry_run: ``request.dryRun``: nothing will be stored, so the answer must change nothing else.
     """
 
     uid: str
@@ -129,6 +131,7 @@ class GatePodReview:
     node_name: str
     gates: tuple[str, ...] | None
     has_annotations: bool = False
+    dry_run: bool = False
 
 
 MAX_SHOWN = 300
@@ -174,7 +177,15 @@ def read_gate_review(body: bytes) -> GatePodReview:
     spec = pod.spec
     gates = None if spec.schedulingGates is None else tuple(g.name for g in spec.schedulingGates)
     annotated = _has_annotations(pod.metadata)
-    return GatePodReview(request.uid, request.operation, spec.schedulerName, spec.nodeName, gates, annotated)
+    return GatePodReview(
+        request.uid,
+        request.operation,
+        spec.schedulerName,
+        spec.nodeName,
+        gates,
+        annotated,
+        dry_run=bool(request.dryRun),
+    )
 
 
 def _has_annotations(metadata: msgspec.Raw) -> bool:

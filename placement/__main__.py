@@ -46,8 +46,10 @@ from placement.round import Round
 from placement.uninstall import remove_admission_gates, remove_pin_taints
 from placement.views import SharedView
 from placement.visibility import serve_visibility
+from placement.webhook import Door
 from placement.webhook_runtime import start_webhooks
 from scheduling.admission.release import KeptRule
+from scheduling.model import Pod
 
 log = logging.getLogger("placement")
 
@@ -70,7 +72,22 @@ def run(settings: PlacementSettings, stop: threading.Event) -> int:
     events.start(stop)
     views = SharedView()  # one queue view per cluster version for the round and the release pass
     collector = Collector(time.monotonic)  # the cyclic collector's full walks kept out of the passes
-    webhooks = start_webhooks(settings, http, events, metrics, stop)
+    leadership = _leadership(settings, http, metrics)
+    releaser = None
+    if settings.admission_gates:
+        releaser = ReleasePass(
+            cache,
+            GateWriter(http),
+            events,
+            clock=time.time,  # wall clock: release times meet creationTimestamps
+            topologies=cache.topologies,
+            settings=settings.gates,
+            views=views,
+        )
+    door = None
+    if releaser is not None and settings.admit_at_creation:
+        door = _door(releaser, leadership, metrics)
+    webhooks = start_webhooks(settings, http, events, metrics, stop, door=door)
     visibility = serve_visibility(settings, http, cache.snapshot, None if webhooks is None else webhooks.tls)
     bypass = None
     if webhooks is not None and settings.admission_gates:
@@ -102,10 +119,9 @@ def run(settings: PlacementSettings, stop: threading.Event) -> int:
     reader, passes = assemble(ports, settings, metrics, views, after=after)
     if not cache.wait_synced(120):
         log.warning("caches not synced after 120s; reconciling with what is there")
-    leadership = _leadership(settings, http, metrics)
     elector = leadership.start(stop) if leadership is not None else None
-    if settings.admission_gates:
-        _start_release_loop(settings, cache, http, events, metrics, leadership, stop, views, collector)
+    if releaser is not None:
+        _start_release_loop(releaser, cache, metrics, leadership, stop, collector)
     while not stop.is_set():
         if leadership is not None and not leadership.leading.is_set():  # a warm standby: caches only
             if leadership.lost.is_set():
@@ -131,27 +147,29 @@ def run(settings: PlacementSettings, stop: threading.Event) -> int:
     return 1 if leadership is not None and leadership.lost.is_set() else 0
 
 
+def _door(releaser: ReleasePass, leadership: Leadership | None, metrics: PlacementMetrics) -> Door:
+    """The gate webhook's door: only the leader lets pods in (its book counts them); a standby gates."""
+
+    def door(pod: Pod) -> bool:
+        if leadership is not None and not leadership.leading.is_set():
+            return False
+        if releaser.admit(pod) is None:
+            return False
+        metrics.admission_groups.labels("released_at_creation").inc()
+        return True
+
+    return door
+
+
 def _start_release_loop(
-    settings: PlacementSettings,
+    releaser: ReleasePass,
     cache: ClusterCache,
-    http: KubeHttp,
-    events: EventRecorder,
     metrics: PlacementMetrics,
     leadership: Leadership | None,
     stop: threading.Event,
-    views: SharedView,
     collector: Collector,
 ) -> None:
     """Release gated groups on their own thread, woken by every pod change (``placement.release_loop``)."""
-    releaser = ReleasePass(
-        cache,
-        GateWriter(http),
-        events,
-        clock=time.time,  # wall clock: release times meet creationTimestamps
-        topologies=cache.topologies,
-        settings=settings.gates,
-        views=views,
-    )
     wake = threading.Event()
     cache.add_listener(lambda _old, _new: wake.set())
 

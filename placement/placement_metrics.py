@@ -159,8 +159,9 @@ class PlacementMetrics:
     cluster: ClusterFigures
     """GPUs per node, fragmentation and waiting gangs, read from the cache at scrape time."""
     admission_groups: Counter
-    """``phalanx_admission_groups``: groups the release pass ungated (``released``) or whose ungate patch
-    was refused (``refused``: the pod changed; decided again next pass)."""
+    """``phalanx_admission_groups``: groups the release pass ungated (``released``), let in ungated as
+    they were created (``released_at_creation``: the door, ``scheduling.admission.door``) or whose ungate
+    patch was refused (``refused``: the pod changed; decided again next pass)."""
     admission_kept: Gauge
     """``phalanx_admission_groups_gated``: groups kept gated after the last release pass."""
     admission_in_flight_gpus: Gauge
@@ -232,7 +233,8 @@ class PlacementMetrics:
             cluster=cluster,
             admission_groups=Counter(
                 "phalanx_admission_groups",
-                "Groups the release pass ungated (released) or whose patch was refused (refused).",
+                "Groups the release pass ungated (released), let in as created (released_at_creation) "
+                "or whose patch was refused (refused).",
                 ["outcome"],
                 registry=registry,
             ),

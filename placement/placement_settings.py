@@ -121,6 +121,12 @@ class PlacementSettings:
     webhook lets pods through ungated and nothing is released (a pod gated before stays gated until a
     replica with gates on releases it)."""
 
+    admit_at_creation: bool = True
+    """Let a pod on its own in ungated as it is created when the release pass would release it now and
+    nothing waits gated (``--admit-at-creation``, ``PHALANX_ADMIT_AT_CREATION``;
+    ``scheduling.admission.door``). Off: every pod is gated and waits for a pass (about 90 ms more per
+    pod on a quiet cluster of 1,000 nodes)."""
+
     gates: GateSettings = field(default_factory=GateSettings)
     """How much the release pass lets into kube-scheduler's queue at once (``--gate-*``,
     ``PHALANX_GATE_*``), its defaults the core's."""
@@ -330,6 +336,14 @@ SETTINGS = (
         ("PHALANX_ADMISSION_GATES",),
         SWITCH,
         "gate pods at creation and release them group by group",
+        metavar="BOOLEAN",
+    ),
+    Setting(
+        "admit_at_creation",
+        "--admit-at-creation",
+        ("PHALANX_ADMIT_AT_CREATION",),
+        SWITCH,
+        "let a pod the release pass would release now in ungated as it is created",
         metavar="BOOLEAN",
     ),
     Setting(

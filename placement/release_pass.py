@@ -16,6 +16,7 @@ passed, so a long wait does not flood the API server.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -27,9 +28,10 @@ from kubeio.events import ObjectRef
 from kubeio.ports import ClusterSource, EventSink, Ungater
 from kubeio.render import pod_ref, podgroup_ref
 from placement.views import SharedView
+from scheduling.admission.door import decide_at_door
 from scheduling.admission.release import GateSettings, Released, ReleasedBook, release
 from scheduling.cluster.promises import PromiseBook
-from scheduling.cluster.snapshot import ClusterSnapshot
+from scheduling.cluster.snapshot import ClusterSnapshot, with_pods
 from scheduling.model import Pod
 from scheduling.reasons import sentence_rule
 from scheduling.topology import TopologyCache
@@ -44,6 +46,28 @@ UNGATING_AT_ONCE = 8
 deciding, and a pass that released 50 single pods one call after another kept the next pass (and every
 gated pod) waiting for them. A group's own pods go one after another, so a refused patch still stops the
 rest of its group."""
+
+DOOR_WAIT = 0.2
+"""Seconds the door waits for a running pass's decision before it gates the pod (the webhook's answer
+must be quick; the pass then releases the pod like any other)."""
+
+ARRIVING_SECONDS = 5.0
+"""Seconds a pod let in at the door counts in the door's answers while the cache does not show it: its
+creation may have failed after the webhook answered (a quota refused it), or no API server sent the
+review, and it must not hold room for long."""
+
+MAX_ARRIVING = 64
+"""Pods let in at the door and not seen by the cache yet, at most; the door gates the next while full."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Arrival:
+    """A pod let in at the door: as the review brought it, when, and the door's sentence for its event."""
+
+    pod: Pod
+    at: float
+    reason: str
+
 
 WAITING_EVENT_AFTER = 5.0
 """A group kept gated gets its first ``AdmissionWaiting`` event once it has waited this long: most groups
@@ -98,18 +122,38 @@ class ReleasePass:
         self._views = views or SharedView()
         self._told: dict[str, tuple[str, float]] = {}  # group -> (rule of its last sentence, when)
         self._kept_since: dict[str, float] = {}
+        self._lock = threading.Lock()  # the book and the arriving pods: the pass and the door share them
+        self._arriving: dict[str, _Arrival] = {}  # let in at the door, not seen by the cache yet
 
     def run(self) -> ReleaseReport:
-        """One pass: decide, ungate the released groups (several at once), record the events."""
+        """One pass: decide, ungate the released groups (several at once), record the events.
+
+        The decision and the book it leaves are made under the lock the door shares (``admit``); the
+        ungating is not, and while it lasts the door sees the released pods still gated and lets nothing in.
+        The pass decides on the cache's snapshot alone: a pod let in at the door counts here once the
+        cache shows it (a few milliseconds later), so a review no API server sent (anyone who reaches
+        the webhook can post one) changes the door's answers for a few seconds, never the pass's.
+        """
         started = self._timer()
-        snapshot = self._source.snapshot()
-        now = self._clock()
-        view = self._views.of(snapshot)
-        decision = release(
-            snapshot, PromiseBook(), view, self._book, self._topologies, now=now, settings=self._settings
-        )
+        with self._lock:
+            snapshot = self._source.snapshot()
+            now = self._clock()
+            seen = self._seen(snapshot, now)
+            decision = release(
+                snapshot,
+                PromiseBook(),
+                self._views.of(snapshot),
+                self._book,
+                self._topologies,
+                now=now,
+                settings=self._settings,
+            )
+            self._book = decision.in_flight
         decided = self._timer() - started
-        book = decision.in_flight
+        for pod, reason in seen:
+            self._events.record(
+                pod_ref(pod), "Normal", "AdmissionReleased", f"released as it was created: {reason}"
+            )
         released: list[str] = []
         refused: list[str] = []
         ungated = list(self._pool.map(partial(self._release, snapshot), decision.released))
@@ -118,8 +162,11 @@ class ReleasePass:
                 released.append(group.group)
             else:
                 refused.append(group.group)
-                book = book.without(group.group)
-        self._book = book
+        if refused:
+            with self._lock:
+                for key in refused:
+                    self._book = self._book.without(key)
+        book = self._book
         waiting = {k.group for k in decision.kept}
         for kept in decision.kept:
             if now - self._kept_since.get(kept.group, now) >= WAITING_EVENT_AFTER:
@@ -130,6 +177,63 @@ class ReleasePass:
         return ReleaseReport(
             tuple(released), len(decision.kept), tuple(refused), gpus, decision.idle, decided
         )
+
+    def admit(self, pod: Pod) -> Released | None:
+        """Release ``pod`` as it is created, or ``None``: it takes the gate (``scheduling.admission.door``).
+
+        Called by the gate webhook, on its own thread, with the pod the review brings. A pod let in is
+        kept beside the cache's snapshot until the cache sees it (at most ``ARRIVING_SECONDS``: its
+        creation may yet fail), so the door's next answers count it in flight; its event is written by
+        the pass that first sees it, on the pod the API server stored. At most ``MAX_ARRIVING`` pods wait
+        so, and the door waits for a running pass's decision at most ``DOOR_WAIT`` seconds: past
+        either, it gates (the webhook must answer fast, and reviews no API server sent must not pile up).
+        """
+        if not self._lock.acquire(timeout=DOOR_WAIT):
+            return None
+        try:
+            base = self._source.snapshot()
+            now = self._clock()
+            self._seen(base, now)
+            if len(self._arriving) >= MAX_ARRIVING:
+                return None
+            answer = decide_at_door(
+                with_pods(base, [a.pod for a in self._arriving.values()]),
+                PromiseBook(),
+                self._views.of(base),
+                self._book,
+                pod,
+                self._topologies,
+                now=now,
+                settings=self._settings,
+            )
+            if isinstance(answer, str):
+                log.debug("admission: %s gated as it is created: %s", pod.key, answer)
+                return None
+            self._book = self._book.with_released([answer.group], now)
+            self._arriving[pod.key] = _Arrival(pod, now, answer.reason)
+            return answer
+        finally:
+            self._lock.release()
+
+    def _seen(self, base: ClusterSnapshot, now: float) -> list[tuple[Pod, str]]:
+        """Drop the pods let in at the door that ``base`` shows, or that lapsed; the first with their reason.
+
+        Call under the lock. A pod ``base`` shows gated or unstamped under that name is another pod than
+        the one let in (a later answer gated it, or a pod of that name existed already): no event.
+        """
+        seen: list[tuple[Pod, str]] = []
+        kept: dict[str, _Arrival] = {}
+        for key, arrival in self._arriving.items():
+            stored = base.pod(arrival.pod.namespace, arrival.pod.name)
+            if stored is not None:
+                if stored.gate_stamped and not stored.gated:
+                    seen.append((stored, arrival.reason))
+            elif now - arrival.at <= ARRIVING_SECONDS:
+                kept[key] = arrival
+            else:
+                log.info("admission: %s let in as it was created but never seen; forgotten", key)
+        self._arriving = kept
+        return seen
 
     def _release(self, snapshot: ClusterSnapshot, group: Released) -> bool:
         """Tell, then ungate one released group (one task of the pool; ``False``: a patch was refused).

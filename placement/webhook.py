@@ -14,7 +14,9 @@ Ignore``). ``docs/elastic-mpijobs.md`` has the measured difference (creation to 
 
 The same server answers the gate webhook on ``GATE_PATH`` (``GateWebhook``): every pod of scheduler
 ``phalanx`` is created with the admission gate, released later by the leader's release pass
-(``placement.release_pass``). Two webhook configurations, two paths: the pin one selects workers by label, the
+(``placement.release_pass``), unless the leader's door lets it in as it is created (a pod on its own the
+pass would release now, while nothing waits gated: ``scheduling.admission.door``). Two webhook
+configurations, two paths: the pin one selects workers by label, the
 gate one sees every pod, and a worker passes both. Both configurations say ``failurePolicy: Ignore``, so
 a review either webhook refuses lets the pod in as it is: the gate webhook gates every pod the API server
 can send, reading only what gating decides on (``kubeio.webhook_review.read_gate_review``), the pin webhook
@@ -44,6 +46,7 @@ from kubeio.serving import BackgroundServer, FrontLimits, Reply, Request, serve_
 from kubeio.webhook_review import PodReview, ReviewError, allow, read_gate_review, read_review
 from placement.serving_tls import ServingTls
 from scheduling.elastic.pinning import choose_pins
+from scheduling.model import Pod
 
 log = logging.getLogger(__name__)
 
@@ -148,22 +151,50 @@ class GateWebhook:
     through ungated and unstamped: nothing would release them.
     """
 
-    def __init__(self, *, enabled: bool, on_gate: Callable[[], None] = lambda: None) -> None:
+    def __init__(
+        self,
+        *,
+        enabled: bool,
+        door: Door | None = None,
+        on_gate: Callable[[], None] = lambda: None,
+    ) -> None:
         self._enabled = enabled
+        self._door = door
         self._on_gate = on_gate
 
     def review(self, body: bytes) -> tuple[int, bytes]:
-        """HTTP status and body answering ``body``; 400 with the reason for a body that is no review."""
+        """HTTP status and body answering ``body``; 400 with the reason for a body that is no review.
+
+        A pod the door lets in (``ReleasePass.admit``: it would be released now) is stamped, not gated.
+        A dry run is never asked at the door: the door counts the pod in flight, and a dry run stores
+        nothing (the configuration says ``sideEffects: NoneOnDryRun``).
+        """
         try:
             review = read_gate_review(body)
         except ReviewError as exc:
             log.warning("gate webhook: %s", exc)
             return 400, str(exc).encode()
         ops = gate_ops(review) if self._enabled else []
+        if ops and self._door is not None and not review.dry_run and _let_in(self._door, body):
+            ops = []
         if ops:
             self._on_gate()
         stamp = stamp_ops(review) if self._enabled else []
         return 200, allow(review.uid, patch=[*ops, *stamp])
+
+
+Door = Callable[[Pod], bool]
+"""Whether a pod being created goes in ungated (``placement.release_pass.ReleasePass.admit``)."""
+
+
+def _let_in(door: Door, body: bytes) -> bool:
+    """Whether ``door`` lets the pod of ``body`` in ungated (a pod phalanx cannot read is gated)."""
+    try:
+        pod = read_review(body).pod
+    except ReviewError as exc:
+        log.debug("gate webhook: gated at the door: %s", exc)
+        return False
+    return door(pod)
 
 
 Admit = Callable[[bytes], tuple[int, bytes]]

@@ -25,7 +25,7 @@ from placement.cert_keeper import CertKeeper
 from placement.placement_metrics import PlacementMetrics
 from placement.placement_settings import PlacementSettings
 from placement.serving_tls import ServingTls, files_loader
-from placement.webhook import GATE_PATH, MUTATE_PATH, GateWebhook, PinWebhook, serve_webhook
+from placement.webhook import GATE_PATH, MUTATE_PATH, Door, GateWebhook, PinWebhook, serve_webhook
 from placement.webhook_trust import OwnServer
 from placement.webhook_watch import WebhookWatch
 
@@ -47,8 +47,13 @@ def start_webhooks(
     events: EventSink,
     metrics: PlacementMetrics,
     stop: threading.Event,
+    *,
+    door: Door | None = None,
 ) -> RunningWebhooks | None:
     """Serve the pin and gate webhooks and watch them; ``None`` when this replica serves none.
+
+    ``door`` lets a pod in ungated as it is created (the leader's release pass decides; ``None``: every
+    pod of scheduler ``phalanx`` is gated).
 
     Raises:
         OSError: the webhook port is taken.
@@ -78,7 +83,7 @@ def start_webhooks(
         effect=settings.pin_taint_effect,
         on_pin=metrics.elastic_actions.labels("pin_at_creation").inc,
     )
-    gates = GateWebhook(enabled=settings.admission_gates)
+    gates = GateWebhook(enabled=settings.admission_gates, door=door)
     routes = {MUTATE_PATH: pins.review, GATE_PATH: gates.review}
     server = serve_webhook(routes, host=settings.webhook_bind_address, port=settings.webhook_port, tls=tls)
     own = OwnServer(

@@ -191,13 +191,15 @@ def a_ledger(promises: Iterable[Promise]) -> PromiseLedger:
 
 @dataclass
 class FakeCluster:
-    """An in-memory ClusterView: a dict of nodes and pods."""
+    """An in-memory ClusterView: dicts of nodes and pods; ``add`` moves its version as a cache change does."""
 
     nodes: dict[str, Node] = field(default_factory=dict)
     pods: dict[str, Pod] = field(default_factory=dict)
     groups: dict[str, PodGroup] = field(default_factory=dict)
+    version: int = 0
 
     def add(self, *objects: Node | Pod | PodGroup) -> FakeCluster:
+        self.version += 1
         for obj in objects:
             if isinstance(obj, Node):
                 self.nodes[obj.name] = obj
@@ -208,7 +210,8 @@ class FakeCluster:
         return self
 
     def snapshot(self) -> ClusterSnapshot:
-        return snapshot_of(self.nodes.values(), self.pods.values(), self.groups.values())
+        snapshot = snapshot_of(self.nodes.values(), self.pods.values(), self.groups.values())
+        return replace(snapshot, version=self.version)
 
     def nodes_listed(self) -> bool:
         return True

@@ -22,7 +22,7 @@ import tempfile
 import time
 import traceback
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -192,6 +192,8 @@ def _cluster_sections(
             )
             if "throughput" in sections and "baseline" in schedulers:
                 size["baseline"] = measure(bb, "baseline", nodes, work, progress)
+                # phalanx's paced phase at the baseline's rate (capped by its capacity: perf.throughput)
+                work = replace(work, paced_rate=size["baseline"].get("paced_rate", work.paced_rate))
 
             def while_bound(
                 nodes: int = nodes, size: dict[str, Any] = size, work: Workload = work

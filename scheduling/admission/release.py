@@ -53,7 +53,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from itertools import chain
 
-from scheduling.admission.flight import ReleasedBook, in_flight, seconds
+from scheduling.admission.flight import InFlight, ReleasedBook, in_flight, seconds
 from scheduling.admission.outcome import (
     DEFAULT_GATE_SETTINGS,
     GateSettings,
@@ -106,23 +106,9 @@ def release(
     for pod in unbound:
         if pod.gated:
             gated.setdefault(group_key(pod), []).append(pod)
-    flight = in_flight(unbound, book, promises, now=now, ttl=settings.release_ttl)
-    ctx = PassFacts(
-        snapshot,
-        view,
-        Statement(snapshot, promises),
-        tuple(sorted(snapshot.nodes)),
-        Candidates(view.running_pods),
-        topologies,
-        now,
-        settings,
-        Capacity.of(snapshot.nodes.values()),
-        view.kueue,
+    flight, walk, ctx = begin_walk(
+        snapshot, promises, view, book, topologies, unbound, now=now, settings=settings
     )
-    walk = Walk(snapshot.free_total(promises).gpus, 0, 0, 0, {}, {})
-    for key, pods in sorted(flight.counting.items()):
-        if not any(p.key in view.misplaced for p in pods):  # released to be turned down: never binds
-            count_in_flight(key, pods, walk, ctx)
     released: list[Released] = []
     kept: list[Kept] = []
     for key in sorted(gated):
@@ -145,6 +131,43 @@ def release(
     return ReleaseDecision(
         tuple(released), tuple(kept), flight.book.with_released((r.group for r in released), now), idle
     )
+
+
+def begin_walk(
+    snapshot: ClusterSnapshot,
+    promises: PromiseBook,
+    view: QueueView,
+    book: ReleasedBook,
+    topologies: TopologyCache,
+    unbound: Sequence[Pod],
+    *,
+    now: float,
+    settings: GateSettings,
+) -> tuple[InFlight, Walk, PassFacts]:
+    """A walk's start: the pass's facts, and the room and budget left after the groups in flight.
+
+    ``release`` walks every gated group from here; the admission at creation
+    (``scheduling.admission.at_creation``) decides one pod from the same start, so both count what is in
+    flight the same way.
+    """
+    flight = in_flight(unbound, book, promises, now=now, ttl=settings.release_ttl)
+    ctx = PassFacts(
+        snapshot,
+        view,
+        Statement(snapshot, promises),
+        tuple(sorted(snapshot.nodes)),
+        Candidates(view.running_pods),
+        topologies,
+        now,
+        settings,
+        Capacity.of(snapshot.nodes.values()),
+        view.kueue,
+    )
+    walk = Walk(snapshot.free_total(promises).gpus, 0, 0, 0, {}, {})
+    for key, pods in sorted(flight.counting.items()):
+        if not any(p.key in view.misplaced for p in pods):  # released to be turned down: never binds
+            count_in_flight(key, pods, walk, ctx)
+    return flight, walk, ctx
 
 
 def _unknown(

@@ -8,9 +8,10 @@ decision reads one snapshot and nothing else, so it can be saved and replayed
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
+from typing import TypeVar
 
 from scheduling.cluster.node_changes import NodeChanges
 from scheduling.cluster.promises import PromiseBook
@@ -21,6 +22,7 @@ from scheduling.model import Node, Pod, PodGroup, Resources
 from scheduling.resources import minus, node_room, total
 
 _NO_UIDS: frozenset[str] = frozenset()
+_V = TypeVar("_V")
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,3 +161,35 @@ def total_room(
         node_room(node, usage.get(name, EMPTY_USAGE).requested, promises.requested_on(name))
         for name, node in nodes
     )
+
+
+def with_pods(snapshot: ClusterSnapshot, pods: Sequence[Pod]) -> ClusterSnapshot:
+    """``snapshot`` with ``pods`` added, unbound (pods the caller knows of and the cache has not seen yet).
+
+    The admission gate's decisions count a pod from the moment its creation was answered, not from when
+    the cache sees it, so a pod released as it is created holds its room in the decisions made before
+    the cache catches up (``placement.release_pass``). Each pod must be unbound and in the queues
+    (``Pod.in_queues``); the persistent maps of a cache's snapshot make this a few inserts.
+    """
+    if not pods:
+        return snapshot
+    added = {p.uid: p for p in pods}
+    keys = {p.key: p.uid for p in pods}
+    return replace(
+        snapshot,
+        pods=_merged(snapshot.pods, added),
+        pod_uids=_merged(snapshot.pod_uids, keys),
+        queue_pods=None if snapshot.queue_pods is None else _merged(snapshot.queue_pods, added),
+        unbound_pods=None if snapshot.unbound_pods is None else _merged(snapshot.unbound_pods, added),
+    )
+
+
+def _merged(base: Mapping[str, _V], added: Mapping[str, _V]) -> Mapping[str, _V]:
+    """``base`` with ``added`` set: ``set`` on a persistent map (``immutables.Map``), else a copy."""
+    setter = getattr(base, "set", None)
+    if setter is None:
+        return MappingProxyType({**base, **added})
+    merged = base
+    for key, value in added.items():
+        merged = merged.set(key, value)  # type: ignore[attr-defined]
+    return merged

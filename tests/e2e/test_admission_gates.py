@@ -37,7 +37,7 @@ from workload import (
     wait_for,
 )
 
-from scheduling.model import ADMISSION_GATE
+from scheduling.model import ADMISSION_GATE, GATE_STAMP
 from tests.conftest import REPO
 
 GATE = {"name": ADMISSION_GATE}
@@ -71,13 +71,31 @@ def _reasons(bed: Testbed, namespace: str, name: str, reason: str) -> list[str]:
     return [str(e["message"]) for e in events_for(bed.http, namespace, name) if e.get("reason") == reason]
 
 
-def test_a_pod_is_created_gated_then_released_and_bound(gated_bed: Testbed, ns: str) -> None:
+def test_a_pod_that_can_start_now_goes_in_ungated_as_it_is_created(gated_bed: Testbed, ns: str) -> None:
     created = create_pod(gated_bed.http, ns, gpu_pod("solo", 2))
-    assert _gates(created) == [GATE], "the webhook gates a pod of scheduler phalanx as it is created"
+    assert _gates(created) == [], "the leader's door lets a pod on its own in when it would release it now"
+    assert created["metadata"]["annotations"][GATE_STAMP] == "answered", "the webhook answered for it"
     other = create_pod(gated_bed.http, ns, gpu_pod("plain", 0, scheduler="default-scheduler"))
     assert _gates(other) == [], "a pod of another scheduler is not gated"
     node = wait_for("the pod bound", lambda: _node(gated_bed, ns, "solo"), timeout=30)
-    assert _gates(get_pod(gated_bed.http, ns, "solo")) == []
+    released = wait_for("its release event", lambda: _reasons(gated_bed, ns, "solo", "AdmissionReleased"))
+    assert released[0].startswith("released as it was created: queue default: admitted; fits now on"), (
+        released
+    )
+    assert node in released[0]
+
+
+def test_while_a_group_waits_gated_a_pod_is_gated_and_released_by_the_pass(
+    gated_bed: Testbed, ns: str
+) -> None:
+    http = gated_bed.http
+    create_podgroup(http, ns, podgroup("trio", 3))
+    for i in range(2):
+        create_pod(http, ns, member(f"trio-{i}", "trio", 4))  # two of three: the gang waits gated
+    created = create_pod(http, ns, gpu_pod("solo", 2))
+    assert _gates(created) == [GATE], "with a group waiting gated, the pass decides in the fair order"
+    node = wait_for("the pod bound", lambda: _node(gated_bed, ns, "solo"), timeout=30)
+    assert _gates(get_pod(http, ns, "solo")) == []
     released = wait_for("its release event", lambda: _reasons(gated_bed, ns, "solo", "AdmissionReleased"))
     assert released[0].startswith("released: queue default: admitted; fits now on"), released
     assert node in released[0]

@@ -13,7 +13,14 @@ import threading
 from dataclasses import dataclass, field, replace
 
 from placement.release_loop import LoopTiming, run_release_loop
-from placement.release_pass import WAITING_EVENT_AFTER, WAITING_EVENT_EVERY, ReleasePass, ReleaseReport
+from placement.release_pass import (
+    ARRIVING_SECONDS,
+    MAX_ARRIVING,
+    WAITING_EVENT_AFTER,
+    WAITING_EVENT_EVERY,
+    ReleasePass,
+    ReleaseReport,
+)
 from placement.webhook import GateWebhook
 from scheduling.admission.flight import seconds
 from scheduling.admission.release import GateSettings
@@ -233,3 +240,93 @@ def test_a_kept_group_is_told_again_when_its_rule_changes_not_when_only_figures_
         "kept gated: waits for room: needs 8 GPUs, 4 free after 0 group(s) ahead",
         "kept gated: waits for room on one node: no node has room for ml/huge now (2 GPUs)",
     ]
+
+
+# -- the door: pods let in ungated as they are created ---------------------------------------------
+
+
+def plain(name: str, gpus: int) -> dict[str, object]:
+    """A pod of scheduler phalanx on its own, as a user creates it (no UID, no creation time yet)."""
+    body: dict[str, object] = json.loads(json.dumps(WORKER))
+    body["metadata"] = {"name": name}
+    body["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = str(gpus)  # type: ignore[index]
+    return body
+
+
+def door_of(releaser: ReleasePass) -> GateWebhook:
+    return GateWebhook(enabled=True, door=lambda pod: releaser.admit(pod) is not None)
+
+
+def stored(name: str, gpus: int) -> Pod:
+    """A pod let in at the door as the cache then shows it: stamped, ungated, unbound."""
+    return replace(a_pod(name).gpus(gpus).created(T0).build(), gate_stamped=True)
+
+
+def test_a_pod_the_pass_would_release_goes_in_ungated_with_its_event_once_seen() -> None:
+    releaser, cluster, _, events, _ = bed()
+    status, ops = answer(door_of(releaser), review(plain("solo", 2)))
+    assert (status, ops) == (
+        200,
+        [{"op": "add", "path": "/metadata/annotations", "value": {GATE_STAMP: "answered"}}],
+    ), "stamped, so the bypass check knows the webhook answered, but not gated"
+    assert events.events == [], "no event until the API server has stored the pod"
+    cluster.add(stored("solo", 2))
+    releaser.run()
+    assert [(name, reason, message) for _, name, _, reason, message in events.events] == [
+        (
+            "solo",
+            "AdmissionReleased",
+            "released as it was created: queue default: admitted; fits now on 1 node(s) (n1)",
+        )
+    ]
+    releaser.run()
+    assert len(events.events) == 1, "told once"
+
+
+def test_a_pod_let_in_holds_its_room_at_the_door_and_in_the_pass_once_seen() -> None:
+    releaser, cluster, _, _, _ = bed()  # one node of 8 GPUs
+    webhook = door_of(releaser)
+    assert answer(webhook, review(plain("first", 8)))[1] == [
+        {"op": "add", "path": "/metadata/annotations", "value": {GATE_STAMP: "answered"}}
+    ]
+    second = answer(webhook, review(plain("second", 8)))[1] or []
+    assert second[0]["path"] == "/spec/schedulingGates", "no room left: the cache has not seen the first yet"
+    cluster.add(stored("first", 8), a_pod("second").gpus(8).created(T0).gated().build())
+    outcome = releaser.run()
+    assert (outcome.released, outcome.kept, outcome.in_flight_gpus) == ((), 1, 8), "the first is in flight"
+
+
+def test_a_pod_let_in_and_never_stored_is_forgotten_after_a_few_seconds() -> None:
+    releaser, _, _, events, clock = bed()
+    webhook = door_of(releaser)
+    assert len(answer(webhook, review(plain("ghost", 8)))[1] or []) == 1, "let in"
+    assert (answer(webhook, review(plain("next", 8)))[1] or [])[0]["path"] == "/spec/schedulingGates"
+    clock.now += ARRIVING_SECONDS + 1
+    assert len(answer(webhook, review(plain("later", 8)))[1] or []) == 1, "the ghost holds nothing now"
+    assert releaser.run().in_flight_gpus == 0, "the pass never counted it"
+    assert events.events == []
+
+
+def test_reviews_no_api_server_stored_fill_the_door_only_up_to_its_limit() -> None:
+    releaser, _, _, _, _ = bed()
+    webhook = door_of(releaser)
+    let_in = [len(answer(webhook, review(plain(f"p{i}", 0)))[1] or []) == 1 for i in range(MAX_ARRIVING + 1)]
+    assert let_in == [True] * MAX_ARRIVING + [False], "past the limit, pods are gated and the pass decides"
+
+
+def test_nothing_goes_in_ungated_while_a_group_waits_gated() -> None:
+    running = a_pod("running").gpus(4).on("n1", range(4)).created(T0).build()
+    releaser, _, _, events, _ = bed(running, gated("big", 8))
+    ops = answer(door_of(releaser), review(plain("small", 1)))[1] or []
+    assert ops[0]["path"] == "/spec/schedulingGates", "the pass decides in the fair order"
+    assert events.events == []
+
+
+def test_a_dry_run_is_gated_and_leaves_nothing_behind() -> None:
+    releaser, _, _, events, _ = bed()
+    body = json.loads(review(plain("probe", 1)))
+    body["request"]["dryRun"] = True
+    ops = answer(door_of(releaser), json.dumps(body).encode())[1] or []
+    assert ops[0]["path"] == "/spec/schedulingGates"
+    assert events.events == []
+    assert releaser.run().in_flight_gpus == 0, "nothing counted in flight for a pod never stored"
