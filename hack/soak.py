@@ -63,7 +63,7 @@ from workload import (
 
 from kubeio.errors import KubeError, NotFoundError
 from kubeio.http import JsonObject
-from scheduling.admission.flight import seconds
+from scheduling.timestamps import seconds
 from testbed.nodes import fleet
 
 NAMESPACE = "soak"

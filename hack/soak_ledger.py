@@ -38,8 +38,8 @@ from workload import metric_value, scrape
 from kubeio.errors import KubeError
 from kubeio.http import JsonObject
 from placement.collector import FULL_EVERY
-from scheduling.admission.flight import seconds
 from scheduling.admission.outcome import KeptRule
+from scheduling.timestamps import seconds
 
 EVICTION_REASONS = frozenset({"GangEvicted", "Reclaimed", "Preempted"})
 """Event reasons of actions that delete pods: phalanx's (on the pod or its PodGroup), kube-scheduler's."""

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
 from types import MappingProxyType
 
 from scheduling.cluster.promises import PromiseBook
@@ -73,15 +72,3 @@ def in_flight(
         if pods and now - released_at <= ttl:
             counting[key] = pods
     return InFlight(MappingProxyType(counting), ReleasedBook(MappingProxyType(at)))
-
-
-def seconds(created: str) -> float | None:
-    """RFC 3339 text (``metadata.creationTimestamp``) in seconds since the epoch; ``None`` if unreadable.
-
-    >>> seconds("2026-01-01T00:00:00Z"), seconds("")
-    (1767225600.0, None)
-    """
-    try:
-        return datetime.fromisoformat(created).timestamp()
-    except ValueError:
-        return None

@@ -53,7 +53,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from itertools import chain
 
-from scheduling.admission.flight import InFlight, ReleasedBook, in_flight, seconds
+from scheduling.admission.flight import InFlight, ReleasedBook, in_flight
 from scheduling.admission.outcome import (
     DEFAULT_GATE_SETTINGS,
     GateSettings,
@@ -71,6 +71,7 @@ from scheduling.cluster.snapshot import ClusterSnapshot
 from scheduling.cluster.statement import Statement
 from scheduling.model import SCHEDULER_NAME, Pod
 from scheduling.queues.view import QueueView, group_key
+from scheduling.timestamps import seconds
 from scheduling.topology import TopologyCache
 
 __all__ = ["GateSettings", "Kept", "KeptRule", "ReleaseDecision", "Released", "ReleasedBook", "release"]

@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
-from scheduling.admission.flight import seconds
 from scheduling.admission.outcome import (
     Kept,
     KeptRule,
@@ -26,6 +25,7 @@ from scheduling.queues import PendingGroup, check_rules
 from scheduling.queues.reclaim_fit import group_pods
 from scheduling.quota_owner import by_kueue
 from scheduling.resources import format_quantity, total, within
+from scheduling.timestamps import seconds
 
 _LISTED = 3
 """Nodes named in a sentence before "and N more"."""

@@ -39,8 +39,13 @@ def claim_weights(
     """
     weights = {job.key: _falling(attained.get(job.key, 0.0), settings) for job in jobs}
     for rank, job in enumerate(_long_jobs(jobs, attained, settings)):
-        weights[job.key] = round(settings.long_weight * settings.long_order**rank, 9)
+        weights[job.key] = _long_weight(rank, settings)
     return weights
+
+
+def _long_weight(rank: int, settings: ElasticSettings) -> float:
+    """The weight of the long job ``rank`` places from the oldest."""
+    return round(settings.long_weight * settings.long_order**rank, 9)
 
 
 def _falling(attained_gpu_seconds: float, settings: ElasticSettings) -> float:
@@ -64,16 +69,14 @@ def describe_claim(
     """
     served = max(attained.get(key, 0.0), 0.0)
     said = f"attained service {served / 3600:.1f} GPU-hours"
-    weight = claim_weights(jobs, attained, settings).get(key, 1.0)
     threshold = settings.long_after_seconds
     if threshold is None or served < threshold:
-        return (
-            said
-            if settings.las_seconds is None
-            else f"{said}: its claim on more workers counts {weight:.2f}x"
-        )
+        if settings.las_seconds is None:
+            return said
+        return f"{said}: its claim on more workers counts {_falling(served, settings):.2f}x"
     long = _long_jobs(jobs, attained, settings)
     rank = next((i for i, j in enumerate(long) if j.key == key), 0)
+    weight = _long_weight(rank, settings)
     place = "the oldest" if rank == 0 else f"number {rank + 1} by age"
     return (
         f"{said}: a long job ({threshold / 3600:g} GPU-hours or more), {place} of {len(long)}: "

@@ -27,11 +27,11 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 from dataclasses import replace
-from datetime import datetime
 
 from scheduling.cluster.promises import Promise, PromiseBook
 from scheduling.gang.gang_planner import unplaced
 from scheduling.model import ADMISSION_GATE, Pod, PodGroup
+from scheduling.timestamps import seconds
 
 STAND_IN = "stand-in:"
 """Prefix of a stand-in's UID (no API object has a UID of this form)."""
@@ -54,21 +54,14 @@ def being_created(live: Sequence[Pod], wall: float, window: float) -> bool:
 
     >>> from scheduling.model import Resources
     >>> pod = Pod("u", "ml", "w0", Resources(), created="2026-01-01T00:00:00Z")
-    >>> made = datetime.fromisoformat(pod.created).timestamp()
+    >>> made = seconds(pod.created)
     >>> being_created([pod], made + 30, 60.0), being_created([pod], made + 90, 60.0)
     (True, False)
     """
     if wall <= 0:
         return True
-    times = [t for p in live if (t := _seconds(p.created)) is not None]
+    times = [t for p in live if (t := seconds(p.created)) is not None]
     return not times or max(times) >= wall - window
-
-
-def _seconds(created: str) -> float | None:
-    try:
-        return datetime.fromisoformat(created).timestamp()
-    except ValueError:
-        return None
 
 
 def stand_ins(group: PodGroup, live: Sequence[Pod]) -> tuple[Pod, ...]:

@@ -9,10 +9,10 @@ metric labelled by size keeps a handful of series.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
 
 from scheduling.cluster.snapshot import ClusterSnapshot
 from scheduling.model import TERMINAL_PHASES, Pod
+from scheduling.timestamps import seconds
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,7 +45,7 @@ def waiting_gangs(snapshot: ClusterSnapshot, now: float) -> list[GangWait]:
     >>> made = "2030-01-01T00:00:00Z"
     >>> pods = [Pod(f"u{i}", "ml", f"w{i}", Resources(gpus=8), created=made, group="g") for i in range(2)]
     >>> snapshot = state_of([], pods, [PodGroup("ml", "g", 2, 60)]).snapshot()
-    >>> waiting_gangs(snapshot, datetime.fromisoformat(made).timestamp() + 90)
+    >>> waiting_gangs(snapshot, seconds(made) + 90)
     [GangWait(key='ml/g', size=2, waited=90.0, timeout=60)]
     """
     waits: list[GangWait] = []
@@ -55,7 +55,7 @@ def waiting_gangs(snapshot: ClusterSnapshot, now: float) -> list[GangWait]:
         unbound = [m for m in members if _unbound(m)]
         if not unbound or bound >= group.min_member:
             continue
-        times = [t for t in (_seconds(m.created) for m in unbound) if t is not None]
+        times = [t for t in (seconds(m.created) for m in unbound) if t is not None]
         waited = max(0.0, now - min(times)) if times else 0.0
         waits.append(GangWait(group.key, group.min_member, waited, group.timeout_seconds))
     return waits
@@ -75,11 +75,3 @@ def size_class(size: int) -> str:
 
 def _unbound(pod: Pod) -> bool:
     return pod.node_name is None and pod.phase == "Pending" and not pod.terminating
-
-
-def _seconds(created: str) -> float | None:
-    """``metadata.creationTimestamp`` (RFC 3339) in seconds since the epoch; ``None`` when unreadable."""
-    try:
-        return datetime.fromisoformat(created).timestamp()
-    except ValueError:
-        return None

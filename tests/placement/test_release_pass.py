@@ -22,9 +22,9 @@ from placement.release_pass import (
     ReleaseReport,
 )
 from placement.webhook import GateWebhook
-from scheduling.admission.flight import seconds
 from scheduling.admission.release import GateSettings
 from scheduling.model import ADMISSION_GATE, GATE_STAMP, Pod
+from scheduling.timestamps import seconds
 from scheduling.topology import TopologyCache
 from tests.builders import FakeClock, FakeCluster, FakeEvents, a_gang, a_node, a_pod
 from tests.kubeio.test_webhook_review import WORKER, review

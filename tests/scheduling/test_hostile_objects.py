@@ -16,7 +16,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scheduling.admission.flight import ReleasedBook, seconds
+from scheduling.admission.flight import ReleasedBook
 from scheduling.admission.queue_hold import AdmittedBook
 from scheduling.admission.release import GateSettings, release
 from scheduling.cluster.promises import PromiseBook
@@ -26,6 +26,7 @@ from scheduling.queues import PendingGroup, Queue, QueueShare, ResourceQuota
 from scheduling.queues.view import view_of
 from scheduling.reasons import Reason
 from scheduling.session import FilterInput, SessionSettings, filter_pod
+from scheduling.timestamps import seconds
 from scheduling.topology import TopologyCache
 from tests.builders import a_node, a_pod, snapshot_of
 

@@ -9,7 +9,7 @@ offer it as one: preemption of admitted work is Kueue's.
 
 from __future__ import annotations
 
-from scheduling.admission.flight import ReleasedBook, seconds
+from scheduling.admission.flight import ReleasedBook
 from scheduling.admission.queue_hold import AdmittedBook, hold_for_queue
 from scheduling.admission.release import GateSettings, release
 from scheduling.cluster.promises import PromiseBook
@@ -18,6 +18,7 @@ from scheduling.model import KUEUE_PODSET_LABEL, Pod
 from scheduling.preempt_session import narrow_victims
 from scheduling.queues import QueueTree
 from scheduling.queues.view import view_of
+from scheduling.timestamps import seconds
 from scheduling.topology import TopologyCache
 from tests.builders import a_gang, a_node, a_pod, snapshot_of
 from tests.scheduling.queues.builders import gpu_queue

@@ -8,12 +8,13 @@ from dataclasses import replace
 
 import pytest
 
-from scheduling.admission.flight import ReleasedBook, seconds
+from scheduling.admission.flight import ReleasedBook
 from scheduling.admission.release import GateSettings, KeptRule, ReleaseDecision, release
 from scheduling.cluster.promises import PromiseBook
 from scheduling.model import Node, Pod, PodGroup
 from scheduling.queues import Queue
 from scheduling.queues.view import view_of
+from scheduling.timestamps import seconds
 from scheduling.topology import TopologyCache
 from tests.builders import a_gang, a_node, a_pod, snapshot_of
 from tests.scheduling.queues.builders import gpu_queue
