@@ -20,7 +20,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 
 from kubeio.errors import KubeError
@@ -34,6 +34,7 @@ from scheduling.cluster.promises import PromiseBook
 from scheduling.cluster.snapshot import ClusterSnapshot, with_pods
 from scheduling.model import Pod
 from scheduling.reasons import sentence_rule
+from scheduling.timestamps import timestamp
 from scheduling.topology import TopologyCache
 
 log = logging.getLogger(__name__)
@@ -210,7 +211,9 @@ class ReleasePass:
                 log.debug("admission: %s gated as it is created: %s", pod.key, answer)
                 return None
             self._book = self._book.with_released([answer.group], now)
-            self._arriving[pod.key] = _Arrival(pod, now, answer.reason)
+            # Keyed by name beside the snapshot: the review's UID is no pod's, and two reviews may share one.
+            arrived = replace(pod, uid=f"arriving:{pod.key}", created=timestamp(now))
+            self._arriving[pod.key] = _Arrival(arrived, now, answer.reason)
             return answer
         finally:
             self._lock.release()

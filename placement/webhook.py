@@ -15,7 +15,7 @@ Ignore``). ``docs/elastic-mpijobs.md`` has the measured difference (creation to 
 The same server answers the gate webhook on ``GATE_PATH`` (``GateWebhook``): every pod of scheduler
 ``phalanx`` is created with the admission gate, released later by the leader's release pass
 (``placement.release_pass``), unless the leader's door lets it in as it is created (a pod on its own the
-pass would release now, while nothing waits gated: ``scheduling.admission.door``). Two webhook
+pass would release now and alone: ``scheduling.admission.door``). Two webhook
 configurations, two paths: the pin one selects workers by label, the
 gate one sees every pod, and a worker passes both. Both configurations say ``failurePolicy: Ignore``, so
 a review either webhook refuses lets the pod in as it is: the gate webhook gates every pod the API server

@@ -7,7 +7,7 @@ seconds, and every one of them must read a malformed value the same way: as unkn
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 
 
 def seconds(created: str) -> float | None:
@@ -20,3 +20,12 @@ def seconds(created: str) -> float | None:
         return datetime.fromisoformat(created).timestamp()
     except ValueError:
         return None
+
+
+def timestamp(at: float) -> str:
+    """Seconds since the epoch as ``metadata.creationTimestamp`` writes them (RFC 3339, UTC, whole seconds).
+
+    >>> timestamp(1767225600.0)
+    '2026-01-01T00:00:00Z'
+    """
+    return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -7,18 +7,22 @@ queue. On a quiet cluster of 1,000 nodes that path was 90 of a pod's 112 ms from
 (22 ms with no gate), and under a steady 20 pods/s the passes, events and patches fell behind (a p50 of
 500 ms). The gate exists for the pods that must wait; a pod that may start now gains nothing from it.
 
-So the gate webhook asks ``decide_at_door`` first. The decision is the release pass's own verdict on the
-pod (``scheduling.admission.verdict.decide``: the queue's rules, the in-flight budget, room now, the
-gang planner on the nodes' real room), from the same start (``begin_walk``: what is in flight counts),
-and it is given only when the fair order cannot be at stake:
+So the gate webhook asks ``decide_at_door`` first, and the answer is the release pass's own: the pod is
+put, gated, where the fair order would put it among the groups that wait (``order_pending``), and
+``release`` is run on that (the queue's rules, the in-flight budget, room now with the starvation
+reserve, the gang planner on the nodes' real room). The pod goes in ungated only when that pass would
+release it and nothing else: had it released another group too, the door letting the pod in first
+could take that group's room before the next pass, so the pass decides instead. And only for pods
+whose admission is phalanx's alone:
 
-- the pod is on its own: a gang's members are released together, once all exist, by the pass;
-- nothing waits gated: were any group waiting, the pod might go ahead of it, so the pass decides;
-- no other gate is on the pod and no other party owns its admission (Kueue's pods, an MPIJob's pods,
-  which the pin webhook may still edit), and it has a name (a ``generateName`` pod has none yet, and
-  the in-flight book is keyed by it).
+- on its own: a gang's members are released together, once all exist, by the pass;
+- no other gate on it, and no other party owning its admission (Kueue's pods, an MPIJob's pods, which
+  the pin webhook may still edit); and a name (a ``generateName`` pod has none yet, and the in-flight
+  book is keyed by it);
+- at most ``WALK_LIMIT`` groups waiting gated: a door is for a cluster that keeps up, and a backlog is
+  the pass's (one walk per created pod over a thousand waiting groups would cost more than the gate).
 
-Anything else, and any pod the verdict keeps, is gated as before, and the reason is returned for the logs.
+Anything else, and any pod the walk keeps, is gated as before, and the reason is returned for the logs.
 A pod let in is counted in flight from that moment (the caller keeps it beside the snapshot until its
 cache sees it: ``scheduling.cluster.snapshot.with_pods``), so two pods created at once cannot both take
 the last room.
@@ -30,14 +34,18 @@ from dataclasses import replace
 
 from scheduling.admission.flight import ReleasedBook
 from scheduling.admission.outcome import GateSettings, Released
-from scheduling.admission.release import begin_walk
-from scheduling.admission.verdict import decide
+from scheduling.admission.release import release
 from scheduling.cluster.promises import PromiseBook
 from scheduling.cluster.snapshot import ClusterSnapshot, with_pods
 from scheduling.model import ADMISSION_GATE, SCHEDULER_NAME, Pod
 from scheduling.queues import QueueError
-from scheduling.queues.view import QueueView, pending_group
+from scheduling.queues.ordering import order_pending
+from scheduling.queues.view import QueueView, group_key, pending_group
+from scheduling.timestamps import timestamp
 from scheduling.topology import TopologyCache
+
+WALK_LIMIT = 16
+"""Groups waiting gated, at most, for the door to walk them; with more, every pod takes the gate."""
 
 OWNED_LABELS = ("kueue.x-k8s.io/", "training.kubeflow.org/")
 """Label prefixes of pods whose admission another party owns (Kueue) or that another webhook may still
@@ -70,19 +78,35 @@ def decide_at_door(
     why = _not_at_door(pod)
     if why is not None:
         return why
-    unbound = snapshot.unbound_queue_pods()
-    waiting = sum(1 for p in unbound if p.gated)
-    if waiting:
-        return f"{waiting} pod(s) wait gated: the release pass decides in the fair order"
+    waiting = {group_key(p) for p in snapshot.unbound_queue_pods() if p.gated}
+    if len(waiting) > WALK_LIMIT:
+        return f"{len(waiting)} groups wait gated: the release pass decides in the fair order"
+    # Gated, and created now (the API server stamps it a moment later): the youngest of its queue. Its
+    # UID is not the API's yet (a review brings the review's), so one is made from its name.
+    gated = replace(
+        pod, uid=f"door:{pod.key}", gates=(ADMISSION_GATE,), node_name=None, created=timestamp(now)
+    )
     try:
-        group = pending_group(pod, [pod], view.tree)
+        group = pending_group(gated, [gated], view.tree)
     except QueueError as exc:
         return f"its queue: {exc}"
-    gated = replace(pod, gates=(ADMISSION_GATE,), node_name=None)
-    facts = with_pods(snapshot, [gated])
-    _, walk, ctx = begin_walk(facts, promises, view, book, topologies, unbound, now=now, settings=settings)
-    answer = decide(group, [gated], walk, ctx)
-    return answer if isinstance(answer, Released) else answer.reason
+    pending = order_pending([*view.pending, group], view.states, view.capacity)
+    decision = release(
+        with_pods(snapshot, [gated]),
+        promises,
+        replace(view, pending=pending),
+        book,
+        topologies,
+        now=now,
+        settings=settings,
+    )
+    mine = next((r for r in decision.released if r.group == group.key), None)
+    if mine is not None and len(decision.released) == 1:
+        return mine
+    if mine is not None:
+        others = ", ".join(r.group for r in decision.released if r is not mine)
+        return f"the pass would release {others} too: it decides"
+    return next((k.reason for k in decision.kept if k.group == group.key), "kept by the pass")
 
 
 def _not_at_door(pod: Pod) -> str | None:

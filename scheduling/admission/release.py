@@ -145,12 +145,7 @@ def begin_walk(
     now: float,
     settings: GateSettings,
 ) -> tuple[InFlight, Walk, PassFacts]:
-    """A walk's start: the pass's facts, and the room and budget left after the groups in flight.
-
-    ``release`` walks every gated group from here; the admission at creation
-    (``scheduling.admission.at_creation``) decides one pod from the same start, so both count what is in
-    flight the same way.
-    """
+    """A walk's start: the pass's facts, and the room and budget left after the groups in flight."""
     flight = in_flight(unbound, book, promises, now=now, ttl=settings.release_ttl)
     ctx = PassFacts(
         snapshot,

@@ -314,11 +314,10 @@ def test_reviews_no_api_server_stored_fill_the_door_only_up_to_its_limit() -> No
     assert let_in == [True] * MAX_ARRIVING + [False], "past the limit, pods are gated and the pass decides"
 
 
-def test_nothing_goes_in_ungated_while_a_group_waits_gated() -> None:
-    running = a_pod("running").gpus(4).on("n1", range(4)).created(T0).build()
-    releaser, _, _, events, _ = bed(running, gated("big", 8))
-    ops = answer(door_of(releaser), review(plain("small", 1)))[1] or []
-    assert ops[0]["path"] == "/spec/schedulingGates", "the pass decides in the fair order"
+def test_a_pod_waits_gated_behind_a_group_the_pass_would_release_first() -> None:
+    releaser, _, _, events, _ = bed(gated("early", 4))
+    ops = answer(door_of(releaser), review(plain("late", 1)))[1] or []
+    assert ops[0]["path"] == "/spec/schedulingGates", "the pass releases both, the older first"
     assert events.events == []
 
 

@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from scheduling.admission.door import decide_at_door
+from scheduling.admission.door import WALK_LIMIT, decide_at_door
 from scheduling.admission.flight import ReleasedBook
 from scheduling.admission.release import Released, release
 from scheduling.cluster.promises import PromiseBook
@@ -72,8 +72,22 @@ def test_a_pod_with_room_on_a_quiet_cluster_is_let_in_with_the_pass_s_sentence()
             arriving("late", 1, queue="b"),
             [gpu_pod("early", 8, queue="a")],
             TWO_QUEUES,
-            "1 pod(s) wait gated: the release pass decides in the fair order",
-            id="anything waits gated",
+            "the pass would release ml/early too: it decides",
+            id="the pass would release another group",
+        ),
+        pytest.param(
+            arriving("late", 1),
+            [gpu_pod(f"w{i}", 64) for i in range(WALK_LIMIT + 1)],
+            [],
+            f"{WALK_LIMIT + 1} groups wait gated: the release pass decides in the fair order",
+            id="a backlog waits",
+        ),
+        pytest.param(
+            arriving("young", 4, queue="a"),
+            [running("r1", "n1", range(8)), running("r2", "n2", range(4)), gpu_pod("old", 4, queue="a")],
+            TWO_QUEUES,
+            "waits for room: needs 4 GPUs, 0 free after 1 group(s) ahead",
+            id="an older group of its queue goes first",
         ),
         pytest.param(
             replace(arriving("m", 1), group="g"),
@@ -170,3 +184,29 @@ def test_the_door_and_the_pass_decide_alike() -> None:
         )
         by_pass = decision.released[0] if decision.released else decision.kept[0].reason
         assert answer == by_pass, pod.name
+
+
+def test_a_pod_goes_in_past_a_group_kept_for_room_as_the_pass_would_let_it() -> None:
+    # n1 has 4 GPUs free: the 8-GPU pod waits for room, and the pass would release a 1-GPU pod past it.
+    pods = [running("r1", "n1", range(4)), running("r2", "n2", range(8)), gpu_pod("big", 8)]
+    answer = door(arriving("small", 1), pods)
+    assert isinstance(answer, Released)
+    assert answer.reason == "queue default: admitted; fits now on 1 node(s) (n1)"
+
+
+def test_a_starving_group_keeps_its_nodes_from_the_pod_at_the_door() -> None:
+    # The 8-GPU pod has waited past starve_after: it keeps n1, where it will start, from those behind it.
+    pods = [running("r1", "n1", range(4)), running("r2", "n2", range(8)), gpu_pod("big", 8)]
+    base = snapshot_of(TWO_NODES, pods, (), ())
+    hungry = replace(PATIENT, starve_after=60.0)
+    answer = decide_at_door(
+        base,
+        PromiseBook(),
+        view_of(base, PromiseBook()),
+        ReleasedBook(),
+        arriving("small", 1),
+        TopologyCache(),
+        now=NOW,
+        settings=hungry,
+    )
+    assert isinstance(answer, str) and "keeps 1 node(s) with 4 free GPU(s)" in answer, answer
