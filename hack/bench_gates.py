@@ -1,12 +1,15 @@
 """Benchmark: what the admission gate adds to creation -> bound on an idle cluster (prints figures).
 
 The gate adds a webhook call at creation, a wait for the release pass and one PATCH per pod before
-kube-scheduler sees a pod. This starts its own test bed with admission gates on (control plane,
-extender, placement manager with its webhooks, simulated kubelet, three 8-GPU nodes) and, alternating
-the two modes round by round so that a drift of the machine hits both alike, creates single 1-GPU pods
-one at a time and a 4-member gang, waits for each to be bound and deletes it, measuring from a watch the
-time from creation to bound. In ``ungated`` mode the gate webhook configuration is deleted, so pods go
-straight to kube-scheduler (the placement manager still runs its pass, and finds nothing gated).
+kube-scheduler sees a pod; the door (``scheduling.admission.door``) lets a pod the pass would release
+now in ungated, so a single pod on an idle cluster skips the pass. This starts its own test bed with
+admission gates on (control plane, extender, placement manager with its webhooks, simulated kubelet,
+three 8-GPU nodes) and, changing the order of the modes round by round so that a drift of the machine
+hits all alike, creates single 1-GPU pods one at a time and a 4-member gang, waits for each to be bound
+and deletes it, measuring from a watch the time from creation to bound. Modes: ``door`` (as shipped),
+``gated`` (the placement manager restarted with ``--admit-at-creation=false``: every pod waits for a
+pass), ``ungated`` (the gate webhook configuration deleted, so pods go straight to kube-scheduler; the
+placement manager still runs its pass, and finds nothing gated).
 Run: ``.venv/bin/python hack/bench_gates.py [--rounds 3] [--pods 10] [--json out.json]``.
 """
 
@@ -16,6 +19,7 @@ import argparse
 import json
 import os
 import platform
+import signal
 import statistics
 import sys
 import tempfile
@@ -40,7 +44,7 @@ from workload import (
 
 from testbed.nodes import fleet
 
-MODES = ("gated", "ungated")
+MODES = ("door", "gated", "ungated")
 GANG = 4
 
 
@@ -74,6 +78,16 @@ def gang(bed: Testbed, namespace: str, name: str) -> float:
     return max(timeline.bound_at[n] for n in names) - max(timeline.created_at[n] for n in names)
 
 
+def _switch(bed: Testbed, mode: str, shipped: tuple[str, ...]) -> None:
+    """Put the bed in ``mode``: the placement manager's door on or off, the gate webhook registered or not."""
+    wanted = (*shipped, "--admit-at-creation", "false") if mode == "gated" else shipped
+    if bed.placement_args != wanted:
+        bed.kill_placement(signal.SIGTERM)
+        bed.placement_args = wanted
+        bed.start_placement()
+    bed.set_admission_gate(enabled=mode != "ungated")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
@@ -90,9 +104,10 @@ def main() -> None:
             namespace = "bench-gates"
             ensure_namespace(bed.http, namespace)
             time.sleep(2)  # the caches warm
+            shipped = bed.placement_args
             for r in range(args.rounds):
-                for mode in MODES if r % 2 == 0 else reversed(MODES):
-                    bed.set_admission_gate(enabled=mode == "gated")
+                for mode in MODES[r % len(MODES) :] + MODES[: r % len(MODES)]:
+                    _switch(bed, mode, shipped)
                     time.sleep(1)  # the API server's webhook configuration cache
                     single[mode] += singles(bed, namespace, f"{mode}-{r}", args.pods)
                     gangs[mode].append(gang(bed, namespace, f"g-{mode}-{r}"))
@@ -117,8 +132,9 @@ def main() -> None:
             f"{mode:>8}  {row['pods']:>5}  {row['p50_seconds']:>6.3f}  {row['p90_seconds']:>6.3f}  "
             f"{row['gang_p50_seconds']:>10.3f}"
         )
-    added = rows["gated"]["p50_seconds"] - rows["ungated"]["p50_seconds"]
-    print(f"the gate adds {1000 * added:.0f} ms to the p50 of a single pod on an idle cluster")
+    for mode in ("gated", "door"):
+        added = rows[mode]["p50_seconds"] - rows["ungated"]["p50_seconds"]
+        print(f"{mode}: the gate adds {1000 * added:.0f} ms to the p50 of a single pod on an idle cluster")
     if args.json:
         args.json.write_text(json.dumps(rows, indent=2) + "\n")
 
