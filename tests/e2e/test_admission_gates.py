@@ -32,8 +32,10 @@ from workload import (
     gpu_pod,
     list_pods,
     member,
+    metric_value,
     podgroup,
     queue,
+    scrape,
     wait_for,
 )
 
@@ -46,8 +48,21 @@ STARVE_AFTER = 5
 
 @pytest.fixture(scope="module")
 def gated_bed(testbed: Testbed) -> Testbed:
-    """The session's bed: it runs the shipped configuration, gates on (three 8-GPU nodes)."""
+    """The session's bed: it runs the shipped configuration, gates on (three 8-GPU nodes).
+
+    Waited for until its placement manager leads and its cache shows a node with 8 GPUs free: only the
+    leader lets a pod in at the door (a replica that does not lead, or not yet, gates every pod), it
+    decides on what its cache shows, and these tests may be the session's first, run while the nodes
+    just registered are still on their way to that cache.
+    """
+    wait_for("the placement manager leading, the nodes in its cache", lambda: _ready(testbed), timeout=60)
     return testbed
+
+
+def _ready(bed: Testbed) -> bool:
+    page = scrape(f"http://127.0.0.1:{bed.placement_metrics_ports['placement']}/metrics")
+    leads = metric_value(page, "phalanx_placement_leader") == 1
+    return leads and (metric_value(page, "phalanx_gpu_largest_free_block") or 0) >= 8
 
 
 @pytest.fixture
