@@ -78,6 +78,8 @@ def decide_at_door(
     why = _not_at_door(pod)
     if why is not None:
         return why
+    if snapshot.pod(pod.namespace, pod.name) is not None:
+        return "a pod of that name exists (its creation fails, or waits for it to be gone)"
     waiting = {group_key(p) for p in snapshot.unbound_queue_pods() if p.gated}
     if len(waiting) > WALK_LIMIT:
         return f"{len(waiting)} groups wait gated: the release pass decides in the fair order"

@@ -210,3 +210,12 @@ def test_a_starving_group_keeps_its_nodes_from_the_pod_at_the_door() -> None:
         settings=hungry,
     )
     assert isinstance(answer, str) and "keeps 1 node(s) with 4 free GPU(s)" in answer, answer
+
+
+def test_a_pod_named_as_one_that_exists_takes_the_gate() -> None:
+    # Its creation fails (AlreadyExists): letting it in would count a pod that never comes, and the
+    # event meant for it would land on the pod that has the name.
+    existing = running("solo", "n1", range(2))
+    assert door(arriving("solo", 1), [existing]) == (
+        "a pod of that name exists (its creation fails, or waits for it to be gone)"
+    )
