@@ -188,13 +188,22 @@ Door = Callable[[Pod], bool]
 
 
 def _let_in(door: Door, body: bytes) -> bool:
-    """Whether ``door`` lets the pod of ``body`` in ungated (a pod phalanx cannot read is gated)."""
+    """Whether ``door`` lets the pod of ``body`` in ungated (a pod phalanx cannot read is gated).
+
+    A door that fails gates the pod, logged: the pass then decides. Let through, the failure would
+    answer the API server with an error, and ``failurePolicy: Ignore`` would create the pod ungated and
+    unstamped, outside the fair order.
+    """
     try:
         pod = read_review(body).pod
     except ReviewError as exc:
         log.debug("gate webhook: gated at the door: %s", exc)
         return False
-    return door(pod)
+    try:
+        return door(pod)
+    except Exception:  # a bug in the door: the gate, as without it
+        log.exception("gate webhook: the door failed on %s; gated", pod.key)
+        return False
 
 
 Admit = Callable[[bytes], tuple[int, bytes]]

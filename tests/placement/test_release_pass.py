@@ -329,3 +329,11 @@ def test_a_dry_run_is_gated_and_leaves_nothing_behind() -> None:
     assert ops[0]["path"] == "/spec/schedulingGates"
     assert events.events == []
     assert releaser.run().in_flight_gpus == 0, "nothing counted in flight for a pod never stored"
+
+
+def test_a_door_that_fails_gates_the_pod() -> None:
+    def broken(pod: Pod) -> bool:
+        raise RuntimeError(pod.key)
+
+    ops = answer(GateWebhook(enabled=True, door=broken), review(plain("solo", 1)))[1] or []
+    assert [op["path"] for op in ops] == ["/spec/schedulingGates", "/metadata/annotations"]
