@@ -32,6 +32,7 @@ from scheduling.admission.door import decide_at_door
 from scheduling.admission.release import GateSettings, Released, ReleasedBook, release
 from scheduling.cluster.promises import PromiseBook
 from scheduling.cluster.snapshot import ClusterSnapshot, with_pods
+from scheduling.cluster.statement import StatementChain
 from scheduling.model import Pod
 from scheduling.reasons import sentence_rule
 from scheduling.timestamps import timestamp
@@ -125,6 +126,7 @@ class ReleasePass:
         self._kept_since: dict[str, float] = {}
         self._lock = threading.Lock()  # the book and the arriving pods: the pass and the door share them
         self._arriving: dict[str, _Arrival] = {}  # let in at the door, not seen by the cache yet
+        self._chain = StatementChain()  # under the lock: each decision starts from the last one's orders
 
     def run(self) -> ReleaseReport:
         """One pass: decide, ungate the released groups (several at once), record the events.
@@ -148,6 +150,7 @@ class ReleasePass:
                 self._topologies,
                 now=now,
                 settings=self._settings,
+                chain=self._chain,
             )
             self._book = decision.in_flight
         decided = self._timer() - started
@@ -206,6 +209,7 @@ class ReleasePass:
                 self._topologies,
                 now=now,
                 settings=self._settings,
+                chain=self._chain,
             )
             if isinstance(answer, str):
                 log.debug("admission: %s gated as it is created: %s", pod.key, answer)

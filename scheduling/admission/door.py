@@ -37,6 +37,7 @@ from scheduling.admission.outcome import GateSettings, Released
 from scheduling.admission.release import release
 from scheduling.cluster.promises import PromiseBook
 from scheduling.cluster.snapshot import ClusterSnapshot, with_pods
+from scheduling.cluster.statement import StatementChain
 from scheduling.model import ADMISSION_GATE, SCHEDULER_NAME, Pod
 from scheduling.queues import QueueError
 from scheduling.queues.ordering import order_pending
@@ -62,6 +63,7 @@ def decide_at_door(
     *,
     now: float,
     settings: GateSettings,
+    chain: StatementChain | None = None,
 ) -> Released | str:
     """Release ``pod`` as it is created, or say why it takes the gate (see the module docstring).
 
@@ -74,6 +76,7 @@ def decide_at_door(
         topologies: the topology cache the gang planner scores GPU sets with.
         now: the caller's clock, in the seconds of ``book``.
         settings: the release pass's limits.
+        chain: the statements of the pass's and the door's earlier decisions, which this one starts from.
     """
     why = _not_at_door(pod)
     if why is not None:
@@ -101,6 +104,7 @@ def decide_at_door(
         topologies,
         now=now,
         settings=settings,
+        chain=chain,
     )
     mine = next((r for r in decision.released if r.group == group.key), None)
     if mine is not None and len(decision.released) == 1:

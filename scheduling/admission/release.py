@@ -51,7 +51,6 @@ flight for ``release_ttl`` seconds at most.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from itertools import chain
 
 from scheduling.admission.flight import InFlight, ReleasedBook, in_flight
 from scheduling.admission.outcome import (
@@ -63,12 +62,19 @@ from scheduling.admission.outcome import (
     ReleaseDecision,
 )
 from scheduling.admission.preemption_room import Candidates
-from scheduling.admission.reserve import Capacity
 from scheduling.admission.verdict import decide, kueue_groups_of
-from scheduling.admission.walk import PassFacts, Walk, count_in_flight, gpus_of, idle_by_rule, keys_of
+from scheduling.admission.walk import (
+    NodeFacts,
+    PassFacts,
+    Walk,
+    count_in_flight,
+    gpus_of,
+    idle_by_rule,
+    keys_of,
+)
 from scheduling.cluster.promises import PromiseBook
 from scheduling.cluster.snapshot import ClusterSnapshot
-from scheduling.cluster.statement import Statement
+from scheduling.cluster.statement import Statement, StatementChain
 from scheduling.model import SCHEDULER_NAME, Pod
 from scheduling.queues.view import QueueView, group_key
 from scheduling.timestamps import seconds
@@ -88,6 +94,7 @@ def release(
     *,
     now: float,
     settings: GateSettings = DEFAULT_GATE_SETTINGS,
+    chain: StatementChain | None = None,
 ) -> ReleaseDecision:
     """Decide which gated groups to release now (see the module docstring for the rules, in order).
 
@@ -99,6 +106,8 @@ def release(
         topologies: the topology cache the gang planner scores GPU sets with.
         now: the caller's clock, in the seconds of ``book``.
         settings: the limits above.
+        chain: the statements of earlier passes, when the caller keeps them: this pass's room, node
+            orders and allowed nodes then start from the last one's (``scheduling.cluster.statement``).
     """
     # The pass reads the pods that wait (gated, or released and not bound yet), not the running ones:
     # those it needs (preemption's candidates, Kueue's gangs) the queue view keeps per pod change.
@@ -107,9 +116,8 @@ def release(
     for pod in unbound:
         if pod.gated:
             gated.setdefault(group_key(pod), []).append(pod)
-    flight, walk, ctx = begin_walk(
-        snapshot, promises, view, book, topologies, unbound, now=now, settings=settings
-    )
+    work = chain.open(snapshot, promises) if chain is not None else Statement(snapshot, promises)
+    flight, walk, ctx = _begin_walk(work, view, book, topologies, unbound, now=now, settings=settings)
     released: list[Released] = []
     kept: list[Kept] = []
     for key in sorted(gated):
@@ -120,7 +128,7 @@ def release(
             else:
                 kept.append(Kept(key, unknown[1], KeptRule.UNKNOWN, gpus_of(gated[key])))
             del gated[key]
-    for group in chain(kueue_groups_of(gated, view.kueue), view.pending):
+    for group in [*kueue_groups_of(gated, view.kueue), *view.pending]:
         if group.key in gated:
             answer = decide(group, gated.pop(group.key), walk, ctx)
             if isinstance(answer, Kept):
@@ -134,9 +142,8 @@ def release(
     )
 
 
-def begin_walk(
-    snapshot: ClusterSnapshot,
-    promises: PromiseBook,
+def _begin_walk(
+    work: Statement,
     view: QueueView,
     book: ReleasedBook,
     topologies: TopologyCache,
@@ -146,18 +153,21 @@ def begin_walk(
     settings: GateSettings,
 ) -> tuple[InFlight, Walk, PassFacts]:
     """A walk's start: the pass's facts, and the room and budget left after the groups in flight."""
+    snapshot, promises = work.snapshot, work.promises
     flight = in_flight(unbound, book, promises, now=now, ttl=settings.release_ttl)
+    nodes = NodeFacts.of(work)
     ctx = PassFacts(
         snapshot,
         view,
-        Statement(snapshot, promises),
-        tuple(sorted(snapshot.nodes)),
+        work,
+        nodes.names,
         Candidates(view.running_pods),
         topologies,
         now,
         settings,
-        Capacity.of(snapshot.nodes.values()),
+        nodes.capacity,
         view.kueue,
+        nodes.allowed,
     )
     walk = Walk(snapshot.free_total(promises).gpus, 0, 0, 0, {}, {})
     for key, pods in sorted(flight.counting.items()):

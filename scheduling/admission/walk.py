@@ -46,6 +46,33 @@ class PassFacts:
     allowed: dict[tuple[object, ...], list[str]] = field(default_factory=dict)  # memo of ``_allowed``
 
 
+@dataclass(frozen=True, slots=True)
+class NodeFacts:
+    """What a pass derives from the node objects alone, kept in ``Statement.node_memo`` across passes.
+
+    Attributes:
+        names: every node's name, sorted.
+        capacity: the schedulable nodes' GPUs.
+        allowed: memo of ``scheduling.admission.verdict._allowed``: the nodes a set of constraints
+            allows, by the constraints and the starving group's nodes (mutable: filled as asked).
+    """
+
+    names: tuple[str, ...]
+    capacity: Capacity
+    allowed: dict[tuple[object, ...], list[str]]
+
+    @staticmethod
+    def of(work: Statement) -> NodeFacts:
+        """The facts of ``work``'s nodes: carried from an earlier pass, or read now (every node)."""
+        found = work.node_memo.get(NodeFacts)
+        if isinstance(found, NodeFacts):
+            return found
+        nodes = work.snapshot.nodes
+        made = NodeFacts(tuple(sorted(nodes)), Capacity.of(nodes.values()), {})
+        work.node_memo[NodeFacts] = made
+        return made
+
+
 @dataclass
 class Walk:
     """What the walk has used so far: room, the in-flight budget, and queue allocations to add."""

@@ -38,7 +38,11 @@ class DomainRoom:
     def _count(self, name: str, values: tuple[str, ...], gpus: int, sign: int) -> None:
         for value, free in zip(values, self.free, strict=True):
             if value:
-                free[value] = free.get(value, 0) + sign * gpus
+                left = free.get(value, 0) + sign * gpus
+                if left:
+                    free[value] = left
+                else:
+                    free.pop(value, None)  # a domain with nothing free is absent, however it came to be
         if sign > 0:
             self.by_node[name] = (values, gpus)
 

@@ -26,6 +26,7 @@ from types import MappingProxyType
 
 from immutables import Map
 
+from scheduling.cluster.node_changes import NodeChanges
 from scheduling.cluster.promises import PromiseBook
 from scheduling.cluster.snapshot import ClusterSnapshot
 from scheduling.model import QUEUE_LABEL, SCHEDULER_NAME, Pod, Resources
@@ -74,6 +75,10 @@ class QueueTally:
         self._waiting: dict[str, dict[str, Pod]] = {}
         self._gang_of: dict[str, RunningGang] = {}  # running group -> its figures, dropped when it changes
         self._promised: frozenset[str] = frozenset()  # uids a promise held at the last view
+        self._log: NodeChanges | None = None  # the node change log the capacity sum was last brought up with
+        self._version = 0
+        self._allocatable: dict[str, Resources] = {}  # schedulable node -> its allocatable, as summed
+        self._capacity = Resources()
         self.recounts = 0
         """How many times every pod was counted again (the first view, a Queue or Kueue change)."""
 
@@ -108,8 +113,7 @@ class QueueTally:
                 self._uncount(uid)
                 self._count(uid, pod)
         capacity = minus(
-            total(n.allocatable for n in snapshot.nodes.values() if n.takes_pods),
-            plus(snapshot.held_elsewhere(), Resources(*self._outside)),
+            self._capacity_of(snapshot), plus(snapshot.held_elsewhere(), Resources(*self._outside))
         )
         waiting = {key: sorted(pods.values(), key=_by_key) for key, pods in self._waiting.items()}
         view = assemble_view(
@@ -124,6 +128,31 @@ class QueueTally:
         )
         running_pods = MappingProxyType(dict(self._by_queue))  # persistent maps: no copy of a pod list
         return replace(view, kueue=self._kueue, running_pods=running_pods, source=(snapshot, promises))
+
+    def _capacity_of(self, snapshot: ClusterSnapshot) -> Resources:
+        """The schedulable nodes' allocatable, summed again only for the nodes changed since the last view.
+
+        Summing every node per view was most of a view at 5,000 nodes, though pods change far more
+        often than nodes; the state's change log (``ClusterSnapshot.changes``) says which nodes to look at.
+        """
+        log, nodes = snapshot.changes, snapshot.nodes
+        changed = None
+        if log is not None and log is self._log and self._version <= snapshot.version:
+            changed = log.since(self._version, snapshot.version)
+        if changed is None:
+            self._allocatable = {name: n.allocatable for name, n in nodes.items() if n.takes_pods}
+            self._capacity = total(self._allocatable.values())
+        else:
+            for name in changed:
+                old = self._allocatable.pop(name, None)
+                if old is not None:
+                    self._capacity = minus(self._capacity, old)
+                node = nodes.get(name)
+                if node is not None and node.takes_pods:
+                    self._allocatable[name] = node.allocatable
+                    self._capacity = plus(self._capacity, node.allocatable)
+        self._log, self._version = log, snapshot.version
+        return self._capacity
 
     def _gangs(self) -> tuple[RunningGang, ...]:
         """The running groups by key; only those whose members changed are figured again."""

@@ -1,9 +1,10 @@
 """A tally's view equals the view walked from every pod, snapshot after snapshot.
 
-``QueueTally`` recounts only the pods whose object or promise changed since its last view; a random
-sequence of changes (pods added, changed, finished and deleted, Queues changed, gangs stamped by Kueue,
-promises made and released) must leave every view it gives equal to ``view_of`` on the same snapshot
-and promises.
+``QueueTally`` recounts only the pods whose object or promise changed since its last view, and sums
+the capacity again only over the nodes changed; a random sequence of changes (pods added, changed,
+finished and deleted, Queues changed, gangs stamped by Kueue, promises made and released, nodes added,
+resized, cordoned, removed and listed again) must leave every view it gives equal to ``view_of`` on the
+same snapshot and promises.
 """
 
 from __future__ import annotations
@@ -23,6 +24,12 @@ from scheduling.queues.tally import QueueTally
 from scheduling.queues.view import QueueView, view_of
 from tests.builders import a_node
 from tests.scheduling.queues.test_view_fast import POD, QUEUE_SETS, PodSpec, _pods
+
+NODE_CHANGE = st.tuples(
+    st.sampled_from(["put", "cordon", "not-ready", "remove", "relist"]),
+    st.integers(0, 4),  # which node
+    st.integers(1, 8),  # its GPUs
+)
 
 CHANGE = st.tuples(
     st.sampled_from(["keep", "keep", "put", "remove"]),
@@ -59,22 +66,26 @@ def _promises(state: ClusterState, picks: set[int]) -> PromiseBook:
             st.sampled_from([None, None, None, None, *sorted(QUEUE_SETS)]),  # most steps keep the Queues
             st.lists(CHANGE, min_size=1, max_size=25),
             st.sets(st.integers(0, 60), max_size=6),  # the pods a promise holds after the step
+            st.lists(NODE_CHANGE, max_size=2),
         ),
         min_size=1,
         max_size=10,
     ),
 )
 def test_a_tally_gives_the_walked_view_after_every_change(
-    first: str, steps: list[tuple[str | None, list[tuple[str, PodSpec, bool]], set[int]]]
+    first: str,
+    steps: list[tuple[str | None, list[tuple[str, PodSpec, bool]], set[int], list[tuple[str, int, int]]]],
 ) -> None:
     state = ClusterState()
     for i in range(3):
         state.put_node(a_node(f"n{i}").build())
     state.replace_queues(QUEUE_SETS[first])
     tally = QueueTally()
-    for queues, changes, picks in steps:
+    for queues, changes, picks, nodes in steps:
         if queues is not None:
             state.replace_queues(QUEUE_SETS[queues])
+        for what, i, gpus in nodes:
+            _change_node(state, what, f"n{i}", gpus)
         built, _ = _pods([spec for _, spec, _ in changes])
         for (what, _, stamped), pod in zip(changes, built, strict=True):
             if stamped:
@@ -92,6 +103,22 @@ def test_a_tally_gives_the_walked_view_after_every_change(
             assert dict(tallied.misplaced) == dict(walked.misplaced)
             assert tallied.kueue == walked.kueue
             assert _plain(tallied.running_pods) == _plain(walked.running_pods)
+
+
+def _change_node(state: ClusterState, what: str, name: str, gpus: int) -> None:
+    """One node change of ``NODE_CHANGE``: the capacity the views divide follows it."""
+    node = a_node(name).gpus(gpus)
+    if what == "put":
+        state.put_node(node.build())
+    elif what == "cordon":
+        state.put_node(node.cordoned().build())
+    elif what == "not-ready":
+        state.put_node(node.not_ready().build())
+    elif what == "remove":
+        state.remove_node(name)
+    else:
+        kept = [n for n in state.snapshot().nodes.values() if n.name != name]
+        state.replace_nodes([*kept, node.build()])
 
 
 def test_a_tally_recounts_only_when_queues_change() -> None:
