@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import TypeVar
 
-from scheduling.cluster.node_changes import NodeChanges
+from scheduling.cluster.change_log import ChangeLog
 from scheduling.cluster.promises import PromiseBook
 from scheduling.cluster.queue_specs import Queue
 from scheduling.cluster.room import NodeRoom
@@ -53,8 +53,10 @@ class ClusterSnapshot:
             from every queue's capacity), kept as a running total with ``queue_pods``; ``None``: walk.
         open_rooms: node name -> its room before promises (``scheduling.cluster.room.open_room``; ``None``
             for a node that takes no pods), kept per node by the state; ``None``: built per look.
-        changes: the state's log of which nodes each version changed (``NodeChanges.since``), for
+        changes: the state's log of which nodes each version changed (``ChangeLog.since``), for
             indexes kept per change; ``None``: unknown (a hand-built snapshot), such an index rebuilds.
+        pod_changes: the state's log of which pods of ``queue_pods`` each version added, changed or
+            removed, by UID, for the queue view kept per change; ``None``: unknown, the view walks them.
     """
 
     nodes: Mapping[str, Node] = field(default_factory=lambda: MappingProxyType({}))
@@ -73,7 +75,8 @@ class ClusterSnapshot:
     unbound_pods: Mapping[str, Pod] | None = field(default=None, compare=False)
     elsewhere: Resources | None = field(default=None, compare=False)
     open_rooms: Mapping[str, NodeRoom | None] | None = field(default=None, compare=False)
-    changes: NodeChanges | None = field(default=None, compare=False, repr=False)
+    changes: ChangeLog | None = field(default=None, compare=False, repr=False)
+    pod_changes: ChangeLog | None = field(default=None, compare=False, repr=False)
 
     def pod(self, namespace: str, name: str) -> Pod | None:
         """The pod ``namespace/name``, if known."""
@@ -181,6 +184,7 @@ def with_pods(snapshot: ClusterSnapshot, pods: Sequence[Pod]) -> ClusterSnapshot
         pod_uids=_merged(snapshot.pod_uids, keys),
         queue_pods=None if snapshot.queue_pods is None else _merged(snapshot.queue_pods, added),
         unbound_pods=None if snapshot.unbound_pods is None else _merged(snapshot.unbound_pods, added),
+        pod_changes=None,  # the added pods are in no log
     )
 
 

@@ -26,7 +26,7 @@ from collections.abc import Iterable
 
 from immutables import Map
 
-from scheduling.cluster.node_changes import NodeChanges
+from scheduling.cluster.change_log import ChangeLog
 from scheduling.cluster.queue_specs import Queue
 from scheduling.cluster.room import NodeRoom, open_room
 from scheduling.cluster.snapshot import ClusterSnapshot
@@ -63,7 +63,8 @@ class ClusterState:
         self._elsewhere = Resources()
         self._version = 0
         self._snapshot: ClusterSnapshot | None = None
-        self._changes = NodeChanges()
+        self._changes = ChangeLog()
+        self._pod_changes = ChangeLog()  # UIDs of the pods of the queues added, changed or removed
         """The nodes each version changed, for indexes kept per change (``scheduling.nodes.rank_index``)."""
 
     @property
@@ -91,6 +92,7 @@ class ClusterState:
                 unbound_pods=self._unbound,
                 elsewhere=self._elsewhere,
                 changes=self._changes,
+                pod_changes=self._pod_changes,
             )
         return self._snapshot
 
@@ -156,6 +158,7 @@ class ClusterState:
         self._usage = {
             node: NodeGpuUsage.of_pods(fresh[u] for u in uids) for node, uids in self._pods_on_node.items()
         }
+        self._pod_changes.everything(self._version + 1)
         self._recount_all()
         changes = [(old.get(uid), fresh.get(uid)) for uid in sorted(set(old.keys()) | fresh.keys())]
         return [(a, b) for a, b in changes if a != b]
@@ -195,6 +198,8 @@ class ClusterState:
             self._count_for_queues(uid, new, 1)
         for node in sorted(touched):
             self._recount_node(node)
+        if (old is not None and old.in_queues) or (new is not None and new.in_queues):
+            self._pod_changes.note(self._version + 1, uid)
         self._changed()
 
     def _count_for_queues(self, uid: str, pod: Pod, sign: int) -> None:

@@ -23,7 +23,7 @@ from collections import OrderedDict
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 
-from scheduling.cluster.node_changes import NodeChanges
+from scheduling.cluster.change_log import ChangeLog
 from scheduling.cluster.promises import PromiseBook
 from scheduling.cluster.snapshot import ClusterSnapshot
 from scheduling.gpu.fit import filter_nodes
@@ -46,7 +46,7 @@ _EMPTY = PromiseBook()
 @dataclass
 class _Order:
     version: int
-    changes: NodeChanges
+    changes: ChangeLog
     keys: dict[str, Key] = field(default_factory=dict)
     order: list[Key] = field(default_factory=list)
 

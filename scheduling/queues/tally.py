@@ -4,10 +4,10 @@
 every release pass (several a second on a busy cluster), and between two passes only a few pods change:
 walking 5,000 running pods to count the 50 that finished was most of a pass at 500 nodes. A
 ``QueueTally`` keeps what each pod adds to the view (to a queue's allocation, to a waiting or running
-group, or off the capacity) and, given a newer snapshot, recounts only the pods whose object changed.
-Pods are immutable values, so a changed pod is a different object: finding them is one identity check
-per pod, not one classification. The view is then assembled from the sums (``assemble_view``), so its
-cost follows the queues and the groups that wait, not the pods that run.
+group, or off the capacity) and, given a newer snapshot, recounts only the pods the state's change log
+names (``ClusterSnapshot.pod_changes``; without it, the pods whose object changed: pods are immutable
+values, so that is one identity check per pod). The view is then assembled from the sums
+(``assemble_view``), so its cost follows the queues and the groups that wait, not the pods that run.
 
 What a pod adds depends on the queues in force (its label resolves to a queue, or it is misplaced), on
 which gangs Kueue admitted, and on whether a promise holds it (a gang's reservation or a bind in flight
@@ -21,12 +21,13 @@ extender's ``ViewKeeper`` hold a lock).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from types import MappingProxyType
 
 from immutables import Map
 
-from scheduling.cluster.node_changes import NodeChanges
+from scheduling.cluster.change_log import ChangeLog
 from scheduling.cluster.promises import PromiseBook
 from scheduling.cluster.snapshot import ClusterSnapshot
 from scheduling.model import QUEUE_LABEL, SCHEDULER_NAME, Pod, Resources
@@ -75,7 +76,9 @@ class QueueTally:
         self._waiting: dict[str, dict[str, Pod]] = {}
         self._gang_of: dict[str, RunningGang] = {}  # running group -> its figures, dropped when it changes
         self._promised: frozenset[str] = frozenset()  # uids a promise held at the last view
-        self._log: NodeChanges | None = None  # the node change log the capacity sum was last brought up with
+        self._pod_log: ChangeLog | None = None  # the pod change log the counts were last brought up with
+        self._pod_version = 0
+        self._log: ChangeLog | None = None  # the node change log the capacity sum was last brought up with
         self._version = 0
         self._allocatable: dict[str, Resources] = {}  # schedulable node -> its allocatable, as summed
         self._capacity = Resources()
@@ -89,10 +92,7 @@ class QueueTally:
             return view_of(snapshot, promises)
         promised = frozenset(promises.by_uid)
         flipped, self._promised = promised ^ self._promised, promised
-        changed = [
-            (uid, pod) for uid, pod in current.items() if self._pods.get(uid) is not pod or uid in flipped
-        ]
-        gone = [uid for uid in self._pods if uid not in current]
+        changed, gone = self._changes(snapshot, current, flipped)
         for uid in gone:
             self._stamp(self._pods.pop(uid), -1)
         for uid, pod in changed:
@@ -128,6 +128,33 @@ class QueueTally:
         )
         running_pods = MappingProxyType(dict(self._by_queue))  # persistent maps: no copy of a pod list
         return replace(view, kueue=self._kueue, running_pods=running_pods, source=(snapshot, promises))
+
+    def _changes(
+        self, snapshot: ClusterSnapshot, current: Mapping[str, Pod], flipped: frozenset[str]
+    ) -> tuple[list[tuple[str, Pod]], list[str]]:
+        """The pods changed since the last view (with those whose promise came or went), and those gone.
+
+        The state's pod log (``ClusterSnapshot.pod_changes``) names them; without it, or when it no
+        longer covers the span, every pod is looked at (an identity check each: 40,000 pods took about
+        4 ms, on the extender's and the placement manager's path per view).
+        """
+        log = snapshot.pod_changes
+        names = None
+        if log is not None and log is self._pod_log and self._pod_version <= snapshot.version:
+            names = log.since(self._pod_version, snapshot.version)
+        self._pod_log, self._pod_version = log, snapshot.version
+        if names is None:
+            changed = [(u, p) for u, p in current.items() if self._pods.get(u) is not p or u in flipped]
+            return changed, [uid for uid in self._pods if uid not in current]
+        changed, gone = [], []
+        for uid in sorted(names | flipped):
+            pod = current.get(uid)
+            if pod is None:
+                if uid in self._pods:
+                    gone.append(uid)
+            elif self._pods.get(uid) is not pod or uid in flipped:
+                changed.append((uid, pod))
+        return changed, gone
 
     def _capacity_of(self, snapshot: ClusterSnapshot) -> Resources:
         """The schedulable nodes' allocatable, summed again only for the nodes changed since the last view.

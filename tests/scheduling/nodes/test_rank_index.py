@@ -8,7 +8,7 @@ from dataclasses import replace
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scheduling.cluster.node_changes import NodeChanges
+from scheduling.cluster.change_log import ChangeLog
 from scheduling.cluster.promises import Promise, PromiseBook
 from scheduling.cluster.snapshot import ClusterSnapshot
 from scheduling.cluster.state import ClusterState
@@ -105,7 +105,7 @@ def test_an_older_snapshot_or_one_without_a_log_is_not_indexed() -> None:
 
 
 def test_the_log_says_when_it_no_longer_covers_a_span() -> None:
-    log = NodeChanges(keep=2)
+    log = ChangeLog(keep=2)
     for version, name in enumerate("abcdef", start=1):
         log.note(version, name)
     assert log.since(4, 6) == frozenset("ef")

@@ -3,8 +3,8 @@
 ``QueueTally`` recounts only the pods whose object or promise changed since its last view, and sums
 the capacity again only over the nodes changed; a random sequence of changes (pods added, changed,
 finished and deleted, Queues changed, gangs stamped by Kueue, promises made and released, nodes added,
-resized, cordoned, removed and listed again) must leave every view it gives equal to ``view_of`` on the
-same snapshot and promises.
+resized, cordoned, removed and listed again, pods listed again) must leave every view it gives equal
+to ``view_of`` on the same snapshot and promises.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from tests.builders import a_node
 from tests.scheduling.queues.test_view_fast import POD, QUEUE_SETS, PodSpec, _pods
 
 NODE_CHANGE = st.tuples(
-    st.sampled_from(["put", "cordon", "not-ready", "remove", "relist"]),
+    st.sampled_from(["put", "cordon", "not-ready", "remove", "relist", "relist-pods"]),
     st.integers(0, 4),  # which node
     st.integers(1, 8),  # its GPUs
 )
@@ -106,7 +106,7 @@ def test_a_tally_gives_the_walked_view_after_every_change(
 
 
 def _change_node(state: ClusterState, what: str, name: str, gpus: int) -> None:
-    """One node change of ``NODE_CHANGE``: the capacity the views divide follows it."""
+    """One change of ``NODE_CHANGE``: a node's (the capacity the views divide follows it), or a pod list."""
     node = a_node(name).gpus(gpus)
     if what == "put":
         state.put_node(node.build())
@@ -116,6 +116,9 @@ def _change_node(state: ClusterState, what: str, name: str, gpus: int) -> None:
         state.put_node(node.not_ready().build())
     elif what == "remove":
         state.remove_node(name)
+    elif what == "relist-pods":  # a list of the pods, one of them gone meanwhile
+        pods = sorted(state.snapshot().all_pods(), key=lambda p: p.uid)
+        state.replace_pods(pods[:gpus] + pods[gpus + 1 :])
     else:
         kept = [n for n in state.snapshot().nodes.values() if n.name != name]
         state.replace_nodes([*kept, node.build()])
