@@ -146,7 +146,7 @@ def goals(results: dict[str, Any]) -> list[tuple[str, str, str]]:
         g
         for s in results.get("sizes", [])
         for g in s.get("gangs", [])
-        if g["size"] == 256 and not g.get("baseline_single_pods")
+        if g["size"] == 256 and not g.get("baseline_single_pods") and not g.get("native_gang")
     ]
     if gang:
         g = gang[-1]
