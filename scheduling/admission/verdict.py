@@ -164,6 +164,12 @@ def _keeps(reservation: Reservation) -> str:
     )
 
 
+ALLOWED_KEPT = 256
+"""Sets of allowed nodes kept at most (``NodeFacts.allowed``, carried from pass to pass while no node
+changes); past it the memo starts over, so varied constraints or a starving group's changing nodes
+cannot grow it for as long as the nodes stay the same."""
+
+
 def _allowed(pods: Sequence[Pod], ctx: PassFacts, reservation: Reservation | None) -> list[str]:
     """The nodes kube-scheduler's filters leave to at least one of ``pods``, less a starving group's.
 
@@ -180,6 +186,8 @@ def _allowed(pods: Sequence[Pod], ctx: PassFacts, reservation: Reservation | Non
             for n in ctx.nodes
             if n not in kept and any(placement_rejection(p, nodes[n]) is None for p in distinct)
         ]
+        if len(ctx.allowed) >= ALLOWED_KEPT:
+            ctx.allowed.clear()
         ctx.allowed[key] = found
     return found
 

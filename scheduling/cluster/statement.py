@@ -29,7 +29,7 @@ from scheduling.resources import minus, node_left, plus
 _NO_BOOK = PromiseBook()
 
 
-class Kept(Protocol):
+class MemoEntry(Protocol):
     """A ``Statement.memo`` entry: built from the statement's rooms, up to date as of ``changes()`` then."""
 
     seen: int
@@ -52,7 +52,7 @@ class Statement:
         self._undo: list[tuple[str, NodeRoom | None]] = []
         self._changed: list[str] = []
         self._start = 0  # ``_changed`` before it is what ``carry`` owed; this statement's own changes follow
-        self.memo: dict[object, Kept] = {}
+        self.memo: dict[object, MemoEntry] = {}
         """Planners' orders of this statement's nodes, kept across plans (``scheduling.gang.fresh_order``);
         each brings itself up to date from ``changed_since``."""
         self.node_memo: dict[object, object] = {}

@@ -15,7 +15,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scheduling.admission.flight import ReleasedBook
-from scheduling.admission.release import GateSettings, release
+from scheduling.admission.release import GateSettings, KeptRule, release
+from scheduling.admission.verdict import ALLOWED_KEPT
+from scheduling.admission.walk import NodeFacts
 from scheduling.cluster.promises import PromiseBook
 from scheduling.cluster.state import ClusterState
 from scheduling.cluster.statement import Statement, StatementChain
@@ -103,3 +105,21 @@ def test_a_chained_pass_decides_as_a_fresh_one(steps: list[list[tuple[str, int, 
         assert chained == fresh
         book = chained.in_flight
         bed.ungate([key for r in chained.released for key in r.pods])
+
+
+def test_the_allowed_nodes_kept_across_passes_stay_bounded() -> None:
+    bed, chain, cache = Bed(), StatementChain(), TopologyCache()
+    for i in range(ALLOWED_KEPT + 20):  # each pod selects its own pool, which no node is in
+        pod = replace(
+            a_pod(f"s{i}").gpus(1).queue("q1").created(T0).gated().build(), node_selector={"pool": f"p{i}"}
+        )
+        bed.state.put_pod(pod)
+        snapshot = bed.state.snapshot()
+        view = view_of(snapshot, PromiseBook())
+        decision = release(
+            snapshot, PromiseBook(), view, ReleasedBook(), cache, now=NOW, settings=SETTINGS, chain=chain
+        )
+        assert [k.rule for k in decision.kept] == [KeptRule.NODE]
+        bed.state.remove_pod(pod.uid)
+    allowed = NodeFacts.of(chain.open(bed.state.snapshot())).allowed
+    assert 0 < len(allowed) <= ALLOWED_KEPT
