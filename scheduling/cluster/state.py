@@ -64,8 +64,9 @@ class ClusterState:
         self._version = 0
         self._snapshot: ClusterSnapshot | None = None
         self._changes = ChangeLog()
-        self._pod_changes = ChangeLog()  # UIDs of the pods of the queues added, changed or removed
         """The nodes each version changed, for indexes kept per change (``scheduling.nodes.rank_index``)."""
+        self._pod_changes = ChangeLog()
+        """The pods of the queues each version added, changed or removed, for ``scheduling.queues.tally``."""
 
     @property
     def version(self) -> int:
