@@ -31,6 +31,7 @@ from extender.service import Extender
 from extender.view_keeper import ViewKeeper
 from kubeio.binding import PodBinder
 from kubeio.cluster_cache import LIVE_PODS, ClusterCache
+from kubeio.collector import Collector
 from kubeio.config import configure_logging
 from kubeio.events import EventRecorder
 from kubeio.http import KubeHttp, load_api_client
@@ -47,7 +48,8 @@ def create() -> Flask:
     http = KubeHttp(load_api_client(settings.kubeconfig, pool_size=max(16, settings.threads)))
     registry = CollectorRegistry()
     stop = threading.Event()
-    cache = ClusterCache(pods_selector=LIVE_PODS)
+    collector = Collector(time.monotonic)  # what a watch event copied is frozen before a decision walks it
+    cache = ClusterCache(pods_selector=LIVE_PODS, settle=collector.settle)
     binder = PodBinder(http, timeout=settings.api_timeout_seconds)
     events = EventRecorder(http, clock=time.time)
     ledger = PromiseLedger()

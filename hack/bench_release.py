@@ -8,7 +8,7 @@ first-fit (kube-scheduler's part), a share of the running pods finish, and new g
 ``--gated`` pods wait at every pass (single pods of 1-8 GPUs and gangs of 2-64 one-GPU members, three
 queues). Each row prints the deciding part of a pass (snapshot, queue view of the new version, the core)
 and the whole pass (with the ungate calls, which cost nothing here). Each size runs twice, in one run: with
-the placement manager's collector policy between passes (``placement.collector``, as the release loop
+the placement manager's collector policy between passes (``kubeio.collector``, as the release loop
 runs it) and with Python's collector as it comes, whose full collections land inside passes.
 Run: ``.venv/bin/python hack/bench_release.py [--nodes 64 500 1000] [--gated 1000] [--passes 60]``.
 """
@@ -30,7 +30,7 @@ from typing import Any
 sys.path.insert(1, str(Path(__file__).resolve().parents[1]))  # the checkout: testbed/ is not installed
 
 from kubeio.cluster_cache import ClusterCache
-from placement.collector import Collector
+from kubeio.collector import Collector
 from placement.release_pass import ReleasePass
 from placement.views import SharedView
 from scheduling.admission.release import GateSettings

@@ -15,7 +15,7 @@
   replica, by pid: a restarted process starts again), sampled every minute. Its growth compares the
   peak of the first ``MEMORY_WINDOW`` after its first ten minutes with the peak of its last
   ``MEMORY_WINDOW``. Peaks, not two single samples: the placement manager collects its cyclic garbage
-  once every ``placement.collector.FULL_EVERY`` seconds, so its size is a sawtooth of that period, and
+  once every ``kubeio.collector.FULL_EVERY`` seconds, so its size is a sawtooth of that period, and
   two single samples taken at a trough and at a peak read as growth when nothing grows. A window of one
   period holds one peak each; a leak raises every peak. A standby that starts serving (the placement
   replica that takes the Lease, the extender whose kube-scheduler takes over) starts its baseline
@@ -35,9 +35,9 @@ from pathlib import Path
 from localbed import Testbed
 from workload import metric_value, scrape
 
+from kubeio.collector import FULL_EVERY
 from kubeio.errors import KubeError
 from kubeio.http import JsonObject
-from placement.collector import FULL_EVERY
 from scheduling.admission.outcome import KeptRule
 from scheduling.timestamps import seconds
 

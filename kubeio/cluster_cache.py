@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Iterable, Mapping
-from typing import TypeVar
+from typing import ParamSpec, TypeVar
 
 from kubeio.convert import ConvertError, node_from_api, pod_from_api, podgroup_from_api
 from kubeio.http import JsonObject, KubeHttp
@@ -34,6 +34,7 @@ NodeListener = Callable[[str, Node | None, Node | None], None]
 """Called with (name, old, new) after a node changed; ``new`` is ``None`` when it is gone."""
 
 T = TypeVar("T")
+P = ParamSpec("P")
 
 PODGROUPS_PATH = "/apis/scheduling.x-k8s.io/v1alpha1/podgroups"
 
@@ -52,15 +53,25 @@ class ClusterCache:
     so a listener may read the cache, and a caller holding its own lock may read it without deadlock.
     """
 
-    def __init__(self, topologies: TopologyCache | None = None, *, pods_selector: str = "") -> None:
+    def __init__(
+        self,
+        topologies: TopologyCache | None = None,
+        *,
+        pods_selector: str = "",
+        settle: Callable[[], None] = lambda: None,
+    ) -> None:
         """Create an empty cache.
 
         Args:
             topologies: shared prepared topologies (a new cache if ``None``).
             pods_selector: field selector for pods; ``LIVE_PODS`` leaves finished pods out (the
                 extender), empty keeps them (the placement manager counts succeeded and failed members).
+            settle: called on the watch thread after every list or event the watches apply, after the
+                listeners (the extender's ``kubeio.collector.Collector.settle``: what a change copied
+                is frozen at once, so no collection a decision triggers walks it).
         """
         self._pods_selector = pods_selector
+        self._settle = settle
         self.topologies = topologies or TopologyCache()
         """Prepared GPU topologies, shared by all nodes with the same document (and by the extender)."""
         self._lock = threading.Lock()
@@ -378,12 +389,23 @@ class ClusterCache:
             ),
             ("queues", Collection(QUEUES_PATH, optional=True), self.replace_queues, self.queue_event),
         )
-        for name, collection, on_replace, on_event in watched:
-            reflector = Reflector(http, collection, on_replace=on_replace, on_event=on_event, stop=stop)
+        for name, collection, replace, event in watched:
+            reflector = Reflector(
+                http, collection, on_replace=self._settled(replace), on_event=self._settled(event), stop=stop
+            )
             self._reflectors.append(reflector)
             thread = threading.Thread(target=reflector.run, name=f"watch-{name}", daemon=True)
             thread.start()
             self._threads.append(thread)
+
+    def _settled(self, handler: Callable[P, None]) -> Callable[P, None]:
+        """``handler``, then ``settle``."""
+
+        def apply(*args: P.args, **kwargs: P.kwargs) -> None:
+            handler(*args, **kwargs)
+            self._settle()
+
+        return apply
 
     def wait_synced(self, timeout: float) -> bool:
         """Block until both collections are listed, or ``timeout`` seconds pass."""

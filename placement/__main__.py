@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 from prometheus_client import CollectorRegistry
 
 from kubeio.cluster_cache import ClusterCache
+from kubeio.collector import Collector
 from kubeio.config import configure_logging
 from kubeio.events import EventRecorder
 from kubeio.gate_patches import GateWriter
@@ -34,7 +35,6 @@ from kubeio.podgroups import PodGroupWriter
 from kubeio.queue_objects import QueueWriter
 from placement.assembly import RoundPorts, assemble, observe
 from placement.bypass_pass import BypassPass
-from placement.collector import Collector
 from placement.election import Leadership
 from placement.health import Reasons, serve_health
 from placement.placement_metrics import PlacementMetrics

@@ -66,7 +66,7 @@ def run_release_loop(
         leading: whether this replica holds the Lease now (a standby never releases).
         clock: monotonic seconds, for the gaps.
         on_pass: called with each pass's outcome and its duration (metrics, logs).
-        settle: called after every pass, outside its timing (``placement.collector.Collector.settle``).
+        settle: called after every pass, outside its timing (``kubeio.collector.Collector.settle``).
         timing: the waits above.
     """
     last, cost = float("-inf"), 0.0

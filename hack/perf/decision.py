@@ -6,7 +6,8 @@ service's ``filter`` (``extender.service.Extender.filter``: health, queue hold, 
 mode the choice of the one node), on the extender's real ``ClusterCache`` fed as the reflector feeds
 it (``perf.memory``'s API-shaped objects; node ``i`` runs ``i % 8`` one-GPU pods, so every node has room
 and the nodes differ). Between two decisions one more pod is bound on one node through the cache's pod
-event, as a backlog binds them, so the memos see one changed node per decision, not none. Every call
+event, as a backlog binds them, so the memos see one changed node per decision, not none; after each
+event the extender's collector settles, as its watch thread does (``kubeio.collector``). Every call
 passes the same candidate tuple, as the hot path does for a candidate list it read before
 (``extender.hot.NamesMemo``); a new list costs one set of its names more (about 0.1 ms at 5,000).
 
@@ -31,6 +32,7 @@ import orjson
 
 from extender.service import Extender
 from kubeio.cluster_cache import ClusterCache
+from kubeio.collector import Collector
 from kubeio.convert import pod_from_api
 from perf.bed import topology_documents
 from perf.common import Progress, subprocess_env
@@ -63,12 +65,14 @@ def worker(nodes: int, pods: int, calls: int) -> dict[str, Any]:
     out: dict[str, Any] = {"nodes": nodes, "pods": pods, "calls": calls}
     extra = pods
     gc.collect()
+    collector = Collector(time.monotonic)
     for mode in ("decisive", "ranked"):
         service = Extender(cache, None, clock=time.monotonic, promise_ttl=60.0, decisive=mode == "decisive")  # type: ignore[arg-type]
         times, ranking = [], []
         for n in range(calls + 20):
             at = (n * 7919) % nodes
             cache.pod_event("ADDED", api_pod(extra, names[at], None))
+            collector.settle()
             extra += 1
             start = time.perf_counter()
             decision = service.filter(pod, candidates)

@@ -8,6 +8,9 @@ Every unit test that hands a reader or writer an API server uses this fake, so t
 - ``objects`` (path -> object, or an exception to raise) answer any request for that exact path;
 - ``replies`` answer requests in order, before anything else (a reply may be an exception to raise);
 - ``answer`` computes a reply from the request, for a fake with rules of its own;
+- ``streams`` (path -> events) answer the first watch of that path; every later watch, or a watch of
+  another path, ends after a short wait with no event, as a quiet stream's timeout does (slowed down so
+  that a reflector's re-watch loop does not spin);
 - a write to anything else answers ``{}``.
 
 Every request is recorded in ``sent`` (``Sent``: method, path, query, body, content type, timeout). The
@@ -16,7 +19,8 @@ real API server is left to tests/e2e.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import time
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,6 +50,7 @@ class FakeApi:
     answer: Callable[[Sent], JsonObject] | None = None
     read_only: bool = True
     """Refuse any write: a reader under test must send none (a writer's test says ``read_only=False``)."""
+    streams: dict[str, list[JsonObject]] = field(default_factory=dict)
     sent: list[Sent] = field(default_factory=list)
 
     @property
@@ -83,6 +88,15 @@ class FakeApi:
         if method == "GET":
             raise NotFoundError(404, "NotFound", f"the server could not find the requested resource ({path})")
         return {}
+
+    def watch(self, path: str, query: Mapping[str, str], *, timeout: float) -> Iterator[JsonObject]:
+        """Record the watch and yield ``path``'s stream once (see the module docstring)."""
+        self.sent.append(Sent("WATCH", path, dict(query), None, "", timeout))
+        events = self.streams.pop(path, None)
+        if events is None:
+            time.sleep(0.02)
+            return
+        yield from events
 
 
 def _given(reply: JsonObject | Exception) -> JsonObject:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+import time
 from typing import Any
 
 from hypothesis import given, settings
@@ -11,6 +13,7 @@ from kubeio.cluster_cache import ClusterCache
 from scheduling.cluster.promises import Promise, PromiseBook
 from scheduling.cluster.snapshot import total_room
 from scheduling.model import Pod, Resources
+from tests.kubeio.fake_api import FakeApi
 
 
 def raw_node(name: str, gpus: int = 8) -> dict[str, Any]:
@@ -254,3 +257,23 @@ def test_a_relist_after_a_watch_expiry_forgets_what_was_deleted_meanwhile() -> N
     assert sorted(snapshot.nodes) == ["big", "n1"]
     assert [q.name for q in snapshot.queue_list()] == ["b"]
     assert [r.name for r in cache.refusals.all()] == ["big"]
+
+
+def test_settle_runs_on_the_watch_thread_after_each_change_is_applied() -> None:
+    """The extender freezes what a change copied (``kubeio.collector``): it must see the change applied."""
+    seen: list[frozenset[str]] = []
+    cache = ClusterCache(settle=lambda: seen.append(frozenset(cache.snapshot().pods)))
+    api = FakeApi(
+        collections={"/api/v1/nodes": [raw_node("n1")], "/api/v1/pods": []},
+        streams={"/api/v1/pods": [{"type": "ADDED", "object": raw_pod("u1", "n1", (0,))}]},
+    )
+    stop = threading.Event()
+    cache.start(api, stop)  # type: ignore[arg-type]  # the one fake of the API boundary
+    try:
+        deadline = time.monotonic() + 60.0  # generous: a loaded machine runs the watch threads late
+        while frozenset({"u1"}) not in seen and time.monotonic() < deadline:
+            time.sleep(0.01)
+    finally:
+        stop.set()
+    assert frozenset({"u1"}) in seen  # settled after the event, with the pod in the state
+    assert seen.index(frozenset({"u1"})) > 0  # and after the lists before it

@@ -1,4 +1,4 @@
-"""Python's cyclic garbage collector kept out of the passes: survivors frozen, a full collection now and then.
+"""Python's cyclic garbage collector kept out of decisions: survivors frozen, a full collection now and then.
 
 Why: a full collection walks every object the collector tracks, and a placement manager keeps tens of
 thousands of them (pods, snapshots, queue views). Whenever the collector's own thresholds started one
@@ -14,6 +14,16 @@ thresholds start walk only what was allocated since. Garbage in a reference cycl
 exception kept with its traceback, say) is not freed by them: every ``full_every`` seconds, between
 passes, the permanent generation is put back and collected once, so such garbage lives at most that
 long, and that one slow collection falls between passes, where it delays no decision.
+
+The extender settles after every watch event it applies (``kubeio.cluster_cache.ClusterCache``'s
+``settle``). A write after a snapshot copies the state's per-node dicts (copy on write), so the young
+generation held four dicts of 5,000 entries each, and the collection a decision's own allocations then
+started walked them: at 5,000 nodes and 150,000 pods (``hack/perf/decision.py``) one decision in
+forty took 1.2 ms more, one in a thousand 10 ms, and the decisive ``filter`` p99 was 0.81-1.28 ms;
+with the survivors frozen after each event it was 0.21 ms, p50 unchanged. The extender has no gap
+between passes, so its full collection (1.5 s at that size) stalls requests once every ``full_every``;
+the collector as it comes makes the same full walk whenever a quarter more objects have survived since
+its last one.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from placement.collector import Collector
+from kubeio.collector import Collector
 
 
 class Cycle:
