@@ -49,7 +49,7 @@ def test_the_first_member_reserves_the_whole_gang_and_later_members_get_their_no
         assert later.planned is None
         assert later.promises is first.promises
         assert later.feasible == (first.promises.by_uid[member.uid].node,)
-        assert all(r.code is Code.UNRESOLVABLE for r in later.rejected.values())
+        assert not later.rejected  # kube-scheduler reads no other node's status when one passes
 
 
 def test_a_repeated_filter_gives_the_same_answer() -> None:
@@ -88,6 +88,10 @@ def test_two_gangs_that_each_need_two_thirds_never_both_reserve() -> None:
     second = decide(b[0], a_gang("b", 2), b, first.promises)
     assert first.feasible and not second.feasible
     assert "needs 16 GPUs for 2 pods (8 per pod); 8 free on 1 node" in second.verdict.message
+    assert set(second.rejected) == set(NAMES)  # every candidate turned down, unresolvably, with the sentence
+    assert {(r.code, r.message) for r in second.rejected.values()} == {
+        (Code.UNRESOLVABLE, second.verdict.message)
+    }
     assert "ml/b" not in second.promises.by_group
 
 
