@@ -127,7 +127,7 @@ def _choose_node(
 ) -> str | None:
     """The node for ``pod``: a used one that fits, best fit first; else the best node not used yet.
 
-    Nodes not used yet come from an order kept on ``work`` for the member's shape
+    Nodes not used yet come from an order kept on ``work`` for the member's GPU count
     (``scheduling.gang.fresh_order``): built once per statement, then brought up to date with the few
     nodes each plan changes, instead of every node re-ranked for every gang (most of a release pass at
     1,000 nodes).
@@ -144,7 +144,7 @@ def _choose_node(
         return min(fitting, key=rank)
     order = fresh_order(work, pod, allowed, domain)
     used_domains = {domain_of(room.node, keys) for n in used if (room := work.room(n)) is not None}
-    return order.best(frozenset(used), used_domains, keys)
+    return order.best(pod, frozenset(used), used_domains, keys)
 
 
 def _shortfall(group: str, members: Sequence[Pod], stuck: Pod, rooms: Mapping[str, NodeRoom]) -> str:

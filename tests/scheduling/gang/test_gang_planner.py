@@ -205,6 +205,10 @@ def _reference_domains(work: Statement, candidates: frozenset[str], keys: Sequen
     return _ReferenceDomains(work.rooms(candidates), keys)
 
 
+CPU = st.sampled_from((0, 0, 1000, 3000, 6000))
+"""Members' CPU requests (milli): members of one GPU count differ in CPU, as real jobs' members do."""
+
+
 @st.composite
 def _clusters(draw: st.DrawFn) -> tuple[list[Node], list[Pod], list[Pod], list[str]]:
     """Racks in zones, some GPUs held, a gang of mixed members (some pinned), and the offered nodes."""
@@ -212,6 +216,7 @@ def _clusters(draw: st.DrawFn) -> tuple[list[Node], list[Pod], list[Pod], list[s
     nodes = [
         a_node(f"n{i:02d}")
         .gpus(draw(st.sampled_from((4, 8))))
+        .cpu(draw(st.sampled_from((8000, 64000))))  # CPU that runs out before the GPUs do, on some
         .labels(
             **{"phalanx.io/rack": f"r{draw(st.integers(0, 4))}", "topology.kubernetes.io/zone": f"z{i % 2}"}
         )
@@ -225,7 +230,7 @@ def _clusters(draw: st.DrawFn) -> tuple[list[Node], list[Pod], list[Pod], list[s
             running.append(a_pod(f"busy-{node.name}").gpus(held).on(node.name, range(held)).build())
     gang = []
     for i in range(draw(st.integers(1, 40))):
-        pod = a_pod(f"m{i:02d}").gpus(draw(st.sampled_from((0, 1, 1, 1, 2, 4, 8)))).group("g")
+        pod = a_pod(f"m{i:02d}").gpus(draw(st.sampled_from((0, 1, 1, 1, 2, 4, 8)))).cpu(draw(CPU)).group("g")
         if draw(st.integers(0, 3)) == 0:
             pod = pod.pinned(
                 *draw(st.lists(st.sampled_from([n.name for n in nodes]), min_size=1, max_size=3))
@@ -262,7 +267,11 @@ def _gangs_in_turn(draw: st.DrawFn) -> tuple[list[Node], list[Pod], list[list[Po
     for g in range(draw(st.integers(1, 6))):
         gangs.append(
             [
-                a_pod(f"g{g}-m{i:02d}").gpus(draw(st.sampled_from((1, 1, 2, 4, 8)))).group(f"g{g}").build()
+                a_pod(f"g{g}-m{i:02d}")
+                .gpus(draw(st.sampled_from((1, 1, 2, 4, 8))))
+                .cpu(draw(CPU))
+                .group(f"g{g}")
+                .build()
                 for i in range(draw(st.integers(1, 12)))
             ]
         )
