@@ -198,7 +198,8 @@ def _cluster_sections(
             def while_bound(
                 nodes: int = nodes, size: dict[str, Any] = size, work: Workload = work
             ) -> dict[str, Any]:
-                size["settle_seconds_before_calls"] = round(wait_for_idle_cpu(progress, what="calls"), 1)
+                settled = wait_for_idle_cpu(progress, what="calls")
+                size["settle_seconds_before_calls"] = round(settled.seconds, 1)
                 rss = bb.extender_rss_kib()
                 size["extender_rss_kib"] = rss
                 results["memory"]["gunicorn"].append(
@@ -212,6 +213,8 @@ def _cluster_sections(
                 )
                 progress(f"extender per-call latency over {nodes} candidates ({plan.calls} calls each)")
                 size["calls"] = measure_calls(bb.extender_url, bb.node_names, plan.calls, progress)
+                if settled.busy:
+                    size["calls"].setdefault("disturbed", settled.busy_note("the calls"))
                 return {"extender_rss_kib": rss}
 
             if "throughput" in sections and "phalanx" in schedulers:

@@ -193,10 +193,25 @@ def _cpu_jiffies() -> tuple[int, int]:
     return fields[3] + fields[4], sum(fields)
 
 
+@dataclass(frozen=True, slots=True)
+class Settled:
+    """How a wait for an idle machine ended."""
+
+    seconds: float
+    """Seconds waited."""
+    busy: bool
+    """The machine was still busy at the timeout: what is measured next shares the cores with whatever
+    kept them busy, so its figures are marked disturbed (``busy_note``) rather than read as clean."""
+
+    def busy_note(self, what: str) -> str:
+        """The disturbed-figure note for ``what`` measured after this wait (``""`` when it settled)."""
+        return f"the machine was still busy when {what} started" if self.busy else ""
+
+
 def wait_for_idle_cpu(
     progress: Progress, *, what: str, idle: float = 0.8, window: float = 1.0, timeout: float = 180.0
-) -> float:
-    """Wait until the machine is at least ``idle`` idle over ``window`` seconds; return the seconds waited.
+) -> Settled:
+    """Wait until the machine is at least ``idle`` idle over ``window`` seconds, or ``timeout`` seconds.
 
     After a burst of binds the simulated kubelet is still reporting pods Running and every watcher
     (extender, schedulers, placement manager) is still digesting those events; per-call timings taken
@@ -211,9 +226,9 @@ def wait_for_idle_cpu(
         time.sleep(window)
         idle1, total1 = _cpu_jiffies()
         if total1 > total0 and (idle1 - idle0) / (total1 - total0) >= idle:
-            return waited + time.monotonic() - started
-    progress(f"machine still busy after {timeout:.0f}s; measuring {what} anyway")
-    return waited + time.monotonic() - started
+            return Settled(waited + time.monotonic() - started, busy=False)
+    progress(f"machine still busy after {timeout:.0f}s; measuring {what} anyway (marked disturbed)")
+    return Settled(waited + time.monotonic() - started, busy=True)
 
 
 def cpu_seconds(pid: int) -> float:

@@ -103,7 +103,10 @@ def fill_and_measure(bb: BenchBed, pods_per_node: int, calls: int, progress: Pro
     created = _create(bb, namespace, list(range(first)), progress)
     tenth: dict[str, Any] = {"pods": nodes * first}
     tenth["extender_saw_all_pods"] = _wait_no_node_fits(bb, GPU_PODS_PER_NODE - first + 1, timeout=900.0)
-    tenth["settle_seconds"] = round(wait_for_idle_cpu(progress, what="the envelope's first stage"), 1)
+    settled = wait_for_idle_cpu(progress, what="the envelope's first stage")
+    tenth["settle_seconds"] = round(settled.seconds, 1)
+    if settled.busy:
+        tenth["disturbed"] = settled.busy_note("its calls")
     tenth["steady_cpu"] = _steady_cpu(bb, progress)
     tenth["calls"] = measure_calls(bb.extender_url, bb.node_names, calls, progress)
 
@@ -124,7 +127,10 @@ def fill_and_measure(bb: BenchBed, pods_per_node: int, calls: int, progress: Pro
     }
     progress(f"envelope: created in {created:.0f} s; waiting for the extender's cache and the machine")
     result["extender_saw_all_gpu_pods"] = _wait_no_node_fits(bb, GPU_PODS_PER_NODE - first, timeout=900.0)
-    result["settle_seconds"] = round(wait_for_idle_cpu(progress, what="the envelope", timeout=900.0), 1)
+    settled = wait_for_idle_cpu(progress, what="the envelope", timeout=900.0)
+    result["settle_seconds"] = round(settled.seconds, 1)
+    if settled.busy:
+        result["disturbed"] = settled.busy_note("its calls")
     result["steady_cpu"] = _steady_cpu(bb, progress)
     rss = bb.extender_rss_kib()
     result["rss_kib"], result["peak_rss_kib"] = rss.get("VmRSS", 0), rss.get("VmHWM", 0)

@@ -113,7 +113,7 @@ def _time_binds(
     bb: BenchBed, namespace: str, nodes: int, pods: dict[str, JsonObject], progress: Progress, *, what: str
 ) -> dict[str, Any]:
     """Create ``pods`` together (16 at a time) and time from the last creation to all seen bound."""
-    wait_for_idle_cpu(progress, what=f"the {what}")
+    settled = wait_for_idle_cpu(progress, what=f"the {what}")
     returned: dict[str, float] = {}
 
     def create(name: str) -> None:
@@ -132,7 +132,7 @@ def _time_binds(
         "size": len(pods),
         "bound": len(bound),
         "complete": complete,
-        "disturbed": bool(e2e_runs()),
+        "disturbed": "an end-to-end test run was running" if e2e_runs() else settled.busy_note("the gang"),
         "create_seconds": round(last_created - started, 3),
         "last_created_to_all_bound_seconds": round(max(bound) - last_created, 3) if complete else None,
     }

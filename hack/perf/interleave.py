@@ -42,14 +42,24 @@ class Runner:
 
 
 def one_backlog(
-    bb: BenchBed, runner: Runner, nodes: int, count: int, tag: str, progress: Progress
+    bb: BenchBed,
+    runner: Runner,
+    nodes: int,
+    count: int,
+    tag: str,
+    progress: Progress,
+    disturbed: list[str],
 ) -> float | None:
-    """Create ``count`` pods while ``runner`` is paused, start it, and return pods/s first bind to last."""
+    """Create ``count`` pods while ``runner`` is paused, start it, and return pods/s first bind to last.
+
+    A backlog started on a machine that never settled is noted in ``disturbed``.
+    """
     namespace = bb.namespace(f"perf-il-{runner.name}-{nodes}-{tag}")
     runner.pause()
     pods = gpu_pods(runner.scheduler, "i", count)
     create_all(bb, namespace, pods, progress)
-    wait_for_idle_cpu(progress, what=f"the {runner.name} backlog")
+    if wait_for_idle_cpu(progress, what=f"the {runner.name} backlog").busy:
+        disturbed.append(f"{tag}, {runner.name}: the machine was still busy when the backlog started")
     with BindWatch(bb.http, namespace) as watch:
         runner.start()
         names = {n for n, _ in pods}
@@ -83,10 +93,10 @@ def interleaved(
         wait_for_quiet_machine(progress, what=f"interleaved round {i + 1}/{repeats} at {nodes} nodes")
         progress(f"== interleaved round {i + 1}/{repeats} at {nodes} nodes, {count} pods a backlog")
         for runner in (baseline, *others):
-            runs[runner.name].append(one_backlog(bb, runner, nodes, count, f"r{i + 1}", progress))
+            runs[runner.name].append(one_backlog(bb, runner, nodes, count, f"r{i + 1}", progress, disturbed))
             if e2e_runs():
                 disturbed.append(f"round {i + 1}, {runner.name}: an end-to-end test run was running")
-    runs[baseline.name].append(one_backlog(bb, baseline, nodes, count, "closing", progress))
+    runs[baseline.name].append(one_backlog(bb, baseline, nodes, count, "closing", progress, disturbed))
     bb.resume_phalanx()  # the sections after this one (budget, gangs) expect phalanx's scheduler running
     return {
         "pods": count,

@@ -191,7 +191,11 @@ def goals(results: dict[str, Any]) -> list[tuple[str, str, str]]:
 
 
 def disturbed(results: dict[str, Any]) -> list[str]:
-    """Figures taken while an end-to-end test run shared the machine (started after the harness checked)."""
+    """Figures taken on a shared machine, each with why.
+
+    An end-to-end test run started after the harness checked, or the machine never settled before the
+    measurement started (``perf.common.Settled``).
+    """
     out = []
     for size in results.get("sizes", []):
         for which in ("baseline", "phalanx"):
@@ -204,11 +208,20 @@ def disturbed(results: dict[str, Any]) -> list[str]:
         if (size.get("calls") or {}).get("disturbed"):
             out.append(f"extender calls @ {size['nodes']:,}: {size['calls']['disturbed']}")
         out += [
-            f"gang of {g['size']} @ {size['nodes']:,}: an end-to-end test run was running"
+            f"gang of {g['size']} @ {size['nodes']:,}: {_why(g['disturbed'])}"
             for g in size.get("gangs", [])
             if g.get("disturbed")
         ]
+    envelope = (results.get("memory") or {}).get("envelope") or {}
+    for stage in (envelope.get("first_stage") or {}, envelope):
+        if stage.get("disturbed"):
+            out.append(f"envelope @ {stage.get('pods', 0):,} pods: {stage['disturbed']}")
     return out
+
+
+def _why(disturbed: object) -> str:
+    """A row's disturbed note; older results say only ``true`` (an end-to-end test run)."""
+    return disturbed if isinstance(disturbed, str) else "an end-to-end test run was running"
 
 
 def render(results: dict[str, Any]) -> str:

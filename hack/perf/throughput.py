@@ -124,7 +124,10 @@ def backlog(
     progress(f"{which} @ {nodes} nodes: creating a backlog of {len(pods)} pods")
     create_seconds = create_all(bb, namespace, pods, progress)
     result["burst_created_per_second"] = round(len(pods) / create_seconds, 1)
-    result["settle_seconds_before_start"] = round(wait_for_idle_cpu(progress, what="the backlog"), 1)
+    settled = wait_for_idle_cpu(progress, what="the backlog")
+    result["settle_seconds_before_start"] = round(settled.seconds, 1)
+    if settled.busy:
+        result["disturbed"] = settled.busy_note("the backlog")
     collect: Callable[[], dict[str, Any]] | None = None
     with BindWatch(bb.http, namespace) as watch:
         progress(f"{which} @ {nodes} nodes: starting the scheduler on the backlog")
@@ -187,13 +190,15 @@ def measure(
         result["while_bound"] = while_bound()
     progress(f"{which} @ {nodes} nodes: deleting the backlog")
     bb.delete_pods(burst_ns)
-    wait_for_idle_cpu(progress, what="the paced pods")
+    paced_settled = wait_for_idle_cpu(progress, what="the paced pods")
     if which == "baseline" and result.get("pods_per_second"):
         workload = replace(
             workload, paced_rate=min(workload.paced_rate, PACED_SHARE * result["pods_per_second"])
         )
     result["paced_rate"] = round(workload.paced_rate, 1)
     result.update(_paced(bb, paced_ns, scheduler, workload, progress, which, nodes))
+    if paced_settled.busy:
+        result.setdefault("paced_disturbed", paced_settled.busy_note("the paced pods"))
     bb.delete_pods(paced_ns)
     if which == "baseline":
         bb.stop_baseline()

@@ -1,4 +1,4 @@
-"""Which pytest runs the harness waits for: those that include the end-to-end tests."""
+"""Which pytest runs the harness waits for, and how a machine that never settled marks the figures."""
 
 from __future__ import annotations
 
@@ -6,7 +6,9 @@ import subprocess
 import sys
 
 import pytest
+from perf import common
 from perf.common import e2e_runs, runs_e2e
+from perf.report import disturbed
 from workload import wait_for
 
 
@@ -52,3 +54,45 @@ def test_a_running_process_that_looks_like_a_whole_suite_run_is_found() -> None:
         child.kill()
         child.wait()
     assert child.pid not in e2e_runs()
+
+
+@pytest.mark.parametrize(("idle_share", "busy"), [(0.1, True), (0.95, False)], ids=["busy", "idle"])
+def test_a_machine_that_never_settles_marks_what_is_measured_next(
+    monkeypatch: pytest.MonkeyPatch, idle_share: float, busy: bool
+) -> None:
+    """The bench measured anyway after its wait timed out; the figures must say so, not read as clean."""
+    ticks = iter(range(0, 10**9, 100))
+
+    def jiffies() -> tuple[int, int]:
+        total = next(ticks)
+        return int(total * idle_share), total
+
+    monkeypatch.setattr(common, "_cpu_jiffies", jiffies)
+    monkeypatch.setattr(common, "e2e_runs", lambda: [])
+    said: list[str] = []
+    settled = common.wait_for_idle_cpu(said.append, what="the calls", window=0.001, timeout=0.05)
+    assert settled.busy is busy
+    assert bool(settled.busy_note("the calls")) is busy
+    assert any("marked disturbed" in line for line in said) is busy
+
+
+def test_the_report_lists_every_disturbed_figure_with_its_reason() -> None:
+    busy = "the machine was still busy when its calls started"
+    results = {
+        "sizes": [
+            {
+                "nodes": 5000,
+                "gangs": [
+                    {"size": 256, "disturbed": "the machine was still busy when the gang started"},
+                    {"size": 64, "disturbed": True},  # a result file from before the reason was kept
+                    {"size": 16, "disturbed": ""},
+                ],
+            }
+        ],
+        "memory": {"envelope": {"pods": 150000, "disturbed": busy, "first_stage": {"pods": 15000}}},
+    }
+    assert disturbed(results) == [
+        "gang of 256 @ 5,000: the machine was still busy when the gang started",
+        "gang of 64 @ 5,000: an end-to-end test run was running",
+        f"envelope @ 150,000 pods: {busy}",
+    ]

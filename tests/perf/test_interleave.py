@@ -130,7 +130,9 @@ def test_rounds_run_the_baseline_first_close_with_one_and_leave_phalanx_scheduli
         def resume_phalanx(self) -> None:
             self.resumed += 1
 
-    def backlog(bb: Any, runner: Any, nodes: int, count: int, tag: str, progress: Any) -> float:
+    def backlog(
+        bb: Any, runner: Any, nodes: int, count: int, tag: str, progress: Any, disturbed: list[str]
+    ) -> float:
         ran.append(f"{runner.name}:{tag}")
         return 100.0 if runner.name == "baseline" else 80.0
 
