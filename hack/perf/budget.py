@@ -11,6 +11,8 @@ out) is sampled from every side at once:
   in-tree filter and score plugins, logging, informers, the Go garbage collector;
 - kube-scheduler's histograms (``/metrics``): the scheduling algorithm's wall time per pod and its
   in-tree extension points, so the part spent waiting for the extender can be read off;
+- kube-apiserver's (``/metrics``): the requests it served per pod by verb and resource, with their
+  server time, and the watch events it sent (``perf.budget_split.api_requests``);
 - the extender worker, sampled by py-spy (``--gil``: only the thread holding the GIL, so samples are
   Python CPU) and split by thread and by layer (gunicorn, Flask, body decoding, pod parsing, the core,
   rendering and encoding the reply, the watch threads that feed the cache, the queue view's rebuild);
@@ -36,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from perf.bed import BenchBed
-from perf.budget_split import go_split, metric_sums, python_split
+from perf.budget_split import api_requests, go_split, metric_sums, python_split
 from perf.common import Progress, cpu_seconds, finish_recorder
 from perf.throughput import backlog, fitting
 from perf.watch import BindWatch
@@ -143,6 +145,8 @@ class BudgetProbe:
             except Exception as exc:  # kube-scheduler without profiling: the rest of the budget stands
                 profile["error"] = f"{type(exc).__name__}: {exc}"
 
+        api = self.bb.bed.cluster.server
+        api_metrics0 = _get(f"{api}/metrics", token, 10).decode()
         sched_metrics0 = _get(f"{base}/metrics", token, 10).decode()
         ext_metrics0 = _plain_get(f"{ext_url}/metrics").decode() if self.which == "phalanx" else ""
         spy = None
@@ -164,6 +168,7 @@ class BudgetProbe:
         cpu1 = {role: sum(cpu_seconds(p) for p in pids) for role, pids in procs.items()}
         busy1, total1 = _machine()
         sched_metrics1 = _get(f"{base}/metrics", token, 10).decode()
+        api_metrics1 = _get(f"{api}/metrics", token, 10).decode()
         ext_metrics1 = _plain_get(f"{ext_url}/metrics").decode() if self.which == "phalanx" else ""
         pods = sum(1 for at in list(watch.bound_at.values()) if t0 < at <= t1)
         result: dict[str, Any] = {
@@ -188,6 +193,7 @@ class BudgetProbe:
             k: round(v * per_pod, 3)
             for k, v in metric_sums(sched_metrics0, sched_metrics1, self.which).items()
         }
+        result["api_requests"] = api_requests(api_metrics0, api_metrics1, pods)
         if self.which == "phalanx":
             result["extender_routes"] = _route_times(ext_metrics0, ext_metrics1, pods)
         fetcher.join(self.seconds + 40)

@@ -54,6 +54,13 @@ def _rows(budgets: dict[str, dict[str, Any]]) -> Iterator[tuple[str, dict[str, f
             f"kube-scheduler CPU: {part}",
             one(lambda b, p=part: b["kube_scheduler_profile"]["parts_ms_per_pod"][p]),
         )
+    for kind in keys("api_requests"):
+        for figure in ("calls_per_pod", "ms_per_pod", "events_per_pod"):
+            if any(figure in ((budgets.get(w) or {}).get("api_requests") or {}).get(kind, {}) for w in WHICH):
+                yield (
+                    f"API {kind}: {figure.replace('_per_pod', '').replace('_', ' ')}",
+                    one(lambda b, k=kind, f=figure: b["api_requests"][k][f]),
+                )
     yield "extender CPU holding the GIL", one(lambda b: b["extender_profile"]["gil_ms_per_pod"])
     for part in keys("extender_profile", "parts_ms_per_pod"):
         yield f"extender GIL: {part}", one(lambda b, p=part: b["extender_profile"]["parts_ms_per_pod"][p])

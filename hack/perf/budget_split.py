@@ -192,6 +192,75 @@ def histogram_deltas(before: str, after: str, family: str, by: str) -> dict[str,
     return {k: (v[0] - old.get(k, [0.0, 0.0])[0], v[1] - old.get(k, [0.0, 0.0])[1]) for k, v in new.items()}
 
 
+LONG_RUNNING = frozenset({"WATCH", "WATCHLIST", "CONNECT"})
+"""Verbs whose request duration is a stream's life, not a request's cost."""
+
+
+def api_requests(before: str, after: str, pods: int) -> dict[str, dict[str, float]]:
+    """What kube-apiserver served between two scrapes of its ``/metrics``, per bound pod.
+
+    Per request kind ("VERB resource/subresource", from ``apiserver_request_duration_seconds``): calls
+    and server milliseconds per pod, most milliseconds first; long-running verbs left out. Per watched
+    resource ("watch events resource", from ``apiserver_watch_events_total``): events sent to watchers
+    per pod. Why the API server works harder for one scheduler's pods than another's, by what it serves.
+    """
+    old, new = _by_labels(before), _by_labels(after)
+    rows: dict[str, dict[str, float]] = {}
+    for key, (seconds, calls) in new.items():
+        seconds -= old.get(key, (0.0, 0.0))[0]
+        calls -= old.get(key, (0.0, 0.0))[1]
+        if calls > 0:
+            rows[key] = {
+                "calls_per_pod": round(calls / pods, 3),
+                "ms_per_pod": round(seconds * 1000 / pods, 3),
+            }
+    ordered = dict(sorted(rows.items(), key=lambda kv: (-kv[1].get("ms_per_pod", 0.0), kv[0])))
+    return ordered | _watch_events(before, after, pods)
+
+
+def _by_labels(text: str) -> dict[str, tuple[float, float]]:
+    """(sum, count) of ``apiserver_request_duration_seconds`` per verb, resource and subresource."""
+    family = "apiserver_request_duration_seconds"
+    out: dict[str, tuple[float, float]] = {}
+    for fam in text_string_to_metric_families(text):
+        if fam.name != family:
+            continue
+        for sample in fam.samples:
+            verb = sample.labels.get("verb", "")
+            if verb in LONG_RUNNING:
+                continue
+            resource = "/".join(
+                filter(None, (sample.labels.get("resource"), sample.labels.get("subresource")))
+            )
+            key = f"{verb} {resource or '-'}"
+            seconds, calls = out.get(key, (0.0, 0.0))
+            if sample.name == f"{family}_sum":
+                out[key] = (seconds + sample.value, calls)
+            elif sample.name == f"{family}_count":
+                out[key] = (seconds, calls + sample.value)
+    return out
+
+
+def _watch_events(before: str, after: str, pods: int) -> dict[str, dict[str, float]]:
+    def read(text: str) -> dict[str, float]:
+        out: dict[str, float] = collections.defaultdict(float)
+        for fam in text_string_to_metric_families(text):
+            if fam.name == "apiserver_watch_events":  # the client library drops the counter's _total
+                for sample in fam.samples:
+                    if sample.name == "apiserver_watch_events_total":
+                        what = sample.labels.get("resource") or sample.labels.get("kind", "")
+                        out[what] += sample.value
+        return out
+
+    old, new = read(before), read(after)
+    events = {k: v - old.get(k, 0.0) for k, v in new.items()}
+    return {
+        f"watch events {k}": {"events_per_pod": round(v / pods, 3)}
+        for k, v in sorted(events.items(), key=lambda kv: (-kv[1], kv[0]))
+        if v > 0
+    }
+
+
 def metric_sums(before: str, after: str, which: str) -> dict[str, float]:
     """Seconds kube-scheduler spent between two scrapes, by part of its scheduling cycle.
 

@@ -1,10 +1,21 @@
-"""The per-pod budget's analysis on small fixtures: pprof traces, py-spy stacks, Prometheus histograms."""
+"""The per-pod budget's analysis on small fixtures: pprof traces, py-spy stacks, Prometheus scrapes."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from perf.budget_report import budget_figures, render_budget
-from perf.budget_split import go_split, go_traces, histogram_deltas, metric_sums, python_split
+from perf.budget_split import (
+    api_requests,
+    go_split,
+    go_traces,
+    histogram_deltas,
+    metric_sums,
+    python_split,
+)
+
+FIXTURES = Path(__file__).parent / "fixtures"
 
 SEP = "-----------+-------------------------------------------------------"
 
@@ -144,3 +155,20 @@ def test_a_hung_profiler_is_killed_and_its_failure_returned() -> None:
     argv = [sys.executable, "-c", "import sys; sys.stderr.write('done')"]
     with subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) as ended:
         assert finish_recorder(ended, 10.0) == "done"
+
+
+def test_api_requests_per_pod_by_verb_and_resource_from_two_real_scrapes() -> None:
+    """Two scrapes of a real kube-apiserver around ``kubectl run`` x3, a ``label`` and a ``get pods``."""
+    before, after = ((FIXTURES / f"apiserver-metrics-{i}.txt").read_text() for i in (0, 1))
+    split = api_requests(before, after, pods=3)
+    assert split["POST pods"]["calls_per_pod"] == 1.0  # one creation per pod
+    assert split["PATCH pods"]["calls_per_pod"] == 0.333  # one label for three pods
+    assert split["LIST pods"]["calls_per_pod"] == 0.333
+    assert not any(kind.split()[0] in ("WATCH", "WATCHLIST", "CONNECT") for kind in split)
+    requests = [v["ms_per_pod"] for k, v in split.items() if not k.startswith("watch events")]
+    assert requests == sorted(requests, reverse=True)  # the costliest request kind first
+    assert split["watch events pods"]["events_per_pod"] > 1.0  # each pod's events to every pod watcher
+    size = {"nodes": 3, "budget": {"phalanx": {"pods": 3, "api_requests": split}}}
+    figures = dict(budget_figures(size))
+    assert figures["phalanx, API POST pods: calls"] == 1.0
+    assert figures["phalanx, API watch events pods: events"] == split["watch events pods"]["events_per_pod"]
