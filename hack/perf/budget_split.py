@@ -195,6 +195,10 @@ def histogram_deltas(before: str, after: str, family: str, by: str) -> dict[str,
 LONG_RUNNING = frozenset({"WATCH", "WATCHLIST", "CONNECT"})
 """Verbs whose request duration is a stream's life, not a request's cost."""
 
+PER_POD_FLOOR = 0.01
+"""Request kinds and watched resources seen less often than this per pod are left out: leases, discovery
+and the like, which a 15 s window divides into noise."""
+
 
 def api_requests(before: str, after: str, pods: int) -> dict[str, dict[str, float]]:
     """What kube-apiserver served between two scrapes of its ``/metrics``, per bound pod.
@@ -203,13 +207,14 @@ def api_requests(before: str, after: str, pods: int) -> dict[str, dict[str, floa
     and server milliseconds per pod, most milliseconds first; long-running verbs left out. Per watched
     resource ("watch events resource", from ``apiserver_watch_events_total``): events sent to watchers
     per pod. Why the API server works harder for one scheduler's pods than another's, by what it serves.
+    Kinds under ``PER_POD_FLOOR`` per pod are left out.
     """
     old, new = _by_labels(before), _by_labels(after)
     rows: dict[str, dict[str, float]] = {}
     for key, (seconds, calls) in new.items():
         seconds -= old.get(key, (0.0, 0.0))[0]
         calls -= old.get(key, (0.0, 0.0))[1]
-        if calls > 0:
+        if calls / pods >= PER_POD_FLOOR:
             rows[key] = {
                 "calls_per_pod": round(calls / pods, 3),
                 "ms_per_pod": round(seconds * 1000 / pods, 3),
@@ -257,7 +262,7 @@ def _watch_events(before: str, after: str, pods: int) -> dict[str, dict[str, flo
     return {
         f"watch events {k}": {"events_per_pod": round(v / pods, 3)}
         for k, v in sorted(events.items(), key=lambda kv: (-kv[1], kv[0]))
-        if v > 0
+        if v / pods >= PER_POD_FLOOR
     }
 
 

@@ -168,6 +168,8 @@ def test_api_requests_per_pod_by_verb_and_resource_from_two_real_scrapes() -> No
     requests = [v["ms_per_pod"] for k, v in split.items() if not k.startswith("watch events")]
     assert requests == sorted(requests, reverse=True)  # the costliest request kind first
     assert split["watch events pods"]["events_per_pod"] > 1.0  # each pod's events to every pod watcher
+    rare = api_requests(before, after, pods=300)  # one label in 300 pods: under the floor, left out
+    assert "PATCH pods" not in rare and rare["POST pods"]["calls_per_pod"] == 0.01
     size = {"nodes": 3, "budget": {"phalanx": {"pods": 3, "api_requests": split}}}
     figures = dict(budget_figures(size))
     assert figures["phalanx, API POST pods: calls"] == 1.0
