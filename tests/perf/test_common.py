@@ -58,7 +58,7 @@ def test_a_running_process_that_looks_like_a_whole_suite_run_is_found() -> None:
 
 @pytest.mark.parametrize(("idle_share", "busy"), [(0.1, True), (0.95, False)], ids=["busy", "idle"])
 def test_a_machine_that_never_settles_marks_what_is_measured_next(
-    monkeypatch: pytest.MonkeyPatch, idle_share: float, busy: bool
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], idle_share: float, busy: bool
 ) -> None:
     """The bench measured anyway after its wait timed out; the figures must say so, not read as clean."""
     ticks = iter(range(0, 10**9, 100))
@@ -69,11 +69,10 @@ def test_a_machine_that_never_settles_marks_what_is_measured_next(
 
     monkeypatch.setattr(common, "_cpu_jiffies", jiffies)
     monkeypatch.setattr(common, "e2e_runs", lambda: [])
-    said: list[str] = []
-    settled = common.wait_for_idle_cpu(said.append, what="the calls", window=0.001, timeout=0.05)
+    settled = common.wait_for_idle_cpu(common.Progress(), what="the calls", window=0.001, timeout=0.05)
     assert settled.busy is busy
     assert bool(settled.busy_note("the calls")) is busy
-    assert any("marked disturbed" in line for line in said) is busy
+    assert ("marked disturbed" in capsys.readouterr().err) is busy
 
 
 def test_the_report_lists_every_disturbed_figure_with_its_reason() -> None:
