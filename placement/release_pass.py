@@ -8,9 +8,15 @@ book's eyes, so the next pass, on fresher facts, decides again; a half-released 
 next pass (the released part counts as in flight). Nothing here is needed after a restart: a new leader
 adopts every ungated, unbound group as released now (``scheduling.admission.flight``).
 
-Every release is an event on the group (``AdmissionReleased``) and every group kept gated gets its
-sentence as an event (``AdmissionWaiting``), again only when the sentence's rule changes or a minute has
-passed, so a long wait does not flood the API server.
+Events tell a wait, not every pass of the gate. A group kept gated gets its sentence as an event
+(``AdmissionWaiting``) once it has waited longer than its rule makes usual, and again only when the
+sentence's rule changes or a minute has passed, so a long wait does not flood the API server. A release
+is an event (``AdmissionReleased``) on a gang's PodGroup, one per gang, and on a pod on its own only
+when it closes a wait the pod was told of: a pod let in at once, or held a moment behind the pods in
+flight, gets kube-scheduler's ``Scheduled`` and nothing from phalanx. An event per pod per gate was two
+of the three event writes per pod that a backlog of single pods cost the API server
+(docs/design/admission-gates.md, "Events"); ``phalanx why`` decides a gated pod's sentence afresh and
+needs none of them.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ from kubeio.ports import ClusterSource, EventSink, Ungater
 from kubeio.render import pod_ref, podgroup_ref
 from placement.views import SharedView
 from scheduling.admission.door import decide_at_door
+from scheduling.admission.outcome import KeptRule
 from scheduling.admission.release import GateSettings, Released, ReleasedBook, release
 from scheduling.cluster.promises import PromiseBook
 from scheduling.cluster.snapshot import ClusterSnapshot, with_pods
@@ -74,6 +81,12 @@ class _Arrival:
 WAITING_EVENT_AFTER = 5.0
 """A group kept gated gets its first ``AdmissionWaiting`` event once it has waited this long: most groups
 are released within a pass or two (a gang's members still being created, say) and need no sentence."""
+
+WAITING_EVENT_AFTER_BY_RULE: Mapping[KeptRule, float] = {KeptRule.BUDGET: WAITING_EVENT_EVERY}
+"""Rules whose groups wait longer before their first ``AdmissionWaiting`` event. A group kept only by the
+in-flight budget is in line behind pods kube-scheduler is placing: a backlog of a thousand single pods
+drains in tens of seconds, and a sentence for each would cost the API server a write per pod while
+saying only "your turn is coming". One that waits a minute is told: kube-scheduler is slow to place."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,10 +167,8 @@ class ReleasePass:
             )
             self._book = decision.in_flight
         decided = self._timer() - started
-        for pod, reason in seen:
-            self._events.record(
-                pod_ref(pod), "Normal", "AdmissionReleased", f"released as it was created: {reason}"
-            )
+        for pod, reason in seen:  # no event: nothing was told to wait (the module's docstring)
+            log.debug("admission: %s released as it was created: %s", pod.key, reason)
         released: list[str] = []
         refused: list[str] = []
         ungated = list(self._pool.map(partial(self._release, snapshot), decision.released))
@@ -173,7 +184,8 @@ class ReleasePass:
         book = self._book
         waiting = {k.group for k in decision.kept}
         for kept in decision.kept:
-            if now - self._kept_since.get(kept.group, now) >= WAITING_EVENT_AFTER:
+            after = WAITING_EVENT_AFTER_BY_RULE.get(kept.rule, WAITING_EVENT_AFTER)
+            if now - self._kept_since.get(kept.group, now) >= after:
                 self._tell(snapshot, kept.group, kept.reason, now)
         self._told = {g: told for g, told in self._told.items() if g in waiting}
         self._kept_since = {g: self._kept_since.get(g, now) for g in waiting}
@@ -245,12 +257,16 @@ class ReleasePass:
     def _release(self, snapshot: ClusterSnapshot, group: Released) -> bool:
         """Tell, then ungate one released group (one task of the pool; ``False``: a patch was refused).
 
-        The event comes before the ungating (``EventRecorder.record_now``), which a crash cannot then
-        separate from it; a patch refused leaves the group to the next pass, which decides again.
+        The event, for a gang or a group told it waits, comes before the ungating
+        (``EventRecorder.record_now``), which a crash cannot then separate from it; a patch refused
+        leaves the group to the next pass, which decides again. Other groups are only logged.
         """
-        self._record(
-            snapshot, group.group, group.pods, "AdmissionReleased", f"released: {group.reason}", now=True
-        )
+        if snapshot.podgroup(group.group) is not None or group.group in self._told:
+            self._record(
+                snapshot, group.group, group.pods, "AdmissionReleased", f"released: {group.reason}", now=True
+            )
+        else:
+            log.debug("admission: %s released: %s", group.group, group.reason)
         return self._ungate(snapshot, group.pods)
 
     def _ungate(self, snapshot: ClusterSnapshot, keys: Sequence[str]) -> bool:

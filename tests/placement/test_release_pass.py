@@ -51,7 +51,7 @@ class FakeUngater:
 
 
 def bed(
-    *pods: Pod, groups: tuple[object, ...] = ()
+    *pods: Pod, groups: tuple[object, ...] = (), settings: GateSettings | None = None
 ) -> tuple[ReleasePass, FakeCluster, FakeUngater, FakeEvents, FakeClock]:
     cluster = FakeCluster().add(a_node("n1").build(), *pods)
     for group in groups:
@@ -63,7 +63,7 @@ def bed(
         events,
         clock=clock,
         topologies=TopologyCache(),
-        settings=GateSettings(),
+        settings=settings or GateSettings(),
         timer=lambda: 0.0,
     )
     return releaser, cluster, ungater, events, clock
@@ -74,16 +74,18 @@ def gated(name: str, gpus: int, *, group: str | None = None) -> Pod:
     return (builder.group(group) if group else builder).build()
 
 
-def test_released_pods_are_ungated_and_the_group_gets_one_event() -> None:
-    releaser, cluster, ungater, events, _ = bed(gated("a", 2), gated("b", 2))
+def test_pods_released_at_once_are_ungated_without_an_event_and_a_gang_gets_one_on_its_podgroup() -> None:
+    members = [gated(f"g-{i}", 2, group="g") for i in range(2)]
+    releaser, cluster, ungater, events, _ = bed(
+        gated("a", 2), gated("b", 2), *members, groups=(a_gang("g", 2),)
+    )
     outcome = releaser.run()
-    assert outcome == ReleaseReport(released=("ml/a", "ml/b"), kept=0, refused=(), in_flight_gpus=4)
-    assert sorted(ungater.calls) == ["ml/a", "ml/b"]  # several groups are ungated at once
+    assert outcome == ReleaseReport(released=("ml/a", "ml/b", "ml/g"), kept=0, refused=(), in_flight_gpus=8)
+    assert sorted(ungater.calls) == ["ml/a", "ml/b", "ml/g-0", "ml/g-1"]  # several groups at once
     assert not any(p.gated for p in cluster.pods.values())
-    assert [(name, reason) for _, name, _, reason, _ in events.events] == [
-        ("a", "AdmissionReleased"),
-        ("b", "AdmissionReleased"),
-    ]
+    assert [(kind, name, reason) for kind, name, _, reason, _ in events.events] == [
+        ("PodGroup", "g", "AdmissionReleased")
+    ], "pods on their own were told nothing, so their release tells nothing either"
     assert events.events[0][4] == "released: queue default: admitted; fits now on 1 node(s) (n1)"
 
 
@@ -103,9 +105,9 @@ def test_a_refused_patch_leaves_the_group_to_the_next_pass() -> None:
     assert not any(p.gated for p in cluster.pods.values())
 
 
-def test_a_kept_group_is_told_why_after_a_while_and_then_once_a_minute() -> None:
+def test_a_kept_group_is_told_why_after_a_while_then_once_a_minute_and_when_it_goes() -> None:
     running = a_pod("running").gpus(4).on("n1", range(4)).created(T0).build()  # one node of 8 GPUs
-    releaser, _, _, events, clock = bed(running, gated("big", 8))
+    releaser, cluster, _, events, clock = bed(running, gated("big", 8))
     assert releaser.run().kept == 1
     assert events.events == [], "no sentence for a group kept only a moment"
     clock.now += WAITING_EVENT_AFTER
@@ -118,6 +120,23 @@ def test_a_kept_group_is_told_why_after_a_while_and_then_once_a_minute() -> None
     clock.now += WAITING_EVENT_EVERY
     releaser.run()
     assert len(events.events) == 2
+    cluster.pods.pop("ml/running")
+    releaser.run()
+    assert events.reasons()[-1] == "AdmissionReleased", "a pod told it waits is told it goes"
+
+
+def test_a_group_kept_only_behind_the_pods_in_flight_is_told_after_a_minute_not_five_seconds() -> None:
+    releaser, _, _, events, clock = bed(
+        gated("first", 1), gated("second", 1), settings=GateSettings(max_unbound_pods=1, release_ttl=600.0)
+    )
+    assert releaser.run().released == ("ml/first",)  # unbound from now on: the budget is full
+    clock.now += WAITING_EVENT_AFTER
+    releaser.run()
+    assert events.events == [], "in line behind a pod kube-scheduler is placing: nothing to tell yet"
+    clock.now += WAITING_EVENT_EVERY
+    releaser.run()
+    assert [(name, reason) for _, name, _, reason, _ in events.events] == [("second", "AdmissionWaiting")]
+    assert events.events[0][4].startswith("kept gated: waits its turn: "), events.events[0][4]
 
 
 def test_the_gate_webhook_gates_only_pods_of_scheduler_phalanx_and_only_when_on() -> None:
@@ -262,25 +281,16 @@ def stored(name: str, gpus: int) -> Pod:
     return replace(a_pod(name).gpus(gpus).created(T0).build(), gate_stamped=True)
 
 
-def test_a_pod_the_pass_would_release_goes_in_ungated_with_its_event_once_seen() -> None:
+def test_a_pod_the_pass_would_release_goes_in_ungated_and_is_told_nothing() -> None:
     releaser, cluster, _, events, _ = bed()
     status, ops = answer(door_of(releaser), review(plain("solo", 2)))
     assert (status, ops) == (
         200,
         [{"op": "add", "path": "/metadata/annotations", "value": {GATE_STAMP: "answered"}}],
     ), "stamped, so the bypass check knows the webhook answered, but not gated"
-    assert events.events == [], "no event until the API server has stored the pod"
     cluster.add(stored("solo", 2))
-    releaser.run()
-    assert [(name, reason, message) for _, name, _, reason, message in events.events] == [
-        (
-            "solo",
-            "AdmissionReleased",
-            "released as it was created: queue default: admitted; fits now on 1 node(s) (n1)",
-        )
-    ]
-    releaser.run()
-    assert len(events.events) == 1, "told once"
+    assert releaser.run().in_flight_gpus == 2, "the pass counts it in flight, from the cache now"
+    assert events.events == [], "it never waited: kube-scheduler's Scheduled is its only event"
 
 
 def test_a_pod_let_in_holds_its_room_at_the_door_and_in_the_pass_once_seen() -> None:
