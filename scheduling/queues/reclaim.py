@@ -206,6 +206,7 @@ def choose_reclaim(
     free: Resources,
     now: float,
     fits: Fits | None = None,
+    pinned: Mapping[str, Resources] | None = None,
 ) -> ReclaimChoice:
     """Choose the gangs to evict so that ``group`` fits, or say why nothing can be reclaimed.
 
@@ -218,6 +219,8 @@ def choose_reclaim(
         free: the cluster's free capacity now.
         now: the current time, in the seconds of ``RunningGang.started_at``.
         fits: optional node-level check of a victim set (see ``Fits``); aggregate amounts otherwise.
+        pinned: per queue, what its non-preemptible gangs of ``running`` hold (``pinned_by_queue``), when
+            the caller has it: victims are preemptible, so it holds for a whole pass.
     """
     need = shortfall(group.requests, free)
     short = tuple(r for r in RESOURCE_NAMES if amount(need, r) > 0)
@@ -225,10 +228,7 @@ def choose_reclaim(
         return ReclaimChoice(
             group.key, group.queue, ReclaimOutcome.FITS, (), f"{group.key} fits; nothing to reclaim"
         )
-    non_preemptible: dict[str, Resources] = {}
-    for gang in running:
-        if not gang.preemptible:
-            non_preemptible[gang.queue] = plus(non_preemptible.get(gang.queue, ZERO), gang.requests)
+    non_preemptible = pinned_by_queue(running) if pinned is None else pinned
     admission = check_rules(group, queue_states(tree, shares, allocated, non_preemptible)[group.queue])
     if not admission.ok:
         return ReclaimChoice(group.key, group.queue, ReclaimOutcome.NOT_STARVED, (), admission.reason)
@@ -281,6 +281,15 @@ def choose_reclaim(
     return ReclaimChoice(group.key, group.queue, ReclaimOutcome.EVICT, victims, message)
 
 
+def pinned_by_queue(running: Sequence[RunningGang]) -> dict[str, Resources]:
+    """Per queue, what its non-preemptible gangs of ``running`` hold (its rules count them apart)."""
+    pinned: dict[str, Resources] = {}
+    for gang in running:
+        if not gang.preemptible:
+            pinned[gang.queue] = plus(pinned.get(gang.queue, ZERO), gang.requests)
+    return pinned
+
+
 def choose_reclaims(
     groups: Sequence[PendingGroup],
     *,
@@ -299,11 +308,20 @@ def choose_reclaims(
     The fair shares stay those given, for the whole pass.
     """
     held, alive, spare = dict(allocated), list(running), free
+    pinned = pinned_by_queue(running)  # victims are preemptible: no choice below changes it
     choices = []
     for group in groups:
         check = None if fits is None else partial(fits, group)
         choice = choose_reclaim(
-            group, tree=tree, shares=shares, allocated=held, running=alive, free=spare, now=now, fits=check
+            group,
+            tree=tree,
+            shares=shares,
+            allocated=held,
+            running=alive,
+            free=spare,
+            now=now,
+            fits=check,
+            pinned=pinned,
         )
         choices.append(choice)
         if choice.outcome not in (ReclaimOutcome.EVICT, ReclaimOutcome.FITS):
@@ -312,7 +330,8 @@ def choose_reclaims(
         for victim in choice.victims:
             held[victim.queue] = minus(held.get(victim.queue, ZERO), victim.requests)
             spare = plus(spare, victim.requests)
-        alive = [g for g in alive if g.key not in gone]
+        if gone:  # a group that fits evicts nothing: walking every running gang for it cost O(groups x gangs)
+            alive = [g for g in alive if g.key not in gone]
         spare = minus(spare, group.requests)
         held[group.queue] = plus(held.get(group.queue, ZERO), group.requests)
     return tuple(choices)
