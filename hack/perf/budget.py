@@ -16,7 +16,9 @@ out) is sampled from every side at once:
 - the extender worker, sampled by py-spy (``--gil``: only the thread holding the GIL, so samples are
   Python CPU) and split by thread and by layer (gunicorn, Flask, body decoding, pod parsing, the core,
   rendering and encoding the reply, the watch threads that feed the cache, the queue view's rebuild);
-  and the extender's own request histogram: the time its routes take per verb.
+  and the extender's own request histogram: the time its routes take per verb;
+- the placement manager, sampled the same way and split by pass and thread (its round's passes, the
+  release pass, the ungating pool, the event writer, the watches).
 
 The probe costs some CPU itself (py-spy reads the worker's memory 100 times a second; Go's profiler
 is cheap), so the budget is taken on its own backlog, not the one whose pods/s the report compares.
@@ -38,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from perf.bed import BenchBed
-from perf.budget_split import api_requests, go_split, metric_sums, python_split
+from perf.budget_split import api_requests, go_split, metric_sums, placement_split, python_split
 from perf.common import Progress, cpu_seconds, finish_recorder
 from perf.throughput import backlog, fitting
 from perf.watch import BindWatch
@@ -149,13 +151,21 @@ class BudgetProbe:
         api_metrics0 = _get(f"{api}/metrics", token, 10).decode()
         sched_metrics0 = _get(f"{base}/metrics", token, 10).decode()
         ext_metrics0 = _plain_get(f"{ext_url}/metrics").decode() if self.which == "phalanx" else ""
-        spy = None
+        spy = placement_spy = None
         spy_bin = Path(sys.executable).with_name("py-spy")
         workers = procs.get("extender", [])
+        managers = procs.get("placement manager", [])
+        placement_path = out / f"budget-{self.which}-{self.nodes}-placement.txt"
+
+        def record(pid: int, path: Path) -> subprocess.Popen[str]:
+            argv = [str(spy_bin), "record", "--pid", str(pid), "-r", str(PY_SPY_RATE), "-f", "raw"]
+            argv += ["--gil", "--threads", "--nonblocking", "-d", str(int(self.seconds)), "-o", str(path)]
+            return subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
         if self.which == "phalanx" and spy_bin.exists() and len(workers) >= 2:
-            argv = [str(spy_bin), "record", "--pid", str(workers[-1]), "-r", str(PY_SPY_RATE), "-f", "raw"]
-            argv += ["--gil", "--threads", "--nonblocking", "-d", str(int(self.seconds)), "-o", str(spy_path)]
-            spy = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            spy = record(workers[-1], spy_path)
+        if self.which == "phalanx" and spy_bin.exists() and managers:
+            placement_spy = record(managers[0], placement_path)
         fetcher = threading.Thread(target=fetch_profile, daemon=True)
         fetcher.start()
         cpu0 = {role: sum(cpu_seconds(p) for p in pids) for role, pids in procs.items()}
@@ -218,6 +228,14 @@ class BudgetProbe:
                 result["extender_profile"]["file"] = str(spy_path)
             else:
                 result["extender_profile"] = {"error": f"py-spy failed: {err.strip()[-300:]}"}
+        if placement_spy is not None:
+            err = finish_recorder(placement_spy, self.seconds + 60)
+            if placement_path.exists() and placement_spy.returncode == 0:
+                samples_ms = 1000.0 / PY_SPY_RATE
+                result["placement_profile"] = placement_split(placement_path.read_text(), samples_ms / pods)
+                result["placement_profile"]["file"] = str(placement_path)
+            else:
+                result["placement_profile"] = {"error": f"py-spy failed: {err.strip()[-300:]}"}
         self.progress(
             f"budget {self.which} @ {self.nodes} nodes: {pods} pods in {t1 - t0:.1f}s, "
             f"machine {result['machine_busy_ms_per_pod']:.1f} CPU-ms/pod"

@@ -64,6 +64,12 @@ def _rows(budgets: dict[str, dict[str, Any]]) -> Iterator[tuple[str, dict[str, f
     yield "extender CPU holding the GIL", one(lambda b: b["extender_profile"]["gil_ms_per_pod"])
     for part in keys("extender_profile", "parts_ms_per_pod"):
         yield f"extender GIL: {part}", one(lambda b, p=part: b["extender_profile"]["parts_ms_per_pod"][p])
+    yield "placement manager CPU holding the GIL", one(lambda b: b["placement_profile"]["gil_ms_per_pod"])
+    for part in keys("placement_profile", "parts_ms_per_pod"):
+        yield (
+            f"placement GIL: {part}",
+            one(lambda b, p=part: b["placement_profile"]["parts_ms_per_pod"][p]),
+        )
 
 
 def render_budget(results: dict[str, Any]) -> list[str]:

@@ -172,6 +172,54 @@ def python_split(raw: str, ms_per_sample_per_pod: float) -> dict[str, Any]:
     }
 
 
+PLACEMENT_ROUND: tuple[tuple[str, str], ...] = (
+    ("placement/queue_pass.py", "round: queue pass (status, reclaim)"),
+    ("placement/elastic_pass.py", "round: elastic pass"),
+    ("placement/gang_pass.py", "round: gang pass"),
+    ("placement/refusal_pass.py", "round: refusal pass"),
+    ("placement/bypass_pass.py", "round: bypass pass"),
+    ("placement/round.py", "round: read the cluster, queue view"),
+)
+"""(file, part): a sample of the placement manager's main thread (its round) counts for the first part
+whose file is on its stack."""
+
+PLACEMENT_THREADS: tuple[tuple[str, str], ...] = (
+    ("release-pass", "release pass: decide, tell"),
+    ("ungate", "release pass: ungate patches"),
+    ("events", "events: write"),
+    ("watch-pods", "cache: pod watch events"),
+    ("watch-", "cache: other watches"),
+    ("webhook-watch", "webhooks: watch their configuration"),
+    ("webhook", "webhooks: serve (the gate's door, pins)"),
+    ("leader", "leader election"),
+)
+"""(thread name prefix, part) for the placement manager's other threads; the rest are "other threads"
+(the webhooks' request threads among them)."""
+
+
+def placement_split(raw: str, ms_per_sample_per_pod: float) -> dict[str, Any]:
+    """The placement manager's GIL-holding samples split by pass and thread, in ms per pod.
+
+    Its main thread runs the round (``placement.round``: queue, elastic, gang, refusal and bypass
+    passes); the release pass, its ungating pool, the event writer and the watches have threads of
+    their own.
+    """
+    parts: collections.Counter[str] = collections.Counter()
+    total = 0
+    for thread, stack, count in py_stacks(raw):
+        total += count
+        if thread == "MainThread":
+            label = next((p for needle, p in PLACEMENT_ROUND if needle in stack), "round: other")
+        else:
+            label = next((p for prefix, p in PLACEMENT_THREADS if thread.startswith(prefix)), "other threads")
+        parts[label] += count
+    return {
+        "samples": total,
+        "gil_ms_per_pod": round(total * ms_per_sample_per_pod, 3),
+        "parts_ms_per_pod": {p: round(c * ms_per_sample_per_pod, 3) for p, c in parts.most_common()},
+    }
+
+
 def histogram_deltas(before: str, after: str, family: str, by: str) -> dict[str, tuple[float, float]]:
     """(sum, count) increase of histogram ``family`` between two scrapes, per value of label ``by``."""
 

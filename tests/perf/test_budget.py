@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ from perf.budget_split import (
     go_traces,
     histogram_deltas,
     metric_sums,
+    placement_split,
     python_split,
 )
 
@@ -108,6 +110,25 @@ def _scrape(algorithm: float, filter_: float, count: int) -> str:
             "",
         ]
     )
+
+
+def test_placement_split_of_a_real_capture_by_pass_and_thread() -> None:
+    """py-spy on the placement manager for 20 s of the 1,000-node backlog.
+
+    Captured before reclaim stopped walking every running gang for each group that fits: its queue pass
+    was the round's largest part.
+    """
+    raw = gzip.decompress((FIXTURES / "placement-pyspy-raw.txt.gz").read_bytes()).decode()
+    split = placement_split(raw, ms_per_sample_per_pod=1.0)
+    parts = split["parts_ms_per_pod"]
+    assert split["samples"] == split["gil_ms_per_pod"] == 762
+    assert sum(parts.values()) == 762, "every sample counts for one part"
+    assert parts["round: queue pass (status, reclaim)"] == 193
+    assert (parts["release pass: decide, tell"], parts["events: write"]) == (114, 114)
+    assert parts["release pass: ungate patches"] == 138, "the pool's eight threads, summed"
+    assert parts["cache: pod watch events"] == 101
+    assert parts["webhooks: watch their configuration"] == 23
+    assert parts["webhooks: serve (the gate's door, pins)"] == 5
 
 
 def test_histogram_deltas_and_the_algorithm_left_for_extenders() -> None:
