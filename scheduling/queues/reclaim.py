@@ -257,8 +257,9 @@ def choose_reclaim(
         and any(amount(g.requests, r) for r in short)
         and (within is None or within in tree.path(g.queue))
     ]
+    runtimes = {q: tree.min_runtime_seconds(q) for q in {g.queue for g in others}}
     candidates = sorted(
-        (g for g in others if g.preemptible and now - g.started_at >= tree.min_runtime_seconds(g.queue)),
+        (g for g in others if g.preemptible and now - g.started_at >= runtimes[g.queue]),
         key=lambda g: (g.priority, -g.started_at, g.key),
     )
     chosen = choose_victims(search, candidates, fits)

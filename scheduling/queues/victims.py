@@ -115,12 +115,12 @@ def _pick(search: VictimSearch, tier: Sequence[RunningGang], rest: Resources) ->
     wanted = [r for r in RESOURCE_NAMES if amount(rest, r) > 0]
     if not wanted:
         return tier[0]
-    exact = [g for g in tier if all(amount(g.requests, r) == amount(rest, r) for r in wanted)]
-    if exact:
-        return exact[0]
-    partial = [g for g in tier if any(amount(g.requests, r) < amount(rest, r) for r in wanted)]
-    if partial:
-        return partial[0]
+    exact = next((g for g in tier if all(amount(g.requests, r) == amount(rest, r) for r in wanted)), None)
+    if exact is not None:
+        return exact
+    partial = next((g for g in tier if any(amount(g.requests, r) < amount(rest, r) for r in wanted)), None)
+    if partial is not None:
+        return partial
 
     def overshoot(gang: RunningGang) -> Fraction:
         parts = (
@@ -130,6 +130,36 @@ def _pick(search: VictimSearch, tier: Sequence[RunningGang], rest: Resources) ->
         return sum(parts, Fraction(0))
 
     return min(tier, key=lambda g: (overshoot(g), tier.index(g)))
+
+
+def _eligible(
+    search: VictimSearch,
+    candidates: Sequence[RunningGang],
+    chosen: Sequence[RunningGang],
+    taken: Mapping[str, Resources],
+    rest: Resources,
+) -> list[RunningGang]:
+    """The candidates not chosen yet that may go next, in the candidates' order.
+
+    Whether a gang may go is a pure function of its queue and requests (given what is taken and what
+    is missing): it is judged once per kind of gang, not once per gang. Thousands of running gangs of a
+    few shapes made this scan most of a reclaim pass.
+    """
+    verdicts: dict[tuple[str, Resources], bool] = {}
+    taken_keys = {g.key for g in chosen}
+    eligible = []
+    for gang in candidates:
+        if gang.key in taken_keys:
+            continue
+        kind = (gang.queue, gang.requests)
+        verdict = verdicts.get(kind)
+        if verdict is None:
+            verdict = verdicts[kind] = search.keeps_share(gang, taken) and any(
+                amount(gang.requests, r) and (amount(rest, r) or is_zero(rest)) for r in search.short
+            )
+        if verdict:
+            eligible.append(gang)
+    return eligible
 
 
 def choose_victims(
@@ -148,18 +178,16 @@ def choose_victims(
 
     while not done(chosen):
         rest = search.rest(chosen)
-        eligible = [
-            g
-            for g in candidates
-            if g not in chosen
-            and search.keeps_share(g, taken)
-            and any(amount(g.requests, r) and (amount(rest, r) or is_zero(rest)) for r in search.short)
-        ]
+        eligible = _eligible(search, candidates, chosen, taken, rest)
         if not eligible:
             return None
         if search.quota_owed:
-            least = min(search.below_fair_share(g, taken) for g in eligible)
-            eligible = [g for g in eligible if search.below_fair_share(g, taken) == least]
+            deficits: dict[tuple[str, Resources], Fraction] = {}
+            for g in eligible:  # like eligibility, a function of the gang's queue and requests
+                if (g.queue, g.requests) not in deficits:
+                    deficits[g.queue, g.requests] = search.below_fair_share(g, taken)
+            least = min(deficits.values())
+            eligible = [g for g in eligible if deficits[g.queue, g.requests] == least]
         lowest = min(g.priority for g in eligible)
         pick = _pick(search, [g for g in eligible if g.priority == lowest], rest)
         chosen.append(pick)
