@@ -141,6 +141,10 @@ class Nudger:
         """A queue rule or a queue's allocation changed, so held pods may now be admitted."""
         self._wake()
 
+    def room_freed(self) -> None:
+        """GPUs promised to a gang were given back: kube-scheduler sees no event for that, as for a queue."""
+        self._wake()
+
     def pod_changed(self, old: Pod | None, new: Pod | None) -> None:
         """Cache listener: note freed capacity, and forget pods that got bound or left."""
         if old is not None and old.holds_resources and (new is None or not new.holds_resources):

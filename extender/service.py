@@ -209,8 +209,11 @@ class Extender:
     def _apply(self, asked: FilterInput, outcome: FilterOutcome) -> None:
         pod = asked.pod
         self.decisions.remember(asked, outcome)
-        for gone in sorted({p.group for p in outcome.lapsed if p.group}):
+        lapsed = sorted({p.group for p in outcome.lapsed if p.group})
+        for gone in lapsed:
             log.info("reservation of gang %s expired", gone)
+        if lapsed and self.nudger is not None:
+            self.nudger.room_freed()
         if self.views is not None:
             self.views.record(outcome.admitted, asked.now)
             key = group_key(pod)
@@ -265,9 +268,26 @@ class Extender:
         return kept
 
     def pod_changed(self, old: Pod | None, new: Pod | None) -> None:
-        """Cache listener: a promise ends once the cache shows its pod bound, or gone."""
+        """Cache listener: a promise ends once the cache shows its pod bound, or gone.
+
+        A gang's reservation ends with its last member: the places promised to members not created yet
+        (``scheduling.gang.stand_in``) belong to no pod, so no deletion would end them, and they held
+        their room until the reservation's TTL lapsed, which only a later filter call notices. With
+        every pod waiting, kube-scheduler made no call, and a gang deleted by a finished test kept
+        16 GPUs from the next one for a minute.
+        """
         if new is None and old is not None:
             self.ledger.release(old.uid)
+            group = old.group_key
+            if (
+                group is not None
+                and group in self.ledger.book.by_group
+                and not self._cluster.snapshot().members(group)
+            ):
+                self.ledger.release_group(group)
+                log.info("reservation of gang %s released: its last member was deleted", group)
+                if self.nudger is not None:
+                    self.nudger.room_freed()
         elif new is not None and new.node_name is not None:
             self.ledger.release(new.uid)
 

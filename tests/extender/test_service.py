@@ -254,3 +254,38 @@ def test_a_gang_that_can_never_be_reserved_is_told_so_from_its_first_member() ->
     cluster.add(*members[1:])
     assert ext.filter(members[3], names).feasible == ()
     assert run(nudger, toucher, None) == []  # nobody was told a reason that has changed since
+
+
+def test_a_gang_reserved_at_its_first_member_gives_its_room_back_when_its_last_member_is_deleted() -> None:
+    """A 3 x 8-GPU gang reserves all three nodes at its first member; a single pod waits behind it.
+
+    The places of the two members not created yet belong to no pod. When the one member is deleted,
+    the whole reservation ends at once, and the pod turned down for lack of room is woken: with every
+    pod waiting, kube-scheduler makes no call that would notice the reservation lapse.
+    """
+    nodes = [a_node(f"n{i}").gpus(8).build() for i in range(3)]
+    first = a_pod("trio-0").gpus(8).group("trio").build()
+    single = a_pod("single").gpus(8).build()
+    cluster = FakeCluster().add(*nodes, a_gang("trio", 3), first, single)
+    binder, toucher = FakeBinder(cluster), Toucher()
+    nudger = Nudger(toucher, clock=lambda: 0.0)
+    ledger, teller = PromiseLedger(), GangTeller(None, None, time)
+    gangs = GangBinder(
+        cluster.snapshot,
+        ledger,
+        FakePlanWriter(cluster),
+        binder.bind,
+        clock=time,
+        teller=teller,
+        node_gone=binder.node_gone,
+    )
+    ext = Extender(cluster, binder, clock=time, promise_ttl=60.0, gangs=gangs, nudger=nudger, ledger=ledger)
+    names = tuple(n.name for n in nodes)
+    assert ext.filter(first, names).feasible, "the gang is reserved whole at its first member"
+    assert len(ledger.book.by_group["ml/trio"]) == 3, "one place each for the two members not created yet"
+    assert ext.filter(single, names).feasible == (), "no room left beside the reservation"
+    del cluster.pods[first.key]
+    ext.pod_changed(first, None)
+    assert "ml/trio" not in ledger.book.by_group
+    assert run(nudger, toucher, None) == [("ml", "single")], "woken: the room is back"
+    assert ext.filter(single, names).feasible
