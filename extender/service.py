@@ -273,8 +273,8 @@ class Extender:
         A gang's reservation ends with its last member: the places promised to members not created yet
         (``scheduling.gang.stand_in``) belong to no pod, so no deletion would end them, and they held
         their room until the reservation's TTL lapsed, which only a later filter call notices. With
-        every pod waiting, kube-scheduler made no call, and a gang deleted by a finished test kept
-        16 GPUs from the next one for a minute.
+        every pod waiting, kube-scheduler made no call, and a deleted gang kept 16 GPUs from the pods
+        waiting behind it for a minute.
         """
         if new is None and old is not None:
             self.ledger.release(old.uid)

@@ -206,7 +206,7 @@ def choose_reclaim(
     free: Resources,
     now: float,
     fits: Fits | None = None,
-    pinned: Mapping[str, Resources] | None = None,
+    non_preemptible: Mapping[str, Resources] | None = None,
 ) -> ReclaimChoice:
     """Choose the gangs to evict so that ``group`` fits, or say why nothing can be reclaimed.
 
@@ -219,8 +219,9 @@ def choose_reclaim(
         free: the cluster's free capacity now.
         now: the current time, in the seconds of ``RunningGang.started_at``.
         fits: optional node-level check of a victim set (see ``Fits``); aggregate amounts otherwise.
-        pinned: per queue, what its non-preemptible gangs of ``running`` hold (``pinned_by_queue``), when
-            the caller has it: victims are preemptible, so it holds for a whole pass.
+        non_preemptible: per queue, what its non-preemptible gangs of ``running`` hold
+            (``non_preemptible_by_queue``), when the caller has it: victims are preemptible, so it holds
+            for a whole pass.
     """
     need = shortfall(group.requests, free)
     short = tuple(r for r in RESOURCE_NAMES if amount(need, r) > 0)
@@ -228,8 +229,8 @@ def choose_reclaim(
         return ReclaimChoice(
             group.key, group.queue, ReclaimOutcome.FITS, (), f"{group.key} fits; nothing to reclaim"
         )
-    non_preemptible = pinned_by_queue(running) if pinned is None else pinned
-    admission = check_rules(group, queue_states(tree, shares, allocated, non_preemptible)[group.queue])
+    held_apart = non_preemptible_by_queue(running) if non_preemptible is None else non_preemptible
+    admission = check_rules(group, queue_states(tree, shares, allocated, held_apart)[group.queue])
     if not admission.ok:
         return ReclaimChoice(group.key, group.queue, ReclaimOutcome.NOT_STARVED, (), admission.reason)
     held = _held_by_queue(tree, allocated)
@@ -282,13 +283,13 @@ def choose_reclaim(
     return ReclaimChoice(group.key, group.queue, ReclaimOutcome.EVICT, victims, message)
 
 
-def pinned_by_queue(running: Sequence[RunningGang]) -> dict[str, Resources]:
+def non_preemptible_by_queue(running: Sequence[RunningGang]) -> dict[str, Resources]:
     """Per queue, what its non-preemptible gangs of ``running`` hold (its rules count them apart)."""
-    pinned: dict[str, Resources] = {}
+    held: dict[str, Resources] = {}
     for gang in running:
         if not gang.preemptible:
-            pinned[gang.queue] = plus(pinned.get(gang.queue, ZERO), gang.requests)
-    return pinned
+            held[gang.queue] = plus(held.get(gang.queue, ZERO), gang.requests)
+    return held
 
 
 def choose_reclaims(
@@ -309,7 +310,7 @@ def choose_reclaims(
     The fair shares stay those given, for the whole pass.
     """
     held, alive, spare = dict(allocated), list(running), free
-    pinned = pinned_by_queue(running)  # victims are preemptible: no choice below changes it
+    non_preemptible = non_preemptible_by_queue(running)  # victims are preemptible: no choice changes it
     choices = []
     for group in groups:
         check = None if fits is None else partial(fits, group)
@@ -322,7 +323,7 @@ def choose_reclaims(
             free=spare,
             now=now,
             fits=check,
-            pinned=pinned,
+            non_preemptible=non_preemptible,
         )
         choices.append(choice)
         if choice.outcome not in (ReclaimOutcome.EVICT, ReclaimOutcome.FITS):
