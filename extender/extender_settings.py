@@ -92,6 +92,12 @@ class ExtenderSettings:
     ``false`` sends every feasible node, for kube-scheduler to score with ``prioritize``
     (``docs/design/decisive-filter.md``)."""
 
+    nominate: bool = True
+    """Write each reserved gang member's node into its ``status.nominatedNodeName``
+    (``PHALANX_NOMINATE``; ``scheduling.gang.nomination``): kube-scheduler then tries that node alone
+    before any other, one Filter pass on one node and a filter call with one name instead of every node.
+    ``false`` for a kube-scheduler older than v1.35, where the field is kube-scheduler's own."""
+
     hot_verbs: bool = True
     """Answer ``filter`` and ``prioritize`` in the worker without Flask (``PHALANX_HOT_VERBS``;
     ``extender.hot``): the same replies, without Flask's per-request work on kube-scheduler's serial
@@ -235,6 +241,12 @@ SETTINGS = (
         "PHALANX_DECISIVE",
         SWITCH,
         help_="answer filter with the one node ranked first for a pod on its own",
+    ),
+    _env(
+        "nominate",
+        "PHALANX_NOMINATE",
+        SWITCH,
+        help_="nominate each reserved gang member's node, so kube-scheduler tries it alone first",
     ),
     _env(
         "hot_verbs",

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from extender.decisions import DecisionLog
 from extender.gang_bind import GangBinder, GangTeller
 from extender.ledger import PromiseLedger
+from extender.nominator import Nominator
 from extender.nudger import Nudger
 from extender.view_keeper import ViewKeeper
 from kubeio.binding import BindRefusedError, BindStatus
@@ -88,6 +89,7 @@ class Extender:
         teller: GangTeller | None = None,
         views: ViewKeeper | None = None,
         nudger: Nudger | None = None,
+        nominator: Nominator | None = None,
         reservation_ttl: float = 60.0,
         locality_keys: tuple[str, ...] = DEFAULT_LOCALITY_KEYS,
         wall_clock: Callable[[], float] = time.time,
@@ -111,6 +113,8 @@ class Extender:
         self.views = views
         """Queue rules; without them every pod is admitted as far as queues go."""
         self.nudger = nudger
+        self.nominator = nominator
+        """Writes reserved gang members' nominated nodes; woken when a reservation is made or ends."""
         self.decisive = decisive
         """Answer filter with the one node phalanx ranks first (``scheduling.nodes.decisive``)."""
         self.decisions = decisions or DecisionLog()
@@ -214,6 +218,8 @@ class Extender:
             log.info("reservation of gang %s expired", gone)
         if lapsed and self.nudger is not None:
             self.nudger.room_freed()
+        if self.nominator is not None and (lapsed or outcome.plan is not None):
+            self.nominator.wake()
         if self.views is not None:
             self.views.record(outcome.admitted, asked.now)
             key = group_key(pod)
@@ -286,6 +292,8 @@ class Extender:
             ):
                 self.ledger.release_group(group)
                 log.info("reservation of gang %s released: its last member was deleted", group)
+                if self.nominator is not None:
+                    self.nominator.wake()
                 if self.nudger is not None:
                     self.nudger.room_freed()
         elif new is not None and new.node_name is not None:

@@ -25,6 +25,7 @@ from extender.extender_metrics import GangMetrics
 from extender.extender_settings import ExtenderSettings
 from extender.gang_bind import GangBinder, GangSettings, GangTeller
 from extender.ledger import PromiseLedger
+from extender.nominator import Nominator
 from extender.nudger import Nudger
 from extender.recovery import GangRecovery
 from extender.service import Extender
@@ -87,6 +88,7 @@ def create() -> Flask:
         clock=time.monotonic,
         hold_seconds=settings.promise_ttl_seconds,
     )
+    nominator = Nominator(binder, lambda: ledger.book, cache.snapshot) if settings.nominate else None
     service = Extender(
         cache,
         binder,
@@ -98,6 +100,7 @@ def create() -> Flask:
         teller=teller,
         views=views,
         nudger=nudger,
+        nominator=nominator,
         reservation_ttl=settings.reservation_ttl_seconds,
         locality_keys=settings.locality_keys,
         decisive=settings.decisive,
@@ -118,6 +121,8 @@ def create() -> Flask:
         )
     threading.Thread(target=views.run, args=(stop, 1.0), name="queues", daemon=True).start()
     threading.Thread(target=nudger.run, args=(stop,), name="nudger", daemon=True).start()
+    if nominator is not None:
+        threading.Thread(target=nominator.run, args=(stop, 1.0), name="nominator", daemon=True).start()
     threading.Thread(
         target=recovery.run,
         args=(stop, settings.recovery_interval_seconds),

@@ -106,6 +106,13 @@ class PodToucher(Protocol):
         """Merge-patch one annotation."""
 
 
+class PodNominator(Protocol):
+    """Writes a pod's ``status.nominatedNodeName`` (``kubeio.binding.PodBinder.nominate``)."""
+
+    def nominate(self, namespace: str, name: str, uid: str, node: str | None) -> bool:
+        """Nominate ``node`` (``None`` clears) for the pod with ``uid``; ``False`` if that pod is gone."""
+
+
 class Pinner(Protocol):
     """Pins pods and taints pool nodes (``kubeio.pins.PinWriter``)."""
 

@@ -281,6 +281,26 @@ class FakeBinder:
 
 
 @dataclass
+class FakeNominator:
+    """A PodNominator that records each write; pods not in ``cluster`` (or of another UID) are gone."""
+
+    cluster: FakeCluster
+    calls: list[tuple[str, str, str | None]] = field(default_factory=list)
+    fail_with: KubeError | None = None
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def nominate(self, namespace: str, name: str, uid: str, node: str | None) -> bool:
+        with self.lock:
+            if self.fail_with is not None:
+                raise self.fail_with
+            pod = self.cluster.pods.get(f"{namespace}/{name}")
+            if pod is None or pod.uid != uid:
+                return False
+            self.calls.append((f"{namespace}/{name}", uid, node))
+            return True
+
+
+@dataclass
 class FakePlanWriter:
     """A PlanWriter over a FakeCluster: plan annotations land on its PodGroups, deletes remove pods.
 

@@ -92,25 +92,34 @@ def adopt(pod: Pod, group: str, candidates: Collection[str], promises: PromiseBo
     same. The place keeps its expiry: it is the gang's reservation, not a new one.
     """
     offered = frozenset(candidates)
-    asks = pod.requests
     places = sorted(
         (
             p
             for uid in promises.by_group.get(group, frozenset())
-            if is_stand_in(uid)
-            and (p := promises.by_uid[uid]).node in offered
-            and (not pod.pinned or p.node in pod.pinned)
-            and len(p.gpus) == asks.gpus
-            and p.requests.milli_cpu >= asks.milli_cpu
-            and p.requests.memory >= asks.memory
+            if is_stand_in(uid) and (p := promises.by_uid[uid]).node in offered and covers(p, pod)
         ),
         key=lambda p: (p.node, p.pod_uid),
     )
     if not places:
         return None
     place = places[0]
-    taken: Promise = replace(place, pod_uid=pod.uid, pod_key=pod.key, requests=asks)
+    taken: Promise = replace(place, pod_uid=pod.uid, pod_key=pod.key, requests=pod.requests)
     return promises.release(place.pod_uid).add(taken)
+
+
+def covers(place: Promise, pod: Pod) -> bool:
+    """Whether the stand-in ``place`` can take ``pod``, wherever kube-scheduler offers it.
+
+    The pod is not pinned elsewhere, the place holds exactly the GPUs it asks for, and at least its CPU
+    and memory.
+    """
+    asks = pod.requests
+    return (
+        (not pod.pinned or place.node in pod.pinned)
+        and len(place.gpus) == asks.gpus
+        and place.requests.milli_cpu >= asks.milli_cpu
+        and place.requests.memory >= asks.memory
+    )
 
 
 def has_stand_ins(group: str, promises: PromiseBook) -> bool:

@@ -74,6 +74,8 @@ NEEDS: dict[str, list[Ask]] = {
         Ask("get", "pods", namespace=ANY_NS, name="p"),
         Ask("create", "pods", subresource="binding", namespace=ANY_NS, name="p"),
         Ask("patch", "pods", namespace=ANY_NS, name="p"),
+        # extender: kubeio/binding.py nominate (merge-patch status.nominatedNodeName, extender/nominator.py)
+        Ask("patch", "pods", subresource="status", namespace=ANY_NS, name="p"),
         # extender: kubeio/podgroups.py set_plan (PATCH the PodGroup), delete_pod (gang rollback)
         Ask("patch", "podgroups", "scheduling.x-k8s.io", namespace=ANY_NS, name="g"),
         # the same for Kubernetes' own PodGroups (kubeio/native_podgroups.py; the alpha Workload API)
