@@ -298,6 +298,13 @@ class Extender:
                     self.nudger.room_freed()
         elif new is not None and new.node_name is not None:
             self.ledger.release(new.uid)
+        elif (
+            old is None
+            and new is not None
+            and self.nominator is not None
+            and new.group_key in self.ledger.book.by_group
+        ):
+            self.nominator.wake()  # a member created after its gang was reserved: nominate it now
 
     def node_changed(self, name: str, old: Node | None, new: Node | None) -> None:
         """Cache listener: GPUs promised on a node that is not Ready or was deleted are released.

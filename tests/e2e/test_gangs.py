@@ -22,6 +22,8 @@ from workload import (
     wait_for,
 )
 
+from tests.e2e.test_single_pod import metric
+
 FINISH = {"phalanx.io/sim-duration-seconds": "2"}
 
 
@@ -177,6 +179,50 @@ def test_a_gang_created_member_by_member_is_reserved_whole_at_its_first(
         if e["reason"] == "FailedScheduling"
     ]
     assert turned_down == []
+    assert double_booked(list_pods(testbed.http)) == []
+
+
+def test_members_created_after_the_reservation_are_nominated_to_their_place_and_tried_there_alone(
+    testbed: Testbed, namespace: str, ungated: None
+) -> None:
+    """kube-scheduler tries a nominated member on its node alone: the extender is asked about one name.
+
+    Ungated (``ungated``), so that the gang is reserved at its first member with three places kept. The
+    later members carry a gate of their own: kube-scheduler leaves them alone until it is removed, so
+    the extender's nominations are there before kube-scheduler tries them (on a busy scheduler, a queue
+    of members does the same).
+    """
+    hold = "example.com/hold"
+    create_podgroup(testbed.http, namespace, podgroup("nom", 4))
+    create_pod(testbed.http, namespace, member("n0", "nom", 2))
+    wait_for(
+        "the gang reserved whole at its first member",
+        lambda: said(testbed.http, namespace, "nom", "GangReserved", "3 not created yet"),
+    )
+    for i in (1, 2, 3):
+        pod = member(f"n{i}", "nom", 2)
+        pod["spec"]["schedulingGates"] = [{"name": hold}]
+        create_pod(testbed.http, namespace, pod)
+
+    def nominated() -> dict[str, str] | None:
+        pods = {p["metadata"]["name"]: p for p in list_pods(testbed.http, namespace)}
+        nodes = {n: str(pods[n]["status"].get("nominatedNodeName") or "") for n in ("n1", "n2", "n3")}
+        return nodes if all(nodes.values()) else None
+
+    nodes = wait_for("the three late members nominated", nominated, timeout=30)
+    single = metric(testbed, "phalanx_extender_filter_answers_total", path="single")
+    for i in (1, 2, 3):
+        testbed.http.request(
+            "PATCH",
+            f"/api/v1/namespaces/{namespace}/pods/n{i}",
+            body={"spec": {"schedulingGates": []}},
+            content_type="application/merge-patch+json",
+        )
+    wait_for("all 4 bound", lambda: len(bound_names(testbed, namespace, "n")) == 4, timeout=60)
+    placed = {p["metadata"]["name"]: p["spec"]["nodeName"] for p in list_pods(testbed.http, namespace)}
+    assert {n: placed[n] for n in nodes} == nodes, "each late member bound where it was nominated"
+    asked_alone = metric(testbed, "phalanx_extender_filter_answers_total", path="single") - single
+    assert asked_alone >= 3, f"the extender was asked about one node for each: {asked_alone} times"
     assert double_booked(list_pods(testbed.http)) == []
 
 
