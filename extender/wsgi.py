@@ -36,6 +36,7 @@ from kubeio.collector import Collector
 from kubeio.config import configure_logging
 from kubeio.events import EventRecorder
 from kubeio.http import KubeHttp, load_api_client
+from kubeio.nominations import NominationWriter
 from kubeio.podgroups import PodGroupWriter
 from scheduling.admission.queue_hold import no_longer_ahead
 
@@ -88,7 +89,8 @@ def create() -> Flask:
         clock=time.monotonic,
         hold_seconds=settings.promise_ttl_seconds,
     )
-    nominator = Nominator(binder, lambda: ledger.book, cache.snapshot) if settings.nominate else None
+    nominations = NominationWriter(http, timeout=settings.api_timeout_seconds)
+    nominator = Nominator(nominations, lambda: ledger.book, cache.snapshot) if settings.nominate else None
     service = Extender(
         cache,
         binder,

@@ -130,32 +130,3 @@ class PodBinder:
             content_type="application/merge-patch+json",
             timeout=self._timeout,
         )
-
-    def nominate(self, namespace: str, name: str, uid: str, node: str | None) -> bool:
-        """Set (or, with ``None``, clear) the pod's ``status.nominatedNodeName``.
-
-        The patch carries the pod's UID: the API server refuses a change of it, so a pod re-created
-        under the same name is not nominated by mistake.
-
-        Returns:
-            ``False`` when the pod is gone or was re-created; ``True`` once written.
-
-        Raises:
-            KubeError: the API server could not be reached or failed.
-        """
-        body = {"metadata": {"uid": uid}, "status": {"nominatedNodeName": node}}
-        try:
-            self._http.request(
-                "PATCH",
-                _pod_path(namespace, name) + "/status",
-                body=body,
-                content_type="application/merge-patch+json",
-                timeout=self._timeout,
-            )
-        except NotFoundError:
-            return False
-        except KubeError as exc:
-            if exc.status in (409, 422):  # the UID changed: a pod of the same name, not this one
-                return False
-            raise
-        return True

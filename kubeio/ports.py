@@ -107,7 +107,7 @@ class PodToucher(Protocol):
 
 
 class PodNominator(Protocol):
-    """Writes a pod's ``status.nominatedNodeName`` (``kubeio.binding.PodBinder.nominate``)."""
+    """Writes a pod's ``status.nominatedNodeName`` (``kubeio.nominations.NominationWriter``)."""
 
     def nominate(self, namespace: str, name: str, uid: str, node: str | None) -> bool:
         """Nominate ``node`` (``None`` clears) for the pod with ``uid``; ``False`` if that pod is gone."""

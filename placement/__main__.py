@@ -30,6 +30,7 @@ from kubeio.gate_patches import GateWriter
 from kubeio.http import KubeHttp, load_api_client
 from kubeio.lease import LeaseClient
 from kubeio.mpijobs import MpiJobWriter
+from kubeio.nominations import NominationWriter
 from kubeio.pins import PinWriter
 from kubeio.podgroups import PodGroupWriter
 from kubeio.queue_objects import QueueWriter
@@ -83,6 +84,7 @@ def run(settings: PlacementSettings, stop: threading.Event) -> int:
             topologies=cache.topologies,
             settings=settings.gates,
             views=views,
+            nominator=NominationWriter(http) if settings.nominate_released else None,
         )
     door = None
     if releaser is not None and settings.admit_at_creation:

@@ -127,6 +127,12 @@ class PlacementSettings:
     ``scheduling.admission.door``). Off: every pod is gated and waits for a pass (about 90 ms more per
     pod on a quiet cluster of 1,000 nodes)."""
 
+    nominate_released: bool = True
+    """Nominate each pod the release pass places to the node its plan puts it on, just before its gate
+    is removed (``--nominate-released``, ``PHALANX_NOMINATE_RELEASED``; ``kubeio.nominations``):
+    kube-scheduler then tries that node alone, one Filter pass on one node instead of every node. Off
+    for a kube-scheduler older than v1.35, where ``status.nominatedNodeName`` is its own."""
+
     gates: GateSettings = field(default_factory=GateSettings)
     """How much the release pass lets into kube-scheduler's queue at once (``--gate-*``,
     ``PHALANX_GATE_*``), its defaults the core's."""
@@ -344,6 +350,14 @@ SETTINGS = (
         ("PHALANX_ADMIT_AT_CREATION",),
         SWITCH,
         "let a pod the release pass would release now in ungated as it is created",
+        metavar="BOOLEAN",
+    ),
+    Setting(
+        "nominate_released",
+        "--nominate-released",
+        ("PHALANX_NOMINATE_RELEASED",),
+        SWITCH,
+        "nominate each pod the release pass places to its planned node before ungating it",
         metavar="BOOLEAN",
     ),
     Setting(

@@ -31,7 +31,7 @@ from functools import partial
 
 from kubeio.errors import KubeError
 from kubeio.events import ObjectRef
-from kubeio.ports import ClusterSource, EventSink, Ungater
+from kubeio.ports import ClusterSource, EventSink, PodNominator, Ungater
 from kubeio.render import pod_ref, podgroup_ref
 from placement.views import SharedView
 from scheduling.admission.door import decide_at_door
@@ -124,8 +124,11 @@ class ReleasePass:
         settings: GateSettings,
         views: SharedView | None = None,
         timer: Callable[[], float] = time.perf_counter,
+        nominator: PodNominator | None = None,
     ) -> None:
+        """Release through ``ungater``; with a ``nominator``, each placed pod is nominated first."""
         self._source = source
+        self._nominator = nominator
         self._timer = timer  # monotonic seconds, for ``decide_seconds``
         self._pool = ThreadPoolExecutor(UNGATING_AT_ONCE, thread_name_prefix="ungate")
         self._ungater = ungater
@@ -267,15 +270,26 @@ class ReleasePass:
             )
         else:
             log.debug("admission: %s released: %s", group.group, group.reason)
-        return self._ungate(snapshot, group.pods)
+        return self._ungate(snapshot, group.pods, dict(group.nodes))
 
-    def _ungate(self, snapshot: ClusterSnapshot, keys: Sequence[str]) -> bool:
-        """Ungate every pod of ``keys``; ``False`` as soon as one is refused (the rest wait a pass)."""
+    def _ungate(self, snapshot: ClusterSnapshot, keys: Sequence[str], nodes: Mapping[str, str]) -> bool:
+        """Ungate every pod of ``keys``; ``False`` as soon as one is refused (the rest wait a pass).
+
+        A pod the pass placed is nominated to its node first (``nodes``), so kube-scheduler, seeing it
+        ungated, tries that node alone before any other (``kubeio.nominations``). A nomination that
+        fails costs only that: the pod is ungated all the same and tried on every node.
+        """
         for key in keys:
             namespace, _, name = key.partition("/")
             pod = snapshot.pod(namespace, name)
             if pod is None:
                 continue
+            node = nodes.get(key)
+            if self._nominator is not None and node is not None:
+                try:
+                    self._nominator.nominate(pod.namespace, pod.name, pod.uid, node)
+                except KubeError as exc:
+                    log.info("admission: %s not nominated to %s: %s", key, node, exc)
             try:
                 if not self._ungater.ungate(pod):
                     log.info("admission: %s changed since the pass read it; decided again next pass", key)

@@ -40,11 +40,17 @@ DEFAULT_GATE_SETTINGS = GateSettings()
 
 @dataclass(frozen=True, slots=True)
 class Released:
-    """A group to ungate now: the keys of its gated pods, sorted, and why it goes."""
+    """A group to ungate now: the keys of its gated pods, sorted, and why it goes.
+
+    ``nodes`` pairs each pod the pass placed with the node its plan puts it on, by pod key: the node
+    kube-scheduler is told to try first (``status.nominatedNodeName``, ``placement.release_pass``). Empty
+    for a group released for another reason than room (preemption, a pod the pass cannot reason about).
+    """
 
     group: str
     pods: tuple[str, ...]
     reason: str
+    nodes: tuple[tuple[str, str], ...] = ()
 
 
 class KeptRule(enum.Enum):

@@ -55,6 +55,12 @@ class NotIndexed(Exception):  # noqa: N818 - a signal to the caller, not an erro
     """The index cannot answer for this snapshot (no change log, or older than the index); decide in full."""
 
 
+FEW_CANDIDATES = 8
+"""Candidates at most for which ``choose`` reads each one's key rather than walking the order: the
+first of the order among them is the smallest of their keys. kube-scheduler asks about one node when it
+tries a pod's nominated node (``kubeio.nominations``); the walk to it crossed half the nodes."""
+
+
 class RankIndex:
     """Per (GPU need, pod requests), every node that could take such a pod, in the decisive order.
 
@@ -88,11 +94,15 @@ class RankIndex:
             order = self._current(shape, pod, snapshot, topologies, memo)
             promised = set(promises.by_node)
             best: Key | None = None
-            for key in order.order:
-                name = key[2]
-                if name in candidates and name not in promised:
-                    best = key
-                    break
+            if len(candidates) <= FEW_CANDIDATES:  # a nominated or hinted node: look it up, walk nothing
+                keys = [k for n in candidates if n not in promised and (k := order.keys.get(n)) is not None]
+                best = min(keys, default=None)
+            else:
+                for key in order.order:
+                    name = key[2]
+                    if name in candidates and name not in promised:
+                        best = key
+                        break
         for name in sorted(n for n in promised if n in candidates):
             judged = _key(name, pod, snapshot, promises, topologies, memo)
             if judged is not None and (best is None or judged < best):

@@ -41,6 +41,7 @@ from workload import (
 
 from scheduling.model import ADMISSION_GATE, GATE_STAMP
 from tests.conftest import REPO
+from tests.e2e.test_single_pod import metric
 
 GATE = {"name": ADMISSION_GATE}
 STARVE_AFTER = 5
@@ -128,6 +129,23 @@ def test_a_gang_stays_gated_until_whole_then_is_released_at_once(gated_bed: Test
     assert len(wait_for("all three bound", nodes, timeout=30)) == 3
     released = _reasons(gated_bed, ns, "trio", "AdmissionReleased")
     assert len(released) == 1, f"one release of the whole gang, on its PodGroup: {released}"
+
+
+def test_a_released_gang_is_tried_on_its_planned_nodes_alone(gated_bed: Testbed, ns: str) -> None:
+    """The pass nominates each member to the node its plan puts it on before removing the gate.
+
+    kube-scheduler then tries that node first and alone, so the extender is asked about one node for
+    every member, the first one too (its reservation is made on that call). Without the nominations the
+    first member is asked about with every node, whatever the extender then nominates for the rest.
+    """
+    http = gated_bed.http
+    single = metric(gated_bed, "phalanx_extender_filter_answers_total", path="single")
+    create_podgroup(http, ns, podgroup("trio", 3))
+    for i in range(3):
+        create_pod(http, ns, member(f"trio-{i}", "trio", 3))
+    wait_for("all three bound", lambda: all(_node(gated_bed, ns, f"trio-{i}") for i in range(3)), timeout=30)
+    asked_alone = metric(gated_bed, "phalanx_extender_filter_answers_total", path="single") - single
+    assert asked_alone >= 3, f"each member tried on its nominated node alone: {asked_alone} of 3"
 
 
 def test_a_pod_over_its_queue_limit_stays_gated_with_the_reason(gated_bed: Testbed, ns: str) -> None:

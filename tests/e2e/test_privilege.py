@@ -74,7 +74,7 @@ NEEDS: dict[str, list[Ask]] = {
         Ask("get", "pods", namespace=ANY_NS, name="p"),
         Ask("create", "pods", subresource="binding", namespace=ANY_NS, name="p"),
         Ask("patch", "pods", namespace=ANY_NS, name="p"),
-        # extender: kubeio/binding.py nominate (merge-patch status.nominatedNodeName, extender/nominator.py)
+        # extender: kubeio/nominations.py (reserved gang members' nominated node, extender/nominator.py)
         Ask("patch", "pods", subresource="status", namespace=ANY_NS, name="p"),
         # extender: kubeio/podgroups.py set_plan (PATCH the PodGroup), delete_pod (gang rollback)
         Ask("patch", "podgroups", "scheduling.x-k8s.io", namespace=ANY_NS, name="g"),
@@ -102,6 +102,8 @@ NEEDS: dict[str, list[Ask]] = {
         *(Ask(v, "podgroups", "scheduling.k8s.io") for v in ("list", "watch")),
         Ask("patch", "podgroups", "scheduling.k8s.io", "status", namespace=ANY_NS, name="g"),
         Ask("delete", "pods", namespace=ANY_NS, name="p"),
+        # kubeio/nominations.py: nominate a pod the release pass places (status.nominatedNodeName)
+        Ask("patch", "pods", subresource="status", namespace=ANY_NS, name="p"),
         # kubeio/queue_objects.py QueueWriter.set_status
         Ask("patch", "queues", "scheduling.phalanx.io", "status", name="q"),
         # kubeio/mpijobs.py: list all MPIJobs, get one, patch it (replicas, plan); list a job's workers

@@ -12,6 +12,7 @@ import json
 import threading
 from dataclasses import dataclass, field, replace
 
+from kubeio.errors import KubeError
 from placement.release_loop import LoopTiming, run_release_loop
 from placement.release_pass import (
     ARRIVING_SECONDS,
@@ -26,7 +27,7 @@ from scheduling.admission.release import GateSettings
 from scheduling.model import ADMISSION_GATE, GATE_STAMP, Pod
 from scheduling.timestamps import seconds
 from scheduling.topology import TopologyCache
-from tests.builders import FakeClock, FakeCluster, FakeEvents, a_gang, a_node, a_pod
+from tests.builders import FakeClock, FakeCluster, FakeEvents, FakeNominator, a_gang, a_node, a_pod
 from tests.kubeio.test_webhook_review import WORKER, review
 from tests.placement.test_webhook import answer
 
@@ -87,6 +88,36 @@ def test_pods_released_at_once_are_ungated_without_an_event_and_a_gang_gets_one_
         ("PodGroup", "g", "AdmissionReleased")
     ], "pods on their own were told nothing, so their release tells nothing either"
     assert events.events[0][4] == "released: queue default: admitted; fits now on 1 node(s) (n1)"
+
+
+def test_each_placed_pod_is_nominated_to_its_planned_node_while_still_gated() -> None:
+    members = [gated(f"g-{i}", 2, group="g") for i in range(2)]
+    releaser, cluster, _, _, _ = bed(gated("a", 2), *members, groups=(a_gang("g", 2),))
+    gated_then: dict[str, bool] = {}
+
+    class Watching(FakeNominator):
+        def nominate(self, namespace: str, name: str, uid: str, node: str | None) -> bool:
+            gated_then[f"{namespace}/{name}"] = cluster.pods[f"{namespace}/{name}"].gated
+            return super().nominate(namespace, name, uid, node)
+
+    nominator = Watching(cluster)
+    releaser._nominator = nominator  # the composition root passes it as ``nominator=``
+    releaser.run()
+    assert sorted((key, node) for key, _, node in nominator.calls) == [
+        ("ml/a", "n1"),
+        ("ml/g-0", "n1"),
+        ("ml/g-1", "n1"),
+    ]
+    assert gated_then == {"ml/a": True, "ml/g-0": True, "ml/g-1": True}, "nominated before the ungate"
+    assert not any(p.gated for p in cluster.pods.values())
+
+
+def test_a_failed_nomination_still_ungates_the_pod() -> None:
+    releaser, cluster, ungater, _, _ = bed(gated("a", 2))
+    nominator = FakeNominator(cluster, fail_with=KubeError(403, "Forbidden", "no pods/status patch"))
+    releaser._nominator = nominator
+    assert releaser.run().released == ("ml/a",)
+    assert ungater.calls == ["ml/a"] and not cluster.pods["ml/a"].gated
 
 
 def test_a_refused_patch_leaves_the_group_to_the_next_pass() -> None:
