@@ -157,6 +157,7 @@ def pod_from_api(raw: object) -> Pod:
         gates=scheduling_gates(spec),
         gate_stamped=GATE_STAMP in annotations,
         progress=clip_report(annotations.get(THROUGHPUT_ANNOTATION)),
+        nominated_node=_str(status.get("nominatedNodeName"), "status.nominatedNodeName") or None,
     )
 
 

@@ -389,6 +389,13 @@ SETTINGS = (
         "seconds a kept group waits before it keeps its GPUs from those behind it",
     ),
     Setting(
+        "gates.nominate_from_nodes",
+        "--gate-nominate-from-nodes",
+        ("PHALANX_GATE_NOMINATE_FROM_NODES",),
+        click.IntRange(min=0),
+        "nominate a released pod on its own only on a cluster of at least this many nodes",
+    ),
+    Setting(
         "remove_pin_taints",
         "--remove-pin-taints",
         switch=True,

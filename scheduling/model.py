@@ -186,6 +186,8 @@ class Pod:
         affinity: the terms of its required node affinity (any one must hold); empty: none.
         gates: the names of ``spec.schedulingGates``, in order (a gate is removed by its index).
         gate_stamped: it carries ``GATE_STAMP``: the gate webhook answered for it as it was created.
+        nominated_node: ``status.nominatedNodeName``: the node kube-scheduler tries first (phalanx's
+            nomination, or kube-scheduler's own after a preemption); ``None``: none.
         progress: the training-speed report its job's reporting process wrote on it, as written
             (``kubeio.progress``); ``None``: none. Kept as text: the elastic pass reads it, and a report
             that cannot be read is said on the job, not refused with the pod.
@@ -213,6 +215,7 @@ class Pod:
     gates: tuple[str, ...] = ()
     gate_stamped: bool = False
     progress: str | None = None
+    nominated_node: str | None = None
 
     @property
     def key(self) -> str:

@@ -108,7 +108,8 @@ def decide(group: PendingGroup, gated: Sequence[Pod], walk: Walk, ctx: PassFacts
         plan = plan_gang(key, waiting, allowed, snapshot, work.promises, ctx.topologies, statement=work)
         if isinstance(plan, GangPlan):
             walk.take(state, need, len(waiting), preemptible=group.preemptible, room=True)
-            gated_keys = frozenset(keys)
+            nominated = podgroup is not None or len(snapshot.nodes) >= ctx.settings.nominate_from_nodes
+            gated_keys = frozenset(keys) if nominated else frozenset()
             placed = tuple(
                 sorted(
                     (p.key, a.node) for a in plan.assignments if (p := plan.members[a.uid]).key in gated_keys

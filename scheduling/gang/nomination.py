@@ -85,10 +85,11 @@ def changes(
 ) -> tuple[Nomination, ...]:
     """The writes that bring what was ``written`` to what is ``wanted``, by pod key.
 
-    A pod written earlier and not wanted now is cleared only while it waits: a bound pod's nomination
-    is kube-scheduler's to clear, and a deleted pod has none.
+    A pod the cache already shows nominated there needs no write (the release pass nominated it as it
+    let its gang through). A pod written earlier and not wanted now is cleared only while it waits: a
+    bound pod's nomination is kube-scheduler's to clear, and a deleted pod has none.
     """
-    out = [n for uid, n in wanted.items() if written.get(uid) != n]
+    out = [n for uid, n in wanted.items() if written.get(uid) != n and not _shows(snapshot, n)]
     for uid, was in written.items():
         if uid in wanted or was.node is None:
             continue
@@ -96,6 +97,12 @@ def changes(
         if pod is not None and pod.node_name is None and not pod.terminating:
             out.append(Nomination(was.namespace, was.name, uid, None))
     return tuple(sorted(out))
+
+
+def _shows(snapshot: ClusterSnapshot, nomination: Nomination) -> bool:
+    """Whether the cache already shows the pod nominated to that node."""
+    pod = snapshot.pod_by_uid(nomination.uid)
+    return pod is not None and pod.nominated_node == nomination.node
 
 
 def _nominate(pod: Pod, node: str) -> Nomination:

@@ -30,6 +30,13 @@ def test_pod_from_a_captured_request() -> None:
     assert pod.uid == "9f0ca183-6788-45a4-a1ce-ab371e9800eb"
 
 
+def test_a_pods_nominated_node_is_read_from_its_status() -> None:
+    raw = orjson.loads((FIX / "nodecache-true" / "filter.request.json").read_bytes())["Pod"]
+    assert pod_from_api(raw).nominated_node is None
+    raw["status"] = {**raw.get("status", {}), "nominatedNodeName": "gpu-node-2"}
+    assert pod_from_api(raw).nominated_node == "gpu-node-2"
+
+
 def test_bound_victims_in_a_captured_preempt_request() -> None:
     request = orjson.loads((FIX / "nodecache-false" / "preempt.request.json").read_bytes())
     victims = [pod_from_api(p) for v in request["NodeNameToVictims"].values() for p in v["Pods"]]

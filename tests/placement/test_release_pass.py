@@ -12,6 +12,8 @@ import json
 import threading
 from dataclasses import dataclass, field, replace
 
+import pytest
+
 from kubeio.errors import KubeError
 from placement.release_loop import LoopTiming, run_release_loop
 from placement.release_pass import (
@@ -90,9 +92,21 @@ def test_pods_released_at_once_are_ungated_without_an_event_and_a_gang_gets_one_
     assert events.events[0][4] == "released: queue default: admitted; fits now on 1 node(s) (n1)"
 
 
-def test_each_placed_pod_is_nominated_to_its_planned_node_while_still_gated() -> None:
+@pytest.mark.parametrize(
+    ("from_nodes", "nominated"),
+    [(1, ["ml/a", "ml/g-0", "ml/g-1"]), (2000, ["ml/g-0", "ml/g-1"])],
+    ids=["every-placed-pod", "gang-members-only-below-2000-nodes"],
+)
+def test_each_placed_pod_is_nominated_to_its_planned_node_while_still_gated(
+    from_nodes: int, nominated: list[str]
+) -> None:
     members = [gated(f"g-{i}", 2, group="g") for i in range(2)]
-    releaser, cluster, _, _, _ = bed(gated("a", 2), *members, groups=(a_gang("g", 2),))
+    releaser, cluster, _, _, _ = bed(
+        gated("a", 2),
+        *members,
+        groups=(a_gang("g", 2),),
+        settings=GateSettings(nominate_from_nodes=from_nodes),
+    )
     gated_then: dict[str, bool] = {}
 
     class Watching(FakeNominator):
@@ -103,17 +117,13 @@ def test_each_placed_pod_is_nominated_to_its_planned_node_while_still_gated() ->
     nominator = Watching(cluster)
     releaser._nominator = nominator  # the composition root passes it as ``nominator=``
     releaser.run()
-    assert sorted((key, node) for key, _, node in nominator.calls) == [
-        ("ml/a", "n1"),
-        ("ml/g-0", "n1"),
-        ("ml/g-1", "n1"),
-    ]
-    assert gated_then == {"ml/a": True, "ml/g-0": True, "ml/g-1": True}, "nominated before the ungate"
+    assert sorted((key, node) for key, _, node in nominator.calls) == [(key, "n1") for key in nominated]
+    assert gated_then == dict.fromkeys(nominated, True), "nominated before the ungate"
     assert not any(p.gated for p in cluster.pods.values())
 
 
 def test_a_failed_nomination_still_ungates_the_pod() -> None:
-    releaser, cluster, ungater, _, _ = bed(gated("a", 2))
+    releaser, cluster, ungater, _, _ = bed(gated("a", 2), settings=GateSettings(nominate_from_nodes=0))
     nominator = FakeNominator(cluster, fail_with=KubeError(403, "Forbidden", "no pods/status patch"))
     releaser._nominator = nominator
     assert releaser.run().released == ("ml/a",)

@@ -112,3 +112,11 @@ def test_changes_write_new_and_moved_nominations_and_clear_those_whose_promise_e
         Nomination("ml", "w2", live[2].uid, None),
     )
     assert changes(wanted, wanted, snapshot) == ()
+
+
+def test_a_member_the_cache_shows_nominated_there_already_needs_no_write() -> None:
+    live = members("g", 2, 1)
+    shown = replace(live[0], nominated_node="n2")  # the release pass nominated it as it let the gang in
+    snapshot = snapshot_of(NODES, [shown, live[1]])
+    wanted = {p.uid: Nomination("ml", p.name, p.uid, "n2") for p in live}
+    assert changes(wanted, {}, snapshot) == (Nomination("ml", "w1", live[1].uid, "n2"),)
