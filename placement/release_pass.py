@@ -275,21 +275,25 @@ class ReleasePass:
     def _ungate(self, snapshot: ClusterSnapshot, keys: Sequence[str], nodes: Mapping[str, str]) -> bool:
         """Ungate every pod of ``keys``; ``False`` as soon as one is refused (the rest wait a pass).
 
-        A pod the pass placed is nominated to its node first (``nodes``), so kube-scheduler, seeing it
-        ungated, tries that node alone before any other (``kubeio.nominations``). A nomination that
-        fails costs only that: the pod is ungated all the same and tried on every node.
+        The pods the pass placed are nominated to their nodes first, all of them before the first gate
+        comes off (``nodes``): kube-scheduler, seeing a pod ungated, tries that node alone before any
+        other (``kubeio.nominations``), and the extender reserves a gang as nominated only when every
+        member already is (``scheduling.gang.filter.as_nominated``). A nomination that fails costs only
+        that: the pod is ungated all the same and tried on every node.
         """
-        for key in keys:
-            namespace, _, name = key.partition("/")
-            pod = snapshot.pod(namespace, name)
-            if pod is None:
-                continue
-            node = nodes.get(key)
-            if self._nominator is not None and node is not None:
+        pods = [(key, snapshot.pod(*key.split("/", 1))) for key in keys]
+        if self._nominator is not None:
+            for key, pod in pods:
+                node = nodes.get(key)
+                if pod is None or node is None:
+                    continue
                 try:
                     self._nominator.nominate(pod.namespace, pod.name, pod.uid, node)
                 except KubeError as exc:
                     log.info("admission: %s not nominated to %s: %s", key, node, exc)
+        for key, pod in pods:
+            if pod is None:
+                continue
             try:
                 if not self._ungater.ungate(pod):
                     log.info("admission: %s changed since the pass read it; decided again next pass", key)

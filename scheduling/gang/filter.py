@@ -21,7 +21,7 @@ make room for a whole gang, and evicting for one member would only half-place it
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import MappingProxyType
 
 from scheduling import reasons
@@ -128,7 +128,14 @@ def decide_gang_member(
         message = f"gang {key}: waiting for members: {len(live)} of {group.min_member} pods exist"
         return _answer(None, candidates, promises, message)
     pending = [*members_to_plan(pod, live, group, promises), *missing]
-    plan = plan_gang(key, pending, candidates, snapshot, promises, cache, locality_keys=locality_keys)
+    nominated = as_nominated(pod, pending, candidates)
+    plan = None
+    if nominated is not None:
+        plan = plan_gang(
+            key, nominated, nominated_nodes(nominated), snapshot, promises, cache, locality_keys=locality_keys
+        )
+    if not isinstance(plan, GangPlan):
+        plan = plan_gang(key, pending, candidates, snapshot, promises, cache, locality_keys=locality_keys)
     if not isinstance(plan, GangPlan):
         return _answer(None, candidates, promises, plan.message)
     new = [
@@ -145,3 +152,26 @@ def decide_gang_member(
     message = f"gang {key}: {pods} reserved on {len(plan.nodes)} nodes ({nodes})"
     decision = _answer(mine, candidates, promises.add_all(new), message)
     return GangFilterDecision(decision.feasible, decision.rejected, decision.promises, decision.verdict, plan)
+
+
+def as_nominated(pod: Pod, pending: Sequence[Pod], candidates: Sequence[str]) -> list[Pod] | None:
+    """The members to plan, each held to its nominated node, when the gang arrives nominated.
+
+    The release pass nominates every member of a gang it lets through to the node its plan found
+    (``placement.release_pass``), and kube-scheduler tries a nominated member on that node alone. The
+    usual plan puts every member on the candidates of the member being filtered, which now are that one
+    node: a gang that needs two nodes would find no room and its first member would go through every
+    node. So when the member is tried on its nominated node alone and every member to plan has a
+    nomination, each is held to its own (``Pod.pinned``, which the planner honours); ``None`` otherwise,
+    and when the nominated plan finds no room the caller plans as usual.
+    """
+    if len(candidates) != 1 or pod.nominated_node != candidates[0]:
+        return None
+    if any(m.nominated_node is None for m in pending):
+        return None  # a stand-in, or a member no pass nominated
+    return [replace(m, pinned=frozenset({m.nominated_node or ""})) for m in pending]
+
+
+def nominated_nodes(members: Sequence[Pod]) -> list[str]:
+    """The distinct nodes ``members`` are held to, sorted."""
+    return sorted({n for m in members for n in m.pinned})

@@ -111,7 +111,9 @@ def test_each_placed_pod_is_nominated_to_its_planned_node_while_still_gated(
 
     class Watching(FakeNominator):
         def nominate(self, namespace: str, name: str, uid: str, node: str | None) -> bool:
-            gated_then[f"{namespace}/{name}"] = cluster.pods[f"{namespace}/{name}"].gated
+            group = [f"{namespace}/g-{i}" for i in range(2)] if name.startswith("g-") else []
+            here = [f"{namespace}/{name}", *group]  # a gang's members: every one before the first ungate
+            gated_then[f"{namespace}/{name}"] = all(cluster.pods[k].gated for k in here)
             return super().nominate(namespace, name, uid, node)
 
     nominator = Watching(cluster)

@@ -120,3 +120,36 @@ def test_a_member_the_cache_shows_nominated_there_already_needs_no_write() -> No
     snapshot = snapshot_of(NODES, [shown, live[1]])
     wanted = {p.uid: Nomination("ml", p.name, p.uid, "n2") for p in live}
     assert changes(wanted, {}, snapshot) == (Nomination("ml", "w1", live[1].uid, "n2"),)
+
+
+def test_a_gang_the_pass_nominated_is_reserved_as_nominated_when_its_first_member_is_tried_alone() -> None:
+    """Three members of 3 GPUs need two 8-GPU nodes; the first tried is offered only its own node."""
+    nominated = {"w0": "n1", "w1": "n1", "w2": "n2"}
+    live = [replace(p, nominated_node=nominated[p.name]) for p in members("g", 3, 3)]
+    first = live[2]
+    decision = decide_gang_member(
+        first,
+        a_gang("g", 3),
+        live,
+        ["n2"],
+        snapshot_of(NODES, live),
+        PromiseBook(),
+        TopologyCache(),
+        now=0.0,
+        reservation_ttl=60.0,
+    )
+    assert decision.feasible == ("n2",), decision.verdict
+    assert {decision.promises.by_uid[p.uid].node for p in live[:2]} == {"n1"}
+    plain = [replace(p, nominated_node=None) for p in live]
+    without = decide_gang_member(
+        plain[2],
+        a_gang("g", 3),
+        plain,
+        ["n2"],
+        snapshot_of(NODES, plain),
+        PromiseBook(),
+        TopologyCache(),
+        now=0.0,
+        reservation_ttl=60.0,
+    )
+    assert without.feasible == (), "un-nominated, the whole gang is planned on the one node offered"
