@@ -6,7 +6,7 @@ from dataclasses import replace
 import pytest
 
 from scheduling.cluster.promises import Promise, PromiseBook
-from scheduling.gang.filter import decide_gang_member
+from scheduling.gang.filter import GangFilterDecision, decide_gang_member
 from scheduling.gang.nomination import Nomination, changes, nominations
 from scheduling.model import Pod
 from scheduling.topology import TopologyCache
@@ -122,34 +122,28 @@ def test_a_member_the_cache_shows_nominated_there_already_needs_no_write() -> No
     assert changes(wanted, {}, snapshot) == (Nomination("ml", "w1", live[1].uid, "n2"),)
 
 
-def test_a_gang_the_pass_nominated_is_reserved_as_nominated_when_its_first_member_is_tried_alone() -> None:
-    """Three members of 3 GPUs need two 8-GPU nodes; the first tried is offered only its own node."""
-    nominated = {"w0": "n1", "w1": "n1", "w2": "n2"}
-    live = [replace(p, nominated_node=nominated[p.name]) for p in members("g", 3, 3)]
-    first = live[2]
-    decision = decide_gang_member(
-        first,
+def tried_alone(live: list[Pod], asked: Pod, node: str) -> GangFilterDecision:
+    """The filter of ``asked``, a member of a 3-member gang of ``live``, offered ``node`` only."""
+    return decide_gang_member(
+        asked,
         a_gang("g", 3),
         live,
-        ["n2"],
+        [node],
         snapshot_of(NODES, live),
         PromiseBook(),
         TopologyCache(),
         now=0.0,
         reservation_ttl=60.0,
     )
+
+
+def test_a_gang_the_pass_nominated_is_reserved_as_nominated_when_its_first_member_is_tried_alone() -> None:
+    """Three members of 3 GPUs need two 8-GPU nodes; the first tried is offered only its own node."""
+    nominated = {"w0": "n1", "w1": "n1", "w2": "n2"}
+    live = [replace(p, nominated_node=nominated[p.name]) for p in members("g", 3, 3)]
+    decision = tried_alone(live, live[2], "n2")
     assert decision.feasible == ("n2",), decision.verdict
     assert {decision.promises.by_uid[p.uid].node for p in live[:2]} == {"n1"}
     plain = [replace(p, nominated_node=None) for p in live]
-    without = decide_gang_member(
-        plain[2],
-        a_gang("g", 3),
-        plain,
-        ["n2"],
-        snapshot_of(NODES, plain),
-        PromiseBook(),
-        TopologyCache(),
-        now=0.0,
-        reservation_ttl=60.0,
-    )
+    without = tried_alone(plain, plain[2], "n2")
     assert without.feasible == (), "un-nominated, the whole gang is planned on the one node offered"
