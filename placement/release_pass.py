@@ -281,7 +281,7 @@ class ReleasePass:
         member already is (``scheduling.gang.filter.as_nominated``). A nomination that fails costs only
         that: the pod is ungated all the same and tried on every node.
         """
-        pods = [(key, snapshot.pod(*key.split("/", 1))) for key in keys]
+        pods = [(key, snapshot.pod(*_split(key))) for key in keys]
         if self._nominator is not None:
             for key, pod in pods:
                 node = nodes.get(key)
@@ -326,6 +326,12 @@ class ReleasePass:
         write = self._events.record_now if now else self._events.record
         for ref in _refs(snapshot, group, pods):
             write(ref, "Normal", reason, text)
+
+
+def _split(key: str) -> tuple[str, str]:
+    """``namespace/name`` as its two parts (a key without ``/`` names no pod: an empty namespace)."""
+    namespace, _, name = key.partition("/")
+    return namespace, name
 
 
 def _pods_of(snapshot: ClusterSnapshot, group: str) -> list[Pod]:

@@ -108,13 +108,13 @@ def decide(group: PendingGroup, gated: Sequence[Pod], walk: Walk, ctx: PassFacts
         plan = plan_gang(key, waiting, allowed, snapshot, work.promises, ctx.topologies, statement=work)
         if isinstance(plan, GangPlan):
             walk.take(state, need, len(waiting), preemptible=group.preemptible, room=True)
-            nominated = podgroup is not None or len(snapshot.nodes) >= ctx.settings.nominate_from_nodes
-            gated_keys = frozenset(keys) if nominated else frozenset()
-            placed = tuple(
-                sorted(
-                    (p.key, a.node) for a in plan.assignments if (p := plan.members[a.uid]).key in gated_keys
+            placed: tuple[tuple[str, str], ...] = ()
+            if podgroup is not None or len(snapshot.nodes) >= ctx.settings.nominate_from_nodes:
+                ungating = frozenset(keys)
+                members = plan.members
+                placed = tuple(
+                    sorted((p.key, a.node) for a in plan.assignments if (p := members[a.uid]).key in ungating)
                 )
-            )
             return Released(key, keys, f"{_admitted(group)}; fits now on {_listed(plan.nodes)}", placed)
         why = f"waits for room on one node: {plan.message}" if podgroup else _no_node(key, need)
         if walk.reservation is not None:
