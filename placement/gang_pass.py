@@ -6,6 +6,14 @@ gang that spans a dead node is evicted whole after the grace period, with an eve
 Decisions are the core's (``scheduling.gang.status``); this module remembers since when each gang has
 been short (in memory: after a restart the grace period starts again, which only delays an eviction)
 and performs the writes.
+
+A gang whose elastic MPIJob had a worker moved within the grace period is not short yet, whatever its
+members say: a move deletes the worker and its operator re-creates it under the same name once the old
+pod is gone, so the job can have fewer than ``minMember`` members for as long as that takes (all its
+workers when a resize moves every one). Counted as lost, a move the placement manager made on purpose
+would have the gang evicted (its launcher too: the job restarts from scratch) whenever the re-creation
+takes longer than the grace period, as on a loaded control plane. The time of the job's last move is
+the one written on the MPIJob (``phalanx.io/elastic-moved-at``), so a restarted manager knows it too.
 """
 
 from __future__ import annotations
@@ -61,13 +69,16 @@ class GangPass:
         seen: set[str] = set()
         snapshot = facts.snapshot
         nodes = snapshot.nodes if facts.nodes_listed else None
+        moving = _moving(facts, self._grace)
         for group in snapshot.podgroups():
             seen.add(group.key)
             members = snapshot.members(group.key)
             try:
                 if self._write_status(group, members):
                     statuses.append(group.key)
-                if self._evict_if_stale(group, members, nodes, now):
+                if group.key in moving:
+                    self._short_since.pop(group.key, None)  # a short gang's clock starts after the move
+                elif self._evict_if_stale(group, members, nodes, now):
                     evicted.append(group.key)
             except KubeError as exc:
                 log.warning("gang %s: %s", group.key, exc)
@@ -102,3 +113,16 @@ class GangPass:
         del self._short_since[group.key]
         self._on_evict(group)
         return True
+
+
+def _moving(facts: Round, grace: float) -> frozenset[str]:
+    """The MPIJobs (``namespace/name``, their PodGroup's key) that had a worker moved in the last ``grace`` s.
+
+    The MPI Operator names a job's PodGroup after the job. Times are wall-clock seconds, as written on
+    the MPIJob and as ``facts.now``; a move time in the future (a clock step back) counts as recent.
+    """
+    return frozenset(
+        f"{job.namespace}/{job.name}"
+        for job in facts.mpijobs or ()
+        if job.moved_at is not None and facts.now - job.moved_at < grace
+    )

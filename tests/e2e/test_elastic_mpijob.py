@@ -543,6 +543,16 @@ def test_the_job_that_reports_it_scales_ends_with_more_workers(pool: Testbed, na
             if THROUGHPUT in (get_mpijob(http, namespace, n)["metadata"].get("annotations") or {})
         ]
         assert not on_mpijobs, f"reports belong on the launcher pods, not the MPIJobs: {on_mpijobs}"
+        # The moves re-create workers, at times every worker of a job at once: the gang is then short
+        # until the operator has re-created them, which must not get it evicted as stale (its launcher
+        # would go too, and the job restart from scratch with no report on its new launcher).
+        evicted = [
+            str(e["message"])
+            for name in jobs
+            for e in events_for(http, namespace, name)
+            if e["reason"] == "GangEvicted"
+        ]
+        assert not evicted, f"a job phalanx moved was evicted as a stale gang: {evicted}"
         assert all(_launcher_report(pool, namespace, name) for name in jobs), (
             "each launcher pod carries its report"
         )
@@ -578,7 +588,7 @@ def test_the_job_that_reports_it_scales_ends_with_more_workers(pool: Testbed, na
     finally:  # both jobs, then wait once: each job's pods go with it
         for name in jobs:
             told = [f"{e['reason']}: {e['message']}" for e in events_for(http, namespace, name)]
-            print(f"{name} events: {[t for t in told if t.startswith(('Resized', 'Moved'))]}")
+            print(f"{name} events: {[t for t in told if t.startswith(('Resized', 'Moved', 'GangEvicted'))]}")
             print(f"{name} samples: {kept(name)}, running {running()}")
             with contextlib.suppress(NotFoundError):
                 http.request("DELETE", f"/apis/kubeflow.org/v2beta1/namespaces/{namespace}/mpijobs/{name}")

@@ -5,9 +5,10 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kubeio.events import ObjectRef
+from kubeio.mpijobs import MpiJob
 from placement.gang_pass import GangPass
 from scheduling.cluster.snapshot import ClusterSnapshot
-from scheduling.model import Node, Pod, PodGroup
+from scheduling.model import Node, Pod, PodGroup, Resources
 from tests.builders import a_gang, a_node, a_pod, a_round, snapshot_of
 
 
@@ -90,6 +91,45 @@ def test_a_member_replaced_within_the_grace_period_saves_the_gang() -> None:
     now[0] = 20.0
     assert reconciler.run(a_round(fake, nodes_listed=fake.node_map is not None)).evicted == ()
     assert fake.deleted == []
+
+
+def moved_job(name: str, at: float) -> MpiJob:
+    """An elastic MPIJob ``ml/name`` whose last worker move the placement manager wrote at ``at``."""
+    return MpiJob("ml", name, f"uid-{name}", name, 2, 2, "4", Resources(gpus=1), None, moved_at=at)
+
+
+def test_a_gang_short_because_its_workers_were_moved_gets_the_grace_period_after_the_move() -> None:
+    """Both workers moved at once (a resize): the job is short until its operator re-creates them."""
+    now = [0.0]
+    members = {name: running(name) for name in ("launcher", "w0", "w1")}
+    fake = FakeGangs({"ml/g": a_gang("g", 3)}, members)
+    reconciler = GangPass(fake, fake, clock=lambda: now[0], grace_seconds=10)
+    reconciler.run(a_round(fake, now=1000.0))
+    del fake.pods["w0"], fake.pods["w1"]  # deleted by the move, not re-created yet
+    jobs = [moved_job("g", 1000.0)]
+    for monotonic, wall in ((1.0, 1001.0), (9.0, 1009.0), (12.0, 1009.9)):
+        now[0] = monotonic
+        assert reconciler.run(a_round(fake, mpijobs=jobs, now=wall)).evicted == ()
+    now[0] = 13.0  # the move is 10.5 s old: the shortage counts from here
+    assert reconciler.run(a_round(fake, mpijobs=jobs, now=1010.5)).evicted == ()
+    now[0] = 22.0
+    assert reconciler.run(a_round(fake, mpijobs=jobs, now=1019.5)).evicted == ()
+    now[0] = 23.5
+    assert reconciler.run(a_round(fake, mpijobs=jobs, now=1021.0)).evicted == ("ml/g",)
+    assert fake.deleted == ["launcher"]
+
+
+def test_a_move_of_another_job_does_not_excuse_a_short_gang() -> None:
+    now = [0.0]
+    fake = FakeGangs({"ml/g": a_gang("g", 2)}, {"w0": running("w0"), "w1": running("w1")})
+    reconciler = GangPass(fake, fake, clock=lambda: now[0], grace_seconds=10)
+    reconciler.run(a_round(fake, now=1000.0))
+    del fake.pods["w1"]
+    jobs = [moved_job("other", 1000.0), moved_job("g", 900.0)]
+    now[0] = 1.0
+    reconciler.run(a_round(fake, mpijobs=jobs, now=1001.0))
+    now[0] = 11.5
+    assert reconciler.run(a_round(fake, mpijobs=jobs, now=1011.5)).evicted == ("ml/g",)
 
 
 def test_a_gang_marked_failed_keeps_counting_towards_its_eviction() -> None:
