@@ -278,15 +278,27 @@ def _move(
             needy.pop(0)
             continue
         gpus = choose_gpus(room.node, FreeGpus(room.free, room.count), pod.requests.gpus, topologies)
-        spans = f"{len(target)} node{'s' if len(target) != 1 else ''}, not {len(current)}"
-        why = (
-            f"to make room on {pod.node_name} for a waiting gang"
-            if reserved.get(pod.node_name or "", 0)
-            else f"to fit {job.key} on {spans}"
-        )
+        why = _why_moved(job.key, pod.node_name or "", reserved, len(target), len(current), size, job.size)
         statement.move(pod, node, gpus, f"moved {pod.name} from {pod.node_name} to {node} {why}")
         moved += 1
         current[node] = current.get(node, 0) + 1
         if current[node] >= target[node]:
             needy.pop(0)
     return moved
+
+
+def _why_moved(
+    key: str, source: str, reserved: Mapping[str, int], spans: int, spanned: int, size: int, was: int
+) -> str:
+    """The reason a worker moves, as its event says it.
+
+    A move that saves no node is made only when it costs no restart of its own (``_move``): the
+    job restarts for its resize this round, or is starting. Its reason says so, rather than comparing
+    node counts that did not change.
+    """
+    if reserved.get(source, 0):
+        return f"to make room on {source} for a waiting gang"
+    if spans < spanned:
+        return f"to fit {key} on {spans} node{'s' if spans != 1 else ''}, not {spanned}"
+    cause = f"restarts to resize to {size} workers" if size != was else "is starting"
+    return f"to its planned node while {key} {cause} (a move then costs no restart of its own)"

@@ -203,6 +203,22 @@ def test_a_starting_job_goes_where_it_can_grow_even_its_only_worker() -> None:
         assert layout.targets["ml/new"] == spread, started
         moved = [("ml/new-worker-0", "n2")] if started == 95.0 else []
         assert [(m.pod, m.target) for m in result.migrations] == moved, started
+    # One node before and after: the reason is the restart it pays anyway, not a node count that did not
+    # change (it is starting too, but it grows this round: its resize restarts it).
+    starting, _ = plan_elastic(
+        [other, _started(new, 95.0)],
+        snapshot_of(NODES[:2], [*other.workers, *new.workers]),
+        pool_gpus=14,
+        deficits={"q": 0},
+        now=100.0,
+        last_moved={},
+        settings=ElasticSettings(),
+        topologies=TopologyCache(),
+    )
+    assert [m.reason for m in starting.migrations] == [
+        "moved new-worker-0 from n1 to n2 to its planned node while ml/new restarts to resize to 4 workers "
+        "(a move then costs no restart of its own)"
+    ]
 
 
 def test_a_resized_job_makes_every_move_its_target_needs_in_that_round() -> None:
