@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import zlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -40,6 +41,15 @@ STOPPED = "stopped"
 NOT_READY = "not-ready"
 
 NODE_LEASES = "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases"
+
+BEAT_TICK_SECONDS = 1.0
+"""The longest wait between two beats. A beat renews only the Leases that are due, and each node's fall
+due at its own phase of the period (``_phase``), so renewals come a few at a time rather than all at once.
+
+Nodes registered together (a test bed's, a benchmark's thousands) would otherwise keep renewing together:
+every node's Lease in one burst each period, a burst of thousands of writes that loads the API server
+for seconds, inside some measurement windows and not others. Real kubelets start at different moments;
+this spreads the simulated ones as if they had."""
 
 STATUS_REPORT_SECONDS = 300.0
 """A node's status is posted at least this often even when nothing changed: the kubelet's default
@@ -164,7 +174,7 @@ class NodeHeartbeat:
         """Beat until ``stop`` is set."""
         while not stop.is_set():
             self.beat_once()
-            self._wake.wait(self.renew_seconds / 2)
+            self._wake.wait(min(self.renew_seconds / 2, BEAT_TICK_SECONDS))
             self._wake.clear()
 
     def beat_once(self) -> None:
@@ -176,7 +186,10 @@ class NodeHeartbeat:
             try:
                 if now - beat.renewed >= self.renew_seconds:
                     self._renew(name, beat.uid, now)
-                    beat.renewed = now
+                    # The first renewal at once (a kubelet that starts), the next ones at the node's
+                    # phase: sooner than a period after this one, never later.
+                    first = beat.renewed == float("-inf")
+                    beat.renewed = now - (self.renew_seconds * _phase(name) if first else 0.0)
                 if beat.ready != beat.want or now - beat.posted >= STATUS_REPORT_SECONDS:
                     self._post(name, beat, now)
             except KubeError as exc:  # the next beat tries again, as a kubelet would
@@ -213,7 +226,13 @@ class NodeHeartbeat:
             content_type="application/strategic-merge-patch+json",
         )
         with self._lock:
-            beat.posted, beat.ready = now, want
+            first = beat.posted == float("-inf")
+            beat.posted, beat.ready = now - (STATUS_REPORT_SECONDS * _phase(name) if first else 0.0), want
+
+
+def _phase(name: str) -> float:
+    """Where in a period node ``name``'s writes fall, in [0, 1): a hash of its name, so a replay agrees."""
+    return zlib.crc32(name.encode()) / 2**32
 
 
 def _micro(now: float) -> str:

@@ -152,3 +152,26 @@ def test_a_not_ready_kubelet_keeps_its_lease_and_reports_false_then_its_status_e
     assert lease["spec"]["renewTime"]
     [condition] = status["status"]["conditions"]
     assert (condition["status"], condition["lastTransitionTime"]) == ("False", "earlier"), "no change"
+
+
+def test_nodes_registered_together_renew_a_few_at_a_time_each_within_its_period() -> None:
+    """200 nodes seen at once: after the first writes, each beat renews a few, none waits over a period."""
+    http = recording_http()
+    clock = FakeClock(1_000_000.0)
+    beat = NodeHeartbeat(cast(KubeHttp, http), clock=clock, lease_seconds=40)  # renewed every 10 s
+    beat.nodes_replaced([node(f"gpu-node-{i}") for i in range(200)])
+    beat.beat_once()
+    assert len([p for m, p, _ in calls(http) if m == "PATCH" and p.startswith(NODE_LEASES)]) == 200
+    last = {f"gpu-node-{i}": clock.now for i in range(200)}
+    per_beat = []
+    for _ in range(30):  # three periods, a beat a second
+        http.sent.clear()
+        clock.now += 1
+        beat.beat_once()
+        renewed = [p.rsplit("/", 1)[1] for m, p, _ in calls(http) if p.startswith(NODE_LEASES)]
+        per_beat.append(len(renewed))
+        for name in renewed:
+            assert clock.now - last[name] <= 10, name
+            last[name] = clock.now
+    assert all(clock.now - at <= 10 for at in last.values())
+    assert max(per_beat) <= 50, per_beat  # 20 a beat on average; all 200 at once before
