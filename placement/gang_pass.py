@@ -119,10 +119,12 @@ def _moving(facts: Round, grace: float) -> frozenset[str]:
     """The MPIJobs (``namespace/name``, their PodGroup's key) that had a worker moved in the last ``grace`` s.
 
     The MPI Operator names a job's PodGroup after the job. Times are wall-clock seconds, as written on
-    the MPIJob and as ``facts.now``; a move time in the future (a clock step back) counts as recent.
+    the MPIJob and as ``facts.now``. A move time ahead of the clock by less than ``grace`` (a leader on
+    another node, its clock a little ahead) counts as recent; one further ahead (a clock stepped back
+    by hours) does not, or the job could not be evicted as stale until the clock caught up.
     """
     return frozenset(
         f"{job.namespace}/{job.name}"
         for job in facts.mpijobs or ()
-        if job.moved_at is not None and facts.now - job.moved_at < grace
+        if job.moved_at is not None and abs(facts.now - job.moved_at) < grace
     )

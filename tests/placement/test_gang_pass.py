@@ -4,6 +4,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+import pytest
+
 from kubeio.events import ObjectRef
 from kubeio.mpijobs import MpiJob
 from placement.gang_pass import GangPass
@@ -119,13 +121,18 @@ def test_a_gang_short_because_its_workers_were_moved_gets_the_grace_period_after
     assert fake.deleted == ["launcher"]
 
 
-def test_a_move_of_another_job_does_not_excuse_a_short_gang() -> None:
+@pytest.mark.parametrize(
+    "moved_at",
+    [900.0, 5000.0],
+    ids=["this job's move long ago", "this job's move stamped far ahead (a clock stepped back)"],
+)
+def test_a_move_of_another_job_or_out_of_the_window_does_not_excuse_a_short_gang(moved_at: float) -> None:
     now = [0.0]
     fake = FakeGangs({"ml/g": a_gang("g", 2)}, {"w0": running("w0"), "w1": running("w1")})
     reconciler = GangPass(fake, fake, clock=lambda: now[0], grace_seconds=10)
     reconciler.run(a_round(fake, now=1000.0))
     del fake.pods["w1"]
-    jobs = [moved_job("other", 1000.0), moved_job("g", 900.0)]
+    jobs = [moved_job("other", 1000.0), moved_job("g", moved_at)]
     now[0] = 1.0
     reconciler.run(a_round(fake, mpijobs=jobs, now=1001.0))
     now[0] = 11.5
