@@ -104,9 +104,10 @@ def put(request: Any, path: tuple[Any, ...], value: Any, delete: bool) -> bool:
     parent = request
     for step, following in pairwise(path):
         if isinstance(parent, dict):
-            if not isinstance(parent.get(step), dict | list):
-                parent[step] = [] if isinstance(following, int) else {}
-            parent = parent[step]
+            key = str(step)  # an index into what an earlier mutation made an object: JSON keys are strings
+            if not isinstance(parent.get(key), dict | list):
+                parent[key] = [] if isinstance(following, int) else {}
+            parent = parent[key]
         elif isinstance(parent, list) and isinstance(step, int):
             while len(parent) <= step:
                 parent.append({})
@@ -116,9 +117,9 @@ def put(request: Any, path: tuple[Any, ...], value: Any, delete: bool) -> bool:
     last = path[-1]
     if isinstance(parent, dict):
         if delete:
-            parent.pop(last, None)
+            parent.pop(str(last), None)
         else:
-            parent[last] = value
+            parent[str(last)] = value
         return True
     if isinstance(parent, list) and isinstance(last, int) and last < len(parent):
         parent[last] = value
