@@ -95,6 +95,10 @@ class ElasticReport:
     giving_back: tuple[str, ...] = ()
     """Elastic jobs shrinking now (shrunk by this pass, or with more workers holding GPUs than their
     declared size): reclaim waits for the room they free before it evicts anyone."""
+    replacing: tuple[str, ...] = ()
+    """Elastic jobs (their PodGroups' keys) this pass deleted workers of, for their operator to re-create
+    (moved, or re-pinned while waiting): short of ``minMember`` until then, not stale
+    (``placement.round``)."""
 
 
 class ElasticPass:
@@ -212,7 +216,8 @@ class ElasticPass:
             self._last_moved[job_of[move.uid]] = self._clock()
             moved.append(move.pod)
         pinned = self._pin_waiting(decision)
-        repinned = self._repin_stale(decision, declared)
+        repinned, repinned_jobs = self._repin_stale(decision, declared)
+        replacing = tuple(sorted({job_of[m.uid] for m in recorded if m.pod in moved} | repinned_jobs))
         waiting = sum(1 for job in jobs for p in job.workers if p.node_name is None and not p.terminating)
         return ElasticReport(
             tainted,
@@ -226,6 +231,7 @@ class ElasticPass:
             waiting,
             decision.shrinking,
             _giving_back(jobs, {r.job for r in plan.resizes if r.after < r.before} & set(resized)),
+            replacing,
         )
 
     def _tell_stalls(self, declared: Mapping[str, MpiJob], turns: Mapping[str, WriteTurn]) -> None:
@@ -306,13 +312,17 @@ class ElasticPass:
                 )
         return pinned
 
-    def _repin_stale(self, decision: ElasticDecision, declared: dict[str, MpiJob]) -> tuple[str, ...]:
+    def _repin_stale(
+        self, decision: ElasticDecision, declared: dict[str, MpiJob]
+    ) -> tuple[tuple[str, ...], frozenset[str]]:
         """Delete each waiting worker pinned where the plan has no place for it now; it comes back pinned.
 
         Its operator re-creates it at once, and the webhook (or the next pass) pins the new pod by the
-        current plan (the decision's ``stale_pins``). Nothing runs in it, so nothing is lost.
+        current plan (the decision's ``stale_pins``). Nothing runs in it, so nothing is lost. Returns the
+        pods deleted and their jobs.
         """
         repinned = []
+        jobs: set[str] = set()
         for key, stale in decision.stale_pins.items():
             for pod, node in stale:
                 old = ", ".join(sorted(pod.pinned))
@@ -326,7 +336,8 @@ class ElasticPass:
                 if not self._deleter.delete_pod(pod.namespace, pod.name, pod.uid):
                     continue
                 repinned.append(pod.key)
-        return tuple(repinned)
+                jobs.add(key)
+        return tuple(repinned), frozenset(jobs)
 
 
 def _changed_plans(declared: dict[str, MpiJob], layout: Layout, plan: Plan) -> dict[str, str]:

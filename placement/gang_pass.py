@@ -19,7 +19,7 @@ the one written on the MPIJob (``phalanx.io/elastic-moved-at``), so a restarted 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from kubeio.errors import KubeError
@@ -59,6 +59,7 @@ class GangPass:
         self._grace = grace_seconds
         self._on_evict = on_evict
         self._short_since: dict[str, float] = {}
+        self._replaced_at: dict[str, float] = {}  # gang -> when the elastic pass last deleted members
 
     def run(self, facts: Round) -> GangReport:
         """Run one pass over every PodGroup of the round's snapshot."""
@@ -69,7 +70,8 @@ class GangPass:
         seen: set[str] = set()
         snapshot = facts.snapshot
         nodes = snapshot.nodes if facts.nodes_listed else None
-        moving = _moving(facts, self._grace)
+        self._replaced_at = {k: at for k, at in self._replaced_at.items() if now - at < self._grace}
+        moving = _moving(facts, self._grace) | self._replaced_at.keys()
         for group in snapshot.podgroups():
             seen.add(group.key)
             members = snapshot.members(group.key)
@@ -86,6 +88,16 @@ class GangPass:
         for gone in set(self._short_since) - seen:
             del self._short_since[gone]
         return GangReport(tuple(statuses), tuple(evicted), tuple(errors))
+
+    def replacing(self, groups: Sequence[str]) -> None:
+        """The elastic pass deleted members of ``groups`` (moved, or re-pinned while waiting) just now.
+
+        Their operator re-creates them, and until then each gang is short. A re-pin writes nothing on
+        the MPIJob, so this memory is what covers it (lost on a restart, like the shortage clocks).
+        """
+        now = self._clock()
+        for group in groups:
+            self._replaced_at[group] = now
 
     def _write_status(self, group: PodGroup, members: list[Pod]) -> bool:
         status = gang_status(group, members)

@@ -96,6 +96,9 @@ class GangPassLike(Protocol):
     def run(self, facts: Round) -> object:
         """One pass."""
 
+    def replacing(self, groups: Sequence[str]) -> None:
+        """The gangs whose members the elastic pass deleted for their operator to re-create."""
+
 
 class ElasticPassLike(Protocol):
     """``placement.elastic_pass.ElasticPass``: its report names the jobs that may shrink."""
@@ -114,6 +117,10 @@ class ElasticReportLike(Protocol):
     @property
     def giving_back(self) -> tuple[str, ...]:
         """PodGroup keys of the elastic jobs shrinking now."""
+
+    @property
+    def replacing(self) -> tuple[str, ...]:
+        """PodGroup keys of the elastic jobs whose workers this pass deleted to be re-created."""
 
 
 class QueuePassLike(Protocol):
@@ -175,6 +182,8 @@ class PlacementRound:
         report = RoundReport()
         self._one(report, "gang", lambda: self._gang.run(facts))
         elastic = self._one(report, "elastic", lambda: self._elastic.run(facts))
+        if elastic is not None:
+            self._gang.replacing(elastic.replacing)  # short until re-created: not stale
         if elastic is not None and elastic.above_minimum is not None:
             self._shrinking = elastic.above_minimum
         shrinking, back = self._shrinking, () if elastic is None else elastic.giving_back

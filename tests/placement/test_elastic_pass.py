@@ -121,7 +121,9 @@ def test_a_spread_job_moves_one_worker_a_pass_and_its_replacement_is_pinned_wher
         worker("spread", 3, "n3"),
     )
     reconciler, _, pins, deleter, events = rig(cluster, [mpijob("spread", 4, high="4")])
-    assert reconciler.run().moved == ("ml/spread-worker-3",)
+    report = reconciler.run()
+    assert report.moved == ("ml/spread-worker-3",)
+    assert report.replacing == ("ml/spread",), "short until re-created: the gang pass is told"
     assert deleter.deleted == ["ml/spread-worker-3"]
     assert events.events[-1][3] == "Moved"
     cluster.add(worker("spread", 3))  # re-created by the operator, waiting
@@ -163,7 +165,9 @@ def test_a_worker_pinned_where_the_plan_has_no_place_now_is_deleted_to_come_back
     stale = [replace(worker("mnist", i), pinned=frozenset({"n1"})) for i in (2, 3)]
     cluster.add(worker("mnist", 0, "n2"), worker("mnist", 1, "n2"), *stale)
     reconciler, _, _, deleter, events = rig(cluster, [mpijob("mnist", 4, high="4")])
-    assert reconciler.run().repinned == ("ml/mnist-worker-2", "ml/mnist-worker-3")
+    report = reconciler.run()
+    assert report.repinned == ("ml/mnist-worker-2", "ml/mnist-worker-3")
+    assert report.replacing == ("ml/mnist",)
     assert deleter.deleted == ["ml/mnist-worker-2", "ml/mnist-worker-3"]
     assert events.events[-1][3:] == (
         "Repinned",

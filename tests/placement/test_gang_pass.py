@@ -173,3 +173,21 @@ def test_a_gang_with_a_member_on_a_node_that_went_not_ready_is_evicted_whole_nam
             "evicting the rest so the gang can be placed again whole",
         )
     ]
+
+
+def test_a_gang_whose_waiting_members_were_re_pinned_gets_the_grace_period_after_it() -> None:
+    """A re-pin deletes waiting workers and writes nothing on the MPIJob: the elastic pass says so."""
+    now = [0.0]
+    members = {name: running(name) for name in ("launcher", "w0")}
+    fake = FakeGangs({"ml/g": a_gang("g", 2)}, members)
+    reconciler = GangPass(fake, fake, clock=lambda: now[0], grace_seconds=10)
+    reconciler.run(a_round(fake))
+    del fake.pods["w0"]  # deleted by a re-pin, not re-created yet
+    reconciler.replacing(["ml/g"])
+    for at in (1.0, 9.5):
+        now[0] = at
+        assert reconciler.run(a_round(fake)).evicted == ()
+    now[0] = 10.5  # the re-pin is older than the grace period: the shortage counts from here
+    assert reconciler.run(a_round(fake)).evicted == ()
+    now[0] = 21.0
+    assert reconciler.run(a_round(fake)).evicted == ("ml/g",)
