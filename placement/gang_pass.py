@@ -3,17 +3,11 @@
 A member on a node that is not Ready or was deleted counts as lost (``scheduling.nodes.readiness``), so a
 gang that spans a dead node is evicted whole after the grace period, with an event naming the node.
 
-Decisions are the core's (``scheduling.gang.status``); this module remembers since when each gang has
-been short (in memory: after a restart the grace period starts again, which only delays an eviction)
-and performs the writes.
-
-A gang whose elastic MPIJob had a worker moved within the grace period is not short yet, whatever its
-members say: a move deletes the worker and its operator re-creates it under the same name once the old
-pod is gone, so the job can have fewer than ``minMember`` members for as long as that takes (all its
-workers when a resize moves every one). Counted as lost, a move the placement manager made on purpose
-would have the gang evicted (its launcher too: the job restarts from scratch) whenever the re-creation
-takes longer than the grace period, as on a loaded control plane. The time of the job's last move is
-the one written on the MPIJob (``phalanx.io/elastic-moved-at``), so a restarted manager knows it too.
+Decisions are the core's (``scheduling.gang.status``, ``scheduling.gang.staleness``); this module
+remembers since when each gang has been short (in memory: after a restart the grace period starts
+again, which only delays an eviction) and when the elastic pass last deleted members of a gang to be
+re-created, and performs the writes. A job's last move is read from its MPIJob
+(``phalanx.io/elastic-moved-at``), so a restarted manager knows it too; a re-pin writes nothing there.
 """
 
 from __future__ import annotations
@@ -26,7 +20,8 @@ from kubeio.errors import KubeError
 from kubeio.ports import EventSink, GroupStatusSink
 from kubeio.render import podgroup_ref, podgroup_status
 from placement.round import Round
-from scheduling.gang.status import find_shortage, gang_status
+from scheduling.gang.staleness import check_stale, within
+from scheduling.gang.status import gang_status
 from scheduling.model import Node, Pod, PodGroup
 
 log = logging.getLogger(__name__)
@@ -70,17 +65,19 @@ class GangPass:
         seen: set[str] = set()
         snapshot = facts.snapshot
         nodes = snapshot.nodes if facts.nodes_listed else None
-        self._replaced_at = {k: at for k, at in self._replaced_at.items() if now - at < self._grace}
-        moving = _moving(facts, self._grace) | self._replaced_at.keys()
+        self._replaced_at = {
+            k: self._replaced_at[k] for k in within(self._replaced_at, now=now, grace=self._grace)
+        }
+        # Wall-clock times, as written on the MPIJob; the MPI Operator names a job's PodGroup after the job.
+        moved_at = {f"{job.namespace}/{job.name}": job.moved_at for job in facts.mpijobs or ()}
+        excused = within(moved_at, now=facts.now, grace=self._grace) | self._replaced_at.keys()
         for group in snapshot.podgroups():
             seen.add(group.key)
             members = snapshot.members(group.key)
             try:
                 if self._write_status(group, members):
                     statuses.append(group.key)
-                if group.key in moving:
-                    self._short_since.pop(group.key, None)  # a short gang's clock starts after the move
-                elif self._evict_if_stale(group, members, nodes, now):
+                if self._evict_if_stale(group, members, nodes, now, excused=group.key in excused):
                     evicted.append(group.key)
             except KubeError as exc:
                 log.warning("gang %s: %s", group.key, exc)
@@ -108,35 +105,29 @@ class GangPass:
         return True
 
     def _evict_if_stale(
-        self, group: PodGroup, members: list[Pod], nodes: Mapping[str, Node] | None, now: float
+        self,
+        group: PodGroup,
+        members: list[Pod],
+        nodes: Mapping[str, Node] | None,
+        now: float,
+        *,
+        excused: bool,
     ) -> bool:
-        shortage = find_shortage(group, members, nodes)
-        if shortage is None:
+        since = self._short_since.get(group.key)
+        check = check_stale(
+            group, members, nodes, short_since=since, now=now, grace=self._grace, excused=excused
+        )
+        if check.short_since is None:
             self._short_since.pop(group.key, None)
-            return False
-        since = self._short_since.setdefault(group.key, now)
-        if now - since < self._grace:
+        else:
+            self._short_since[group.key] = check.short_since
+        shortage = check.evict
+        if shortage is None:
             return False
         log.warning("%s", shortage.message)
         # The event first: written after, a crash between the deletions and it would lose it for good.
         self._events.record_now(podgroup_ref(group), "Warning", "GangEvicted", shortage.message)
         for pod in shortage.holding:
             self._sink.delete_pod(pod.namespace, pod.name, pod.uid)
-        del self._short_since[group.key]
         self._on_evict(group)
         return True
-
-
-def _moving(facts: Round, grace: float) -> frozenset[str]:
-    """The MPIJobs (``namespace/name``, their PodGroup's key) that had a worker moved in the last ``grace`` s.
-
-    The MPI Operator names a job's PodGroup after the job. Times are wall-clock seconds, as written on
-    the MPIJob and as ``facts.now``. A move time ahead of the clock by less than ``grace`` (a leader on
-    another node, its clock a little ahead) counts as recent; one further ahead (a clock stepped back
-    by hours) does not, or the job could not be evicted as stale until the clock caught up.
-    """
-    return frozenset(
-        f"{job.namespace}/{job.name}"
-        for job in facts.mpijobs or ()
-        if job.moved_at is not None and abs(facts.now - job.moved_at) < grace
-    )
