@@ -207,6 +207,7 @@ class ElasticPass:
                 resized.append(key)
                 grown += resize.after > resize.before
         moved: list[str] = []
+        moved_jobs: set[str] = set()
         recorded = [m for m in plan.migrations if job_of[m.uid] in written]  # else: not moving this pass
 
         def about(move: Migration) -> ObjectRef:
@@ -215,9 +216,10 @@ class ElasticPass:
         for move in apply_migrations(recorded, self._events, self._deleter, about=about):
             self._last_moved[job_of[move.uid]] = self._clock()
             moved.append(move.pod)
+            moved_jobs.add(job_of[move.uid])
         pinned = self._pin_waiting(decision)
         repinned, repinned_jobs = self._repin_stale(decision, declared)
-        replacing = tuple(sorted({job_of[m.uid] for m in recorded if m.pod in moved} | repinned_jobs))
+        replacing = tuple(sorted(moved_jobs | repinned_jobs))
         waiting = sum(1 for job in jobs for p in job.workers if p.node_name is None and not p.terminating)
         return ElasticReport(
             tainted,
