@@ -23,8 +23,10 @@ import random
 import statistics
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 sys.path.insert(1, str(Path(__file__).resolve().parents[1]))  # the checkout: testbed/ is not installed
@@ -73,10 +75,12 @@ class World:
         self.raw[key] = body
         self.cache.pod_event(kind, body)
 
-    def ungate(self, pod: Pod) -> bool:
+    def ungate(self, pod: Pod, annotations: Mapping[str, str] = MappingProxyType({})) -> bool:
         """The ungate patch, as the cache sees it come back."""
         body = self.raw[pod.key]
         body["spec"]["schedulingGates"] = []
+        if annotations:
+            body["metadata"].setdefault("annotations", {}).update(annotations)
         self.put(body)
         return True
 

@@ -32,6 +32,7 @@ from scheduling.model import (
     GROUP_LABEL,
     MAX_NODE_GPUS,
     PIN_KEY,
+    PLAN_ANNOTATION,
     TOPOLOGY_ANNOTATION,
     UNHEALTHY_GPUS_ANNOTATION,
     Node,
@@ -119,6 +120,28 @@ def format_gpu_indices(indices: tuple[int, ...]) -> str:
     return ",".join(str(i) for i in sorted(indices))
 
 
+def parse_plan(text: object) -> tuple[str, tuple[int, ...]] | None:
+    """Parse ``phalanx.io/plan`` ("n1:0,1"; "n1:" for a pod without GPUs); ``None`` when absent or malformed.
+
+    >>> parse_plan("n1:3,1"), parse_plan("n1:"), parse_plan("n1"), parse_plan(":0"), parse_plan("n1:x")
+    (('n1', (1, 3)), ('n1', ()), None, None, None)
+    """
+    if not isinstance(text, str):
+        return None
+    node, colon, gpus = text.partition(":")
+    if not colon or not node:
+        return None
+    if not gpus:
+        return node, ()
+    indices = parse_gpu_indices(gpus)
+    return None if indices is None else (node, indices)
+
+
+def format_plan(node: str, gpus: tuple[int, ...]) -> str:
+    """The ``phalanx.io/plan`` value for ``node`` and ``gpus``; the inverse of ``parse_plan``."""
+    return f"{node}:{format_gpu_indices(gpus)}"
+
+
 def pod_from_api(raw: object) -> Pod:
     """Convert a v1 Pod.
 
@@ -156,6 +179,7 @@ def pod_from_api(raw: object) -> Pod:
         affinity=affinity_of(spec),
         gates=scheduling_gates(spec),
         gate_stamped=GATE_STAMP in annotations,
+        plan=parse_plan(annotations.get(PLAN_ANNOTATION)),
         progress=clip_report(annotations.get(THROUGHPUT_ANNOTATION)),
         nominated_node=_str(status.get("nominatedNodeName"), "status.nominatedNodeName") or None,
     )

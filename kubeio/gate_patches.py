@@ -6,7 +6,8 @@ placement manager removes it (``scheduling.admission.release`` decides when; doc
 says why). Both edits are JSON patches (RFC 6902):
 
 - at creation, the mutating webhook's answer appends the gate (``gate_ops``);
-- at release, a patch of the pod removes only that gate, by index, after two ``test`` operations: the
+- at release, a patch of the pod removes only that gate (and, when plans are carried on pods, adds the
+  pod's ``phalanx.io/plan`` in the same patch), by index, after two ``test`` operations: the
   pod's UID (a pod deleted and re-created under the same name is not released by mistake) and the gate
   at that index. If anything changed since the cache saw the pod (another gate removed, the gate already
   gone), the API server refuses the whole patch (422) and nothing is half-applied; the next pass, on
@@ -16,17 +17,21 @@ says why). Both edits are JSON patches (RFC 6902):
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from types import MappingProxyType
 from typing import Any
 
 from kubeio.errors import KubeError, NotFoundError
 from kubeio.http import KubeHttp
+from kubeio.node_annotations import MERGE_PATCH
 from kubeio.pins import JSON_PATCH
 from kubeio.webhook_review import GatePodReview
 from scheduling.model import ADMISSION_GATE, GATE_STAMP, SCHEDULER_NAME, Pod
 
 JsonPatch = list[dict[str, Any]]
 """A JSON patch: its operations, in order."""
+
+_NONE: Mapping[str, str] = MappingProxyType({})
 
 
 def gate_ops(review: GatePodReview) -> JsonPatch:
@@ -62,8 +67,7 @@ def stamp_ops(review: GatePodReview) -> JsonPatch:
     if review.operation != "CREATE" or review.scheduler_name != SCHEDULER_NAME:
         return []
     if review.has_annotations:
-        key = GATE_STAMP.replace("~", "~0").replace("/", "~1")
-        return [{"op": "add", "path": f"/metadata/annotations/{key}", "value": "answered"}]
+        return [{"op": "add", "path": f"/metadata/annotations/{_pointer(GATE_STAMP)}", "value": "answered"}]
     return [{"op": "add", "path": "/metadata/annotations", "value": {GATE_STAMP: "answered"}}]
 
 
@@ -92,6 +96,28 @@ def ungate_patch(uid: str, gates: Sequence[str]) -> JsonPatch | None:
     ]
 
 
+def annotation_ops(annotations: Mapping[str, str]) -> JsonPatch:
+    """JSON patch operations setting ``annotations`` on a pod that has an annotation map.
+
+    >>> annotation_ops({"phalanx.io/plan": "n1:0"})
+    [{'op': 'add', 'path': '/metadata/annotations/phalanx.io~1plan', 'value': 'n1:0'}]
+    """
+    return [
+        {"op": "add", "path": f"/metadata/annotations/{_pointer(key)}", "value": value}
+        for key, value in sorted(annotations.items())
+    ]
+
+
+def annotation_patch(uid: str, annotations: Mapping[str, str]) -> dict[str, object]:
+    """A merge patch setting ``annotations`` on the pod with ``uid`` (another UID: 409, nothing written)."""
+    return {"metadata": {"uid": uid, "annotations": dict(annotations)}}
+
+
+def _pointer(key: str) -> str:
+    """``key`` as one JSON pointer segment (RFC 6901: ``~`` then ``/`` escaped)."""
+    return key.replace("~", "~0").replace("/", "~1")
+
+
 class GateWriter:
     """Removes the admission gate from pods, through the API server (one guarded JSON patch each)."""
 
@@ -99,12 +125,16 @@ class GateWriter:
         self._http = http
         self._timeout = timeout
 
-    def ungate(self, pod: Pod) -> bool:
+    def ungate(self, pod: Pod, annotations: Mapping[str, str] = _NONE) -> bool:
         """Remove the admission gate from ``pod`` as the cache saw it; ``False`` if it was not removed.
 
         ``False`` means the pod is gone, or changed since the cache saw it (422 from a failed ``test``:
         another gate removed, the gate already gone, the pod re-created): the next pass decides again on
         fresher facts. A pod without the gate is nothing to do (``True``).
+
+        ``annotations`` are set in the same patch, so a pod is never seen ungated without them, when
+        the pod carries the gate webhook's stamp (it then has an annotation map to add to); on a pod
+        without it they are merged first, in a patch of their own (``annotation_patch``).
 
         Raises:
             KubeError: the API server failed otherwise (unreachable, forbidden); the next pass retries.
@@ -113,6 +143,18 @@ class GateWriter:
         if patch is None:
             return True
         path = f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}"
+        if annotations and pod.gate_stamped:
+            patch = [*patch, *annotation_ops(annotations)]
+        elif annotations:
+            body = annotation_patch(pod.uid, annotations)
+            try:
+                self._http.request("PATCH", path, body=body, content_type=MERGE_PATCH, timeout=self._timeout)
+            except NotFoundError:
+                return False
+            except KubeError as exc:
+                if exc.status == 409:  # re-created under that name: not the pod the pass decided for
+                    return False
+                raise
         try:
             self._http.request("PATCH", path, body=patch, content_type=JSON_PATCH, timeout=self._timeout)
         except NotFoundError:

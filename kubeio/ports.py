@@ -202,8 +202,8 @@ class MpiJobSource(MpiJobLister, Protocol):
 class Ungater(Protocol):
     """Removes the admission gate from one pod (``kubeio.gate_patches.GateWriter``)."""
 
-    def ungate(self, pod: Pod) -> bool:
-        """``True`` once the gate is gone; ``False`` if the pod is gone or changed (decide again)."""
+    def ungate(self, pod: Pod, annotations: Mapping[str, str] = ...) -> bool:
+        """``True`` once the gate is gone, ``annotations`` set with it; ``False``: gone or changed."""
 
 
 class Annotator(Protocol):

@@ -30,6 +30,7 @@ from kubeio.gate_patches import GateWriter
 from kubeio.http import KubeHttp, load_api_client
 from kubeio.lease import LeaseClient
 from kubeio.mpijobs import MpiJobWriter
+from kubeio.node_pods import PodAnnotator
 from kubeio.nominations import NominationWriter
 from kubeio.pins import PinWriter
 from kubeio.podgroups import PodGroupWriter
@@ -75,6 +76,7 @@ def run(settings: PlacementSettings, stop: threading.Event) -> int:
     collector = Collector(time.monotonic)  # the cyclic collector's full walks kept out of the passes
     leadership = _leadership(settings, http, metrics)
     releaser = None
+    nominate = settings.nominate_released and not settings.gates.plan_on_pod  # a plan says more
     if settings.admission_gates:
         releaser = ReleasePass(
             cache,
@@ -84,10 +86,12 @@ def run(settings: PlacementSettings, stop: threading.Event) -> int:
             topologies=cache.topologies,
             settings=settings.gates,
             views=views,
-            nominator=NominationWriter(http) if settings.nominate_released else None,
+            nominator=NominationWriter(http) if nominate else None,
+            annotator=PodAnnotator(http) if settings.gates.plan_on_pod else None,
         )
     door = None
-    if releaser is not None and settings.admit_at_creation:
+    # The door lets a pod in without a plan; with plans carried on pods, every pod waits for a pass.
+    if releaser is not None and settings.admit_at_creation and not settings.gates.plan_on_pod:
         door = _door(releaser, leadership, metrics)
     webhooks = start_webhooks(settings, http, events, metrics, stop, door=door)
     visibility = serve_visibility(settings, http, cache.snapshot, None if webhooks is None else webhooks.tls)

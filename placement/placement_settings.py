@@ -396,6 +396,14 @@ SETTINGS = (
         "nominate a released pod on its own only on a cluster of at least this many nodes",
     ),
     Setting(
+        "gates.plan_on_pod",
+        "--gate-plan-on-pod",
+        ("PHALANX_GATE_PLAN_ON_POD",),
+        SWITCH,
+        "write each released pod's node and GPUs on it, for the framework sidecar (no door, no nominations)",
+        metavar="BOOLEAN",
+    ),
+    Setting(
         "remove_pin_taints",
         "--remove-pin-taints",
         switch=True,

@@ -28,24 +28,28 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from functools import partial
+from types import MappingProxyType
 
+from kubeio.convert import format_plan
 from kubeio.errors import KubeError
 from kubeio.events import ObjectRef
-from kubeio.ports import ClusterSource, EventSink, PodNominator, Ungater
+from kubeio.ports import Annotator, ClusterSource, EventSink, PodNominator, Ungater
 from kubeio.render import pod_ref, podgroup_ref
 from placement.views import SharedView
 from scheduling.admission.door import decide_at_door
-from scheduling.admission.outcome import KeptRule
+from scheduling.admission.outcome import KeptRule, PodPlan
 from scheduling.admission.release import GateSettings, Released, ReleasedBook, release
 from scheduling.cluster.promises import PromiseBook
 from scheduling.cluster.snapshot import ClusterSnapshot, with_pods
 from scheduling.cluster.statement import StatementChain
-from scheduling.model import Pod
+from scheduling.model import PLAN_ANNOTATION, Pod
 from scheduling.reasons import sentence_rule
 from scheduling.timestamps import timestamp
 from scheduling.topology import TopologyCache
 
 log = logging.getLogger(__name__)
+
+_NO_PLAN: Mapping[str, str] = MappingProxyType({})
 
 WAITING_EVENT_EVERY = 60.0
 """Seconds between two ``AdmissionWaiting`` events of one group while its sentence's rule stays the same."""
@@ -125,10 +129,16 @@ class ReleasePass:
         views: SharedView | None = None,
         timer: Callable[[], float] = time.perf_counter,
         nominator: PodNominator | None = None,
+        annotator: Annotator | None = None,
     ) -> None:
-        """Release through ``ungater``; with a ``nominator``, each placed pod is nominated first."""
+        """Release through ``ungater``; with a ``nominator``, each placed pod is nominated first.
+
+        With plans carried on pods (``GateSettings.plan_on_pod``), ``annotator`` writes the new plans of
+        pods in flight planned again.
+        """
         self._source = source
         self._nominator = nominator
+        self._annotator = annotator
         self._timer = timer  # monotonic seconds, for ``decide_seconds``
         self._pool = ThreadPoolExecutor(UNGATING_AT_ONCE, thread_name_prefix="ungate")
         self._ungater = ungater
@@ -185,6 +195,7 @@ class ReleasePass:
                 for key in refused:
                     self._book = self._book.without(key)
         book = self._book
+        self._replan(snapshot, decision.replanned)
         waiting = {k.group for k in decision.kept}
         for kept in decision.kept:
             after = WAITING_EVENT_AFTER_BY_RULE.get(kept.rule, WAITING_EVENT_AFTER)
@@ -196,6 +207,26 @@ class ReleasePass:
         return ReleaseReport(
             tuple(released), len(decision.kept), tuple(refused), gpus, decision.idle, decided
         )
+
+    def _replan(self, snapshot: ClusterSnapshot, plans: Sequence[PodPlan]) -> None:
+        """Write the new plan of each pod in flight whose plan no longer held (``ReleaseDecision.replanned``).
+
+        A write that fails is logged: the pod keeps its old plan, kube-scheduler keeps turning it down
+        with the reason, and the next pass plans it again.
+        """
+        if self._annotator is None:
+            return
+        for plan in plans:
+            pod = snapshot.pod(*_split(plan.pod))
+            if pod is None:
+                continue
+            text = format_plan(plan.node, plan.gpus)
+            try:
+                self._annotator.set(pod.namespace, pod.name, pod.uid, PLAN_ANNOTATION, text)
+            except KubeError as exc:
+                log.warning("admission: new plan %s of %s not written: %s", text, plan.pod, exc)
+                continue
+            log.info("admission: %s planned again: %s (its plan %s no longer held)", plan.pod, text, pod.plan)
 
     def admit(self, pod: Pod) -> Released | None:
         """Release ``pod`` as it is created, or ``None``: it takes the gate (``scheduling.admission.door``).
@@ -270,16 +301,24 @@ class ReleasePass:
             )
         else:
             log.debug("admission: %s released: %s", group.group, group.reason)
-        return self._ungate(snapshot, group.pods, dict(group.nodes))
+        plans = {plan.pod: {PLAN_ANNOTATION: format_plan(plan.node, plan.gpus)} for plan in group.plans}
+        return self._ungate(snapshot, group.pods, dict(group.nodes), plans)
 
-    def _ungate(self, snapshot: ClusterSnapshot, keys: Sequence[str], nodes: Mapping[str, str]) -> bool:
+    def _ungate(
+        self,
+        snapshot: ClusterSnapshot,
+        keys: Sequence[str],
+        nodes: Mapping[str, str],
+        plans: Mapping[str, Mapping[str, str]],
+    ) -> bool:
         """Ungate every pod of ``keys``; ``False`` as soon as one is refused (the rest wait a pass).
 
         The pods the pass placed are nominated to their nodes first, all of them before the first gate
         comes off (``nodes``): kube-scheduler, seeing a pod ungated, tries that node alone before any
         other (``kubeio.nominations``), and the extender reserves a gang as nominated only when every
         member already is (``scheduling.gang.filter.as_nominated``). A nomination that fails costs only
-        that: the pod is ungated all the same and tried on every node.
+        that: the pod is ungated all the same and tried on every node. A pod with a plan (``plans``, when
+        plans are carried on pods) gets it in its ungating patch.
         """
         pods = [(key, snapshot.pod(*_split(key))) for key in keys]
         if self._nominator is not None:
@@ -295,7 +334,7 @@ class ReleasePass:
             if pod is None:
                 continue
             try:
-                if not self._ungater.ungate(pod):
+                if not self._ungater.ungate(pod, plans.get(key, _NO_PLAN)):
                     log.info("admission: %s changed since the pass read it; decided again next pass", key)
                     return False
             except KubeError as exc:

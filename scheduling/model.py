@@ -61,6 +61,11 @@ ADMISSION_GATE = "phalanx.io/admission"
 scheduler ``phalanx`` at creation: kube-scheduler ignores the pod until the leader removes it, group by
 group, in the queues' fair order (``scheduling.admission.release``)."""
 
+PLAN_ANNOTATION = "phalanx.io/plan"
+"""Pod annotation, written by the release pass as it ungates the pod when plans are carried on pods
+(``GateSettings.plan_on_pod``): the node and GPU indices it planned ("n1:0,1"). The framework sidecar's
+plugin places the pod there (docs/design/framework-sidecar.md)."""
+
 GATE_STAMP = "phalanx.io/gate-webhook"
 """Annotation the gate webhook puts on every pod of scheduler ``phalanx`` it answers for as the pod is
 created (value ``answered``): such a pod without it was created around the webhook
@@ -188,6 +193,8 @@ class Pod:
         gate_stamped: it carries ``GATE_STAMP``: the gate webhook answered for it as it was created.
         nominated_node: ``status.nominatedNodeName``: the node kube-scheduler tries first (phalanx's
             nomination, or kube-scheduler's own after a preemption); ``None``: none.
+        plan: the node and GPU indices of its ``phalanx.io/plan`` when present and well formed, else
+            ``None``.
         progress: the training-speed report its job's reporting process wrote on it, as written
             (``kubeio.progress``); ``None``: none. Kept as text: the elastic pass reads it, and a report
             that cannot be read is said on the job, not refused with the pod.
@@ -214,6 +221,7 @@ class Pod:
     affinity: tuple[NodeSelectorTerm, ...] = ()
     gates: tuple[str, ...] = ()
     gate_stamped: bool = False
+    plan: tuple[str, tuple[int, ...]] | None = None
     progress: str | None = None
     nominated_node: str | None = None
 

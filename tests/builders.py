@@ -14,7 +14,7 @@ from typing import Protocol
 
 from extender.ledger import PromiseLedger
 from kubeio.binding import BindRefusedError, BindStatus
-from kubeio.errors import KubeError
+from kubeio.errors import ConflictError, KubeError
 from kubeio.events import ObjectRef
 from kubeio.mpijobs import MpiJob
 from placement.round import Round
@@ -298,6 +298,19 @@ class FakeNominator:
                 return False
             self.calls.append((f"{namespace}/{name}", uid, node))
             return True
+
+
+@dataclass
+class FakeAnnotator:
+    """An Annotator that records each write (``fail``: every write is refused, as for a re-created pod)."""
+
+    writes: list[tuple[str, str, str, str, str]] = field(default_factory=list)
+    fail: bool = False
+
+    def set(self, namespace: str, name: str, uid: str, key: str, value: str) -> None:
+        if self.fail:
+            raise ConflictError(409, "Conflict", "the pod was re-created")
+        self.writes.append((namespace, name, uid, key, value))
 
 
 @dataclass

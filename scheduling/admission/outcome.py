@@ -34,6 +34,11 @@ class GateSettings:
             baseline's throughput at 5,000 (docs/design/admission-gates.md). A gang's members are always
             given theirs: their first member's full Filter pass and the race of the extender's own
             nominations against kube-scheduler go with it.
+        plan_on_pod: every pod the pass places carries its plan, node and GPU indices
+            (``Released.plans``, written on the pod as it is ungated), and nothing is nominated: the
+            framework sidecar's plugin places the pod on its plan (docs/design/framework-sidecar.md).
+            A group in flight keeps its plan while it still holds, and is planned again when it no
+            longer does (``ReleaseDecision.replanned``).
     """
 
     max_unbound_gpus: int = 128
@@ -42,9 +47,19 @@ class GateSettings:
     starve_after: float = 300.0
     unknown_group_grace: float = 10.0
     nominate_from_nodes: int = 2000
+    plan_on_pod: bool = False
 
 
 DEFAULT_GATE_SETTINGS = GateSettings()
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class PodPlan:
+    """Where a pod is planned: the node and the GPU indices it gets there (``phalanx.io/plan``)."""
+
+    pod: str
+    node: str
+    gpus: tuple[int, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,12 +69,14 @@ class Released:
     ``nodes`` pairs each pod the pass placed with the node its plan puts it on, by pod key: the node
     kube-scheduler is told to try first (``status.nominatedNodeName``, ``placement.release_pass``). Empty
     for a group released for another reason than room (preemption, a pod the pass cannot reason about).
+    ``plans`` is each placed pod's plan, with ``GateSettings.plan_on_pod`` only (``nodes`` is then empty).
     """
 
     group: str
     pods: tuple[str, ...]
     reason: str
     nodes: tuple[tuple[str, str], ...] = ()
+    plans: tuple[PodPlan, ...] = ()
 
 
 class KeptRule(enum.Enum):
@@ -115,9 +132,12 @@ class ReleaseDecision:
         idle: GPUs free while groups wait gated, by the rule that keeps them waiting (``KeptRule``
             values, and ``in_flight`` for GPUs held for groups released and not bound yet); see
             ``scheduling.admission.release`` for how they are attributed.
+        replanned: pods in flight whose plan no longer holds (or that have none), planned again, to
+            write on them (``GateSettings.plan_on_pod`` only).
     """
 
     released: tuple[Released, ...]
     kept: tuple[Kept, ...]
     in_flight: ReleasedBook = field(default_factory=ReleasedBook)
     idle: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
+    replanned: tuple[PodPlan, ...] = ()

@@ -138,7 +138,11 @@ def release(
     kept.extend(Kept(key, _NOT_IN_VIEW, KeptRule.VIEW, gpus_of(gated[key])) for key in sorted(gated))
     idle = idle_by_rule(walk, kept)
     return ReleaseDecision(
-        tuple(released), tuple(kept), flight.book.with_released((r.group for r in released), now), idle
+        tuple(released),
+        tuple(kept),
+        flight.book.with_released((r.group for r in released), now),
+        idle,
+        tuple(walk.replanned),
     )
 
 

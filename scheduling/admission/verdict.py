@@ -13,6 +13,7 @@ from dataclasses import replace
 from scheduling.admission.outcome import (
     Kept,
     KeptRule,
+    PodPlan,
     Released,
 )
 from scheduling.admission.preemption_room import preemption_room
@@ -108,14 +109,24 @@ def decide(group: PendingGroup, gated: Sequence[Pod], walk: Walk, ctx: PassFacts
         plan = plan_gang(key, waiting, allowed, snapshot, work.promises, ctx.topologies, statement=work)
         if isinstance(plan, GangPlan):
             walk.take(state, need, len(waiting), preemptible=group.preemptible, room=True)
+            reason = f"{_admitted(group)}; fits now on {_listed(plan.nodes)}"
+            ungating = frozenset(keys)
+            members = plan.members
+            if ctx.settings.plan_on_pod:
+                plans = tuple(
+                    sorted(
+                        PodPlan(p.key, a.node, a.gpus)
+                        for a in plan.assignments
+                        if (p := members[a.uid]).key in ungating
+                    )
+                )
+                return Released(key, keys, reason, plans=plans)
             placed: tuple[tuple[str, str], ...] = ()
             if podgroup is not None or len(snapshot.nodes) >= ctx.settings.nominate_from_nodes:
-                ungating = frozenset(keys)
-                members = plan.members
                 placed = tuple(
                     sorted((p.key, a.node) for a in plan.assignments if (p := members[a.uid]).key in ungating)
                 )
-            return Released(key, keys, f"{_admitted(group)}; fits now on {_listed(plan.nodes)}", placed)
+            return Released(key, keys, reason, placed)
         why = f"waits for room on one node: {plan.message}" if podgroup else _no_node(key, need)
         if walk.reservation is not None:
             why += f"; {_keeps(walk.reservation)}"

@@ -15,12 +15,13 @@ from scheduling.admission.outcome import (
     GateSettings,
     Kept,
     KeptRule,
+    PodPlan,
 )
 from scheduling.admission.preemption_room import Candidates
 from scheduling.admission.reserve import Capacity, Reservation
 from scheduling.cluster.snapshot import ClusterSnapshot
 from scheduling.cluster.statement import Statement
-from scheduling.gang.gang_planner import plan_gang
+from scheduling.gang.gang_planner import GangPlan, plan_gang
 from scheduling.model import Pod, Resources
 from scheduling.queues import QUEUE_LABEL, QueueError, QueueState
 from scheduling.queues.view import QueueView
@@ -86,6 +87,7 @@ class Walk:
     flight_gpus: int = 0  # GPUs of the groups released by earlier passes and not bound yet
     reservation: Reservation | None = None  # the nodes the starving group keeps
     no_node: list[tuple[object, Resources]] = field(default_factory=list)  # single pods no node took
+    replanned: list[PodPlan] = field(default_factory=list)  # in-flight pods planned again (plan_on_pod)
 
     @property
     def kept_gpus(self) -> int:
@@ -119,7 +121,10 @@ def count_in_flight(key: str, pods: Sequence[Pod], walk: Walk, ctx: PassFacts) -
     walk.unbound_pods += len(pods)
     walk.ahead += 1
     work, tree = ctx.work, ctx.view.tree
-    plan_gang(key, pods, ctx.nodes, ctx.snapshot, work.promises, ctx.topologies, statement=work)
+    if ctx.settings.plan_on_pod:
+        _hold_plans(key, pods, walk, ctx)
+    else:
+        plan_gang(key, pods, ctx.nodes, ctx.snapshot, work.promises, ctx.topologies, statement=work)
     if by_kueue(pods[0], ctx.kueue):  # in flight, it takes room, but it charges no queue of phalanx's
         return
     try:
@@ -128,6 +133,38 @@ def count_in_flight(key: str, pods: Sequence[Pod], walk: Walk, ctx: PassFacts) -
         return
     for name in tree.path(queue):
         walk.extra[name] = plus(walk.extra.get(name, ZERO), need)
+
+
+def _hold_plans(key: str, pods: Sequence[Pod], walk: Walk, ctx: PassFacts) -> None:
+    """Keep each in-flight pod's plan on the working copy; plan again those whose plan no longer holds.
+
+    A plan holds while its node still has room for the pod and every planned GPU index is free there
+    (nothing bound there since took one). A pod whose plan does not hold, or that has none (released
+    before plans were carried), is planned again with the rest of its group's such pods, and the new
+    plan is written on it (``Walk.replanned``); the sidecar's plugin then tries it again. One that finds
+    no place keeps its plan, and kube-scheduler keeps saying why it cannot bind.
+    """
+    work = ctx.work
+    lost: list[Pod] = []
+    for pod in pods:
+        plan = pod.plan
+        room = work.room(plan[0]) if plan is not None else None
+        if (
+            plan is None
+            or room is None
+            or not room.fits(pod)
+            or len(plan[1]) != pod.requests.gpus
+            or not room.free.issuperset(plan[1])
+        ):
+            lost.append(pod)
+            continue
+        work.assign(pod, plan[0], plan[1], "planned")
+    if not lost:
+        return
+    again = plan_gang(key, lost, ctx.nodes, ctx.snapshot, work.promises, ctx.topologies, statement=work)
+    if isinstance(again, GangPlan):
+        members = again.members
+        walk.replanned.extend(sorted(PodPlan(members[a.uid].key, a.node, a.gpus) for a in again.assignments))
 
 
 def idle_by_rule(walk: Walk, kept: Sequence[Kept]) -> dict[str, int]:

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from types import MappingProxyType
 
 import grpc
 import pytest
 
-from kubeio.errors import ConflictError
 from kubeio.kubeletapi import podresources_v1_pb2 as pr
 from kubeio.node_pods import NodePod
 from nodeagent.gpu_devices import GpuDevice, GpuDevices
@@ -18,7 +17,7 @@ from nodeagent.node_metrics import NodeMetrics
 from nodeagent.node_side import claims_of
 from nodeagent.truth_keeper import TruthKeeper
 from scheduling.devices.truth import Kind
-from tests.builders import FakeEvents
+from tests.builders import FakeAnnotator, FakeEvents
 from tests.nodeagent.plugin_fixtures import uuid
 
 DEVICES = GpuDevices([GpuDevice(i, uuid(i)) for i in range(8)])
@@ -80,17 +79,6 @@ def test_other_resources_and_unknown_ids_are_kept_apart() -> None:
 
 
 @dataclass
-class Annotator:
-    writes: list[tuple[str, str, str, str, str]] = field(default_factory=list)
-    fail: bool = False
-
-    def set(self, namespace: str, name: str, uid: str, key: str, value: str) -> None:
-        if self.fail:
-            raise ConflictError(409, "Conflict", "the pod was re-created")
-        self.writes.append((namespace, name, uid, key, value))
-
-
-@dataclass
 class Kubelet:
     answer: pr.ListPodResourcesResponse
     failing: bool = False
@@ -105,7 +93,7 @@ class Kubelet:
 def keeper(
     kubelet: Kubelet,
     pods: dict[str, NodePod],
-    annotator: Annotator,
+    annotator: FakeAnnotator,
     recorder: FakeEvents,
     metrics: NodeMetrics,
 ) -> TruthKeeper:
@@ -118,7 +106,7 @@ def count(metrics: NodeMetrics, kind: Kind) -> float:
 
 def test_a_mismatch_is_written_once_with_a_warning_and_a_metric() -> None:
     pods = {"ns/a": pod("ns/a", (0, 1), 2)}
-    annotator, recorder, metrics = Annotator(), FakeEvents(), NodeMetrics()
+    annotator, recorder, metrics = FakeAnnotator(), FakeEvents(), NodeMetrics()
     truth = keeper(
         Kubelet(reply(listed("ns/a", {"main": [uuid(4), uuid(5)]}))), pods, annotator, recorder, metrics
     )
@@ -132,7 +120,7 @@ def test_a_mismatch_is_written_once_with_a_warning_and_a_metric() -> None:
 
 def test_a_gpu_pod_phalanx_did_not_place_gets_its_indices_recorded() -> None:
     pods = {"other/x": pod("other/x", None, 1)}
-    annotator, recorder, metrics = Annotator(), FakeEvents(), NodeMetrics()
+    annotator, recorder, metrics = FakeAnnotator(), FakeEvents(), NodeMetrics()
     keeper(
         Kubelet(reply(listed("other/x", {"main": [uuid(6)]}))), pods, annotator, recorder, metrics
     ).run_once()
@@ -143,7 +131,7 @@ def test_a_gpu_pod_phalanx_did_not_place_gets_its_indices_recorded() -> None:
 
 def test_a_refused_write_is_tried_again_next_cycle() -> None:
     pods = {"ns/a": pod("ns/a", (0,), 1)}
-    annotator, recorder, metrics = Annotator(fail=True), FakeEvents(), NodeMetrics()
+    annotator, recorder, metrics = FakeAnnotator(fail=True), FakeEvents(), NodeMetrics()
     truth = keeper(Kubelet(reply(listed("ns/a", {"main": [uuid(3)]}))), pods, annotator, recorder, metrics)
     truth.run_once()
     annotator.fail = False
@@ -153,7 +141,7 @@ def test_a_refused_write_is_tried_again_next_cycle() -> None:
 
 
 def test_a_kubelet_that_cannot_be_read_changes_nothing() -> None:
-    annotator = Annotator()
+    annotator = FakeAnnotator()
     truth = keeper(Kubelet(reply(), failing=True), {}, annotator, FakeEvents(), NodeMetrics())
     assert truth.run_once() is None
     assert truth.admitting() is None
@@ -165,7 +153,7 @@ def test_read_failures_of_both_kinds_are_absorbed(error: Exception) -> None:
     def read(pods: Mapping[str, NodePod]) -> KubeletView:
         raise error
 
-    truth = TruthKeeper(read, dict, Annotator(), FakeEvents(), NodeMetrics(), node="n1")
+    truth = TruthKeeper(read, dict, FakeAnnotator(), FakeEvents(), NodeMetrics(), node="n1")
     assert truth.run_once() is None
 
 

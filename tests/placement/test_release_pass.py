@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from types import MappingProxyType
 
 import pytest
 
+from kubeio.convert import parse_plan
 from kubeio.errors import KubeError
 from placement.release_loop import LoopTiming, run_release_loop
 from placement.release_pass import (
@@ -26,10 +29,19 @@ from placement.release_pass import (
 )
 from placement.webhook import GateWebhook
 from scheduling.admission.release import GateSettings
-from scheduling.model import ADMISSION_GATE, GATE_STAMP, Pod
+from scheduling.model import ADMISSION_GATE, GATE_STAMP, PLAN_ANNOTATION, Pod
 from scheduling.timestamps import seconds
 from scheduling.topology import TopologyCache
-from tests.builders import FakeClock, FakeCluster, FakeEvents, FakeNominator, a_gang, a_node, a_pod
+from tests.builders import (
+    FakeAnnotator,
+    FakeClock,
+    FakeCluster,
+    FakeEvents,
+    FakeNominator,
+    a_gang,
+    a_node,
+    a_pod,
+)
 from tests.kubeio.test_webhook_review import WORKER, review
 from tests.placement.test_webhook import answer
 
@@ -45,11 +57,17 @@ class FakeUngater:
     refuse: set[str] = field(default_factory=set)
     calls: list[str] = field(default_factory=list)
 
-    def ungate(self, pod: Pod) -> bool:
+    written: dict[str, dict[str, str]] = field(default_factory=dict)
+
+    def ungate(self, pod: Pod, annotations: Mapping[str, str] = MappingProxyType({})) -> bool:
         self.calls.append(pod.key)
         if pod.key in self.refuse:
             return False
-        self.cluster.pods[pod.key] = replace(pod, gates=tuple(g for g in pod.gates if g != ADMISSION_GATE))
+        if annotations:
+            self.written[pod.key] = dict(annotations)
+        plan = parse_plan(annotations.get(PLAN_ANNOTATION)) or pod.plan
+        ungated = tuple(g for g in pod.gates if g != ADMISSION_GATE)
+        self.cluster.pods[pod.key] = replace(pod, gates=ungated, plan=plan)
         return True
 
 
@@ -130,6 +148,26 @@ def test_a_failed_nomination_still_ungates_the_pod() -> None:
     releaser._nominator = nominator
     assert releaser.run().released == ("ml/a",)
     assert ungater.calls == ["ml/a"] and not cluster.pods["ml/a"].gated
+
+
+def test_with_plans_carried_each_pod_gets_its_plan_in_its_ungate_and_a_broken_plan_is_rewritten() -> None:
+    """The plan goes with the gate's removal (one write), and no nomination.
+
+    Then GPUs 0-1 are taken by a pod bound meanwhile: the next pass plans the unbound pod again and
+    writes the new plan.
+    """
+    releaser, cluster, ungater, _, _ = bed(
+        gated("a", 2), settings=GateSettings(plan_on_pod=True, nominate_from_nodes=0)
+    )
+    nominator, annotator = FakeNominator(cluster), FakeAnnotator()
+    releaser._nominator, releaser._annotator = nominator, annotator  # as the composition root passes them
+    assert releaser.run().released == ("ml/a",)
+    assert ungater.written == {"ml/a": {PLAN_ANNOTATION: "n1:0,1"}}
+    assert nominator.calls == [], "a plan on the pod says more than a nomination"
+    taken = a_pod("taker").gpus(2).on("n1", range(2)).created(T0).build()
+    cluster.add(taken)
+    releaser.run()
+    assert [(key, value) for _, _, _, key, value in annotator.writes] == [(PLAN_ANNOTATION, "n1:2,3")]
 
 
 def test_a_refused_patch_leaves_the_group_to_the_next_pass() -> None:

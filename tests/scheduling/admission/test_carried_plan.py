@@ -1,0 +1,80 @@
+"""Plans carried on pods (``GateSettings.plan_on_pod``): what a pass writes, keeps and plans again."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from scheduling.admission.flight import ReleasedBook
+from scheduling.admission.outcome import PodPlan
+from scheduling.model import Pod
+from tests.builders import a_gang, a_node, a_pod
+from tests.scheduling.admission.test_release import NOW, PATIENT, T0, decide, gang_members, gpu_pod, running
+
+CARRIED = replace(PATIENT, plan_on_pod=True)
+ONE_NODE = [a_node("n1").build()]
+
+
+def in_flight(name: str, gpus: int, plan: tuple[str, tuple[int, ...]] | None) -> Pod:
+    """A pod released by an earlier pass and not bound yet, carrying ``plan``."""
+    return replace(a_pod(name).gpus(gpus).created(T0).build(), plan=plan)
+
+
+def flying(*names: str) -> ReleasedBook:
+    return ReleasedBook().with_released([f"ml/{n}" for n in names], NOW - 1.0)
+
+
+def gpus_of(plans: tuple[PodPlan, ...]) -> list[int]:
+    return sorted(g for p in plans for g in p.gpus)
+
+
+def test_each_placed_pod_carries_its_node_and_gpus_and_nothing_is_nominated() -> None:
+    pods = [gpu_pod("solo", 2), *gang_members("g", 2, 4)]
+    two = [a_node("n1").build(), a_node("n2").build()]
+    decision = decide(two, pods, groups=[a_gang("g", 2)], settings=CARRIED)
+    by_group = {r.group: r for r in decision.released}
+    assert set(by_group) == {"ml/solo", "ml/g"}
+    assert all(r.nodes == () for r in decision.released)
+    assert [p.pod for p in by_group["ml/g"].plans] == ["ml/g-0", "ml/g-1"]
+    plans = [*by_group["ml/g"].plans, *by_group["ml/solo"].plans]
+    assert [len(p.gpus) for p in plans] == [4, 4, 2]
+    taken = [(p.node, g) for p in plans for g in p.gpus]
+    assert len(taken) == len(set(taken)), "two plans of one pass share a GPU"
+
+
+def test_without_carried_plans_a_pod_on_its_own_gets_no_plan() -> None:
+    decision = decide(ONE_NODE, [gpu_pod("solo", 2)])
+    assert [r.plans for r in decision.released] == [()]
+
+
+def test_a_plan_in_flight_that_still_holds_is_kept_and_its_gpus_go_to_nobody_else() -> None:
+    flight = in_flight("early", 2, ("n1", (4, 5)))
+    decision = decide(ONE_NODE, [flight, gpu_pod("late", 6)], book=flying("early"), settings=CARRIED)
+    assert decision.replanned == ()
+    (late,) = decision.released
+    assert late.plans[0].node == "n1"
+    assert not set(late.plans[0].gpus) & {4, 5}
+    assert gpus_of(late.plans) == [0, 1, 2, 3, 6, 7]
+
+
+def test_a_plan_in_flight_whose_gpus_were_taken_is_planned_again() -> None:
+    """Something bound GPUs 0 and 1 since the plan was made: the pod gets two others."""
+    flight = in_flight("early", 2, ("n1", (0, 1)))
+    taker = running("taker", "n1", range(2))
+    decision = decide(ONE_NODE, [flight, taker], book=flying("early"), settings=CARRIED)
+    (again,) = decision.replanned
+    assert again.pod == "ml/early"
+    assert again.node == "n1"
+    assert len(again.gpus) == 2
+    assert not set(again.gpus) & {0, 1}
+
+
+def test_a_pod_in_flight_without_a_plan_is_given_one() -> None:
+    """Released before plans were carried (or by another rule): planned as it is counted."""
+    decision = decide(ONE_NODE, [in_flight("early", 2, None)], book=flying("early"), settings=CARRIED)
+    assert [(p.pod, p.node, len(p.gpus)) for p in decision.replanned] == [("ml/early", "n1", 2)]
+
+
+def test_a_plan_naming_a_node_that_is_gone_is_planned_again_elsewhere() -> None:
+    flight = in_flight("early", 2, ("gone", (0, 1)))
+    decision = decide(ONE_NODE, [flight], book=flying("early"), settings=CARRIED)
+    assert [(p.pod, p.node) for p in decision.replanned] == [("ml/early", "n1")]
