@@ -32,7 +32,7 @@ from typing import IO
 
 import bed_kueue
 from bed_webhooks import CONFIGS, GATE_MANIFEST, PIN_MANIFEST, register, testbed_name, wait_callable
-from localcluster import MPI_OPERATOR, LocalCluster, build_module, render_scheduler_config
+from localcluster import MPI_OPERATOR, SIDECAR, LocalCluster, build_module, render_scheduler_config
 from localcluster.pki import ensure_serving_cert
 from localcluster.processes import port_holder
 from localcluster.startup import NODE_MONITOR_GRACE_SECONDS
@@ -163,8 +163,16 @@ class Testbed:
         placement_replicas: int = 1,
         node_grace_seconds: int = NODE_MONITOR_GRACE_SECONDS,
         workload_api: bool = False,
+        sidecar: bool = False,
         log: Callable[[str], None] = lambda line: print(line, file=sys.stderr, flush=True),
     ) -> None:
+        """A test bed; nothing runs until ``start``.
+
+        ``sidecar`` runs phalanx's framework sidecar instead of kube-scheduler with the extender: the
+        ``phalanx-scheduler`` binary with ``sidecar/scheduler-config.yaml``, and the placement manager
+        with ``--gate-plan-on-pod=true`` (docs/design/framework-sidecar.md). The extender still runs,
+        called by nobody, so the rest of the bed is the same.
+        """
         self.state_dir = state_dir
         self.extender_port = extender_port or free_port()
         self.extender_tls = extender_tls
@@ -179,7 +187,8 @@ class Testbed:
         """``internal`` (the shipped default: the placement manager keeps its own certificates in a Secret
         and writes the CA into the webhook configurations) or ``files`` (a certificate of the cluster's CA
         in files, the configurations' caBundle set by the test bed, as an admin or cert-manager would)."""
-        self.placement_args = tuple(placement_args)
+        self.sidecar = sidecar
+        self.placement_args = (*(("--gate-plan-on-pod", "true") if sidecar else ()), *placement_args)
         """More flags for every placement manager replica (last, so they override the test bed's)."""
         self._webhook_replica = "placement"
         self.placement_replicas = PLACEMENT_REPLICAS[:placement_replicas]
@@ -203,6 +212,8 @@ class Testbed:
             run_scheduler=scheduler_pairs == 1,
             node_monitor_grace_seconds=node_grace_seconds,
             workload_api=workload_api,
+            scheduler_config=REPO / "sidecar" / "scheduler-config.yaml" if sidecar else None,
+            scheduler_binary=build_module(SIDECAR, log=log) / "phalanx-scheduler" if sidecar else None,
         )
         self.logs = state_dir / "logs"
         self._procs: dict[str, subprocess.Popen[bytes]] = {}

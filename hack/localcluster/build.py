@@ -1,11 +1,12 @@
-"""Building the local cluster's binaries from the pinned Go modules under ``hack/``, once per source hash.
+"""Building the local cluster's binaries from the pinned Go modules, once per source hash.
 
-Four modules: ``hack/controlplane`` (etcd, kube-apiserver, kube-controller-manager, kube-scheduler,
+Five modules: ``hack/controlplane`` (etcd, kube-apiserver, kube-controller-manager, kube-scheduler,
 kubectl: Kubernetes v1.36, k8s.io/* v0.36), ``hack/mpioperator`` (the Kubeflow MPI Operator v0.7.0,
-which pins k8s.io/* v0.34, so it cannot share the control plane's module graph) and
+which pins k8s.io/* v0.34, so it cannot share the control plane's module graph),
 ``hack/devicemanager`` (the test bed's kubelet device manager, our own ``main`` over the same v1.36.3
 modules as the control plane, in a module of its own so that editing it never rebuilds the control
-plane) and ``hack/helm`` (the Helm v3 CLI that renders ``charts/phalanx``, with Helm's own k8s.io graph).
+plane), ``hack/helm`` (the Helm v3 CLI that renders ``charts/phalanx``, with Helm's own k8s.io graph) and
+the product's ``sidecar`` (kube-scheduler with phalanx's framework plugin, over the same v1.36.3 modules).
 The binaries are built rather than downloaded so they are exactly the pinned releases, stamped
 with their versions as the upstream release builds do; each module builds once per source hash into the
 shared cache, under a lock, so concurrent callers build once.
@@ -89,6 +90,12 @@ class GoModule:
     """What the binaries are, for progress lines."""
     files: Mapping[str, tuple[str, str]] = dataclasses.field(default_factory=dict)
     """Files copied from a required module's source into the bin dir: name -> (module, path in it)."""
+    parent: str = "hack"
+    """The checkout directory holding it: ``hack`` for the test bed's, the root (``.``) for the product's."""
+
+    def source(self, root: Path) -> Path:
+        """Where the module is in the checkout at ``root``."""
+        return root / self.parent / self.directory
 
 
 CONTROL_PLANE = GoModule(
@@ -171,7 +178,15 @@ def _helm_ldflags(module_dir: Path) -> str:
 
 
 HELM = GoModule("helm", {"helm": f"{HELM_PACKAGE}/cmd/helm"}, _helm_ldflags, "the Helm CLI")
-MODULES = (CONTROL_PLANE, MPI_OPERATOR, DEVICE_MANAGER, HELM)
+SIDECAR = GoModule(
+    "sidecar",
+    {"phalanx-scheduler": "./cmd/phalanx-scheduler"},
+    lambda source: _version_ldflags(kubernetes_version(source)),
+    "phalanx's framework sidecar (kube-scheduler with the PhalanxPlan plugin)",
+    parent=".",
+)
+"""Part of the product, not of the test bed: ``sidecar/`` at the checkout's root."""
+MODULES = (CONTROL_PLANE, MPI_OPERATOR, DEVICE_MANAGER, HELM, SIDECAR)
 """Every Go module ``build`` builds, in order (Kueue only on demand)."""
 
 
@@ -216,7 +231,7 @@ def build(repo_root: Path | None = None, log: Callable[[str], None] = log_to_std
         ClusterError: If Go is missing or a build fails (the compiler output is included).
     """
     root = repo_root or REPO_ROOT
-    dirs = [build_module(module, root / "hack" / module.directory, log) for module in MODULES]
+    dirs = [build_module(module, module.source(root), log) for module in MODULES]
     return dirs[0]
 
 
@@ -231,7 +246,7 @@ def build_module(
 
     Args:
         module: Which module and binaries.
-        module_dir: Where the module is (default: ``hack/<module.directory>`` of this checkout).
+        module_dir: Where the module is (default: ``module.source`` of this checkout).
         log: Receives one progress line per binary.
 
     Returns:
@@ -240,7 +255,7 @@ def build_module(
     Raises:
         ClusterError: If Go is missing or a build fails (the compiler output is included).
     """
-    source = (module_dir or REPO_ROOT / "hack" / module.directory).resolve()
+    source = (module_dir or module.source(REPO_ROOT)).resolve()
     target = bin_dir(source)
     if _complete(target, module):
         return target

@@ -94,7 +94,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "build":
             for module in MODULES:
-                print(build_module(module, REPO_ROOT / "hack" / module.directory))
+                print(build_module(module, module.source(REPO_ROOT)))
         elif args.command == "paths":
             print(bin_dir())
         elif args.command == "up":

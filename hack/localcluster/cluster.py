@@ -96,6 +96,7 @@ class LocalCluster:
         node_monitor_grace_seconds: int = NODE_MONITOR_GRACE_SECONDS,
         apiserver_args: tuple[str, ...] = (),
         workload_api: bool = False,
+        scheduler_binary: Path | None = None,
         log: Callable[[str], None] = log_to_stderr,
     ) -> None:
         """Describe a cluster; nothing is started until :meth:`up`.
@@ -117,6 +118,8 @@ class LocalCluster:
             workload_api: True serves the native Workload API (``scheduling.k8s.io/v1alpha2``
                 Workload and PodGroup) with its alpha gates on in every component
                 (``WORKLOAD_API_GATES``): the Job controller then makes a PodGroup for a gang-shaped Job.
+            scheduler_binary: The kube-scheduler to run (default: the one built from
+                ``hack/controlplane``); the framework sidecar's ``phalanx-scheduler`` takes its flags.
             log: Receives progress lines (default: stderr).
         """
         self.state_dir = Path(state_dir or default_cluster_dir()).resolve()
@@ -132,6 +135,7 @@ class LocalCluster:
         self.node_monitor_grace_seconds = node_monitor_grace_seconds
         self.apiserver_args = apiserver_args
         self.workload_api = workload_api
+        self.scheduler_binary = scheduler_binary
         self.log = log
 
     # ---- paths and credentials
@@ -339,6 +343,11 @@ class LocalCluster:
         if stop_process(pid, start_time):
             self.log(f"stopped {name} (pid {pid})")
         self.path("pids", f"{name}.pid").unlink(missing_ok=True)
+
+    def stop_scheduler(self) -> None:
+        """Stop only kube-scheduler (``restart_scheduler`` starts it again): nothing binds meanwhile."""
+        with flock(self.path(".lock"), self.log, "starting or stopping the cluster"):
+            self._stop_component("kube-scheduler")
 
     def _stop_component(self, name: str) -> None:
         info = self._read_pidfile(name)

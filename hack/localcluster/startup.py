@@ -33,6 +33,7 @@ class Booting(Protocol):
     state_dir: Path
     repo_root: Path
     scheduler_config: Path
+    scheduler_binary: Path | None
     extender_url: str
     run_scheduler: bool
     run_controller_manager: bool
@@ -250,7 +251,7 @@ def start_scheduler(cluster: Booting, bins: Path, port: int) -> Started:
     config = cluster.path("scheduler-config.yaml")
     config.write_text(rendered)
     argv = [
-        str(bins / "kube-scheduler"),
+        str(cluster.scheduler_binary or bins / "kube-scheduler"),
         f"--config={config}",
         f"--authentication-kubeconfig={cluster.scheduler_kubeconfig}",
         f"--authorization-kubeconfig={cluster.scheduler_kubeconfig}",

@@ -31,6 +31,7 @@ from typing import IO
 
 import orjson
 from localbed import Testbed, free_port
+from localcluster import SIDECAR, build_module
 from workload import ensure_namespace
 
 from kubeio.errors import KubeError
@@ -147,6 +148,8 @@ class BenchBed:
         self.phalanx_config = state_dir / "phalanx-scheduler-config.yaml"
         self.paused_config = state_dir / "paused-scheduler-config.yaml"
         self.baseline_config = state_dir / "baseline-scheduler-config.yaml"
+        self.sidecar_config = state_dir / "sidecar-scheduler-config.yaml"
+        self._sidecar = False  # phalanx's mode now: the framework sidecar, or the extender (as shipped)
         self.node_names: list[str] = []
         self._documents = topology_documents()
         self._baseline: subprocess.Popen[bytes] | None = None
@@ -171,6 +174,8 @@ class BenchBed:
         product = (REPO / "manifests" / "scheduler-config.yaml").read_text()
         self.phalanx_config.write_text(with_client_limits(product))
         self.paused_config.write_text(plain_config(PAUSED_PROFILE, "KUBECONFIG_PATH"))
+        sidecar = (REPO / "sidecar" / "scheduler-config.yaml").read_text()
+        self.sidecar_config.write_text(with_client_limits(sidecar))
         self.bed.cluster.scheduler_config = self.phalanx_config
         self.bed.start()
         self.baseline_config.write_text(
@@ -249,15 +254,48 @@ class BenchBed:
         self._extender_env = dict(env)
         self.wait_extender_knows_nodes()
 
-    def pause_phalanx(self) -> None:
-        """Restart the test bed's kube-scheduler with a profile no pod names, so pods of ``phalanx`` wait."""
+    def pause_phalanx(self, *, sidecar: bool = False) -> None:
+        """Restart the test bed's kube-scheduler with a profile no pod names, so pods of ``phalanx`` wait.
+
+        ``sidecar`` picks the mode the pods created meanwhile are released in (``use_sidecar``).
+        """
+        self.use_sidecar(sidecar)
         self.bed.cluster.restart_scheduler(scheduler_config=self.paused_config)
         self._phalanx_paused = True
 
     def resume_phalanx(self) -> None:
         """Restart the test bed's kube-scheduler with the product configuration (profile ``phalanx``)."""
+        self.use_sidecar(False)
         self.bed.cluster.restart_scheduler(scheduler_config=self.phalanx_config)
         self._phalanx_paused = False
+
+    def resume_sidecar(self) -> None:
+        """Restart the test bed's kube-scheduler as the framework sidecar (paused by ``pause_phalanx``)."""
+        self.use_sidecar(True)
+        self.bed.cluster.restart_scheduler(scheduler_config=self.sidecar_config)
+        self._phalanx_paused = False
+
+    def use_sidecar(self, on: bool) -> None:
+        """Run phalanx as the framework sidecar, or as the extender (docs/design/framework-sidecar.md).
+
+        The sidecar is the ``phalanx-scheduler`` binary with ``sidecar/scheduler-config.yaml`` and the
+        placement manager with ``--gate-plan-on-pod=true``; switching restarts the placement manager
+        (it leads again within seconds) and picks the binary the next ``restart_scheduler`` runs.
+        """
+        if on == self._sidecar:
+            return
+        bed = self.bed
+        bed.kill_placement(signal.SIGTERM)
+        kept = list(bed.placement_args)
+        if "--gate-plan-on-pod" in kept:
+            at = kept.index("--gate-plan-on-pod")
+            del kept[at : at + 2]
+        bed.placement_args = ("--gate-plan-on-pod", "true" if on else "false", *kept)
+        bed.start_placement()
+        binary = build_module(SIDECAR, log=self.progress) / "phalanx-scheduler"
+        bed.cluster.scheduler_binary = binary if on else None
+        self._sidecar = on
+        self.progress(f"phalanx now runs as {'the framework sidecar' if on else 'the extender'}")
 
     def start_baseline(self) -> None:
         """Start the extender-free kube-scheduler (profile ``baseline``) from the cached binary."""

@@ -19,8 +19,8 @@ MIN_RATIO = {1000: 0.9, 5000: 1.0}
 MAX_P50_RATIO = 1.5
 CALL_P99_MS = {1000: 2.0, 5000: 4.0}
 MAX_GANG_RATIO = 1.2
-MODES = ("phalanx", "phalanx-ranked")
-"""phalanx's modes: as shipped (decisive filter) and with ``PHALANX_DECISIVE=false``."""
+MODES = ("phalanx", "phalanx-ranked", "phalanx-sidecar")
+"""phalanx's modes: as shipped (decisive filter), ``PHALANX_DECISIVE=false``, and the framework sidecar."""
 SAME_STACK_FLOOR = "null-front"
 """The null extender in the stack phalanx's hot verbs run in (``extender.hot``)."""
 

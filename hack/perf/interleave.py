@@ -147,7 +147,7 @@ def _spread(rates: list[float | None]) -> dict[str, float] | None:
 
 
 def standard_runners(bb: BenchBed, floors: Floors, *, ranked: bool) -> list[Runner]:
-    """The baseline, phalanx as shipped (decisive), phalanx ranked (``ranked``), and the running floors."""
+    """The baseline, phalanx as shipped, ranked (``ranked``) and as the sidecar, and the running floors."""
     runners = [
         Runner("baseline", BASELINE_PROFILE, bb.stop_baseline, bb.start_baseline),
         Runner("phalanx", "phalanx", bb.pause_phalanx, bb.resume_phalanx),
@@ -163,6 +163,9 @@ def standard_runners(bb: BenchBed, floors: Floors, *, ranked: bool) -> list[Runn
             bb.set_extender_env({})
 
         runners.append(Runner("phalanx-ranked", "phalanx", ranked_pause, ranked_start))
+    runners.append(
+        Runner("phalanx-sidecar", "phalanx", partial(bb.pause_phalanx, sidecar=True), bb.resume_sidecar)
+    )
     for name in sorted(floors.floors):
         runners.append(
             Runner(name, name, partial(floors.stop_scheduler, name), partial(floors.start_scheduler, name))

@@ -1,0 +1,158 @@
+package plan
+
+import (
+	"context"
+	"fmt"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+)
+
+// Name is the plugin's name in kube-scheduler's registry and in a profile's configuration.
+const Name = "PhalanxPlan"
+
+const stateKey fwk.StateKey = Name
+
+// Plugin places a pod on the node its plan names, checks that the planned GPUs are still free there,
+// and binds it with those GPU indices.
+//
+//   - PreFilter narrows the cycle to the planned node (PreFilterResult), so kube-scheduler's Filter
+//     plugins run on that node alone and, one node passing, no Score plugin runs ("When only one node
+//     after predicate, just use it"). A pod without a plan is turned down with the reason.
+//   - Filter turns the node down when a pod there already holds a planned GPU index (a pod bound or
+//     being bound since the plan was made); the release pass then plans the pod again.
+//   - Bind creates the Binding with the GPU indices in its annotations, which the API server merges
+//     into the pod in the same write.
+type Plugin struct {
+	handle fwk.Handle
+}
+
+var (
+	_ fwk.PreFilterPlugin   = (*Plugin)(nil)
+	_ fwk.FilterPlugin      = (*Plugin)(nil)
+	_ fwk.BindPlugin        = (*Plugin)(nil)
+	_ fwk.EnqueueExtensions = (*Plugin)(nil)
+)
+
+// New builds the plugin; it takes no arguments.
+func New(_ context.Context, _ runtime.Object, handle fwk.Handle) (fwk.Plugin, error) {
+	return &Plugin{handle: handle}, nil
+}
+
+// Name is the plugin's registry name.
+func (p *Plugin) Name() string { return Name }
+
+type cycle struct{ plan Plan }
+
+func (c *cycle) Clone() fwk.StateData { return c }
+
+// PreFilter reads the pod's plan and narrows the cycle to its node.
+func (p *Plugin) PreFilter(
+	_ context.Context, state fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo,
+) (*fwk.PreFilterResult, *fwk.Status) {
+	text, ok := pod.Annotations[Annotation]
+	if !ok {
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable,
+			"phalanx has not planned this pod: in sidecar mode a pod is placed where phalanx's release pass "+
+				"plans it, and the pass plans only the pods it releases (see the pod's AdmissionWaiting events)")
+	}
+	planned, err := Parse(text)
+	if err != nil {
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("%s: %v", Annotation, err))
+	}
+	state.Write(stateKey, &cycle{plan: planned})
+	return &fwk.PreFilterResult{NodeNames: sets.New(planned.Node)}, nil
+}
+
+// PreFilterExtensions is nil: the plan does not depend on other pods being added or removed.
+func (p *Plugin) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
+
+// Filter turns the planned node down when one of the planned GPU indices is held there.
+func (p *Plugin) Filter(_ context.Context, state fwk.CycleState, pod *v1.Pod, node fwk.NodeInfo) *fwk.Status {
+	planned, status := planOf(state)
+	if status != nil {
+		return status
+	}
+	name := node.Node().Name
+	if name != planned.Node {
+		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("phalanx planned node %s", planned.Node))
+	}
+	infos := node.GetPods()
+	pods := make([]*v1.Pod, len(infos))
+	for i, info := range infos {
+		pods[i] = info.GetPod()
+	}
+	if index, holder, taken := Taken(planned.GPUs, pods, name, string(pod.UID)); taken {
+		return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf(
+			"GPU %d that phalanx planned for this pod on node %s is held by %s; phalanx plans it again",
+			index, name, holder))
+	}
+	return nil
+}
+
+// Bind creates the pod's Binding to its planned node with the planned GPU indices.
+func (p *Plugin) Bind(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
+	planned, status := planOf(state)
+	if status != nil {
+		return fwk.NewStatus(fwk.Skip) // not a pod this plugin placed: the next bind plugin binds it
+	}
+	binding := &v1.Binding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID},
+		Target:     v1.ObjectReference{Kind: "Node", Name: nodeName},
+	}
+	if len(planned.GPUs) > 0 {
+		binding.Annotations = map[string]string{GPUsAnnotation: FormatGPUs(planned.GPUs)}
+	}
+	err := p.handle.ClientSet().CoreV1().Pods(pod.Namespace).Bind(ctx, binding, metav1.CreateOptions{})
+	if err != nil {
+		return fwk.AsStatus(fmt.Errorf("binding to %s with GPUs %v: %w", nodeName, planned.GPUs, err))
+	}
+	klog.FromContext(ctx).V(3).Info("bound as planned", "pod", klog.KObj(pod), "node", nodeName, "gpus", planned.GPUs)
+	return nil
+}
+
+// EventsToRegister names what can make a turned-down pod placeable: a new plan written on it, a pod
+// deleted (its GPUs freed), a node added or changed.
+func (p *Plugin) EventsToRegister(_ context.Context) ([]fwk.ClusterEventWithHint, error) {
+	return []fwk.ClusterEventWithHint{
+		{Event: fwk.ClusterEvent{Resource: fwk.Pod, ActionType: fwk.Update}, QueueingHintFn: replanned},
+		{Event: fwk.ClusterEvent{Resource: fwk.Pod, ActionType: fwk.Delete}},
+		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.Update}},
+	}, nil
+}
+
+// replanned queues a pod again when its own plan changed; other pods' updates free no GPU.
+func replanned(_ klog.Logger, pod *v1.Pod, oldObj, newObj interface{}) (fwk.QueueingHint, error) {
+	before, okOld := oldObj.(*v1.Pod)
+	after, okNew := newObj.(*v1.Pod)
+	if !okOld || !okNew {
+		return fwk.Queue, nil
+	}
+	if after.UID != pod.UID {
+		finished := after.Status.Phase == v1.PodSucceeded || after.Status.Phase == v1.PodFailed
+		if finished && before.Status.Phase != after.Status.Phase {
+			return fwk.Queue, nil // a pod that finished freed its GPUs
+		}
+		return fwk.QueueSkip, nil
+	}
+	if before.Annotations[Annotation] != after.Annotations[Annotation] {
+		return fwk.Queue, nil
+	}
+	return fwk.QueueSkip, nil
+}
+
+func planOf(state fwk.CycleState) (Plan, *fwk.Status) {
+	data, err := state.Read(stateKey)
+	if err != nil {
+		return Plan{}, fwk.AsStatus(fmt.Errorf("reading %s's cycle state: %w", Name, err))
+	}
+	c, ok := data.(*cycle)
+	if !ok {
+		return Plan{}, fwk.AsStatus(fmt.Errorf("%s's cycle state has type %T", Name, data))
+	}
+	return c.plan, nil
+}

@@ -1,0 +1,138 @@
+"""The framework sidecar on the real control plane: kube-scheduler with PhalanxPlan places planned pods.
+
+A bed of its own (``Testbed(sidecar=True)``): the ``phalanx-scheduler`` binary built from ``sidecar/``
+(kube-scheduler v1.36.3 with the plugin compiled in) with ``sidecar/scheduler-config.yaml``, and the
+placement manager with ``--gate-plan-on-pod=true``; admission gates, TLS and the webhooks as shipped.
+The extender runs but nobody calls it: its request counters prove it. Every pod reaches its node
+through the plan its release wrote on it, and kube-scheduler runs no Score plugin for it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from itertools import count
+from pathlib import Path
+from typing import Any
+
+import pytest
+from localbed import Testbed
+from workload import (
+    create_pod,
+    create_podgroup,
+    delete_pods,
+    ensure_namespace,
+    get_pod,
+    gpu_pod,
+    gpus_of,
+    list_pods,
+    member,
+    podgroup,
+    running,
+    wait_for,
+    wait_pod,
+)
+
+from testbed.nodes import fleet, topology_from_file
+from tests.e2e.conftest import BRIDGED_A6000, NODE_GRACE_SECONDS
+from tests.e2e.test_decisive import score_runs
+from tests.e2e.test_single_pod import metric
+from tests.e2e.test_topology import BRIDGE_PAIRS
+
+PLAN = "phalanx.io/plan"
+
+
+@pytest.fixture(scope="module")
+def bed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Testbed]:
+    bed = Testbed(
+        Path(tmp_path_factory.mktemp("sidecar")),
+        placement_grace=3.0,
+        node_grace_seconds=NODE_GRACE_SECONDS,
+        sidecar=True,
+    )
+    try:
+        bed.start()
+        bed.add_nodes(fleet(3, gpus=8, racks_per_zone=3, topology=topology_from_file(BRIDGED_A6000)))
+        yield bed
+    finally:
+        bed.stop()
+
+
+_names = count()
+
+
+@pytest.fixture
+def ns(bed: Testbed) -> Iterator[str]:
+    name = f"sidecar-{next(_names)}"
+    ensure_namespace(bed.http, name)
+    yield name
+    delete_pods(bed.http, name, timeout=60)
+
+
+def extender_calls(bed: Testbed) -> float:
+    verbs = ("filter", "prioritize", "bind")
+    return sum(metric(bed, "phalanx_extender_requests_total", outcome="ok", verb=v) for v in verbs)
+
+
+def test_a_pod_binds_where_its_plan_says_with_a_bridged_pair_and_no_score_or_extender(
+    bed: Testbed, ns: str
+) -> None:
+    scores, calls = score_runs(bed), extender_calls(bed)
+    create_pod(bed.http, ns, gpu_pod("pair", 2))
+    pod = wait_pod(bed.http, ns, "pair", "running", running, timeout=60)
+    node, _, planned = pod["metadata"]["annotations"][PLAN].partition(":")
+    assert pod["spec"]["nodeName"] == node
+    assert gpus_of(pod) == tuple(int(i) for i in planned.split(","))
+    assert gpus_of(pod) in BRIDGE_PAIRS, f"got {gpus_of(pod)} on a free node"
+    assert score_runs(bed) == scores, "kube-scheduler scored a planned pod"
+    assert extender_calls(bed) == calls, "the extender was called in sidecar mode"
+
+
+def test_a_gang_binds_whole_on_its_plans(bed: Testbed, ns: str) -> None:
+    create_podgroup(bed.http, ns, podgroup("g", 3))
+    for i in range(3):
+        create_pod(bed.http, ns, member(f"g-{i}", "g", 4))
+
+    def all_running() -> list[dict[str, Any]] | None:
+        pods = [p for p in list_pods(bed.http, ns) if running(p)]
+        return pods if len(pods) == 3 else None
+
+    pods = wait_for("every member running", all_running, timeout=90)
+    held = [(p["spec"]["nodeName"], g) for p in pods for g in gpus_of(p)]
+    assert len(held) == 12 and len(set(held)) == 12, f"members share a GPU: {sorted(held)}"
+    for p in pods:
+        assert p["metadata"]["annotations"][PLAN].startswith(p["spec"]["nodeName"] + ":")
+
+
+def test_a_plan_whose_gpus_were_taken_meanwhile_is_planned_again_and_binds_on_the_new_one(
+    bed: Testbed, ns: str
+) -> None:
+    """kube-scheduler is stopped while the pod is released; a pod bound by hand then takes its GPUs.
+
+    The release pass sees the plan no longer holds and writes a new one; started again, kube-scheduler
+    binds the pod on the new plan, never on GPUs another pod holds.
+    """
+    bed.cluster.stop_scheduler()
+    try:
+        create_pod(bed.http, ns, gpu_pod("late", 2))
+        first = wait_for(
+            "a plan written on the pod",
+            lambda: get_pod(bed.http, ns, "late")["metadata"].get("annotations", {}).get(PLAN),
+            timeout=60,
+        )
+        node, _, planned = first.partition(":")
+        held = {"phalanx.io/gpus": planned}
+        squatter = gpu_pod("squatter", 2, scheduler="default-scheduler", annotations=held)
+        squatter["spec"]["nodeName"] = node  # bound by hand, as a pod of no scheduler
+        create_pod(bed.http, ns, squatter)
+        second = wait_for(
+            "a new plan",
+            lambda: (p := get_pod(bed.http, ns, "late")["metadata"]["annotations"][PLAN]) != first and p,
+            timeout=60,
+        )
+    finally:
+        bed.cluster.restart_scheduler()
+    pod = wait_pod(bed.http, ns, "late", "running", running, timeout=60)
+    assert pod["metadata"]["annotations"][PLAN] == second
+    assert f"{pod['spec']['nodeName']}:" + ",".join(map(str, gpus_of(pod))) == second
+    if pod["spec"]["nodeName"] == node:
+        assert not set(gpus_of(pod)) & {int(i) for i in planned.split(",")}
