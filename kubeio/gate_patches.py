@@ -54,21 +54,23 @@ def gate_ops(review: GatePodReview) -> JsonPatch:
     return [{"op": "add", "path": "/spec/schedulingGates/-", "value": gate}]
 
 
-def stamp_ops(review: GatePodReview) -> JsonPatch:
-    """The operation stamping a pod of scheduler ``phalanx`` being created: ``phalanx.io/gate-webhook``.
+def stamp_ops(review: GatePodReview, annotations: Mapping[str, str] = _NONE) -> JsonPatch:
+    """The operations stamping a pod of scheduler ``phalanx`` being created: ``phalanx.io/gate-webhook``.
 
     The gate webhook stamps every such pod it answers for, gated or not (a pod naming its node is not),
     because the release pass removes gates: only the stamp tells a released pod from one created
-    around the webhook (``placement.bypass_pass``).
+    around the webhook (``placement.bypass_pass``). ``annotations`` are added with the stamp (the
+    plan of a pod let in at the door, when plans are carried on pods).
 
     >>> stamp_ops(GatePodReview("u", "CREATE", "phalanx", "", None))
     [{'op': 'add', 'path': '/metadata/annotations', 'value': {'phalanx.io/gate-webhook': 'answered'}}]
     """
     if review.operation != "CREATE" or review.scheduler_name != SCHEDULER_NAME:
         return []
+    wanted = {GATE_STAMP: "answered", **annotations}
     if review.has_annotations:
-        return [{"op": "add", "path": f"/metadata/annotations/{_pointer(GATE_STAMP)}", "value": "answered"}]
-    return [{"op": "add", "path": "/metadata/annotations", "value": {GATE_STAMP: "answered"}}]
+        return annotation_ops(wanted)
+    return [{"op": "add", "path": "/metadata/annotations", "value": wanted}]
 
 
 def ungate_patch(uid: str, gates: Sequence[str]) -> JsonPatch | None:

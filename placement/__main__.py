@@ -18,7 +18,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from prometheus_client import CollectorRegistry
 
@@ -90,8 +90,7 @@ def run(settings: PlacementSettings, stop: threading.Event) -> int:
             annotator=PodAnnotator(http) if settings.gates.plan_on_pod else None,
         )
     door = None
-    # The door lets a pod in without a plan; with plans carried on pods, every pod waits for a pass.
-    if releaser is not None and settings.admit_at_creation and not settings.gates.plan_on_pod:
+    if releaser is not None and settings.admit_at_creation:
         door = _door(releaser, leadership, metrics)
     webhooks = start_webhooks(settings, http, events, metrics, stop, door=door)
     visibility = serve_visibility(settings, http, cache.snapshot, None if webhooks is None else webhooks.tls)
@@ -156,13 +155,13 @@ def run(settings: PlacementSettings, stop: threading.Event) -> int:
 def _door(releaser: ReleasePass, leadership: Leadership | None, metrics: PlacementMetrics) -> Door:
     """The gate webhook's door: only the leader lets pods in (its book counts them); a standby gates."""
 
-    def door(pod: Pod) -> bool:
+    def door(pod: Pod) -> Mapping[str, str] | None:
         if leadership is not None and not leadership.leading.is_set():
-            return False
-        if releaser.admit(pod) is None:
-            return False
-        metrics.admission_groups.labels("released_at_creation").inc()
-        return True
+            return None
+        given = releaser.let_in(pod)
+        if given is not None:
+            metrics.admission_groups.labels("released_at_creation").inc()
+        return given
 
     return door
 

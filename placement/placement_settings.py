@@ -400,7 +400,7 @@ SETTINGS = (
         "--gate-plan-on-pod",
         ("PHALANX_GATE_PLAN_ON_POD",),
         SWITCH,
-        "write each released pod's node and GPUs on it, for the framework sidecar (no door, no nominations)",
+        "write each released pod's node and GPUs on it, for the framework sidecar (no nominations)",
         metavar="BOOLEAN",
     ),
     Setting(

@@ -34,7 +34,7 @@ from kubeio.convert import format_plan
 from kubeio.errors import KubeError
 from kubeio.events import ObjectRef
 from kubeio.ports import Annotator, ClusterSource, EventSink, PodNominator, Ungater
-from kubeio.render import pod_ref, podgroup_ref
+from kubeio.render import plan_annotations, pod_ref, podgroup_ref
 from placement.views import SharedView
 from scheduling.admission.door import decide_at_door
 from scheduling.admission.outcome import KeptRule, PodPlan
@@ -262,11 +262,26 @@ class ReleasePass:
                 return None
             self._book = self._book.with_released([answer.group], now)
             # Keyed by name beside the snapshot: the review's UID is no pod's, and two reviews may share one.
-            arrived = replace(pod, uid=f"arriving:{pod.key}", created=timestamp(now))
+            # With plans carried, it arrives with the one the webhook writes on it, so the next
+            # decisions hold it there.
+            plan = next(((p.node, p.gpus) for p in answer.plans), None)
+            arrived = replace(pod, uid=f"arriving:{pod.key}", created=timestamp(now), plan=plan)
             self._arriving[pod.key] = _Arrival(arrived, now, answer.reason)
             return answer
         finally:
             self._lock.release()
+
+    def let_in(self, pod: Pod) -> Mapping[str, str] | None:
+        """``admit`` as the gate webhook's door asks it (``placement.webhook.Door``).
+
+        ``None`` gates the pod; else the annotations it goes in with: its plan when plans are carried
+        on pods (the webhook writes it with its stamp, so the pod is never seen ungated without it),
+        else none.
+        """
+        released = self.admit(pod)
+        if released is None:
+            return None
+        return next((plan_annotations(p.node, p.gpus) for p in released.plans), _NO_PLAN)
 
     def _seen(self, base: ClusterSnapshot, now: float) -> list[tuple[Pod, str]]:
         """Drop the pods let in at the door that ``base`` shows, or that lapsed; the first with their reason.
@@ -301,7 +316,7 @@ class ReleasePass:
             )
         else:
             log.debug("admission: %s released: %s", group.group, group.reason)
-        plans = {plan.pod: {PLAN_ANNOTATION: format_plan(plan.node, plan.gpus)} for plan in group.plans}
+        plans = {plan.pod: plan_annotations(plan.node, plan.gpus) for plan in group.plans}
         return self._ungate(snapshot, group.pods, dict(group.nodes), plans)
 
     def _ungate(

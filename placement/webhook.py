@@ -165,7 +165,8 @@ class GateWebhook:
     def review(self, body: bytes) -> tuple[int, bytes]:
         """HTTP status and body answering ``body``; 400 with the reason for a body that is no review.
 
-        A pod the door lets in (``ReleasePass.admit``: it would be released now) is stamped, not gated.
+        A pod the door lets in (``ReleasePass.admit``: it would be released now) is stamped, not gated,
+        with the annotations the door gives it (its plan, when plans are carried on pods).
         A dry run is never asked at the door: the door counts the pod in flight, and a dry run stores
         nothing (the configuration says ``sideEffects: NoneOnDryRun``).
         """
@@ -175,20 +176,24 @@ class GateWebhook:
             log.warning("gate webhook: %s", exc)
             return 400, str(exc).encode()
         ops = gate_ops(review) if self._enabled else []
-        if ops and self._door is not None and not review.dry_run and _let_in(self._door, body):
-            ops = []
+        given: Mapping[str, str] = {}
+        if ops and self._door is not None and not review.dry_run:
+            let_in = _let_in(self._door, body)
+            if let_in is not None:
+                ops, given = [], let_in
         if ops:
             self._on_gate()
-        stamp = stamp_ops(review) if self._enabled else []
+        stamp = stamp_ops(review, given) if self._enabled else []
         return 200, allow(review.uid, patch=[*ops, *stamp])
 
 
-Door = Callable[[Pod], bool]
-"""Whether a pod being created goes in ungated (``placement.release_pass.ReleasePass.admit``)."""
+Door = Callable[[Pod], Mapping[str, str] | None]
+"""Whether a pod being created goes in ungated (``placement.release_pass.ReleasePass.admit``): ``None``
+gates it; else the annotations to give it as it goes in (none, or its carried plan)."""
 
 
-def _let_in(door: Door, body: bytes) -> bool:
-    """Whether ``door`` lets the pod of ``body`` in ungated (a pod phalanx cannot read is gated).
+def _let_in(door: Door, body: bytes) -> Mapping[str, str] | None:
+    """What ``door`` says of the pod of ``body``: ``None`` gates it (so does a pod phalanx cannot read).
 
     A door that fails gates the pod, logged: the pass then decides. Let through, the failure would
     answer the API server with an error, and ``failurePolicy: Ignore`` would create the pod ungated and
@@ -198,12 +203,12 @@ def _let_in(door: Door, body: bytes) -> bool:
         pod = read_review(body).pod
     except ReviewError as exc:
         log.debug("gate webhook: gated at the door: %s", exc)
-        return False
+        return None
     try:
         return door(pod)
     except Exception:  # a bug in the door: the gate, as without it
         log.exception("gate webhook: the door failed on %s; gated", pod.key)
-        return False
+        return None
 
 
 Admit = Callable[[bytes], tuple[int, bytes]]

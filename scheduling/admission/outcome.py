@@ -35,7 +35,8 @@ class GateSettings:
             given theirs: their first member's full Filter pass and the race of the extender's own
             nominations against kube-scheduler go with it.
         plan_on_pod: every pod the pass places carries its plan, node and GPU indices
-            (``Released.plans``, written on the pod as it is ungated), and nothing is nominated: the
+            (``Released.plans``, written on the pod as it is ungated, or by the gate webhook for a pod
+            let in at the door), and nothing is nominated: the
             framework sidecar's plugin places the pod on its plan (docs/design/framework-sidecar.md).
             A group in flight keeps its plan while it still holds, and is planned again when it no
             longer does (``ReleaseDecision.replanned``).

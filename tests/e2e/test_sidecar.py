@@ -26,8 +26,10 @@ from workload import (
     gpus_of,
     list_pods,
     member,
+    metric_value,
     podgroup,
     running,
+    scrape,
     wait_for,
     wait_pod,
 )
@@ -52,9 +54,17 @@ def bed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Testbed]:
     try:
         bed.start()
         bed.add_nodes(fleet(3, gpus=8, racks_per_zone=3, topology=topology_from_file(BRIDGED_A6000)))
+        # The door lets pods in only from a leader whose cache holds the nodes.
+        wait_for("the placement manager leading, the nodes in its cache", lambda: _ready(bed), timeout=60)
         yield bed
     finally:
         bed.stop()
+
+
+def _ready(bed: Testbed) -> bool:
+    page = scrape(f"http://127.0.0.1:{bed.placement_metrics_ports['placement']}/metrics")
+    leads = metric_value(page, "phalanx_placement_leader") == 1
+    return leads and (metric_value(page, "phalanx_gpu_largest_free_block") or 0) >= 8
 
 
 _names = count()
@@ -73,11 +83,14 @@ def extender_calls(bed: Testbed) -> float:
     return sum(metric(bed, "phalanx_extender_requests_total", outcome="ok", verb=v) for v in verbs)
 
 
-def test_a_pod_binds_where_its_plan_says_with_a_bridged_pair_and_no_score_or_extender(
+def test_a_pod_let_in_at_the_door_binds_where_its_plan_says_with_a_bridged_pair_and_no_score_or_extender(
     bed: Testbed, ns: str
 ) -> None:
+    """The door lets it in ungated, its plan written by the gate webhook in its own patch."""
     scores, calls = score_runs(bed), extender_calls(bed)
-    create_pod(bed.http, ns, gpu_pod("pair", 2))
+    created = create_pod(bed.http, ns, gpu_pod("pair", 2))
+    assert not created["spec"].get("schedulingGates"), "the leader's door lets a pod in that can start now"
+    assert PLAN in created["metadata"]["annotations"], "it goes in with its plan"
     pod = wait_pod(bed.http, ns, "pair", "running", running, timeout=60)
     node, _, planned = pod["metadata"]["annotations"][PLAN].partition(":")
     assert pod["spec"]["nodeName"] == node
@@ -101,6 +114,7 @@ def test_a_gang_binds_whole_on_its_plans(bed: Testbed, ns: str) -> None:
     assert len(held) == 12 and len(set(held)) == 12, f"members share a GPU: {sorted(held)}"
     for p in pods:
         assert p["metadata"]["annotations"][PLAN].startswith(p["spec"]["nodeName"] + ":")
+    # A gang is never let in at the door: its plans came with the pass's ungating patches.
 
 
 def test_a_plan_whose_gpus_were_taken_meanwhile_is_planned_again_and_binds_on_the_new_one(

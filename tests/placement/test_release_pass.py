@@ -354,7 +354,7 @@ def plain(name: str, gpus: int) -> dict[str, object]:
 
 
 def door_of(releaser: ReleasePass) -> GateWebhook:
-    return GateWebhook(enabled=True, door=lambda pod: releaser.admit(pod) is not None)
+    return GateWebhook(enabled=True, door=releaser.let_in)
 
 
 def stored(name: str, gpus: int) -> Pod:
@@ -385,6 +385,29 @@ def test_a_pod_let_in_holds_its_room_at_the_door_and_in_the_pass_once_seen() -> 
     cluster.add(stored("first", 8), a_pod("second").gpus(8).created(T0).gated().build())
     outcome = releaser.run()
     assert (outcome.released, outcome.kept, outcome.in_flight_gpus) == ((), 1, 8), "the first is in flight"
+
+
+def test_with_plans_carried_a_pod_let_in_goes_in_with_its_plan_and_the_next_one_plans_around_it() -> None:
+    releaser, cluster, _, _, _ = bed(settings=GateSettings(plan_on_pod=True))  # one node of 8 GPUs
+    webhook = door_of(releaser)
+    first = answer(webhook, review(plain("first", 2)))[1]
+    assert first == [
+        {
+            "op": "add",
+            "path": "/metadata/annotations",
+            "value": {GATE_STAMP: "answered", PLAN_ANNOTATION: "n1:0,1"},
+        }
+    ], "let in with its plan, in the webhook's own patch: no write of the pass's"
+    second = answer(webhook, review(plain("second", 2)))[1] or []
+    plans = [op["value"][PLAN_ANNOTATION] for op in second]
+    assert plans == ["n1:2,3"], "the first, not seen by the cache yet, keeps its GPUs at the door"
+    cluster.add(
+        replace(stored("first", 2), plan=("n1", (0, 1))), replace(stored("second", 2), plan=("n1", (2, 3)))
+    )
+    annotator = FakeAnnotator()
+    releaser._annotator = annotator  # as the composition root passes it
+    assert releaser.run().in_flight_gpus == 4
+    assert annotator.writes == [], "both plans hold: nothing planned again"
 
 
 def test_a_pod_let_in_and_never_stored_is_forgotten_after_a_few_seconds() -> None:
@@ -423,7 +446,7 @@ def test_a_dry_run_is_gated_and_leaves_nothing_behind() -> None:
 
 
 def test_a_door_that_fails_gates_the_pod() -> None:
-    def broken(pod: Pod) -> bool:
+    def broken(pod: Pod) -> Mapping[str, str] | None:
         raise RuntimeError(pod.key)
 
     ops = answer(GateWebhook(enabled=True, door=broken), review(plain("solo", 1)))[1] or []
