@@ -154,6 +154,7 @@ def _cluster_sections(
     *,
     sections: set[str],
     schedulers: tuple[str, ...],
+    runners: frozenset[str] = frozenset(),
     out_dir: Path,
 ) -> None:
     from perf.bed import BenchBed  # the cluster code imports the test bed; offline runs do not need it
@@ -223,10 +224,12 @@ def _cluster_sections(
                 from perf.interleave import interleaved, standard_runners
 
                 count = fitting(plan.interleave_pods.get(nodes, 500), nodes)
-                runners = standard_runners(bb, floors, ranked=True)
-                size["interleaved"] = interleaved(
-                    bb, runners, nodes, count, plan.interleave_repeats, progress
-                )
+                chosen = [
+                    r
+                    for r in standard_runners(bb, floors, ranked=True)
+                    if not runners or r.name == "baseline" or r.name in runners
+                ]
+                size["interleaved"] = interleaved(bb, chosen, nodes, count, plan.interleave_repeats, progress)
             if "budget" in sections:
                 size["budget"] = {}
                 for which in schedulers:
@@ -351,6 +354,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--schedulers", default="baseline,phalanx", help="throughput through these (baseline, phalanx)"
     )
+    parser.add_argument(
+        "--runners",
+        default="",
+        help="the interleaved section's runners besides the baseline (default: all: phalanx, "
+        "phalanx-ranked, phalanx-sidecar, null-flask, null-front, null-go)",
+    )
     parser.add_argument("--state-dir", type=Path, default=None, help="cluster state (default: a temp dir)")
     parser.add_argument(
         "--compare",
@@ -401,6 +410,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     progress,
                     sections=sections,
                     schedulers=schedulers,
+                    runners=frozenset(r.strip() for r in args.runners.split(",") if r.strip()),
                     out_dir=json_path.parent,
                 )
             except Exception as exc:  # report what was measured before the failure, then fail the run
