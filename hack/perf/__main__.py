@@ -29,7 +29,7 @@ from typing import Any
 
 import orjson
 
-from perf.common import Progress, versions, wait_for_idle_cpu, wait_for_quiet_machine
+from perf.common import SIDECAR, Progress, versions, wait_for_idle_cpu, wait_for_quiet_machine
 from perf.report import pods_per_second
 
 
@@ -220,6 +220,9 @@ def _cluster_sections(
 
             if "throughput" in sections and "phalanx" in schedulers:
                 size["phalanx"] = measure(bb, "phalanx", nodes, work, progress, while_bound=while_bound)
+            if "throughput" in sections and SIDECAR in schedulers:
+                size[SIDECAR] = measure(bb, SIDECAR, nodes, work, progress)
+                bb.resume_phalanx()  # the sections after this one expect phalanx as shipped
             if "interleaved" in sections and floors is not None:
                 from perf.interleave import interleaved, standard_runners
 
@@ -352,7 +355,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--sizes", default="", help="override the node counts, e.g. 100,1000")
     parser.add_argument(
-        "--schedulers", default="baseline,phalanx", help="throughput through these (baseline, phalanx)"
+        "--schedulers",
+        default="baseline,phalanx",
+        help="throughput through these (baseline, phalanx, phalanx-sidecar)",
     )
     parser.add_argument(
         "--runners",

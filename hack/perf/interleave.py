@@ -18,7 +18,7 @@ from functools import partial
 from typing import Any
 
 from perf.bed import BASELINE_PROFILE, BenchBed
-from perf.common import Progress, e2e_runs, wait_for_idle_cpu, wait_for_quiet_machine
+from perf.common import SIDECAR, Progress, e2e_runs, wait_for_idle_cpu, wait_for_quiet_machine
 from perf.floor import Floors
 from perf.throughput import create_all, gpu_pods
 from perf.watch import BindWatch
@@ -163,9 +163,7 @@ def standard_runners(bb: BenchBed, floors: Floors, *, ranked: bool) -> list[Runn
             bb.set_extender_env({})
 
         runners.append(Runner("phalanx-ranked", "phalanx", ranked_pause, ranked_start))
-    runners.append(
-        Runner("phalanx-sidecar", "phalanx", partial(bb.pause_phalanx, sidecar=True), bb.resume_sidecar)
-    )
+    runners.append(Runner(SIDECAR, "phalanx", partial(bb.pause_phalanx, sidecar=True), bb.resume_sidecar))
     for name in sorted(floors.floors):
         runners.append(
             Runner(name, name, partial(floors.stop_scheduler, name), partial(floors.start_scheduler, name))

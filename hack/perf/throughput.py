@@ -27,7 +27,7 @@ from typing import Any
 from workload import create_pod, gpu_pod
 
 from perf.bed import BASELINE_PROFILE, BenchBed
-from perf.common import Progress, e2e_runs, summary, wait_for_idle_cpu
+from perf.common import SIDECAR, Progress, e2e_runs, summary, wait_for_idle_cpu
 from perf.watch import BindWatch
 
 GPU_PATTERN = (1, 2, 1, 4)
@@ -119,7 +119,7 @@ def backlog(
     if which == "baseline":
         bb.stop_baseline()
     else:
-        bb.pause_phalanx()
+        bb.pause_phalanx(sidecar=which == SIDECAR)
     pods = gpu_pods(scheduler, "b", count)
     progress(f"{which} @ {nodes} nodes: creating a backlog of {len(pods)} pods")
     create_seconds = create_all(bb, namespace, pods, progress)
@@ -134,6 +134,8 @@ def backlog(
         started = time.monotonic()
         if which == "baseline":
             bb.start_baseline()
+        elif which == SIDECAR:
+            bb.resume_sidecar()
         else:
             bb.resume_phalanx()
         if probe is not None:
@@ -173,7 +175,8 @@ def measure(
 
     Args:
         bb: the running benchmark cluster.
-        which: ``"baseline"`` (no extender) or ``"phalanx"`` (the product's scheduler and extender).
+        which: ``"baseline"`` (no extender), ``"phalanx"`` (the product's scheduler and extender) or
+            ``SIDECAR`` (the framework sidecar; the caller resumes phalanx as shipped after it).
         nodes: the cluster size, for names and the report.
         workload: pod counts and the paced rate.
         progress: progress lines.

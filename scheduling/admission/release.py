@@ -69,6 +69,7 @@ from scheduling.admission.walk import (
     Walk,
     count_in_flight,
     gpus_of,
+    hold_plans,
     idle_by_rule,
     keys_of,
 )
@@ -177,7 +178,24 @@ def _begin_walk(
     for key, pods in sorted(flight.counting.items()):
         if not any(p.key in view.misplaced for p in pods):  # released to be turned down: never binds
             count_in_flight(key, pods, walk, ctx)
+    if settings.plan_on_pod:
+        # A carried plan is a promise kube-scheduler keeps whenever it tries the pod: past the in-flight
+        # window it no longer counts against the budget, but its GPUs are still held (or the plan made
+        # again), or a later plan takes them and the pod waits for ever on a plan that cannot hold.
+        for key, waiting in sorted(_lapsed(unbound, flight, view).items()):
+            hold_plans(key, waiting, walk, ctx)
     return flight, walk, ctx
+
+
+def _lapsed(unbound: Sequence[Pod], flight: InFlight, view: QueueView) -> dict[str, list[Pod]]:
+    """The released, unbound pods of phalanx past the in-flight window, by group (not turned down)."""
+    lapsed: dict[str, list[Pod]] = {}
+    for pod in unbound:
+        key = group_key(pod)
+        released = not pod.gated and pod.node_name is None and pod.scheduler_name == SCHEDULER_NAME
+        if released and key not in flight.counting and pod.key not in view.misplaced:
+            lapsed.setdefault(key, []).append(pod)
+    return lapsed
 
 
 def _unknown(

@@ -122,7 +122,7 @@ def count_in_flight(key: str, pods: Sequence[Pod], walk: Walk, ctx: PassFacts) -
     walk.ahead += 1
     work, tree = ctx.work, ctx.view.tree
     if ctx.settings.plan_on_pod:
-        _hold_plans(key, pods, walk, ctx)
+        hold_plans(key, pods, walk, ctx)
     else:
         plan_gang(key, pods, ctx.nodes, ctx.snapshot, work.promises, ctx.topologies, statement=work)
     if by_kueue(pods[0], ctx.kueue):  # in flight, it takes room, but it charges no queue of phalanx's
@@ -135,7 +135,7 @@ def count_in_flight(key: str, pods: Sequence[Pod], walk: Walk, ctx: PassFacts) -
         walk.extra[name] = plus(walk.extra.get(name, ZERO), need)
 
 
-def _hold_plans(key: str, pods: Sequence[Pod], walk: Walk, ctx: PassFacts) -> None:
+def hold_plans(key: str, pods: Sequence[Pod], walk: Walk, ctx: PassFacts) -> None:
     """Keep each in-flight pod's plan on the working copy; plan again those whose plan no longer holds.
 
     A plan holds while its node still has room for the pod and every planned GPU index is free there

@@ -78,3 +78,26 @@ def test_a_plan_naming_a_node_that_is_gone_is_planned_again_elsewhere() -> None:
     flight = in_flight("early", 2, ("gone", (0, 1)))
     decision = decide(ONE_NODE, [flight], book=flying("early"), settings=CARRIED)
     assert [(p.pod, p.node) for p in decision.replanned] == [("ml/early", "n1")]
+
+
+def test_a_plan_past_the_in_flight_window_still_holds_its_gpus() -> None:
+    """Released two minutes ago (kube-scheduler paused, say): out of the budget, not of the room.
+
+    kube-scheduler will bind it on its plan whenever it tries, so nobody else is planned there.
+    """
+    old = replace(PATIENT, plan_on_pod=True, release_ttl=60.0)
+    flight = in_flight("early", 2, ("n1", (0, 1)))
+    book = ReleasedBook().with_released(["ml/early"], NOW - 120.0)
+    decision = decide(ONE_NODE, [flight, gpu_pod("late", 6)], book=book, settings=old)
+    assert decision.replanned == ()
+    (late,) = decision.released
+    assert gpus_of(late.plans) == [2, 3, 4, 5, 6, 7]
+
+
+def test_a_broken_plan_past_the_in_flight_window_is_planned_again() -> None:
+    old = replace(PATIENT, plan_on_pod=True, release_ttl=60.0)
+    flight = in_flight("early", 2, ("n1", (0, 1)))
+    book = ReleasedBook().with_released(["ml/early"], NOW - 120.0)
+    decision = decide(ONE_NODE, [flight, running("taker", "n1", range(2))], book=book, settings=old)
+    assert [(p.pod, p.node) for p in decision.replanned] == [("ml/early", "n1")]
+    assert not set(decision.replanned[0].gpus) & {0, 1}
