@@ -4,12 +4,19 @@ from __future__ import annotations
 
 import copy
 import json
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
-from kubeio.gate_patches import JsonPatch, gate_ops, ungate_patch
+from kubeio.errors import ConflictError
+from kubeio.gate_patches import GateWriter, JsonPatch, gate_ops, ungate_patch
+from kubeio.node_annotations import MERGE_PATCH
+from kubeio.pins import JSON_PATCH
 from kubeio.webhook_review import allow, read_gate_review, read_review
+from scheduling.model import GATE_STAMP, Pod
+from tests.builders import a_pod
+from tests.kubeio.fake_api import FakeApi
 from tests.kubeio.test_webhook_review import WORKER, patch_of, review
 
 GATE = {"name": "phalanx.io/admission"}
@@ -27,7 +34,8 @@ def apply(patch: JsonPatch, obj: dict[str, Any]) -> dict[str, Any]:
     """RFC 6902 ``add``, ``remove`` and ``test``, all or nothing, as the API server applies them."""
     result = copy.deepcopy(obj)
     for op in patch:
-        *parents, last = op["path"].strip("/").split("/")
+        # RFC 6901: each segment unescaped, "~1" to "/" then "~0" to "~".
+        *parents, last = [p.replace("~1", "/").replace("~0", "~") for p in op["path"].strip("/").split("/")]
         target: Any = result
         for part in parents:
             target = target[int(part)] if isinstance(target, list) else target[part]
@@ -152,3 +160,45 @@ def test_a_pod_created_with_generate_name_is_gated() -> None:
     assert read_review(review(launcher)).pod.name == "mnist-launcher-<generated>"  # the pin webhook reads it
     gating = read_gate_review(review(launcher))
     assert gate_ops(gating) == [{"op": "add", "path": "/spec/schedulingGates", "value": [GATE]}]
+
+
+# -- the writer: a carried plan goes with the gate's removal -----------------------------------------
+
+
+def gated_pod(*, stamped: bool) -> Pod:
+    return replace(a_pod("w").gpus(2).gated().build(), gate_stamped=stamped)
+
+
+def test_a_stamped_pod_gets_its_plan_in_the_ungate_patch_itself() -> None:
+    """The stamp means the pod has an annotation map: one JSON patch, the plan added after the tests."""
+    api = FakeApi(read_only=False)
+    pod = gated_pod(stamped=True)
+    assert GateWriter(api).ungate(pod, {"phalanx.io/plan": "n1:0,1"})  # type: ignore[arg-type]
+    [sent] = api.writes
+    assert sent.content_type == JSON_PATCH
+    stored = {
+        "metadata": {"uid": pod.uid, "annotations": {GATE_STAMP: "answered"}},
+        "spec": {"schedulingGates": [GATE]},
+    }
+    after = apply(sent.body, stored)
+    assert after["metadata"]["annotations"] == {GATE_STAMP: "answered", "phalanx.io/plan": "n1:0,1"}
+    assert after["spec"]["schedulingGates"] == []
+
+
+def test_an_unstamped_pod_gets_its_plan_merged_first_then_is_ungated() -> None:
+    """Without the stamp the pod may have no annotation map to add to: a merge patch, guarded by UID."""
+    api = FakeApi(read_only=False)
+    pod = gated_pod(stamped=False)
+    assert GateWriter(api).ungate(pod, {"phalanx.io/plan": "n1:0,1"})  # type: ignore[arg-type]
+    merge, ungate = api.writes
+    assert (merge.content_type, merge.body) == (
+        MERGE_PATCH,
+        {"metadata": {"uid": pod.uid, "annotations": {"phalanx.io/plan": "n1:0,1"}}},
+    )
+    assert ungate.content_type == JSON_PATCH
+
+
+def test_an_unstamped_pod_re_created_meanwhile_is_not_ungated() -> None:
+    api = FakeApi(read_only=False, replies=[ConflictError(409, "Conflict", "the UID in the precondition")])
+    assert not GateWriter(api).ungate(gated_pod(stamped=False), {"phalanx.io/plan": "n1:0"})  # type: ignore[arg-type]
+    assert len(api.sent) == 1, "no ungate patch after the refused plan"
