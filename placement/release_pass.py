@@ -30,7 +30,6 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from types import MappingProxyType
 
-from kubeio.convert import format_plan
 from kubeio.errors import KubeError
 from kubeio.events import ObjectRef
 from kubeio.ports import Annotator, ClusterSource, EventSink, PodNominator, Ungater
@@ -42,7 +41,7 @@ from scheduling.admission.release import GateSettings, Released, ReleasedBook, r
 from scheduling.cluster.promises import PromiseBook
 from scheduling.cluster.snapshot import ClusterSnapshot, with_pods
 from scheduling.cluster.statement import StatementChain
-from scheduling.model import PLAN_ANNOTATION, Pod
+from scheduling.model import Pod
 from scheduling.reasons import sentence_rule
 from scheduling.timestamps import timestamp
 from scheduling.topology import TopologyCache
@@ -220,13 +219,14 @@ class ReleasePass:
             pod = snapshot.pod(*_split(plan.pod))
             if pod is None:
                 continue
-            text = format_plan(plan.node, plan.gpus)
-            try:
-                self._annotator.set(pod.namespace, pod.name, pod.uid, PLAN_ANNOTATION, text)
-            except KubeError as exc:
-                log.warning("admission: new plan %s of %s not written: %s", text, plan.pod, exc)
-                continue
-            log.info("admission: %s planned again: %s (its plan %s no longer held)", plan.pod, text, pod.plan)
+            for name, text in plan_annotations(plan.node, plan.gpus).items():
+                try:
+                    self._annotator.set(pod.namespace, pod.name, pod.uid, name, text)
+                except KubeError as exc:
+                    log.warning("admission: new plan %s of %s not written: %s", text, plan.pod, exc)
+                    continue
+                was = pod.plan
+                log.info("admission: %s planned again: %s (its plan %s no longer held)", pod.key, text, was)
 
     def admit(self, pod: Pod) -> Released | None:
         """Release ``pod`` as it is created, or ``None``: it takes the gate (``scheduling.admission.door``).

@@ -112,20 +112,15 @@ def decide(group: PendingGroup, gated: Sequence[Pod], walk: Walk, ctx: PassFacts
             reason = f"{_admitted(group)}; fits now on {_listed(plan.nodes)}"
             ungating = frozenset(keys)
             members = plan.members
+            ours = sorted(
+                PodPlan(p.key, a.node, a.gpus)
+                for a in plan.assignments
+                if (p := members[a.uid]).key in ungating
+            )
             if ctx.settings.plan_on_pod:
-                plans = tuple(
-                    sorted(
-                        PodPlan(p.key, a.node, a.gpus)
-                        for a in plan.assignments
-                        if (p := members[a.uid]).key in ungating
-                    )
-                )
-                return Released(key, keys, reason, plans=plans)
-            placed: tuple[tuple[str, str], ...] = ()
-            if podgroup is not None or len(snapshot.nodes) >= ctx.settings.nominate_from_nodes:
-                placed = tuple(
-                    sorted((p.key, a.node) for a in plan.assignments if (p := members[a.uid]).key in ungating)
-                )
+                return Released(key, keys, reason, plans=tuple(ours))
+            nominated = podgroup is not None or len(snapshot.nodes) >= ctx.settings.nominate_from_nodes
+            placed = tuple((p.pod, p.node) for p in ours) if nominated else ()
             return Released(key, keys, reason, placed)
         why = f"waits for room on one node: {plan.message}" if podgroup else _no_node(key, need)
         if walk.reservation is not None:
