@@ -17,7 +17,9 @@ import base64
 import contextlib
 import errno
 import functools
+import json
 import os
+import re
 import signal
 import socket
 import ssl
@@ -125,6 +127,31 @@ def own_network_namespace() -> tuple[str, ...]:
     return ()
 
 
+def write_plan_key(path: Path) -> None:
+    """A fresh random plan key in ``path`` (48 bytes of base64, as ``openssl rand -base64 48`` makes)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(base64.b64encode(os.urandom(48)).decode() + "\n")
+    path.chmod(0o600)
+
+
+def sidecar_config(plan_key: Path) -> str:
+    """``sidecar/scheduler-config.yaml`` with its plugin reading the plan key at ``plan_key``.
+
+    Raises:
+        ValueError: the configuration has no ``keyFile:`` to point there.
+    """
+    text, count = re.subn(
+        r"^([ \t]*keyFile:)[ \t]*.*$",
+        lambda m: f"{m.group(1)} {json.dumps(str(plan_key))}",
+        (REPO / "sidecar" / "scheduler-config.yaml").read_text(),
+        flags=re.MULTILINE,
+    )
+    if count != 1:
+        msg = f"sidecar/scheduler-config.yaml has {count} keyFile entries, not one"
+        raise ValueError(msg)
+    return text
+
+
 def free_port() -> int:
     """A TCP port on loopback that nothing listens on right now."""
     with socket.socket() as sock:
@@ -188,6 +215,10 @@ class Testbed:
         and writes the CA into the webhook configurations) or ``files`` (a certificate of the cluster's CA
         in files, the configurations' caBundle set by the test bed, as an admin or cert-manager would)."""
         self.sidecar = sidecar
+        self.plan_key = state_dir / "plan-key"
+        """The plan key (``write_plan_key``): the placement manager's ``--plan-key-file`` and, with
+        ``sidecar``, the plugin's ``keyFile``, as the Secret ``phalanx-plan-key`` would be in a cluster."""
+        self._sidecar_config = state_dir / "sidecar-scheduler-config.yaml"
         self.placement_args = (*(("--gate-plan-on-pod", "true") if sidecar else ()), *placement_args)
         """More flags for every placement manager replica (last, so they override the test bed's)."""
         self._webhook_replica = "placement"
@@ -212,7 +243,7 @@ class Testbed:
             run_scheduler=scheduler_pairs == 1,
             node_monitor_grace_seconds=node_grace_seconds,
             workload_api=workload_api,
-            scheduler_config=REPO / "sidecar" / "scheduler-config.yaml" if sidecar else None,
+            scheduler_config=self._sidecar_config if sidecar else None,
             scheduler_binary=build_module(SIDECAR, log=log) / "phalanx-scheduler" if sidecar else None,
         )
         self.logs = state_dir / "logs"
@@ -236,6 +267,9 @@ class Testbed:
 
     def start(self) -> None:
         """Start the control plane, simulated kubelet, extender, placement manager (and the MPI Operator)."""
+        write_plan_key(self.plan_key)
+        if self.sidecar:
+            self._sidecar_config.write_text(sidecar_config(self.plan_key))
         self.cluster.up()
         self.logs.mkdir(parents=True, exist_ok=True)
         # Each node's Lease lasts 4/5 of the grace period and is renewed every quarter of that, as a
@@ -385,6 +419,7 @@ class Testbed:
         argv += ["--lease-namespace", "kube-system", "--lease-duration-seconds", "3"]
         argv += ["--renew-deadline-seconds", "2", "--lease-retry-seconds", "0.5"]
         argv += ["--admission-gates", "true" if self.admission_gates else "false"]
+        argv += ["--plan-key-file", str(self.plan_key)]  # read only with --gate-plan-on-pod=true
         if serve:
             port = self.replica_webhook_ports.get(name, self.webhook_port)
             argv += ["--webhook-port", str(port), "--webhook-bind-address", "127.0.0.1"]

@@ -11,9 +11,10 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Iterable, Mapping
+from functools import partial
 from typing import ParamSpec, TypeVar
 
-from kubeio.convert import ConvertError, node_from_api, pod_from_api, podgroup_from_api
+from kubeio.convert import ConvertError, PlanCheck, node_from_api, pod_from_api, podgroup_from_api
 from kubeio.http import JsonObject, KubeHttp
 from kubeio.native_podgroups import NATIVE_PODGROUPS_PATH, native_podgroup_from_api
 from kubeio.queue_objects import QUEUES_PATH, queue_from_api
@@ -59,6 +60,7 @@ class ClusterCache:
         *,
         pods_selector: str = "",
         settle: Callable[[], None] = lambda: None,
+        plan_check: PlanCheck | None = None,
     ) -> None:
         """Create an empty cache.
 
@@ -69,7 +71,9 @@ class ClusterCache:
             settle: called on the watch thread after every list or event the watches apply, after the
                 listeners (the extender's ``kubeio.collector.Collector.settle``: what a change copied
                 is frozen at once, so no collection a decision triggers walks it).
+            plan_check: with plans carried on pods, the plans to believe (``kubeio.convert.pod_from_api``).
         """
+        self._pod: Callable[[JsonObject], Pod] = partial(pod_from_api, plan_check=plan_check)
         self._pods_selector = pods_selector
         self._settle = settle
         self.topologies = topologies or TopologyCache()
@@ -202,7 +206,7 @@ class ClusterCache:
 
     def replace_pods(self, items: Iterable[JsonObject]) -> None:
         """Replace every pod with a fresh list, then tell listeners what changed."""
-        read = [(raw, self._read("Pod", pod_from_api, raw)) for raw in items]
+        read = [(raw, self._read("Pod", self._pod, raw)) for raw in items]
         refused = {r.key: r for raw, pod in read if pod is None and (r := self._standing("Pod", raw))}
         with self._lock:
             pods = [p for raw, pod in read if (p := pod or self._state.pod(identity(raw)[2])) is not None]
@@ -218,7 +222,7 @@ class ClusterCache:
             self.refusals.clear("Pod", object_key(raw))
             self._notify([(old, None)])
             return
-        pod = self._read("Pod", pod_from_api, raw)
+        pod = self._read("Pod", self._pod, raw)
         if pod is None:
             return
         self.refusals.clear("Pod", pod.key)

@@ -9,10 +9,11 @@ the fields of kube-scheduler's own node filters in ``kubeio.convert_constraints`
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
+from kubeio.api_fields import ApiParts
 from kubeio.api_fields import ConvertError as ConvertError
 from kubeio.api_fields import api_parts as api_parts
 from kubeio.api_fields import int_field as _int
@@ -142,8 +143,16 @@ def format_plan(node: str, gpus: tuple[int, ...]) -> str:
     return f"{node}:{format_gpu_indices(gpus)}"
 
 
-def pod_from_api(raw: object) -> Pod:
+PlanCheck = Callable[[str, Mapping[str, str]], bool]
+"""Whether a pod ("namespace/name") with these annotations carries a plan phalanx wrote
+(``kubeio.plan_seal.PlanSeal.sealed``)."""
+
+
+def pod_from_api(raw: object, plan_check: PlanCheck | None = None) -> Pod:
     """Convert a v1 Pod.
+
+    With ``plan_check``, a plan that fails it is no plan (``Pod.plan`` is ``None``): the release pass
+    then plans the pod itself, as the framework sidecar follows no plan its author could not seal.
 
     Raises:
         ConvertError: a required field is missing or a field has the wrong type.
@@ -179,10 +188,18 @@ def pod_from_api(raw: object) -> Pod:
         affinity=affinity_of(spec),
         gates=scheduling_gates(spec),
         gate_stamped=GATE_STAMP in annotations,
-        plan=parse_plan(annotations.get(PLAN_ANNOTATION)),
+        plan=_plan(parts, plan_check),
         progress=clip_report(annotations.get(THROUGHPUT_ANNOTATION)),
         nominated_node=_str(status.get("nominatedNodeName"), "status.nominatedNodeName") or None,
     )
+
+
+def _plan(parts: ApiParts, check: PlanCheck | None) -> tuple[str, tuple[int, ...]] | None:
+    plan = parse_plan(parts.annotations.get(PLAN_ANNOTATION))
+    if plan is None or check is None:
+        return plan
+    key = f"{parts.metadata.get('namespace')}/{parts.metadata.get('name')}"
+    return plan if check(key, parts.annotations) else None
 
 
 def scheduling_gates(spec: Mapping[str, Any]) -> tuple[str, ...]:

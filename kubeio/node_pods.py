@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
@@ -189,20 +189,20 @@ def _creation(raw: JsonObject) -> tuple[str, str]:
 
 
 class PodAnnotator:
-    """Merge-patches one annotation of one pod, only while the pod still has the given UID."""
+    """Merge-patches annotations of one pod in one write, only while the pod still has the given UID."""
 
     def __init__(self, http: KubeHttp, *, timeout: float = 10.0) -> None:
         self._http = http
         self._timeout = timeout
 
-    def set(self, namespace: str, name: str, uid: str, key: str, value: str) -> None:
-        """Write ``key: value`` on the pod (a re-created pod of that name is left alone).
+    def set(self, namespace: str, name: str, uid: str, annotations: Mapping[str, str]) -> None:
+        """Write ``annotations`` on the pod together (a re-created pod of that name is left alone).
 
         Raises:
             KubeError: the pod is gone, was re-created (409), or the API server failed.
         """
         path = f"/api/v1/namespaces/{quote(namespace, safe='')}/pods/{quote(name, safe='')}"
-        body = {"metadata": {"uid": uid, "annotations": {key: value}}}
+        body = {"metadata": {"uid": uid, "annotations": dict(annotations)}}
         self._http.request(
             "PATCH", path, body=body, content_type="application/merge-patch+json", timeout=self._timeout
         )

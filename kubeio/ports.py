@@ -207,10 +207,10 @@ class Ungater(Protocol):
 
 
 class Annotator(Protocol):
-    """Writes one pod annotation (:class:`kubeio.node_pods.PodAnnotator`)."""
+    """Writes pod annotations, in one patch (:class:`kubeio.node_pods.PodAnnotator`)."""
 
-    def set(self, namespace: str, name: str, uid: str, key: str, value: str) -> None:
-        """Write it; raises ``KubeError``."""
+    def set(self, namespace: str, name: str, uid: str, annotations: Mapping[str, str]) -> None:
+        """Write them together; raises ``KubeError``."""
 
 
 class AnnotationStore(Protocol):

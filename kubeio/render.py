@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from kubeio.convert import format_gpu_indices, format_plan
+from kubeio.convert import format_gpu_indices
 from kubeio.events import ObjectRef
 from scheduling.gang.status import GangStatus
-from scheduling.model import GPUS_ANNOTATION, PLAN_ANNOTATION, Pod, PodGroup
+from scheduling.model import GPUS_ANNOTATION, Pod, PodGroup
 from scheduling.queues.view import QueueView, pending_of
 from scheduling.resources import CPU, GPU, MEMORY, amount, format_quantity
 
@@ -28,15 +28,6 @@ def podgroup_ref(group: PodGroup) -> ObjectRef:
     """The PodGroup (of either kind) as the object of an event."""
     version = NATIVE_PODGROUP_API_VERSION if group.native else PODGROUP_API_VERSION
     return ObjectRef("PodGroup", version, group.namespace, group.name, group.uid)
-
-
-def plan_annotations(node: str, gpus: tuple[int, ...]) -> dict[str, str]:
-    """The annotation carrying a pod's plan (``phalanx.io/plan``), as the release pass or the door writes it.
-
-    >>> plan_annotations("n1", (1, 0))
-    {'phalanx.io/plan': 'n1:0,1'}
-    """
-    return {PLAN_ANNOTATION: format_plan(node, gpus)}
 
 
 def gpu_annotations(gpus: tuple[int, ...]) -> dict[str, str]:

@@ -144,7 +144,7 @@ class TruthKeeper:
         namespace, name = correction.pod.split("/", 1)
         try:
             self._annotator.set(
-                namespace, name, correction.uid, GPUS_ANNOTATION, format_gpu_indices(correction.actual)
+                namespace, name, correction.uid, {GPUS_ANNOTATION: format_gpu_indices(correction.actual)}
             )
         except KubeError as exc:
             self._log.warning("could not correct %s on pod %s: %s", GPUS_ANNOTATION, correction.pod, exc)

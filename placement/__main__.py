@@ -33,6 +33,7 @@ from kubeio.mpijobs import MpiJobWriter
 from kubeio.node_pods import PodAnnotator
 from kubeio.nominations import NominationWriter
 from kubeio.pins import PinWriter
+from kubeio.plan_seal import PlanKeyError, read_key
 from kubeio.podgroups import PodGroupWriter
 from kubeio.queue_objects import QueueWriter
 from placement.assembly import RoundPorts, assemble, observe
@@ -63,11 +64,15 @@ def run(settings: PlacementSettings, stop: threading.Event) -> int:
     """Reconcile every ``interval_seconds`` while leading, until ``stop``; a failed pass is logged, not fatal.
 
     Returns the exit code: 1 when the Lease was lost (the replica restarts as a candidate), else 0.
+
+    Raises:
+        PlanKeyError: plans are carried on pods and the plan key cannot be read; nothing started.
     """
+    seal = read_key(settings.plan_key_file) if settings.gates.plan_on_pod else None
     http = KubeHttp(load_api_client(settings.kubeconfig), user_agent="phalanx-placement")
     registry = CollectorRegistry()
     metrics = PlacementMetrics.create(registry)
-    cache = ClusterCache()
+    cache = ClusterCache(plan_check=None if seal is None else seal.sealed)
     metrics.cluster.show(cache.snapshot, time.time)  # wall clock: gang waits start at creationTimestamp
     cache.start(http, stop)
     events = EventRecorder(http, component="phalanx-placement", clock=time.time)
@@ -88,6 +93,7 @@ def run(settings: PlacementSettings, stop: threading.Event) -> int:
             views=views,
             nominator=NominationWriter(http) if nominate else None,
             annotator=PodAnnotator(http) if settings.gates.plan_on_pod else None,
+            seal=seal,
         )
     door = None
     if releaser is not None and settings.admit_at_creation:
@@ -234,7 +240,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
-    return run(settings, stop)
+    try:
+        return run(settings, stop)
+    except PlanKeyError as exc:
+        print(f"python -m placement: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -137,6 +137,11 @@ class PlacementSettings:
     """How much the release pass lets into kube-scheduler's queue at once (``--gate-*``,
     ``PHALANX_GATE_*``), its defaults the core's."""
 
+    plan_key_file: str = ""
+    """The key that seals each plan written on a pod (``--plan-key-file``, ``PHALANX_PLAN_KEY_FILE``;
+    ``kubeio.plan_seal``): a file of at least 32 bytes, the Secret the framework sidecar's scheduler
+    mounts too. Needed with ``gates.plan_on_pod``: the sidecar follows only sealed plans."""
+
     remove_pin_taints: bool = False
     """Take every pin taint off every node and exit (``--remove-pin-taints``), e.g. before uninstalling."""
 
@@ -170,6 +175,13 @@ class PlacementSettings:
         """
         settings: PlacementSettings = parse(COMMAND, argv, environ, prog="python -m placement")
         return settings
+
+
+def _problem(settings: PlacementSettings) -> str | None:
+    """Why the settings cannot work together, or ``None``."""
+    if settings.gates.plan_on_pod and not settings.plan_key_file:
+        return "--gate-plan-on-pod needs --plan-key-file: the framework sidecar follows only sealed plans"
+    return _lease_problem(settings)
 
 
 def _lease_problem(settings: PlacementSettings) -> str | None:
@@ -404,6 +416,12 @@ SETTINGS = (
         metavar="BOOLEAN",
     ),
     Setting(
+        "plan_key_file",
+        "--plan-key-file",
+        ("PHALANX_PLAN_KEY_FILE",),
+        help="file of the key sealing each plan written on a pod (with --gate-plan-on-pod)",
+    ),
+    Setting(
         "remove_pin_taints",
         "--remove-pin-taints",
         switch=True,
@@ -419,4 +437,4 @@ SETTINGS = (
 )
 """Every setting of the placement manager, once: ``python -m placement --help`` is built from it."""
 
-COMMAND = command(SETTINGS, PlacementSettings(), about="phalanx placement manager", check=_lease_problem)
+COMMAND = command(SETTINGS, PlacementSettings(), about="phalanx placement manager", check=_problem)

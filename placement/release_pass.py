@@ -32,8 +32,9 @@ from types import MappingProxyType
 
 from kubeio.errors import KubeError
 from kubeio.events import ObjectRef
+from kubeio.plan_seal import PlanSeal
 from kubeio.ports import Annotator, ClusterSource, EventSink, PodNominator, Ungater
-from kubeio.render import plan_annotations, pod_ref, podgroup_ref
+from kubeio.render import pod_ref, podgroup_ref
 from placement.views import SharedView
 from scheduling.admission.door import decide_at_door
 from scheduling.admission.outcome import KeptRule, PodPlan
@@ -41,7 +42,7 @@ from scheduling.admission.release import GateSettings, Released, ReleasedBook, r
 from scheduling.cluster.promises import PromiseBook
 from scheduling.cluster.snapshot import ClusterSnapshot, with_pods
 from scheduling.cluster.statement import StatementChain
-from scheduling.model import Pod
+from scheduling.model import PLAN_ANNOTATION, Pod
 from scheduling.reasons import sentence_rule
 from scheduling.timestamps import timestamp
 from scheduling.topology import TopologyCache
@@ -129,12 +130,21 @@ class ReleasePass:
         timer: Callable[[], float] = time.perf_counter,
         nominator: PodNominator | None = None,
         annotator: Annotator | None = None,
+        seal: PlanSeal | None = None,
     ) -> None:
         """Release through ``ungater``; with a ``nominator``, each placed pod is nominated first.
 
-        With plans carried on pods (``GateSettings.plan_on_pod``), ``annotator`` writes the new plans of
-        pods in flight planned again.
+        With plans carried on pods (``GateSettings.plan_on_pod``), every plan written is sealed with
+        ``seal`` (``kubeio.plan_seal``: the sidecar follows no other), and ``annotator`` writes the new
+        plans of pods in flight planned again.
+
+        Raises:
+            ValueError: plans are carried on pods and ``seal`` is ``None``.
         """
+        if settings.plan_on_pod and seal is None:
+            msg = "plans carried on pods need a seal: the framework sidecar follows only sealed plans"
+            raise ValueError(msg)
+        self._seal = seal
         self._source = source
         self._nominator = nominator
         self._annotator = annotator
@@ -219,14 +229,20 @@ class ReleasePass:
             pod = snapshot.pod(*_split(plan.pod))
             if pod is None:
                 continue
-            for name, text in plan_annotations(plan.node, plan.gpus).items():
-                try:
-                    self._annotator.set(pod.namespace, pod.name, pod.uid, name, text)
-                except KubeError as exc:
-                    log.warning("admission: new plan %s of %s not written: %s", text, plan.pod, exc)
-                    continue
-                was = pod.plan
-                log.info("admission: %s planned again: %s (its plan %s no longer held)", pod.key, text, was)
+            written = self._annotations(plan)
+            try:
+                self._annotator.set(pod.namespace, pod.name, pod.uid, written)
+            except KubeError as exc:
+                log.warning("admission: new plan %s of %s not written: %s", written, plan.pod, exc)
+                continue
+            text = written.get(PLAN_ANNOTATION)
+            log.info("admission: %s planned again: %s (its plan %s no longer held)", pod.key, text, pod.plan)
+
+    def _annotations(self, plan: PodPlan) -> Mapping[str, str]:
+        """``plan`` as the annotations written on its pod: the plan and its seal, made now."""
+        if self._seal is None:  # the constructor lets this be only when no plan is carried
+            return _NO_PLAN
+        return self._seal.annotations(plan.pod, plan.node, plan.gpus, self._clock())
 
     def admit(self, pod: Pod) -> Released | None:
         """Release ``pod`` as it is created, or ``None``: it takes the gate (``scheduling.admission.door``).
@@ -281,7 +297,7 @@ class ReleasePass:
         released = self.admit(pod)
         if released is None:
             return None
-        return next((plan_annotations(p.node, p.gpus) for p in released.plans), _NO_PLAN)
+        return next((self._annotations(p) for p in released.plans), _NO_PLAN)
 
     def _seen(self, base: ClusterSnapshot, now: float) -> list[tuple[Pod, str]]:
         """Drop the pods let in at the door that ``base`` shows, or that lapsed; the first with their reason.
@@ -316,7 +332,7 @@ class ReleasePass:
             )
         else:
             log.debug("admission: %s released: %s", group.group, group.reason)
-        plans = {plan.pod: plan_annotations(plan.node, plan.gpus) for plan in group.plans}
+        plans = {plan.pod: self._annotations(plan) for plan in group.plans}
         return self._ungate(snapshot, group.pods, dict(group.nodes), plans)
 
     def _ungate(

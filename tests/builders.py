@@ -307,10 +307,10 @@ class FakeAnnotator:
     writes: list[tuple[str, str, str, str, str]] = field(default_factory=list)
     fail: bool = False
 
-    def set(self, namespace: str, name: str, uid: str, key: str, value: str) -> None:
+    def set(self, namespace: str, name: str, uid: str, annotations: Mapping[str, str]) -> None:
         if self.fail:
             raise ConflictError(409, "Conflict", "the pod was re-created")
-        self.writes.append((namespace, name, uid, key, value))
+        self.writes.extend((namespace, name, uid, key, value) for key, value in annotations.items())
 
 
 @dataclass

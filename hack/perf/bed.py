@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import IO
 
 import orjson
-from localbed import Testbed, free_port
+from localbed import Testbed, free_port, sidecar_config
 from localcluster import SIDECAR, build_module
 from workload import ensure_namespace
 
@@ -174,8 +174,7 @@ class BenchBed:
         product = (REPO / "manifests" / "scheduler-config.yaml").read_text()
         self.phalanx_config.write_text(with_client_limits(product))
         self.paused_config.write_text(plain_config(PAUSED_PROFILE, "KUBECONFIG_PATH"))
-        sidecar = (REPO / "sidecar" / "scheduler-config.yaml").read_text()
-        self.sidecar_config.write_text(with_client_limits(sidecar))
+        self.sidecar_config.write_text(with_client_limits(sidecar_config(self.bed.plan_key)))
         self.bed.cluster.scheduler_config = self.phalanx_config
         self.bed.start()
         self.baseline_config.write_text(

@@ -3,6 +3,7 @@ package plan
 import (
 	"context"
 	"fmt"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -10,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
+	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 )
 
 // Name is the plugin's name in kube-scheduler's registry and in a profile's configuration.
@@ -22,14 +24,28 @@ const stateKey fwk.StateKey = Name
 //
 //   - PreFilter narrows the cycle to the planned node (PreFilterResult), so kube-scheduler's Filter
 //     plugins run on that node alone and, one node passing, no Score plugin runs ("When only one node
-//     after predicate, just use it"). A pod without a plan is turned down with the reason.
+//     after predicate, just use it"). A pod without a plan, or whose plan's seal is not the placement
+//     manager's (Seal), is turned down with the reason.
 //   - Filter turns the node down when a pod there already holds a planned GPU index (a pod bound or
 //     being bound since the plan was made); the release pass then plans the pod again.
 //   - Bind creates the Binding with the GPU indices in its annotations, which the API server merges
 //     into the pod in the same write.
 type Plugin struct {
 	handle fwk.Handle
+	seal   *Seal
 }
+
+// Args are the plugin's arguments (its pluginConfig entry in the scheduler's configuration).
+type Args struct {
+	// KeyFile holds the plan key, the Secret the placement manager mounts too (--plan-key-file).
+	KeyFile string `json:"keyFile"`
+	// SealWindowSeconds is Seal.Window in seconds; DefaultSealWindowSeconds when unset.
+	SealWindowSeconds int `json:"sealWindowSeconds,omitempty"`
+}
+
+// DefaultSealWindowSeconds covers the webhook's timeout (5 s) and a placement manager's clock running
+// behind the API server's by up to 25 s.
+const DefaultSealWindowSeconds = 30
 
 var (
 	_ fwk.PreFilterPlugin   = (*Plugin)(nil)
@@ -38,9 +54,31 @@ var (
 	_ fwk.EnqueueExtensions = (*Plugin)(nil)
 )
 
-// New builds the plugin; it takes no arguments.
-func New(_ context.Context, _ runtime.Object, handle fwk.Handle) (fwk.Plugin, error) {
-	return &Plugin{handle: handle}, nil
+// New builds the plugin from its Args; without a readable plan key the scheduler does not start, since it
+// could follow no plan.
+func New(_ context.Context, obj runtime.Object, handle fwk.Handle) (fwk.Plugin, error) {
+	args := Args{}
+	if obj != nil {
+		if err := frameworkruntime.DecodeInto(obj, &args); err != nil {
+			return nil, fmt.Errorf("%s args: %w", Name, err)
+		}
+	}
+	if args.KeyFile == "" {
+		return nil, fmt.Errorf("%s needs the plan key: set args.keyFile in its pluginConfig entry "+
+			"(the Secret mounted in the placement manager too, docs/design/framework-sidecar.md)", Name)
+	}
+	window := args.SealWindowSeconds
+	if window == 0 {
+		window = DefaultSealWindowSeconds
+	}
+	if window < 0 {
+		return nil, fmt.Errorf("%s args: sealWindowSeconds %d is negative", Name, window)
+	}
+	seal, err := ReadKey(args.KeyFile, time.Duration(window)*time.Second)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", Name, err)
+	}
+	return &Plugin{handle: handle, seal: seal}, nil
 }
 
 // Name is the plugin's registry name.
@@ -63,6 +101,11 @@ func (p *Plugin) PreFilter(
 	planned, err := Parse(text)
 	if err != nil {
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("%s: %v", Annotation, err))
+	}
+	sealed := pod.Annotations[SealAnnotation]
+	if err := p.seal.Check(pod.Namespace, pod.Name, text, sealed, pod.CreationTimestamp.Time); err != nil {
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable,
+			fmt.Sprintf("phalanx does not follow this pod's plan %q: %v", text, err))
 	}
 	state.Write(stateKey, &cycle{plan: planned})
 	return &fwk.PreFilterResult{NodeNames: sets.New(planned.Node)}, nil
@@ -139,7 +182,8 @@ func replanned(_ klog.Logger, pod *v1.Pod, oldObj, newObj interface{}) (fwk.Queu
 		}
 		return fwk.QueueSkip, nil
 	}
-	if before.Annotations[Annotation] != after.Annotations[Annotation] {
+	if before.Annotations[Annotation] != after.Annotations[Annotation] ||
+		before.Annotations[SealAnnotation] != after.Annotations[SealAnnotation] {
 		return fwk.Queue, nil
 	}
 	return fwk.QueueSkip, nil

@@ -9,7 +9,9 @@ through the plan its release wrote on it, and kube-scheduler runs no Score plugi
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Iterator
+from functools import partial
 from itertools import count
 from pathlib import Path
 from typing import Any
@@ -29,6 +31,7 @@ from workload import (
     metric_value,
     podgroup,
     running,
+    said,
     scrape,
     wait_for,
     wait_pod,
@@ -41,6 +44,7 @@ from tests.e2e.test_single_pod import metric
 from tests.e2e.test_topology import BRIDGE_PAIRS
 
 PLAN = "phalanx.io/plan"
+SEAL = "phalanx.io/plan-seal"
 
 
 @pytest.fixture(scope="module")
@@ -150,3 +154,47 @@ def test_a_plan_whose_gpus_were_taken_meanwhile_is_planned_again_and_binds_on_th
     assert f"{pod['spec']['nodeName']}:" + ",".join(map(str, gpus_of(pod))) == second
     if pod["spec"]["nodeName"] == node:
         assert not set(gpus_of(pod)) & {int(i) for i in planned.split(",")}
+
+
+def test_a_plan_phalanx_did_not_seal_is_not_followed_and_phalanx_plans_the_pod_itself(
+    bed: Testbed, ns: str
+) -> None:
+    """Pods created while the placement manager is down, with plans their author wrote, wait with the reason.
+
+    One carries a plan and no seal; one a seal that is no HMAC of the plan key; one the plan and the
+    seal the placement manager wrote on another pod (``placed``, running), copied whole. The gate
+    webhook cannot answer, so they are created ungated (``failurePolicy: Ignore``) with what their
+    author wrote. The plugin follows none of those plans (``sidecar/plan/seal.go``) and
+    ``FailedScheduling`` says why. Back, the placement manager believes none of them either
+    (``kubeio.plan_seal.PlanSeal.sealed``): it plans each pod itself, and each binds where phalanx's
+    sealed plan says.
+    """
+    create_pod(bed.http, ns, gpu_pod("placed", 1))
+    placed = wait_pod(bed.http, ns, "placed", "running", running, timeout=60)["metadata"]["annotations"]
+    copied = {key: placed[key] for key in (PLAN, SEAL)}
+    wanted = f"{placed[PLAN].partition(':')[0]}:6,7"
+    forged = {
+        "unsealed": ({PLAN: wanted}, "has no phalanx.io/plan-seal"),
+        "forged": ({PLAN: wanted, SEAL: "1796000000.bm90IGEgc2lnbmF0dXJl"}, "does not match its plan"),
+        "copied": (copied, "does not match its plan"),
+    }
+    bed.kill_placement(signal.SIGTERM)
+    try:
+        for name, (wrote, _) in forged.items():
+            created = create_pod(bed.http, ns, gpu_pod(name, 1, annotations=wrote))
+            assert not created["spec"].get("schedulingGates"), "created around the gate webhook"
+        for name, (_, reason) in forged.items():
+            message = wait_for(
+                f"{name}: FailedScheduling saying why",
+                partial(said, bed.http, ns, name, "FailedScheduling", "does not follow this pod's plan"),
+                timeout=60,
+            )
+            assert reason in message, message
+            assert not get_pod(bed.http, ns, name)["spec"].get("nodeName"), f"{name} was bound"
+    finally:
+        bed.start_placement()
+    for name, (wrote, _) in forged.items():
+        pod = wait_pod(bed.http, ns, name, "running", running, timeout=90)
+        now = pod["metadata"]["annotations"]
+        assert now[SEAL] != wrote.get(SEAL), f"{name}: the seal its author wrote stayed"
+        assert f"{pod['spec']['nodeName']}:" + ",".join(map(str, gpus_of(pod))) == now[PLAN], name

@@ -99,6 +99,11 @@ def test_flags_win_over_the_environment_which_wins_over_defaults() -> None:
             {},
             "--lease-retry-seconds must be below --renew-deadline-seconds",
         ),
+        (
+            ["--gate-plan-on-pod", "true"],
+            {},
+            "--gate-plan-on-pod needs --plan-key-file: the framework sidecar follows only sealed plans",
+        ),
     ],
     ids=[
         "zero-interval",
@@ -108,6 +113,7 @@ def test_flags_win_over_the_environment_which_wins_over_defaults() -> None:
         "bad-leader-elect",
         "deadline-not-below-duration",
         "retry-not-below-deadline",
+        "plans-without-a-key",
     ],
 )
 def test_bad_settings_exit_with_usage(

@@ -18,6 +18,7 @@ import pytest
 
 from kubeio.convert import parse_plan
 from kubeio.errors import KubeError
+from kubeio.plan_seal import SEAL_ANNOTATION, PlanSeal
 from placement.release_loop import LoopTiming, run_release_loop
 from placement.release_pass import (
     ARRIVING_SECONDS,
@@ -71,6 +72,15 @@ class FakeUngater:
         return True
 
 
+SEAL = PlanSeal(b"a test plan key of thirty-two bytes")
+"""The plan key of a pass that carries plans on pods: each plan it writes is sealed (kubeio.plan_seal)."""
+
+
+def sealed(pod: str, plan: str, at: float) -> dict[str, str]:
+    """A plan as the pass must write it at ``at``: the plan, and its seal by the test key."""
+    return {PLAN_ANNOTATION: plan, SEAL_ANNOTATION: SEAL.seal(pod, plan, at)}
+
+
 def bed(
     *pods: Pod, groups: tuple[object, ...] = (), settings: GateSettings | None = None
 ) -> tuple[ReleasePass, FakeCluster, FakeUngater, FakeEvents, FakeClock]:
@@ -86,6 +96,7 @@ def bed(
         topologies=TopologyCache(),
         settings=settings or GateSettings(),
         timer=lambda: 0.0,
+        seal=SEAL if settings and settings.plan_on_pod else None,
     )
     return releaser, cluster, ungater, events, clock
 
@@ -162,12 +173,14 @@ def test_with_plans_carried_each_pod_gets_its_plan_in_its_ungate_and_a_broken_pl
     nominator, annotator = FakeNominator(cluster), FakeAnnotator()
     releaser._nominator, releaser._annotator = nominator, annotator  # as the composition root passes them
     assert releaser.run().released == ("ml/a",)
-    assert ungater.written == {"ml/a": {PLAN_ANNOTATION: "n1:0,1"}}
+    assert ungater.written == {"ml/a": sealed("ml/a", "n1:0,1", START)}
     assert nominator.calls == [], "a plan on the pod says more than a nomination"
     taken = a_pod("taker").gpus(2).on("n1", range(2)).created(T0).build()
     cluster.add(taken)
     releaser.run()
-    assert [(key, value) for _, _, _, key, value in annotator.writes] == [(PLAN_ANNOTATION, "n1:2,3")]
+    written = {key: value for _, _, _, key, value in annotator.writes}
+    assert written == sealed("ml/a", "n1:2,3", START), "the new plan and its seal, in one write"
+    assert len({(ns, name, uid) for ns, name, uid, _, _ in annotator.writes}) == 1
 
 
 def test_a_refused_patch_leaves_the_group_to_the_next_pass() -> None:
@@ -395,7 +408,7 @@ def test_with_plans_carried_a_pod_let_in_goes_in_with_its_plan_and_the_next_one_
         {
             "op": "add",
             "path": "/metadata/annotations",
-            "value": {GATE_STAMP: "answered", PLAN_ANNOTATION: "n1:0,1"},
+            "value": {GATE_STAMP: "answered", **sealed("ml/first", "n1:0,1", START)},
         }
     ], "let in with its plan, in the webhook's own patch: no write of the pass's"
     second = answer(webhook, review(plain("second", 2)))[1] or []
