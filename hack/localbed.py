@@ -268,8 +268,7 @@ class Testbed:
     def start(self) -> None:
         """Start the control plane, simulated kubelet, extender, placement manager (and the MPI Operator)."""
         write_plan_key(self.plan_key)
-        if self.sidecar:
-            self._sidecar_config.write_text(sidecar_config(self.plan_key))
+        self._sidecar_config.write_text(sidecar_config(self.plan_key))
         self.cluster.up()
         self.logs.mkdir(parents=True, exist_ok=True)
         # Each node's Lease lasts 4/5 of the grace period and is renewed every quarter of that, as a
@@ -510,6 +509,45 @@ class Testbed:
         """Whether the process ``name`` this test bed started still runs."""
         proc = self._procs.get(name)
         return proc is not None and proc.poll() is None
+
+    def use_sidecar(self, on: bool, *, scheduler_config: Path | None = None) -> None:
+        """Run phalanx as the framework sidecar from now on, or as the extender (as shipped).
+
+        The placement manager (one replica) restarts with ``--gate-plan-on-pod`` set to ``on`` when the
+        mode changes, and kube-scheduler restarts in any case: the ``phalanx-scheduler`` binary with the
+        sidecar's configuration, or kube-scheduler with the manifests' (``scheduler_config`` instead,
+        e.g. the bench's paused profile). Returns once the placement manager leads again, so the gate
+        webhook's door answers from a leader.
+        """
+        if on != self.sidecar:
+            self.kill_placement(signal.SIGTERM)
+            kept = list(self.placement_args)
+            if "--gate-plan-on-pod" in kept:
+                at = kept.index("--gate-plan-on-pod")
+                del kept[at : at + 2]
+            self.placement_args = ("--gate-plan-on-pod", "true" if on else "false", *kept)
+            self.sidecar = on
+            self.start_placement()
+        sidecar = build_module(SIDECAR, log=self.log) / "phalanx-scheduler" if on else None
+        self.cluster.scheduler_binary = sidecar
+        default = self._sidecar_config if on else REPO / "manifests" / "scheduler-config.yaml"
+        self.cluster.restart_scheduler(scheduler_config=scheduler_config or default)
+        self.wait_placement_leads()
+
+    def wait_placement_leads(self, name: str = "placement", timeout: float = 60.0) -> None:
+        """Wait until replica ``name`` says it leads (its ``phalanx_placement_leader`` gauge is 1)."""
+        url = f"http://127.0.0.1:{self.placement_metrics_ports[name]}/metrics"
+        deadline = time.monotonic() + timeout
+        while True:
+            with contextlib.suppress(OSError):
+                with urllib.request.urlopen(url, timeout=5) as reply:
+                    page = reply.read().decode()
+                if re.search(r"^phalanx_placement_leader 1(\.0)?$", page, flags=re.MULTILINE):
+                    return
+            if time.monotonic() > deadline:
+                msg = f"placement manager {name} does not lead after {timeout:.0f} s"
+                raise TimeoutError(msg)
+            time.sleep(0.2)
 
     def kill_placement(self, sig: int = signal.SIGKILL, name: str = "placement") -> None:
         """Stop a placement manager replica abruptly (crash tests) or gracefully."""

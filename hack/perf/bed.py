@@ -31,7 +31,6 @@ from typing import IO
 
 import orjson
 from localbed import Testbed, free_port, sidecar_config
-from localcluster import SIDECAR, build_module
 from workload import ensure_namespace
 
 from kubeio.errors import KubeError
@@ -149,7 +148,6 @@ class BenchBed:
         self.paused_config = state_dir / "paused-scheduler-config.yaml"
         self.baseline_config = state_dir / "baseline-scheduler-config.yaml"
         self.sidecar_config = state_dir / "sidecar-scheduler-config.yaml"
-        self._sidecar = False  # phalanx's mode now: the framework sidecar, or the extender (as shipped)
         self.node_names: list[str] = []
         self._documents = topology_documents()
         self._baseline: subprocess.Popen[bytes] | None = None
@@ -256,45 +254,27 @@ class BenchBed:
     def pause_phalanx(self, *, sidecar: bool = False) -> None:
         """Restart the test bed's kube-scheduler with a profile no pod names, so pods of ``phalanx`` wait.
 
-        ``sidecar`` picks the mode the pods created meanwhile are released in (``use_sidecar``).
+        ``sidecar`` picks the mode the pods created meanwhile are released in (``Testbed.use_sidecar``).
         """
-        self.use_sidecar(sidecar)
-        self.bed.cluster.restart_scheduler(scheduler_config=self.paused_config)
+        self._use(sidecar, self.paused_config)
         self._phalanx_paused = True
 
     def resume_phalanx(self) -> None:
         """Restart the test bed's kube-scheduler with the product configuration (profile ``phalanx``)."""
-        self.use_sidecar(False)
-        self.bed.cluster.restart_scheduler(scheduler_config=self.phalanx_config)
+        self._use(False, self.phalanx_config)
         self._phalanx_paused = False
 
     def resume_sidecar(self) -> None:
         """Restart the test bed's kube-scheduler as the framework sidecar (paused by ``pause_phalanx``)."""
-        self.use_sidecar(True)
-        self.bed.cluster.restart_scheduler(scheduler_config=self.sidecar_config)
+        self._use(True, self.sidecar_config)
         self._phalanx_paused = False
 
-    def use_sidecar(self, on: bool) -> None:
-        """Run phalanx as the framework sidecar, or as the extender (docs/design/framework-sidecar.md).
-
-        The sidecar is the ``phalanx-scheduler`` binary with ``sidecar/scheduler-config.yaml`` and the
-        placement manager with ``--gate-plan-on-pod=true``; switching restarts the placement manager
-        (it leads again within seconds) and picks the binary the next ``restart_scheduler`` runs.
-        """
-        if on == self._sidecar:
-            return
-        bed = self.bed
-        bed.kill_placement(signal.SIGTERM)
-        kept = list(bed.placement_args)
-        if "--gate-plan-on-pod" in kept:
-            at = kept.index("--gate-plan-on-pod")
-            del kept[at : at + 2]
-        bed.placement_args = ("--gate-plan-on-pod", "true" if on else "false", *kept)
-        bed.start_placement()
-        binary = build_module(SIDECAR, log=self.progress) / "phalanx-scheduler"
-        bed.cluster.scheduler_binary = binary if on else None
-        self._sidecar = on
-        self.progress(f"phalanx now runs as {'the framework sidecar' if on else 'the extender'}")
+    def _use(self, sidecar: bool, config: Path) -> None:
+        """Phalanx as the framework sidecar or the extender, kube-scheduler restarted with ``config``."""
+        was = self.bed.sidecar
+        self.bed.use_sidecar(sidecar, scheduler_config=config)
+        if was != sidecar:
+            self.progress(f"phalanx now runs as {'the framework sidecar' if sidecar else 'the extender'}")
 
     def start_baseline(self) -> None:
         """Start the extender-free kube-scheduler (profile ``baseline``) from the cached binary."""

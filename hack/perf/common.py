@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 SIDECAR = "phalanx-sidecar"
-"""phalanx as the framework sidecar (``BenchBed.use_sidecar``), measured beside ``phalanx`` as shipped."""
+"""phalanx as the framework sidecar (``Testbed.use_sidecar``), measured beside ``phalanx`` as shipped."""
 
 REPO = Path(__file__).resolve().parents[2]
 """Root of the checkout: every path the harness reads (manifests, topologies) is relative to it."""

@@ -55,6 +55,41 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.e2e)
 
 
+MODES = ("extender", "sidecar")
+"""The two ways phalanx places pods: the extender beside kube-scheduler (as the manifests install it),
+and the framework sidecar (docs/design/framework-sidecar.md)."""
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """A test of a module marked ``both_modes`` runs in each of ``MODES`` on the session's bed.
+
+    Module-scoped, so the module's tests run in one mode, then in the other: the bed switches twice
+    per module (``Testbed.use_sidecar``, a few seconds). A test of such a module that is about the
+    extender itself (its routes, its verdicts on pods created ungated) is marked ``extender_only``
+    and says so; it runs once. A module marked ``sidecar_only`` is about the sidecar alone.
+    """
+    test = metafunc.definition
+    if test.get_closest_marker("sidecar_only"):
+        metafunc.parametrize("phalanx_mode", ("sidecar",), indirect=True, scope="module")
+    elif test.get_closest_marker("both_modes") and not test.get_closest_marker("extender_only"):
+        metafunc.parametrize("phalanx_mode", MODES, indirect=True, scope="module")
+
+
+@pytest.fixture(autouse=True)
+def phalanx_mode(request: pytest.FixtureRequest) -> str | None:
+    """The mode the session's bed runs this test in: the test's parameter, else ``extender``.
+
+    ``None`` for a test that does not use the session's bed (it brings its own, or none).
+    """
+    if "testbed" not in request.fixturenames:
+        return None
+    bed: Testbed = request.getfixturevalue("testbed")
+    mode: str = getattr(request, "param", "extender")
+    if bed.sidecar != (mode == "sidecar"):
+        bed.use_sidecar(mode == "sidecar")
+    return mode
+
+
 def session_nodes() -> list[SimNodeSpec]:
     """The session bed's nodes: ``gpu-node-1..3``, 8 bridged RTX A6000 each, one per rack."""
     return fleet(3, gpus=8, racks_per_zone=3, topology=topology_from_file(BRIDGED_A6000))

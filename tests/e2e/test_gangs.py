@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 import time
 
+import pytest
 from localbed import Testbed
 from workload import (
     PodTimeline,
@@ -23,6 +24,9 @@ from workload import (
 )
 
 from tests.e2e.test_single_pod import metric
+
+pytestmark = pytest.mark.both_modes
+"""Run with phalanx as the extender and as the framework sidecar (``tests/e2e/conftest.py``)."""
 
 FINISH = {"phalanx.io/sim-duration-seconds": "2"}
 
@@ -105,11 +109,14 @@ def _race(testbed: Testbed, namespace: str, round_: int, rng: random.Random) -> 
     return took
 
 
-def test_two_gangs_that_each_need_two_thirds_never_deadlock(testbed: Testbed, namespace: str) -> None:
-    rng = random.Random(3)
-    rounds = [_race(testbed, namespace, round_, rng) for round_ in range(20)]
+def test_two_gangs_that_each_need_two_thirds_never_deadlock(
+    testbed: Testbed, namespace: str, phalanx_mode: str
+) -> None:
+    """Twelve random interleavings of the two gangs' creations per mode, other ones in each mode."""
+    rng = random.Random(f"deadlock-{phalanx_mode}")
+    rounds = [_race(testbed, namespace, round_, rng) for round_ in range(12)]
     spread = f"{min(rounds):.1f}..{max(rounds):.1f}s (mean {sum(rounds) / len(rounds):.1f}s)"
-    print(f"20 interleavings: both gangs ran one after the other in {spread}")
+    print(f"12 interleavings: both gangs ran one after the other in {spread}")
     assert double_booked(list_pods(testbed.http)) == []
 
 
@@ -149,6 +156,7 @@ def test_a_gang_binds_nothing_until_min_member_pods_exist(testbed: Testbed, name
     wait_for("all 8 bound", lambda: len(bound_names(testbed, namespace)) == 8, timeout=60)
 
 
+@pytest.mark.extender_only("the extender's reservation of a gang created ungated")
 def test_a_gang_created_member_by_member_is_reserved_whole_at_its_first(
     testbed: Testbed, namespace: str, ungated: None
 ) -> None:
@@ -182,6 +190,7 @@ def test_a_gang_created_member_by_member_is_reserved_whole_at_its_first(
     assert double_booked(list_pods(testbed.http)) == []
 
 
+@pytest.mark.extender_only("the extender's nominations and its single-node filter path")
 def test_members_created_after_the_reservation_are_nominated_to_their_place_and_tried_there_alone(
     testbed: Testbed, namespace: str, ungated: None
 ) -> None:

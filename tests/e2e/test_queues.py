@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 
+import pytest
 from localbed import Testbed
 from workload import (
     create_pod,
@@ -17,6 +18,9 @@ from workload import (
 )
 
 from tests.e2e.conftest import bound_gangs, gang
+
+pytestmark = pytest.mark.both_modes
+"""Run with phalanx as the extender and as the framework sidecar (``tests/e2e/conftest.py``)."""
 
 
 def test_reclaim_gives_a_and_b_their_quota_back_from_c_in_whole_gangs(
@@ -134,6 +138,7 @@ def test_a_queue_below_its_quota_takes_a_gang_back_from_a_queue_over_its_fair_sh
     assert running == {g: n for g, n in counts.items() if n}
 
 
+@pytest.mark.extender_only("the extender's hold and wake-up for pods created ungated")
 def test_a_pod_held_against_a_view_that_did_not_know_it_yet_is_retried_once_it_does(
     testbed: Testbed, namespace: str, queues: None, ungated: None
 ) -> None:

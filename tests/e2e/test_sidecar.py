@@ -1,8 +1,9 @@
 """The framework sidecar on the real control plane: kube-scheduler with PhalanxPlan places planned pods.
 
-A bed of its own (``Testbed(sidecar=True)``): the ``phalanx-scheduler`` binary built from ``sidecar/``
-(kube-scheduler v1.36.3 with the plugin compiled in) with ``sidecar/scheduler-config.yaml``, and the
-placement manager with ``--gate-plan-on-pod=true``; admission gates, TLS and the webhooks as shipped.
+The session's bed switched to sidecar mode (``Testbed.use_sidecar``): the ``phalanx-scheduler`` binary
+built from ``sidecar/`` (kube-scheduler v1.36.3 with the plugin compiled in) with
+``sidecar/scheduler-config.yaml``, and the placement manager with ``--gate-plan-on-pod=true`` and the
+plan key; admission gates, TLS and the webhooks as shipped.
 The extender runs but nobody calls it: its request counters prove it. Every pod reaches its node
 through the plan its release wrote on it, and kube-scheduler runs no Score plugin for it.
 """
@@ -10,10 +11,7 @@ through the plan its release wrote on it, and kube-scheduler runs no Score plugi
 from __future__ import annotations
 
 import signal
-from collections.abc import Iterator
 from functools import partial
-from itertools import count
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,8 +19,6 @@ from localbed import Testbed
 from workload import (
     create_pod,
     create_podgroup,
-    delete_pods,
-    ensure_namespace,
     get_pod,
     gpu_pod,
     gpus_of,
@@ -37,8 +33,6 @@ from workload import (
     wait_pod,
 )
 
-from testbed.nodes import fleet, topology_from_file
-from tests.e2e.conftest import BRIDGED_A6000, NODE_GRACE_SECONDS
 from tests.e2e.test_decisive import score_runs
 from tests.e2e.test_single_pod import metric
 from tests.e2e.test_topology import BRIDGE_PAIRS
@@ -47,22 +41,15 @@ PLAN = "phalanx.io/plan"
 SEAL = "phalanx.io/plan-seal"
 
 
-@pytest.fixture(scope="module")
-def bed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Testbed]:
-    bed = Testbed(
-        Path(tmp_path_factory.mktemp("sidecar")),
-        placement_grace=3.0,
-        node_grace_seconds=NODE_GRACE_SECONDS,
-        sidecar=True,
-    )
-    try:
-        bed.start()
-        bed.add_nodes(fleet(3, gpus=8, racks_per_zone=3, topology=topology_from_file(BRIDGED_A6000)))
-        # The door lets pods in only from a leader whose cache holds the nodes.
-        wait_for("the placement manager leading, the nodes in its cache", lambda: _ready(bed), timeout=60)
-        yield bed
-    finally:
-        bed.stop()
+pytestmark = pytest.mark.sidecar_only
+"""On the session's bed switched to the framework sidecar (``tests/e2e/conftest.py``)."""
+
+
+@pytest.fixture
+def bed(testbed: Testbed) -> Testbed:
+    """The session's bed in sidecar mode, once its door can let pods in (its leader has the nodes)."""
+    wait_for("the placement manager leading, the nodes in its cache", lambda: _ready(testbed), timeout=60)
+    return testbed
 
 
 def _ready(bed: Testbed) -> bool:
@@ -71,15 +58,9 @@ def _ready(bed: Testbed) -> bool:
     return leads and (metric_value(page, "phalanx_gpu_largest_free_block") or 0) >= 8
 
 
-_names = count()
-
-
 @pytest.fixture
-def ns(bed: Testbed) -> Iterator[str]:
-    name = f"sidecar-{next(_names)}"
-    ensure_namespace(bed.http, name)
-    yield name
-    delete_pods(bed.http, name, timeout=60)
+def ns(namespace: str) -> str:
+    return namespace
 
 
 def extender_calls(bed: Testbed) -> float:

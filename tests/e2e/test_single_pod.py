@@ -24,6 +24,9 @@ from workload import (
 
 from kubeio.binding import BindRefusedError, BindStatus, PodBinder
 
+pytestmark = pytest.mark.both_modes
+"""Run with phalanx as the extender and as the framework sidecar (``tests/e2e/conftest.py``)."""
+
 
 def metric(testbed: Testbed, name: str, **labels: str) -> float:
     with urllib.request.urlopen(f"{testbed.extender_url}/metrics", timeout=5) as reply:
@@ -44,6 +47,7 @@ def post_bind(testbed: Testbed, body: dict[str, str]) -> dict[str, str]:
         return result
 
 
+@pytest.mark.extender_only("the extender's bind counter (test_sidecar.py checks the plugin's bind)")
 @pytest.mark.parametrize("gpus", [1, 2, 4, 8])
 def test_gpu_pods_are_bound_by_the_extender_with_their_gpu_indices(
     testbed: Testbed, namespace: str, gpus: int
@@ -106,6 +110,7 @@ def test_a_pod_that_fits_nowhere_stays_pending_and_says_why(testbed: Testbed, na
     assert [g["name"] for g in pod["spec"]["schedulingGates"]] == ["phalanx.io/admission"]
 
 
+@pytest.mark.extender_only("the extender's /bind route")
 def test_a_retried_bind_does_not_bind_twice(testbed: Testbed, namespace: str) -> None:
     create_pod(testbed.http, namespace, gpu_pod("once", 2))
     pod = wait_pod(testbed.http, namespace, "once", "bound", live)
@@ -121,6 +126,7 @@ def test_a_retried_bind_does_not_bind_twice(testbed: Testbed, namespace: str) ->
     assert metric(testbed, "phalanx_extender_binds_total", outcome="already_bound") >= 1
 
 
+@pytest.mark.extender_only("kubeio's binder against the API server, in no mode")
 def test_the_binding_subresource_is_idempotent_and_guarded_by_uid(testbed: Testbed, namespace: str) -> None:
     """Kubeio's binder against the real API server, including the Status reply the client cannot decode."""
     created = create_pod(testbed.http, namespace, gpu_pod("manual", 1, scheduler="nobody"))

@@ -26,6 +26,9 @@ from kubeio.errors import NotFoundError
 from testbed.nodes import SimNodeSpec, topology_from_file
 from tests.e2e.conftest import BRIDGED_A6000, why_json
 
+pytestmark = pytest.mark.both_modes
+"""Run with phalanx as the extender and as the framework sidecar (``tests/e2e/conftest.py``)."""
+
 BRIDGE_PAIRS = {(0, 1), (2, 3), (4, 5), (6, 7)}  # NV4 pairs of the A6000 box the session nodes use
 
 
