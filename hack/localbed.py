@@ -419,6 +419,7 @@ class Testbed:
         argv += ["--renew-deadline-seconds", "2", "--lease-retry-seconds", "0.5"]
         argv += ["--admission-gates", "true" if self.admission_gates else "false"]
         argv += ["--plan-key-file", str(self.plan_key)]  # read only with --gate-plan-on-pod=true
+        argv += ["--gate-plan-refused-after-seconds", "8"]  # a refused plan made elsewhere in 8 s, not 20
         if serve:
             port = self.replica_webhook_ports.get(name, self.webhook_port)
             argv += ["--webhook-port", str(port), "--webhook-bind-address", "127.0.0.1"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from datetime import datetime
-from typing import Any
+from typing import Any, TypedDict
 
 from kubeio.api_fields import ApiParts
 from kubeio.api_fields import ConvertError as ConvertError
@@ -143,16 +143,17 @@ def format_plan(node: str, gpus: tuple[int, ...]) -> str:
     return f"{node}:{format_gpu_indices(gpus)}"
 
 
-PlanCheck = Callable[[str, Mapping[str, str]], bool]
-"""Whether a pod ("namespace/name") with these annotations carries a plan phalanx wrote
-(``kubeio.plan_seal.PlanSeal.sealed``)."""
+PlanCheck = Callable[[str, Mapping[str, str]], float | None]
+"""When phalanx sealed the plan in these annotations of a pod ("namespace/name"), or ``None`` when it
+did not (``kubeio.plan_seal.PlanSeal.sealed_at``)."""
 
 
 def pod_from_api(raw: object, plan_check: PlanCheck | None = None) -> Pod:
     """Convert a v1 Pod.
 
     With ``plan_check``, a plan that fails it is no plan (``Pod.plan`` is ``None``): the release pass
-    then plans the pod itself, as the framework sidecar follows no plan its author could not seal.
+    then plans the pod itself, as the framework sidecar follows no plan its author could not seal; one
+    that passes has the time it was sealed (``Pod.planned_at``).
 
     Raises:
         ConvertError: a required field is missing or a field has the wrong type.
@@ -188,18 +189,36 @@ def pod_from_api(raw: object, plan_check: PlanCheck | None = None) -> Pod:
         affinity=affinity_of(spec),
         gates=scheduling_gates(spec),
         gate_stamped=GATE_STAMP in annotations,
-        plan=_plan(parts, plan_check),
+        **_plan(parts, plan_check),
+        unschedulable=_unschedulable(status),
         progress=clip_report(annotations.get(THROUGHPUT_ANNOTATION)),
         nominated_node=_str(status.get("nominatedNodeName"), "status.nominatedNodeName") or None,
     )
 
 
-def _plan(parts: ApiParts, check: PlanCheck | None) -> tuple[str, tuple[int, ...]] | None:
+class _PlanFields(TypedDict):
+    plan: tuple[str, tuple[int, ...]] | None
+    planned_at: float | None
+
+
+def _plan(parts: ApiParts, check: PlanCheck | None) -> _PlanFields:
     plan = parse_plan(parts.annotations.get(PLAN_ANNOTATION))
     if plan is None or check is None:
-        return plan
-    key = f"{parts.metadata.get('namespace')}/{parts.metadata.get('name')}"
-    return plan if check(key, parts.annotations) else None
+        return {"plan": plan, "planned_at": None}
+    at = check(f"{parts.metadata.get('namespace')}/{parts.metadata.get('name')}", parts.annotations)
+    return {"plan": plan if at is not None else None, "planned_at": at}
+
+
+def _unschedulable(status: Mapping[str, Any]) -> bool:
+    """Whether the pod's ``PodScheduled`` condition says kube-scheduler's last try found no node."""
+    conditions = status.get("conditions")
+    return isinstance(conditions, list) and any(
+        isinstance(c, dict)
+        and c.get("type") == "PodScheduled"
+        and c.get("status") == "False"
+        and c.get("reason") == "Unschedulable"
+        for c in conditions
+    )
 
 
 def scheduling_gates(spec: Mapping[str, Any]) -> tuple[str, ...]:

@@ -55,20 +55,20 @@ class PlanSeal:
         digest = hmac.new(self.key, message, hashlib.sha256).digest()
         return f"{when}.{base64.urlsafe_b64encode(digest).rstrip(b'=').decode()}"
 
-    def sealed(self, pod: str, annotations: Mapping[str, str]) -> bool:
-        """Whether ``annotations`` of ``pod`` ("namespace/name") carry a plan this key sealed for it.
+    def sealed_at(self, pod: str, annotations: Mapping[str, str]) -> float | None:
+        """When this key sealed the plan in ``annotations`` of ``pod`` ("namespace/name"), else ``None``.
 
         The creation-time window is the plugin's to check (``sidecar/plan/seal.go``): the release pass
         only needs to know that phalanx chose the plan, so that it keeps the GPUs a forged plan names
-        for others and plans that pod itself.
+        for others and plans that pod itself, and when (``GateSettings.plan_refused_after``).
         """
         plan, seal = annotations.get(PLAN_ANNOTATION), annotations.get(SEAL_ANNOTATION)
         if not isinstance(plan, str) or not isinstance(seal, str):
-            return False
+            return None
         at, _, _ = seal.partition(".")
         if not at.isdigit() or at != str(int(at)):
-            return False
-        return hmac.compare_digest(seal, self.seal(pod, plan, int(at)))
+            return None
+        return float(at) if hmac.compare_digest(seal, self.seal(pod, plan, int(at))) else None
 
     def annotations(self, pod: str, node: str, gpus: tuple[int, ...], at: float) -> dict[str, str]:
         """The plan of ``pod`` ("namespace/name") on ``node`` with ``gpus`` and its seal: one write."""

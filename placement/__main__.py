@@ -72,7 +72,7 @@ def run(settings: PlacementSettings, stop: threading.Event) -> int:
     http = KubeHttp(load_api_client(settings.kubeconfig), user_agent="phalanx-placement")
     registry = CollectorRegistry()
     metrics = PlacementMetrics.create(registry)
-    cache = ClusterCache(plan_check=None if seal is None else seal.sealed)
+    cache = ClusterCache(plan_check=None if seal is None else seal.sealed_at)
     metrics.cluster.show(cache.snapshot, time.time)  # wall clock: gang waits start at creationTimestamp
     cache.start(http, stop)
     events = EventRecorder(http, component="phalanx-placement", clock=time.time)

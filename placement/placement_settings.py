@@ -416,6 +416,13 @@ SETTINGS = (
         metavar="BOOLEAN",
     ),
     Setting(
+        "gates.plan_refused_after",
+        "--gate-plan-refused-after-seconds",
+        ("PHALANX_GATE_PLAN_REFUSED_AFTER_SECONDS",),
+        SECONDS,
+        "seconds after which a carried plan kube-scheduler still turns down is made on another node",
+    ),
+    Setting(
         "plan_key_file",
         "--plan-key-file",
         ("PHALANX_PLAN_KEY_FILE",),

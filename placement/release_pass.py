@@ -220,8 +220,9 @@ class ReleasePass:
     def _replan(self, snapshot: ClusterSnapshot, plans: Sequence[PodPlan]) -> None:
         """Write the new plan of each pod in flight whose plan no longer held (``ReleaseDecision.replanned``).
 
-        A write that fails is logged: the pod keeps its old plan, kube-scheduler keeps turning it down
-        with the reason, and the next pass plans it again.
+        Each new plan is told on its pod (event ``Replanned``, with why). A write that fails is logged:
+        the pod keeps its old plan, kube-scheduler keeps turning it down with the reason, and the next
+        pass plans it again.
         """
         if self._annotator is None:
             return
@@ -235,8 +236,9 @@ class ReleasePass:
             except KubeError as exc:
                 log.warning("admission: new plan %s of %s not written: %s", written, plan.pod, exc)
                 continue
-            text = written.get(PLAN_ANNOTATION)
-            log.info("admission: %s planned again: %s (its plan %s no longer held)", pod.key, text, pod.plan)
+            text = f"planned again on {written.get(PLAN_ANNOTATION)}: {plan.why}"
+            log.info("admission: %s %s", pod.key, text)
+            self._events.record(pod_ref(pod), "Normal", "Replanned", text)
 
     def _annotations(self, plan: PodPlan) -> Mapping[str, str]:
         """``plan`` as the annotations written on its pod: the plan and its seal, made now."""

@@ -195,6 +195,10 @@ class Pod:
             nomination, or kube-scheduler's own after a preemption); ``None``: none.
         plan: the node and GPU indices of its ``phalanx.io/plan`` when present and well formed, else
             ``None``.
+        planned_at: when phalanx sealed that plan (``kubeio.plan_seal``; wall-clock seconds), ``None``
+            when it is not known (no plan, or plans are not carried on pods).
+        unschedulable: kube-scheduler's last try turned it down (its ``PodScheduled`` condition is
+            ``False``, reason ``Unschedulable``).
         progress: the training-speed report its job's reporting process wrote on it, as written
             (``kubeio.progress``); ``None``: none. Kept as text: the elastic pass reads it, and a report
             that cannot be read is said on the job, not refused with the pod.
@@ -222,6 +226,8 @@ class Pod:
     gates: tuple[str, ...] = ()
     gate_stamped: bool = False
     plan: tuple[str, tuple[int, ...]] | None = None
+    planned_at: float | None = None
+    unschedulable: bool = False
     progress: str | None = None
     nominated_node: str | None = None
 

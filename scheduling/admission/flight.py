@@ -22,24 +22,37 @@ from scheduling.model import SCHEDULER_NAME, Pod
 from scheduling.queues.view import group_key
 
 _NEVER: Mapping[str, float] = MappingProxyType({})
+_NONE_REFUSED: Mapping[str, frozenset[str]] = MappingProxyType({})
 
 
 @dataclass(frozen=True, slots=True)
 class ReleasedBook:
-    """When each group was released (group key to seconds, the caller's clock); an immutable value."""
+    """When each group was released (group key to seconds, the caller's clock); an immutable value.
+
+    ``refused`` holds, by pod key, the nodes kube-scheduler turned the pod's carried plans down on for
+    what the core does not model (``GateSettings.plan_refused_after``): the pass plans it elsewhere.
+    """
 
     at: Mapping[str, float] = field(default_factory=lambda: _NEVER)
+    refused: Mapping[str, frozenset[str]] = field(default_factory=lambda: _NONE_REFUSED)
 
     def with_released(self, keys: Iterable[str], now: float) -> ReleasedBook:
         """The book with ``keys`` released at ``now`` (an entry already there keeps its time)."""
         added = {key: now for key in keys if key not in self.at}
-        return self if not added else ReleasedBook(MappingProxyType({**self.at, **added}))
+        return self if not added else ReleasedBook(MappingProxyType({**self.at, **added}), self.refused)
+
+    def with_refused(self, refused: Mapping[str, frozenset[str]]) -> ReleasedBook:
+        """The book with these pods' refused nodes replaced (an empty set drops the pod's entry)."""
+        if not refused:
+            return self
+        kept = {k: v for k, v in {**self.refused, **refused}.items() if v}
+        return ReleasedBook(self.at, MappingProxyType(kept))
 
     def without(self, key: str) -> ReleasedBook:
         """The book without ``key`` (its ungate patch failed: it is still gated)."""
         if key not in self.at:
             return self
-        return ReleasedBook(MappingProxyType({k: t for k, t in self.at.items() if k != key}))
+        return ReleasedBook(MappingProxyType({k: t for k, t in self.at.items() if k != key}), self.refused)
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,9 +79,11 @@ def in_flight(
         if pod.scheduler_name == SCHEDULER_NAME and not pod.gated and pod.node_name is None:
             unbound.setdefault(group_key(pod), []).append(pod)
     at = {key: book.at.get(key, now) for key in sorted(unbound)}
+    waiting = {p.key for pods in unbound.values() for p in pods}
+    refused = {key: nodes for key, nodes in book.refused.items() if key in waiting}
     counting = {}
     for key, released_at in at.items():
         pods = tuple(p for p in unbound[key] if p.uid not in promises.by_uid)
         if pods and now - released_at <= ttl:
             counting[key] = pods
-    return InFlight(MappingProxyType(counting), ReleasedBook(MappingProxyType(at)))
+    return InFlight(MappingProxyType(counting), ReleasedBook(MappingProxyType(at), MappingProxyType(refused)))

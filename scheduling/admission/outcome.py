@@ -40,6 +40,12 @@ class GateSettings:
             framework sidecar's plugin places the pod on its plan (docs/design/framework-sidecar.md).
             A group in flight keeps its plan while it still holds, and is planned again when it no
             longer does (``ReleaseDecision.replanned``).
+        plan_refused_after: with ``plan_on_pod``, seconds after a plan was sealed past which a pod
+            kube-scheduler still turns down (``Pod.unschedulable``) counts as refused on its planned
+            node for a reason the core does not model (a host port, inter-pod affinity, a volume): it
+            is planned again on another node, and that node is not planned for it again while it
+            waits (``ReleasedBook.refused``). Longer than kube-scheduler's longest backoff (10 s), so
+            that it has tried the plan by then.
     """
 
     max_unbound_gpus: int = 128
@@ -49,6 +55,7 @@ class GateSettings:
     unknown_group_grace: float = 10.0
     nominate_from_nodes: int = 2000
     plan_on_pod: bool = False
+    plan_refused_after: float = 20.0
 
 
 DEFAULT_GATE_SETTINGS = GateSettings()
@@ -56,11 +63,16 @@ DEFAULT_GATE_SETTINGS = GateSettings()
 
 @dataclass(frozen=True, slots=True, order=True)
 class PodPlan:
-    """Where a pod is planned: the node and the GPU indices it gets there (``phalanx.io/plan``)."""
+    """Where a pod is planned: the node and the GPU indices it gets there (``phalanx.io/plan``).
+
+    ``why`` says why a pod in flight is planned again (``ReleaseDecision.replanned``); empty for a
+    first plan.
+    """
 
     pod: str
     node: str
     gpus: tuple[int, ...]
+    why: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -141,7 +141,7 @@ def release(
     return ReleaseDecision(
         tuple(released),
         tuple(kept),
-        flight.book.with_released((r.group for r in released), now),
+        flight.book.with_released((r.group for r in released), now).with_refused(walk.refused),
         idle,
         tuple(walk.replanned),
     )
@@ -173,6 +173,7 @@ def _begin_walk(
         nodes.capacity,
         view.kueue,
         nodes.allowed,
+        flight.book.refused,
     )
     walk = Walk(snapshot.free_total(promises).gpus, 0, 0, 0, {}, {})
     for key, pods in sorted(flight.counting.items()):

@@ -45,6 +45,7 @@ class PassFacts:
     capacity: Capacity
     kueue: frozenset[str] = frozenset()  # the gangs whose quota Kueue owns (``scheduling.quota_owner``)
     allowed: dict[tuple[object, ...], list[str]] = field(default_factory=dict)  # memo of ``_allowed``
+    refused: Mapping[str, frozenset[str]] = field(default_factory=dict)  # ``ReleasedBook.refused``
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +89,7 @@ class Walk:
     reservation: Reservation | None = None  # the nodes the starving group keeps
     no_node: list[tuple[object, Resources]] = field(default_factory=list)  # single pods no node took
     replanned: list[PodPlan] = field(default_factory=list)  # in-flight pods planned again (plan_on_pod)
+    refused: dict[str, frozenset[str]] = field(default_factory=dict)  # nodes newly refused, by pod key
 
     @property
     def kept_gpus(self) -> int:
@@ -139,32 +141,67 @@ def hold_plans(key: str, pods: Sequence[Pod], walk: Walk, ctx: PassFacts) -> Non
     """Keep each in-flight pod's plan on the working copy; plan again those whose plan no longer holds.
 
     A plan holds while its node still has room for the pod and every planned GPU index is free there
-    (nothing bound there since took one). A pod whose plan does not hold, or that has none (released
-    before plans were carried), is planned again with the rest of its group's such pods, and the new
+    (nothing bound there since took one), and kube-scheduler has not refused it (``refused_now``). A
+    pod whose plan does not hold, or that has none (released before plans were carried), is planned
+    again with the rest of its group's such pods, away from every node it was refused on, and the new
     plan is written on it (``Walk.replanned``); the sidecar's plugin then tries it again. One that finds
-    no place keeps its plan, and kube-scheduler keeps saying why it cannot bind.
+    no place keeps its plan, and kube-scheduler keeps saying why it cannot bind. When every node has
+    refused it, its refusals are forgotten and it is planned as if new.
     """
     work = ctx.work
-    lost: list[Pod] = []
+    lost: dict[str, str] = {}  # pod key -> why it is planned again
+    shunned: set[str] = set()
     for pod in pods:
         plan = pod.plan
-        room = work.room(plan[0]) if plan is not None else None
-        if (
-            plan is None
-            or room is None
-            or not room.fits(pod)
-            or len(plan[1]) != pod.requests.gpus
-            or not room.free.issuperset(plan[1])
-        ):
-            lost.append(pod)
+        refused = ctx.refused.get(pod.key, frozenset())
+        if plan is not None and refused_now(pod, ctx.now, ctx.settings.plan_refused_after):
+            refused = walk.refused[pod.key] = refused | {plan[0]}
+        why = _broken(pod, refused, work)
+        if why is None and plan is not None:
+            work.assign(pod, plan[0], plan[1], "planned")
             continue
-        work.assign(pod, plan[0], plan[1], "planned")
+        lost[pod.key] = why or ""
+        shunned |= refused
     if not lost:
         return
-    again = plan_gang(key, lost, ctx.nodes, ctx.snapshot, work.promises, ctx.topologies, statement=work)
+    nodes = tuple(n for n in ctx.nodes if n not in shunned)
+    if not nodes:  # refused everywhere: what kube-scheduler refused may have changed since
+        nodes = ctx.nodes
+        walk.refused.update((pod, frozenset()) for pod in lost)
+    again_pods = [pod for pod in pods if pod.key in lost]
+    again = plan_gang(key, again_pods, nodes, ctx.snapshot, work.promises, ctx.topologies, statement=work)
     if isinstance(again, GangPlan):
-        members = again.members
-        walk.replanned.extend(sorted(PodPlan(members[a.uid].key, a.node, a.gpus) for a in again.assignments))
+        keys = {uid: pod.key for uid, pod in again.members.items()}
+        walk.replanned.extend(
+            sorted(PodPlan(keys[a.uid], a.node, a.gpus, lost[keys[a.uid]]) for a in again.assignments)
+        )
+
+
+def _broken(pod: Pod, refused: frozenset[str], work: Statement) -> str | None:
+    """Why ``pod``'s carried plan no longer holds on the working copy, or ``None`` while it does."""
+    plan = pod.plan
+    if plan is None:
+        return "it had no plan (released before plans were carried, or to preempt)"
+    node, gpus = plan
+    if node in refused:
+        return f"kube-scheduler kept turning its plan on {node} down, for what phalanx does not model"
+    room = work.room(node)
+    if room is None:
+        return f"its plan's node {node} is gone or cannot take pods"
+    if not room.fits(pod) or len(gpus) != pod.requests.gpus or not room.free.issuperset(gpus):
+        return f"its plan on {node} no longer held: a planned GPU or the room was taken since"
+    return None
+
+
+def refused_now(pod: Pod, now: float, after: float) -> bool:
+    """Whether kube-scheduler turned ``pod``'s carried plan down, as far as the pass can tell.
+
+    It did when the plan was sealed ``after`` seconds ago or more and kube-scheduler's last try found
+    no node (``Pod.unschedulable``). By then kube-scheduler has tried the plan (its queue retries a
+    turned-down pod within 10 s, and at once when its plan changes), so the verdict is the plan's,
+    not a former plan's.
+    """
+    return pod.unschedulable and pod.planned_at is not None and now - pod.planned_at >= after
 
 
 def idle_by_rule(walk: Walk, kept: Sequence[Kept]) -> dict[str, int]:

@@ -179,3 +179,36 @@ def test_a_plan_phalanx_did_not_seal_is_not_followed_and_phalanx_plans_the_pod_i
         now = pod["metadata"]["annotations"]
         assert now[SEAL] != wrote.get(SEAL), f"{name}: the seal its author wrote stayed"
         assert f"{pod['spec']['nodeName']}:" + ",".join(map(str, gpus_of(pod))) == now[PLAN], name
+
+
+def test_a_plan_kube_scheduler_refuses_for_what_phalanx_does_not_model_is_made_on_another_node(
+    bed: Testbed, ns: str
+) -> None:
+    """A host port phalanx does not model is taken on the node its plan names: the pod binds elsewhere.
+
+    ``anchor`` shows the node phalanx packs one-GPU pods on; a pod of no scheduler, bound there by
+    hand, holds host port 7000. ``ported`` asks for one GPU and that port: phalanx plans it on the
+    same node, kube-scheduler's NodePorts plugin turns the plan down, and once the plan has been
+    refused past ``--gate-plan-refused-after-seconds`` (8 s on this bed) the release pass plans it on
+    another node, which kube-scheduler accepts.
+    """
+    create_pod(bed.http, ns, gpu_pod("anchor", 1))
+    node = wait_pod(bed.http, ns, "anchor", "running", running, timeout=60)["spec"]["nodeName"]
+    porter = gpu_pod("porter", 0, scheduler="nobody")
+    porter["spec"]["nodeName"] = node
+    porter["spec"]["containers"][0]["ports"] = [{"containerPort": 7000, "hostPort": 7000}]
+    create_pod(bed.http, ns, porter)
+    ported = gpu_pod("ported", 1)
+    ported["spec"]["containers"][0]["ports"] = [{"containerPort": 7000, "hostPort": 7000}]
+    create_pod(bed.http, ns, ported)
+    refusal = wait_for(
+        "kube-scheduler turning the first plan down for the port",
+        partial(said, bed.http, ns, "ported", "FailedScheduling", "free ports"),
+        timeout=60,
+    )
+    print(refusal)
+    pod = wait_pod(bed.http, ns, "ported", "running", running, timeout=90)
+    assert pod["spec"]["nodeName"] != node, f"bound on {node}, where the port is taken"
+    told = said(bed.http, ns, "ported", "Replanned", f"kube-scheduler kept turning its plan on {node} down")
+    assert told is not None, "the new plan is told on the pod, with why"
+    assert pod["metadata"]["annotations"][PLAN].startswith(pod["spec"]["nodeName"] + ":")

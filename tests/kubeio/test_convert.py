@@ -296,3 +296,26 @@ def test_a_pods_progress_report_is_kept_as_written_and_an_oversized_one_clipped(
         "metadata": {"name": "w-0", "namespace": "ml", "uid": "u-1", "annotations": annotations}
     }
     assert pod_from_api(raw).progress == progress
+
+
+@pytest.mark.parametrize(
+    ("conditions", "expected"),
+    [
+        ([{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}], True),
+        ([{"type": "PodScheduled", "status": "False", "reason": "SchedulingGated"}], False),
+        ([{"type": "PodScheduled", "status": "True"}], False),
+        ([], False),
+        ([{"type": "Ready", "status": "False", "reason": "Unschedulable"}], False),
+        (["PodScheduled"], False),
+    ],
+    ids=["turned-down", "gated", "bound", "none", "another-condition", "not-an-object"],
+)
+def test_a_pod_kube_scheduler_turned_down_reads_as_unschedulable(
+    conditions: list[object], expected: bool
+) -> None:
+    raw = {
+        "metadata": {"uid": "u", "namespace": "ns", "name": "p"},
+        "spec": {"containers": []},
+        "status": {"conditions": conditions},
+    }
+    assert pod_from_api(raw).unschedulable is expected

@@ -64,10 +64,10 @@ def test_a_key_that_cannot_seal_is_refused_with_the_reason(
         read_key(str(path))
 
 
-def test_sealed_believes_only_a_plan_this_key_sealed_for_this_pod() -> None:
+def test_sealed_at_believes_only_a_plan_this_key_sealed_for_this_pod_and_says_when() -> None:
     seal = PlanSeal(b"k" * 32)
     written = seal.annotations("ns/p", "n1", (0, 1), 100.0)
-    assert seal.sealed("ns/p", written)
+    assert seal.sealed_at("ns/p", written) == 100.0
     not_ours = {
         "no seal": {PLAN_ANNOTATION: "n1:0,1"},
         "no plan": {SEAL_ANNOTATION: written[SEAL_ANNOTATION]},
@@ -77,8 +77,8 @@ def test_sealed_believes_only_a_plan_this_key_sealed_for_this_pod() -> None:
         "no time": {**written, SEAL_ANNOTATION: "x." + written[SEAL_ANNOTATION].partition(".")[2]},
     }
     for about, written_by_others in not_ours.items():
-        assert not seal.sealed("ns/p", written_by_others), about
-    assert not seal.sealed("ns/q", written), "another pod's plan, copied"
+        assert seal.sealed_at("ns/p", written_by_others) is None, about
+    assert seal.sealed_at("ns/q", written) is None, "another pod's plan, copied"
 
 
 def test_a_cache_that_checks_plans_forgets_a_plan_phalanx_did_not_seal() -> None:
@@ -87,15 +87,19 @@ def test_a_cache_that_checks_plans_forgets_a_plan_phalanx_did_not_seal() -> None
     ours = seal.annotations("ns/ours", "n1", (0, 1), 100.0)
     forged = {PLAN_ANNOTATION: "n1:6,7", SEAL_ANNOTATION: ours[SEAL_ANNOTATION]}
     read = {
-        name: pod_from_api(raw_pod(name, annotations), plan_check=seal.sealed)
+        name: pod_from_api(raw_pod(name, annotations), plan_check=seal.sealed_at)
         for name, annotations in (("ours", ours), ("forged", forged))
     }
-    assert (read["ours"].plan, read["forged"].plan) == (("n1", (0, 1)), None)
+    assert (read["ours"].plan, read["ours"].planned_at) == (("n1", (0, 1)), 100.0)
+    assert (read["forged"].plan, read["forged"].planned_at) == (None, None)
     assert pod_from_api(raw_pod("forged", forged)).plan == ("n1", (6, 7)), "no check: every plan is read"
 
 
-def raw_pod(name: str, annotations: dict[str, str]) -> dict[str, object]:
+def raw_pod(
+    name: str, annotations: dict[str, str], conditions: list[object] | None = None
+) -> dict[str, object]:
     return {
         "metadata": {"uid": f"u-{name}", "namespace": "ns", "name": name, "annotations": annotations},
         "spec": {"schedulerName": "phalanx", "containers": []},
+        "status": {"conditions": conditions or []},
     }

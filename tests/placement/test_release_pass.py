@@ -167,7 +167,7 @@ def test_with_plans_carried_each_pod_gets_its_plan_in_its_ungate_and_a_broken_pl
     Then GPUs 0-1 are taken by a pod bound meanwhile: the next pass plans the unbound pod again and
     writes the new plan.
     """
-    releaser, cluster, ungater, _, _ = bed(
+    releaser, cluster, ungater, events, _ = bed(
         gated("a", 2), settings=GateSettings(plan_on_pod=True, nominate_from_nodes=0)
     )
     nominator, annotator = FakeNominator(cluster), FakeAnnotator()
@@ -181,6 +181,14 @@ def test_with_plans_carried_each_pod_gets_its_plan_in_its_ungate_and_a_broken_pl
     written = {key: value for _, _, _, key, value in annotator.writes}
     assert written == sealed("ml/a", "n1:2,3", START), "the new plan and its seal, in one write"
     assert len({(ns, name, uid) for ns, name, uid, _, _ in annotator.writes}) == 1
+    told = [(name, message) for _, name, _, reason, message in events.events if reason == "Replanned"]
+    assert told == [
+        (
+            "a",
+            "planned again on n1:2,3: its plan on n1 no longer held: a planned GPU or the room was taken"
+            " since",
+        )
+    ]
 
 
 def test_a_refused_patch_leaves_the_group_to_the_next_pass() -> None:

@@ -62,6 +62,7 @@ def test_a_plan_in_flight_whose_gpus_were_taken_is_planned_again() -> None:
     taker = running("taker", "n1", range(2))
     decision = decide(ONE_NODE, [flight, taker], book=flying("early"), settings=CARRIED)
     (again,) = decision.replanned
+    assert again.why == "its plan on n1 no longer held: a planned GPU or the room was taken since"
     assert again.pod == "ml/early"
     assert again.node == "n1"
     assert len(again.gpus) == 2
@@ -101,3 +102,57 @@ def test_a_broken_plan_past_the_in_flight_window_is_planned_again() -> None:
     decision = decide(ONE_NODE, [flight, running("taker", "n1", range(2))], book=book, settings=old)
     assert [(p.pod, p.node) for p in decision.replanned] == [("ml/early", "n1")]
     assert not set(decision.replanned[0].gpus) & {0, 1}
+
+
+def turned_down(name: str, gpus: int, plan: tuple[str, tuple[int, ...]], sealed_ago: float) -> Pod:
+    """In flight on ``plan``, sealed ``sealed_ago`` s before ``NOW``; kube-scheduler's last try failed."""
+    return replace(in_flight(name, gpus, plan), planned_at=NOW - sealed_ago, unschedulable=True)
+
+
+TWO_NODES = [a_node("n1").build(), a_node("n2").build()]
+
+
+def test_a_plan_kube_scheduler_keeps_turning_down_is_planned_on_another_node_and_remembered() -> None:
+    """A host port taken on n1, say: the core sees room there, kube-scheduler does not."""
+    refused = turned_down("early", 2, ("n1", (0, 1)), sealed_ago=CARRIED.plan_refused_after + 1)
+    decision = decide(TWO_NODES, [refused], book=flying("early"), settings=CARRIED)
+    assert [(p.pod, p.node) for p in decision.replanned] == [("ml/early", "n2")]
+    assert decision.replanned[0].why == (
+        "kube-scheduler kept turning its plan on n1 down, for what phalanx does not model"
+    )
+    assert decision.in_flight.refused == {"ml/early": frozenset({"n1"})}
+    # Next pass: the new plan (n2) is kube-scheduler's to try; n1 is not planned for the pod again.
+    on_n2 = turned_down("early", 2, ("n2", (0, 1)), sealed_ago=1.0)
+    again = decide(TWO_NODES, [on_n2], book=decision.in_flight, settings=CARRIED)
+    assert again.replanned == (), "a fresh plan is held until kube-scheduler had time to try it"
+    assert again.in_flight.refused == {"ml/early": frozenset({"n1"})}
+
+
+def test_a_plan_turned_down_before_kube_scheduler_could_try_it_is_held() -> None:
+    """The pod's condition still tells of a former plan's try: too early to blame this one."""
+    fresh = turned_down("early", 2, ("n1", (0, 1)), sealed_ago=CARRIED.plan_refused_after - 1)
+    decision = decide(TWO_NODES, [fresh], book=flying("early"), settings=CARRIED)
+    assert (decision.replanned, dict(decision.in_flight.refused)) == ((), {})
+
+
+def test_a_pod_refused_everywhere_is_planned_as_if_new() -> None:
+    """Its refusals are forgotten: what kube-scheduler refused (a port, a volume) may be free by now."""
+    book = flying("early").with_refused({"ml/early": frozenset({"n1"})})
+    refused = turned_down("early", 2, ("n2", (0, 1)), sealed_ago=CARRIED.plan_refused_after + 1)
+    decision = decide(TWO_NODES, [refused], book=book, settings=CARRIED)
+    assert len(decision.replanned) == 1
+    assert dict(decision.in_flight.refused) == {}
+
+
+def test_refusals_are_forgotten_once_the_pod_is_bound_or_gone() -> None:
+    book = flying("early").with_refused({"ml/early": frozenset({"n1"})})
+    bound = running("early", "n2", range(2))
+    decision = decide(TWO_NODES, [bound], book=book, settings=CARRIED)
+    assert dict(decision.in_flight.refused) == {}
+
+
+def test_without_carried_plans_nothing_is_ever_counted_refused() -> None:
+    """The extender's mode: kube-scheduler looks at every node itself; there is no plan to blame."""
+    refused = turned_down("early", 2, ("n1", (0, 1)), sealed_ago=1000.0)
+    decision = decide(TWO_NODES, [refused], book=flying("early"))
+    assert (decision.replanned, dict(decision.in_flight.refused)) == ((), {})
