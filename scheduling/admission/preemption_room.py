@@ -8,13 +8,16 @@ the extender's own rule (``scheduling.preempt_session.narrow_victims``), so both
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
+from scheduling.admission.outcome import PodPlan
 from scheduling.cluster.snapshot import ClusterSnapshot
 from scheduling.cluster.statement import Statement
+from scheduling.gang.gang_planner import GangPlan, plan_gang
 from scheduling.model import Pod
 from scheduling.preempt_session import narrow_victims
 from scheduling.queues import QUEUE_LABEL, QueueError, QueueTree
+from scheduling.topology import TopologyCache
 
 
 class Candidates:
@@ -56,8 +59,8 @@ def preemption_room(
     candidates: Candidates,
     *,
     now: float,
-) -> tuple[str, int] | None:
-    """A node where ``pod`` fits once the victims ``narrow_victims`` allows there are gone, and how many.
+) -> tuple[str, tuple[Pod, ...]] | None:
+    """A node where ``pod`` fits once the victims ``narrow_victims`` allows there are gone, and those.
 
     Args:
         pod: the gated pod on its own.
@@ -89,5 +92,32 @@ def preemption_room(
         fits = room is not None and room.fits(pod)
         work.rollback(mark)
         if fits:
-            return node, len(victims)
+            return node, tuple(victims)
     return None
+
+
+def plan_over(
+    key: str,
+    pod: Pod,
+    node: str,
+    victims: Sequence[Pod],
+    snapshot: ClusterSnapshot,
+    work: Statement,
+    topologies: TopologyCache,
+) -> tuple[PodPlan, ...]:
+    """The plan of ``pod`` on ``node`` as if ``victims`` were gone (empty when it finds none).
+
+    With plans carried on pods, the framework sidecar's plugin narrows kube-scheduler to the plan's
+    node and turns it down while a pod there holds a planned GPU, without ruling the node out: so
+    kube-scheduler's own preemption (DefaultPreemption) evicts, of the lower-priority pods there, those
+    holding the planned GPUs, which are ``victims`` (the GPUs are free, or freed by them), and binds
+    the pod once they are gone. The working copy is left as it was: the victims still run.
+    """
+    mark = work.checkpoint()
+    for victim in victims:
+        work.evict(victim, f"preempted for {pod.key}")
+    plan = plan_gang(key, [pod], [node], snapshot, work.promises, topologies, statement=work)
+    work.rollback(mark)
+    if not isinstance(plan, GangPlan):
+        return ()
+    return tuple(PodPlan(pod.key, a.node, a.gpus) for a in plan.assignments)

@@ -16,7 +16,7 @@ from scheduling.admission.outcome import (
     PodPlan,
     Released,
 )
-from scheduling.admission.preemption_room import preemption_room
+from scheduling.admission.preemption_room import plan_over, preemption_room
 from scheduling.admission.reserve import Reservation, never_fits, reserve
 from scheduling.admission.walk import PassFacts, Walk, gpus_of, keys_of, with_extra
 from scheduling.gang.gang_planner import GangPlan, plan_gang
@@ -134,10 +134,12 @@ def decide(group: PendingGroup, gated: Sequence[Pod], walk: Walk, ctx: PassFacts
         )
         if preempt is not None:
             walk.take(state, need, 1, preemptible=group.preemptible, room=False)
-            node, count = preempt
-            reason = (
-                f"queue {group.queue}: admitted; may preempt {count} lower-priority pod(s) on node {node}"
-            )
+            node, victims = preempt
+            count, queue = len(victims), group.queue
+            reason = f"queue {queue}: admitted; may preempt {count} lower-priority pod(s) on node {node}"
+            if ctx.settings.plan_on_pod:
+                plans = plan_over(key, waiting[0], node, victims, ctx.snapshot, ctx.work, ctx.topologies)
+                return Released(key, keys, reason, plans=plans)
             return Released(key, keys, reason)
     return _skipped(group, why, rule, waiting, walk, ctx)
 

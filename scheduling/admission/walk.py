@@ -160,6 +160,8 @@ def hold_plans(key: str, pods: Sequence[Pod], walk: Walk, ctx: PassFacts) -> Non
         if why is None and plan is not None:
             work.assign(pod, plan[0], plan[1], "planned")
             continue
+        if plan is not None and _preempting(pod, plan[0], refused, work):
+            continue  # its GPUs are its victims' until they are gone; then the plan holds
         lost[pod.key] = why or ""
         shunned |= refused
     if not lost:
@@ -175,6 +177,15 @@ def hold_plans(key: str, pods: Sequence[Pod], walk: Walk, ctx: PassFacts) -> Non
         walk.replanned.extend(
             sorted(PodPlan(keys[a.uid], a.node, a.gpus, lost[keys[a.uid]]) for a in again.assignments)
         )
+
+
+def _preempting(pod: Pod, node: str, refused: frozenset[str], work: Statement) -> bool:
+    """Whether kube-scheduler preempted on ``node`` for ``pod`` (it nominated the pod there).
+
+    Such a plan is kept as it is while the victims leave (``preemption_room.plan_over``): planned
+    anywhere else, kube-scheduler could preempt a second time for it.
+    """
+    return pod.nominated_node == node and node not in refused and work.room(node) is not None
 
 
 def _broken(pod: Pod, refused: frozenset[str], work: Statement) -> str | None:
@@ -199,8 +210,11 @@ def refused_now(pod: Pod, now: float, after: float) -> bool:
     It did when the plan was sealed ``after`` seconds ago or more and kube-scheduler's last try found
     no node (``Pod.unschedulable``). By then kube-scheduler has tried the plan (its queue retries a
     turned-down pod within 10 s, and at once when its plan changes), so the verdict is the plan's,
-    not a former plan's.
+    not a former plan's. A pod kube-scheduler nominated to its plan's node has had lower-priority pods
+    preempted there for it (``preemption_room.plan_over``) and waits for them to go: not refused.
     """
+    if pod.plan is not None and pod.nominated_node == pod.plan[0]:
+        return False
     return pod.unschedulable and pod.planned_at is not None and now - pod.planned_at >= after
 
 

@@ -10,7 +10,9 @@ through the plan its release wrote on it, and kube-scheduler runs no Score plugi
 
 from __future__ import annotations
 
+import contextlib
 import signal
+from collections.abc import Iterator
 from functools import partial
 from typing import Any
 
@@ -33,6 +35,7 @@ from workload import (
     wait_pod,
 )
 
+from kubeio.errors import NotFoundError
 from tests.e2e.test_decisive import score_runs
 from tests.e2e.test_single_pod import metric
 from tests.e2e.test_topology import BRIDGE_PAIRS
@@ -212,3 +215,52 @@ def test_a_plan_kube_scheduler_refuses_for_what_phalanx_does_not_model_is_made_o
     told = said(bed.http, ns, "ported", "Replanned", f"kube-scheduler kept turning its plan on {node} down")
     assert told is not None, "the new plan is told on the pod, with why"
     assert pod["metadata"]["annotations"][PLAN].startswith(pod["spec"]["nodeName"] + ":")
+
+
+PRIORITY_CLASSES = "/apis/scheduling.k8s.io/v1/priorityclasses"
+LOW, HIGH = "e2e-sidecar-low", "e2e-sidecar-high"
+
+
+@pytest.fixture
+def classes(bed: Testbed) -> Iterator[Testbed]:
+    """Two PriorityClasses, 10 and 50, removed afterwards."""
+    for name, value in ((LOW, 10), (HIGH, 50)):
+        body = {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name}}
+        bed.http.request("POST", PRIORITY_CLASSES, body={**body, "value": value})
+    try:
+        yield bed
+    finally:
+        for name in (LOW, HIGH):
+            with contextlib.suppress(NotFoundError):
+                bed.http.request("DELETE", f"{PRIORITY_CLASSES}/{name}")
+
+
+def test_a_higher_priority_pod_preempts_through_its_plan_and_binds_where_it_preempted(
+    classes: Testbed, ns: str
+) -> None:
+    """Three low-priority 8-GPU pods fill the 24 GPUs; an 8-GPU pod of higher priority arrives.
+
+    The release pass lets it go to preempt, with a plan on the GPUs of one victim
+    (``preemption_room.plan_over``); kube-scheduler's own preemption evicts the pod holding them, and
+    the pod binds on its plan once the victim is gone.
+    """
+    http = classes.http
+    for i in range(3):
+        low = gpu_pod(f"low-{i}", 8)
+        low["spec"]["priorityClassName"] = LOW
+        create_pod(http, ns, low)
+    for i in range(3):
+        wait_pod(http, ns, f"low-{i}", "running", running, timeout=60)
+    on = {get_pod(http, ns, f"low-{i}")["spec"]["nodeName"]: f"low-{i}" for i in range(3)}
+    urgent = gpu_pod("urgent", 8)
+    urgent["spec"]["priorityClassName"] = HIGH
+    create_pod(http, ns, urgent)
+    pod = wait_pod(http, ns, "urgent", "running", running, timeout=120)
+    node = pod["spec"]["nodeName"]
+    assert pod["metadata"]["annotations"][PLAN] == f"{node}:0,1,2,3,4,5,6,7"
+    query = {"fieldSelector": "reason=Preempted"}
+    events = http.request("GET", f"/api/v1/namespaces/{ns}/events", query=query).get("items") or []
+    preempted = sorted({e["involvedObject"]["name"] for e in events})
+    assert preempted == [on[node]], f"preempted {preempted}; the victim on {node} was {on[node]}"
+    left = sorted(p["metadata"]["name"] for p in list_pods(http, ns) if running(p))
+    assert left == sorted({*on.values()} - {on[node]} | {"urgent"})

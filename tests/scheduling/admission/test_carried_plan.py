@@ -8,7 +8,16 @@ from scheduling.admission.flight import ReleasedBook
 from scheduling.admission.outcome import PodPlan
 from scheduling.model import Pod
 from tests.builders import a_gang, a_node, a_pod
-from tests.scheduling.admission.test_release import NOW, PATIENT, T0, decide, gang_members, gpu_pod, running
+from tests.scheduling.admission.test_release import (
+    NOW,
+    PATIENT,
+    T0,
+    TWO_QUEUES,
+    decide,
+    gang_members,
+    gpu_pod,
+    running,
+)
 
 CARRIED = replace(PATIENT, plan_on_pod=True)
 ONE_NODE = [a_node("n1").build()]
@@ -156,3 +165,31 @@ def test_without_carried_plans_nothing_is_ever_counted_refused() -> None:
     refused = turned_down("early", 2, ("n1", (0, 1)), sealed_ago=1000.0)
     decision = decide(TWO_NODES, [refused], book=flying("early"))
     assert (decision.replanned, dict(decision.in_flight.refused)) == ((), {})
+
+
+def test_a_pod_released_to_preempt_carries_a_plan_on_the_gpus_its_victims_hold() -> None:
+    """kube-scheduler's own preemption then evicts, on the plan's node, the pods holding those GPUs."""
+    low = [running("low-a", "n1", range(4), queue="a"), running("low-b", "n1", range(4, 8), queue="a")]
+    decision = decide(
+        ONE_NODE, [*low, gpu_pod("high", 4, queue="a", priority=10)], queues=TWO_QUEUES, settings=CARRIED
+    )
+    (high,) = decision.released
+    assert high.reason == "queue a: admitted; may preempt 2 lower-priority pod(s) on node n1"
+    (plan,) = high.plans
+    assert (plan.pod, plan.node, len(plan.gpus)) == ("ml/high", "n1", 4)
+    held = {"low-a": set(range(4)), "low-b": set(range(4, 8))}
+    assert [name for name, gpus in held.items() if gpus & set(plan.gpus)], "the plan names victims' GPUs"
+
+
+def test_a_preempting_pod_kube_scheduler_nominated_waits_for_its_victims_and_is_not_refused() -> None:
+    """Victims take their grace period to go: the pod stays turned down, nominated to its plan's node."""
+    waiting = replace(
+        turned_down("high", 4, ("n1", (0, 1, 2, 3)), sealed_ago=CARRIED.plan_refused_after + 30),
+        nominated_node="n1",
+    )
+    victim = replace(running("low", "n1", range(4), queue="a"), terminating=True)
+    decision = decide(TWO_NODES, [waiting, victim], book=flying("high"), settings=CARRIED)
+    assert (decision.replanned, dict(decision.in_flight.refused)) == ((), {}), "kept as it is"
+    not_nominated = replace(waiting, nominated_node=None)
+    decision = decide(TWO_NODES, [not_nominated, victim], book=flying("high"), settings=CARRIED)
+    assert decision.replanned != (), "without the nomination, a plan whose GPUs are held is made again"
