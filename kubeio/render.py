@@ -30,6 +30,21 @@ def podgroup_ref(group: PodGroup) -> ObjectRef:
     return ObjectRef("PodGroup", version, group.namespace, group.name, group.uid)
 
 
+PLAN_GANG_ANNOTATION = "phalanx.io/plan-gang"
+"""Pod annotation written with the plans of a gang's pods released together: ``<count>:<group name>``.
+The framework sidecar's Permit holds each of them until that many of the gang's pods are placed
+(``sidecar/plan/gang.go``)."""
+
+
+def plan_gang_annotations(group: str, count: int) -> dict[str, str]:
+    """The barrier of ``count`` pods of gang ``group`` ("namespace/name") planned together.
+
+    >>> plan_gang_annotations("ml/train", 4)
+    {'phalanx.io/plan-gang': '4:train'}
+    """
+    return {PLAN_GANG_ANNOTATION: f"{count}:{group.partition('/')[2]}"}
+
+
 def gpu_annotations(gpus: tuple[int, ...]) -> dict[str, str]:
     """The annotations a Binding merges into a pod given ``gpus`` (none for a pod without GPUs)."""
     return {GPUS_ANNOTATION: format_gpu_indices(gpus)} if gpus else {}

@@ -34,7 +34,7 @@ from kubeio.errors import KubeError
 from kubeio.events import ObjectRef
 from kubeio.plan_seal import PlanSeal
 from kubeio.ports import Annotator, ClusterSource, EventSink, PodNominator, Ungater
-from kubeio.render import pod_ref, podgroup_ref
+from kubeio.render import plan_gang_annotations, pod_ref, podgroup_ref
 from placement.views import SharedView
 from scheduling.admission.door import decide_at_door
 from scheduling.admission.outcome import KeptRule, PodPlan
@@ -335,6 +335,9 @@ class ReleasePass:
         else:
             log.debug("admission: %s released: %s", group.group, group.reason)
         plans = {plan.pod: self._annotations(plan) for plan in group.plans}
+        if len(plans) > 1 and snapshot.podgroup(group.group) is not None:  # a gang binds whole
+            barrier = plan_gang_annotations(group.group, len(plans))
+            plans = {pod: {**written, **barrier} for pod, written in plans.items()}
         return self._ungate(snapshot, group.pods, dict(group.nodes), plans)
 
     def _ungate(

@@ -33,6 +33,7 @@ const stateKey fwk.StateKey = Name
 type Plugin struct {
 	handle fwk.Handle
 	seal   *Seal
+	wait   time.Duration
 }
 
 // Args are the plugin's arguments (its pluginConfig entry in the scheduler's configuration).
@@ -41,7 +42,13 @@ type Args struct {
 	KeyFile string `json:"keyFile"`
 	// SealWindowSeconds is Seal.Window in seconds; DefaultSealWindowSeconds when unset.
 	SealWindowSeconds int `json:"sealWindowSeconds,omitempty"`
+	// PermitWaitSeconds is how long a gang's pod waits at Permit for the rest of its gang before it
+	// and the gang's other waiting pods are turned back; DefaultPermitWaitSeconds when unset.
+	PermitWaitSeconds int `json:"permitWaitSeconds,omitempty"`
 }
+
+// DefaultPermitWaitSeconds is scheduler-plugins' default scheduleTimeoutSeconds of a PodGroup.
+const DefaultPermitWaitSeconds = 60
 
 // DefaultSealWindowSeconds covers the webhook's timeout (5 s) and a placement manager's clock running
 // behind the API server's by up to 25 s.
@@ -51,6 +58,8 @@ var (
 	_ fwk.PreFilterPlugin   = (*Plugin)(nil)
 	_ fwk.FilterPlugin      = (*Plugin)(nil)
 	_ fwk.BindPlugin        = (*Plugin)(nil)
+	_ fwk.ReservePlugin     = (*Plugin)(nil)
+	_ fwk.PermitPlugin      = (*Plugin)(nil)
 	_ fwk.EnqueueExtensions = (*Plugin)(nil)
 )
 
@@ -74,11 +83,18 @@ func New(_ context.Context, obj runtime.Object, handle fwk.Handle) (fwk.Plugin, 
 	if window < 0 {
 		return nil, fmt.Errorf("%s args: sealWindowSeconds %d is negative", Name, window)
 	}
+	wait := args.PermitWaitSeconds
+	if wait == 0 {
+		wait = DefaultPermitWaitSeconds
+	}
+	if wait < 0 {
+		return nil, fmt.Errorf("%s args: permitWaitSeconds %d is negative", Name, wait)
+	}
 	seal, err := ReadKey(args.KeyFile, time.Duration(window)*time.Second)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", Name, err)
 	}
-	return &Plugin{handle: handle, seal: seal}, nil
+	return &Plugin{handle: handle, seal: seal, wait: time.Duration(wait) * time.Second}, nil
 }
 
 // Name is the plugin's registry name.
@@ -135,6 +151,59 @@ func (p *Plugin) Filter(_ context.Context, state fwk.CycleState, pod *v1.Pod, no
 			index, name, holder))
 	}
 	return nil
+}
+
+// Reserve does nothing: the plan reserved the GPUs. It is here for Unreserve.
+func (p *Plugin) Reserve(_ context.Context, _ fwk.CycleState, _ *v1.Pod, _ string) *fwk.Status {
+	return nil
+}
+
+// Unreserve turns back the gang's other pods waiting at Permit when one of its pods is turned back
+// (its wait timed out, or its bind failed): a gang binds whole or not at all.
+func (p *Plugin) Unreserve(_ context.Context, _ fwk.CycleState, pod *v1.Pod, _ string) {
+	gang, ok := GangOf(pod)
+	if !ok {
+		return
+	}
+	msg := fmt.Sprintf("pod %s of gang %s was turned back; its gang binds whole", pod.Name, gang.Group)
+	p.handle.IterateOverWaitingPods(func(waiting fwk.WaitingPod) {
+		if other := waiting.GetPod(); other.UID != pod.UID && SameGang(pod, other, gang) {
+			waiting.Reject(Name, msg)
+		}
+	})
+}
+
+// Permit holds a gang's pod until as many of its gang's pods as the release pass planned together are
+// placed (bound, or waiting here), then lets them all go to Bind: members bind whole, as the extender's
+// bind barrier makes them. A pod on its own passes at once.
+func (p *Plugin) Permit(_ context.Context, _ fwk.CycleState, pod *v1.Pod, _ string) (*fwk.Status, time.Duration) {
+	gang, ok := GangOf(pod)
+	if !ok {
+		return nil, 0
+	}
+	infos, err := p.handle.SnapshotSharedLister().NodeInfos().List()
+	if err != nil {
+		return fwk.AsStatus(err), 0
+	}
+	placed := 1
+	for _, info := range infos {
+		pods := info.GetPods()
+		others := make([]*v1.Pod, len(pods))
+		for i, other := range pods {
+			others[i] = other.GetPod()
+		}
+		placed += Placed(pod, gang, others)
+	}
+	if placed < gang.Count {
+		return fwk.NewStatus(fwk.Wait, fmt.Sprintf("%d of the %d pods of gang %s planned together are placed",
+			placed, gang.Count, gang.Group)), p.wait
+	}
+	p.handle.IterateOverWaitingPods(func(waiting fwk.WaitingPod) {
+		if SameGang(pod, waiting.GetPod(), gang) {
+			waiting.Allow(Name)
+		}
+	})
+	return nil, 0
 }
 
 // Bind creates the pod's Binding to its planned node with the planned GPU indices.

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import signal
+import time
 from collections.abc import Iterator
 from functools import partial
 from typing import Any
@@ -42,6 +43,7 @@ from tests.e2e.test_topology import BRIDGE_PAIRS
 
 PLAN = "phalanx.io/plan"
 SEAL = "phalanx.io/plan-seal"
+GPUS = "phalanx.io/gpus"
 
 
 pytestmark = pytest.mark.sidecar_only
@@ -264,3 +266,42 @@ def test_a_higher_priority_pod_preempts_through_its_plan_and_binds_where_it_pree
     assert preempted == [on[node]], f"preempted {preempted}; the victim on {node} was {on[node]}"
     left = sorted(p["metadata"]["name"] for p in list_pods(http, ns) if running(p))
     assert left == sorted({*on.values()} - {on[node]} | {"urgent"})
+
+
+def test_a_gang_binds_whole_even_when_one_member_must_wait(bed: Testbed, ns: str) -> None:
+    """The plugin's Permit holds members until the gang's members planned together are all placed.
+
+    kube-scheduler is stopped while a 3 x 8-GPU gang is released (plans for the whole 24 GPUs); a pod
+    bound by hand then takes the GPUs one member was planned on. Started again, kube-scheduler places
+    the two other members and holds them at Permit: none is bound while the third cannot be. Once the
+    squatter is gone, the third is placed and all three bind.
+    """
+    bed.cluster.stop_scheduler()
+    try:
+        create_podgroup(bed.http, ns, podgroup("g", 3))
+        for i in range(3):
+            create_pod(bed.http, ns, member(f"g-{i}", "g", 8))
+        last = wait_for("the gang released with its plans", lambda: planned(bed, ns, "g-2"), timeout=60)
+        node = str(last).partition(":")[0]
+        held = {GPUS: "0,1,2,3,4,5,6,7"}
+        squatter = gpu_pod("squatter", 8, scheduler="default-scheduler", annotations=held)
+        squatter["spec"]["nodeName"] = node
+        create_pod(bed.http, ns, squatter)
+    finally:
+        bed.cluster.restart_scheduler()
+    wait_for(
+        "g-2 turned down on its plan",
+        partial(said, bed.http, ns, "g-2", "FailedScheduling", "Insufficient nvidia.com/gpu"),
+        timeout=60,
+    )
+    time.sleep(3)  # g-0 and g-1 have been placed and wait at Permit by now
+    bound = [m for m in ("g-0", "g-1", "g-2") if get_pod(bed.http, ns, m)["spec"].get("nodeName")]
+    assert bound == [], f"{bound} bound while g-2 cannot be"
+    bed.http.request("DELETE", f"/api/v1/namespaces/{ns}/pods/squatter", query={"gracePeriodSeconds": "0"})
+    for m in ("g-0", "g-1", "g-2"):
+        wait_pod(bed.http, ns, m, "running", running, timeout=90)
+
+
+def planned(bed: Testbed, ns: str, name: str) -> str | None:
+    annotations = get_pod(bed.http, ns, name)["metadata"].get("annotations") or {}
+    return annotations.get(PLAN)

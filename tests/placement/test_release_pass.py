@@ -19,6 +19,7 @@ import pytest
 from kubeio.convert import parse_plan
 from kubeio.errors import KubeError
 from kubeio.plan_seal import SEAL_ANNOTATION, PlanSeal
+from kubeio.render import PLAN_GANG_ANNOTATION
 from placement.release_loop import LoopTiming, run_release_loop
 from placement.release_pass import (
     ARRIVING_SECONDS,
@@ -472,3 +473,15 @@ def test_a_door_that_fails_gates_the_pod() -> None:
 
     ops = answer(GateWebhook(enabled=True, door=broken), review(plain("solo", 1)))[1] or []
     assert [op["path"] for op in ops] == ["/spec/schedulingGates", "/metadata/annotations"]
+
+
+def test_with_plans_carried_a_gangs_pods_carry_its_barrier_and_a_pod_on_its_own_none() -> None:
+    """The sidecar's Permit holds each member until the members planned together are all placed."""
+    members = [gated(f"g-{i}", 2, group="g") for i in range(3)]
+    releaser, _, ungater, _, _ = bed(
+        gated("solo", 1), *members, groups=(a_gang("g", 3),), settings=GateSettings(plan_on_pod=True)
+    )
+    releaser.run()
+    barriers = {pod: written.get(PLAN_GANG_ANNOTATION) for pod, written in ungater.written.items()}
+    assert barriers == {"ml/solo": None, "ml/g-0": "3:g", "ml/g-1": "3:g", "ml/g-2": "3:g"}
+    assert all(PLAN_ANNOTATION in written for written in ungater.written.values())
