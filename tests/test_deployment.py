@@ -40,7 +40,12 @@ class Dockerfile:
     copied: frozenset[str]
     """Every source path ``COPY`` takes from the build context."""
     copies: tuple[tuple[tuple[str, ...], str, str], ...]
-    """Each ``COPY`` from the build context in order: its sources, its destination, the ``WORKDIR``."""
+    """Each ``COPY`` from the build context into a Python stage, in order: its sources, its destination,
+    the ``WORKDIR``."""
+    go_copies: tuple[tuple[tuple[str, ...], str, str], ...]
+    """The same for the Go stage (the framework sidecar's scheduler)."""
+    args: dict[str, str]
+    """Every ``ARG`` with a default."""
 
 
 def parse_dockerfile(text: str) -> Dockerfile:
@@ -48,6 +53,7 @@ def parse_dockerfile(text: str) -> Dockerfile:
     args: dict[str, str] = {}
     bases, copied, user, cmd = [], set(), "", ()
     copies: list[tuple[tuple[str, ...], str, str]] = []
+    go_copies: list[tuple[tuple[str, ...], str, str]] = []
     workdir = "/"
     logical = re.sub(r"\\\n", " ", text)
     for line in logical.splitlines():
@@ -61,19 +67,25 @@ def parse_dockerfile(text: str) -> Dockerfile:
         elif instruction == "FROM":
             base = re.sub(r"\$\{(\w+)\}|\$(\w+)", lambda m: args[m.group(1) or m.group(2)], rest.split()[0])
             bases.append(base)
+            workdir = "/"
         elif instruction == "WORKDIR":
             workdir = rest.strip()
         elif instruction == "COPY" and "--from=" not in rest:
             *sources, destination = shlex.split(rest)
-            copied.update(sources)
-            copies.append((tuple(sources), destination, workdir))
+            if bases[-1].startswith("golang:"):
+                go_copies.append((tuple(sources), destination, workdir))
+            else:
+                copied.update(sources)
+                copies.append((tuple(sources), destination, workdir))
         elif instruction == "USER":
             user = rest.strip()
         elif instruction == "CMD":
             cmd = tuple(json.loads(rest))
     built = re.search(r"docker build -t (\S+)", text)
     assert built, "the Dockerfile's header says what it is built as: docker build -t NAME ."
-    return Dockerfile(built.group(1), tuple(bases), user, cmd, frozenset(copied), tuple(copies))
+    return Dockerfile(
+        built.group(1), tuple(bases), user, cmd, frozenset(copied), tuple(copies), tuple(go_copies), args
+    )
 
 
 DOCKERFILE = parse_dockerfile((REPO / "Dockerfile").read_text())
@@ -135,9 +147,42 @@ def test_the_dockerfile_is_multi_stage_from_a_slim_base_pinned_by_version() -> N
     assert len(DOCKERFILE.bases) >= 2
     for base in DOCKERFILE.bases:
         name, _, tag = base.partition("@")[0].partition(":")
-        assert name == "python", base
-        # a full version (3.11.13), not a moving tag (3.11, latest)
-        assert re.fullmatch(r"\d+\.\d+\.\d+-slim(-\w+)?", tag), base
+        assert name in ("python", "golang"), base
+        # a full version (3.11.13, 1.26.8), not a moving tag (3.11, latest); Python's slim
+        assert re.fullmatch(r"\d+\.\d+\.\d+" + ("-slim" if name == "python" else "") + r"(-\w+)?", tag), base
+    assert DOCKERFILE.bases[0].startswith("python:") and DOCKERFILE.bases[-1] == DOCKERFILE.bases[0]
+
+
+def test_the_sidecar_scheduler_is_built_from_the_kubernetes_release_its_module_pins() -> None:
+    """The image's ``phalanx-scheduler`` reports the kube-scheduler release it is built from."""
+    pinned = re.search(
+        r"^\s*k8s\.io/kubernetes (v\S+)$", (REPO / "sidecar" / "go.mod").read_text(), re.MULTILINE
+    )
+    assert pinned, "sidecar/go.mod requires k8s.io/kubernetes"
+    version = pinned.group(1)
+    assert DOCKERFILE.args["KUBERNETES_VERSION"] == version
+    major, minor = version.lstrip("v").split(".")[:2]
+    text = (REPO / "Dockerfile").read_text()
+    assert f"gitMajor={major} " in text and f"gitMinor={minor} " in text
+    assert "COPY --from=sidecar /out/phalanx-scheduler /opt/phalanx/bin/phalanx-scheduler" in text
+
+
+def test_the_sidecar_install_runs_the_images_phalanx_scheduler_with_the_plan_key() -> None:
+    """``kubectl apply -k sidecar/``: the scheduler container runs the binary the image puts on ``PATH``."""
+    patch = yaml.safe_load((REPO / "sidecar" / "scheduler-patch.yaml").read_text())
+    containers = {c["name"]: c for c in patch["spec"]["template"]["spec"]["containers"]}
+    scheduler = containers["kube-scheduler"]
+    assert scheduler["image"] == DOCKERFILE.image
+    assert scheduler["command"][0] == "phalanx-scheduler"
+    assert containers["extender"] == {"name": "extender", "$patch": "delete"}
+    config = yaml.safe_load((REPO / "sidecar" / "scheduler-config.yaml").read_text())
+    (plugin,) = config["profiles"][0]["pluginConfig"]
+    mounts = {m["name"]: m["mountPath"] for m in scheduler["volumeMounts"]}
+    assert plugin["args"]["keyFile"] == f"{mounts['plan-key']}/key"
+    placement = yaml.safe_load((REPO / "sidecar" / "placement-patch.yaml").read_text())
+    (container,) = placement["spec"]["template"]["spec"]["containers"]
+    env = {e["name"]: e["value"] for e in container["env"]}
+    assert env == {"PHALANX_GATE_PLAN_ON_POD": "true", "PHALANX_PLAN_KEY_FILE": plugin["args"]["keyFile"]}
 
 
 def _module_entry(module: str) -> bool:

@@ -87,17 +87,7 @@ def test_the_test_environment_has_the_locked_versions() -> None:
 def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The build stage replayed: its ``COPY`` sources laid out, installed into a fresh environment."""
     root = tmp_path_factory.mktemp("image")
-    for sources, destination, workdir in DOCKERFILE.copies:
-        target = root / workdir.lstrip("/") / destination
-        for source in sources:
-            path = REPO / source
-            into = target / path.name if destination.endswith("/") else target
-            into.parent.mkdir(parents=True, exist_ok=True)
-            if path.is_dir():
-                shutil.copytree(path, into, ignore=shutil.ignore_patterns("__pycache__"))
-            else:
-                shutil.copy2(path, into)
-    (src,) = {workdir for _, _, workdir in DOCKERFILE.copies}
+    src = _lay_out(DOCKERFILE.copies, root)
     venv = root / "opt" / "phalanx"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     python = venv / "bin" / "python"
@@ -113,6 +103,39 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
     install = ["install", "--quiet", "--no-index", "--no-deps", "--no-build-isolation", "."]
     subprocess.run([python, "-m", "pip", *install], cwd=root / src.lstrip("/"), check=True, env=_clean_env())
     return venv
+
+
+def _lay_out(copies: tuple[tuple[tuple[str, ...], str, str], ...], root: Path) -> str:
+    """Copy exactly what ``copies`` take from the build context under ``root``; return their ``WORKDIR``."""
+    for sources, destination, workdir in copies:
+        target = root / workdir.lstrip("/") / destination
+        for source in sources:
+            path = REPO / source
+            into = target / path.name if destination.endswith("/") else target
+            into.parent.mkdir(parents=True, exist_ok=True)
+            if path.is_dir():
+                shutil.copytree(path, into, ignore=shutil.ignore_patterns("__pycache__"))
+            else:
+                shutil.copy2(path, into)
+    (src,) = {workdir for _, _, workdir in copies}
+    return src
+
+
+def test_the_sidecar_stage_builds_phalanx_scheduler_from_exactly_what_it_copies(tmp_path: Path) -> None:
+    """The Go stage replayed: its ``COPY`` sources alone build ``phalanx-scheduler``, which then runs.
+
+    Offline (``GOPROXY=off``): the modules come from the module cache ``hack/bootstrap`` filled when it
+    built the same module for the test bed, as ``go mod download`` fills the image's.
+    """
+    src = tmp_path / _lay_out(DOCKERFILE.go_copies, tmp_path).lstrip("/")
+    binary = tmp_path / "phalanx-scheduler"
+    env = {**os.environ, "CGO_ENABLED": "0", "GOFLAGS": "-trimpath -mod=readonly", "GOPROXY": "off"}
+    build = ["go", "build", "-o", str(binary), "./cmd/phalanx-scheduler"]
+    done = subprocess.run(build, cwd=src, env=env, capture_output=True, text=True, timeout=900, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    helped = subprocess.run([binary, "--help"], capture_output=True, text=True, timeout=60, check=False)
+    assert helped.returncode == 0, helped.stderr[-2000:]
+    assert "kube-scheduler" in helped.stdout
 
 
 def _share_dependencies(ours: Path, theirs: Path) -> None:
