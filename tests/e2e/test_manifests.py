@@ -44,3 +44,10 @@ def test_the_sidecar_install_applies_cleanly_and_runs_no_extender(testbed: Testb
     for name in ("phalanx-scheduler", "phalanx-placement"):
         volumes = {v["name"]: v for v in deployments[name]["volumes"]}
         assert volumes["plan-key"]["secret"] == {"secretName": "phalanx-plan-key"}, name
+    roles = {
+        (d["kind"], d["metadata"]["name"])
+        for d in yaml.safe_load_all(rendered.stdout)
+        if d and d["kind"] in ("ClusterRole", "ClusterRoleBinding")
+    }
+    assert not {r for r in roles if r[1] == "phalanx-extender"}, "the extender's role, with no extender"
+    assert ("ClusterRoleBinding", "phalanx-scheduler-as-kube-scheduler") in roles
