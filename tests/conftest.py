@@ -5,9 +5,22 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
+
+settings.register_profile(
+    "phalanx",
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+    print_blob=True,
+)
+settings.load_profile("phalanx")
+"""Every property test, whatever its own ``@settings``: no per-example deadline and no "too slow" health
+check, both of which fail a correct test when the machine is busy (``hack/test`` must stay green on a
+loaded machine; speed is the benchmarks' to report). A failure prints the blob that replays it
+(``@reproduce_failure``). A test's own ``@settings`` still sets its number of examples."""
 
 
 @pytest.fixture(scope="session")
