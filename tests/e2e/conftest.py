@@ -10,7 +10,7 @@ import contextlib
 import signal
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from itertools import count
 from pathlib import Path
 from typing import Any, TypeVar
@@ -300,3 +300,27 @@ def bound_gangs(testbed: Testbed, namespace: str) -> dict[str, int]:
             if live(pod) and not pod["metadata"].get("deletionTimestamp"):
                 counts[group] += 1
     return counts
+
+
+PRIORITY_CLASSES = "/apis/scheduling.k8s.io/v1/priorityclasses"
+
+
+@contextlib.contextmanager
+def priority_classes(bed: Testbed, values: Mapping[str, int]) -> Iterator[None]:
+    """These PriorityClasses (name: value) while the block runs, deleted afterwards."""
+    for name, value in values.items():
+        body = {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name}}
+        bed.http.request("POST", PRIORITY_CLASSES, body={**body, "value": value})
+    try:
+        yield
+    finally:
+        for name in values:
+            with contextlib.suppress(NotFoundError):
+                bed.http.request("DELETE", f"{PRIORITY_CLASSES}/{name}")
+
+
+def preempted(bed: Testbed, namespace: str) -> list[str]:
+    """The pods of ``namespace`` preempted, by name (kube-scheduler may report one pod twice)."""
+    query = {"fieldSelector": "reason=Preempted"}
+    events = bed.http.request("GET", f"/api/v1/namespaces/{namespace}/events", query=query).get("items") or []
+    return sorted({str(e["involvedObject"]["name"]) for e in events})

@@ -33,9 +33,8 @@ from workload import (
 
 from kubeio.errors import NotFoundError
 from kubeio.http import JsonObject
-from tests.e2e.conftest import deleted_after, wait_for_operator
+from tests.e2e.conftest import deleted_after, preempted, priority_classes, wait_for_operator
 
-PRIORITY_CLASSES = "/apis/scheduling.k8s.io/v1/priorityclasses"
 ROLE = "training.kubeflow.org/job-role"
 JOB_NAME = "training.kubeflow.org/job-name"
 LOW, HIGH = "e2e-elastic-low", "e2e-elastic-high"
@@ -45,15 +44,12 @@ LOW, HIGH = "e2e-elastic-low", "e2e-elastic-high"
 def classes(operator: Testbed) -> Iterator[Testbed]:
     """Queue ``px`` (24 GPUs of quota) and two PriorityClasses, 10 and 50 (both preemptible in phalanx)."""
     create_queue(operator.http, queue("px", quota=24, weight=1))
-    for name, value in ((LOW, 10), (HIGH, 50)):
-        body = {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name}}
-        operator.http.request("POST", PRIORITY_CLASSES, body={**body, "value": value})
     try:
-        yield operator
+        with priority_classes(operator, {LOW: 10, HIGH: 50}):
+            yield operator
     finally:
-        for path in (f"{PRIORITY_CLASSES}/{LOW}", f"{PRIORITY_CLASSES}/{HIGH}", f"{QUEUES}/px"):
-            with contextlib.suppress(NotFoundError):
-                operator.http.request("DELETE", path)
+        with contextlib.suppress(NotFoundError):
+            operator.http.request("DELETE", f"{QUEUES}/px")
 
 
 def _members(bed: Testbed, namespace: str) -> list[JsonObject]:
@@ -70,14 +66,6 @@ def _members(bed: Testbed, namespace: str) -> list[JsonObject]:
 
 def _role(pod: JsonObject) -> str:
     return str(pod["metadata"]["labels"].get(ROLE, ""))
-
-
-def _preempted(bed: Testbed, namespace: str) -> list[str]:
-    """The pods preempted (kube-scheduler may report one pod twice, from two of its scheduling cycles)."""
-    query = {"fieldSelector": "reason=Preempted"}
-    events = bed.http.request("GET", f"/api/v1/namespaces/{namespace}/events", query=query).get("items") or []
-    pods = {(str(e["involvedObject"]["name"]), str(e["involvedObject"].get("uid"))) for e in events}
-    return sorted(name for name, _ in pods)
 
 
 def _job_events(bed: Testbed, namespace: str) -> list[str]:
@@ -127,9 +115,9 @@ def test_preemption_takes_surplus_workers_of_an_elastic_job_not_the_job(
 
             assert wait_for("the urgent pod bound", bound, timeout=90, interval=0.1) == node
             print(f"the urgent pod bound to {node} {time.monotonic() - start:.1f}s after it was created")
-            preempted = _preempted(classes, namespace)
-            print(f"preempted: {preempted}; fewest job members running meanwhile: {fewest}")
-            assert preempted == on_node, "kube-scheduler preempted exactly the two workers on the node"
+            victims = preempted(classes, namespace)
+            print(f"preempted: {victims}; fewest job members running meanwhile: {fewest}")
+            assert victims == on_node, "kube-scheduler preempted exactly the two workers on the node"
             assert fewest >= 3, "never below minAvailable (the launcher and 2 workers)"
 
             # The operator re-creates the two preempted workers; the elastic pass shrinks the job to the

@@ -10,7 +10,6 @@ through the plan its release wrote on it, and kube-scheduler runs no Score plugi
 
 from __future__ import annotations
 
-import contextlib
 import signal
 import time
 from collections.abc import Iterator
@@ -36,7 +35,7 @@ from workload import (
     wait_pod,
 )
 
-from kubeio.errors import NotFoundError
+from tests.e2e.conftest import preempted, priority_classes
 from tests.e2e.test_decisive import score_runs
 from tests.e2e.test_single_pod import metric
 from tests.e2e.test_topology import BRIDGE_PAIRS
@@ -219,22 +218,14 @@ def test_a_plan_kube_scheduler_refuses_for_what_phalanx_does_not_model_is_made_o
     assert pod["metadata"]["annotations"][PLAN].startswith(pod["spec"]["nodeName"] + ":")
 
 
-PRIORITY_CLASSES = "/apis/scheduling.k8s.io/v1/priorityclasses"
 LOW, HIGH = "e2e-sidecar-low", "e2e-sidecar-high"
 
 
 @pytest.fixture
 def classes(bed: Testbed) -> Iterator[Testbed]:
     """Two PriorityClasses, 10 and 50, removed afterwards."""
-    for name, value in ((LOW, 10), (HIGH, 50)):
-        body = {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name}}
-        bed.http.request("POST", PRIORITY_CLASSES, body={**body, "value": value})
-    try:
+    with priority_classes(bed, {LOW: 10, HIGH: 50}):
         yield bed
-    finally:
-        for name in (LOW, HIGH):
-            with contextlib.suppress(NotFoundError):
-                bed.http.request("DELETE", f"{PRIORITY_CLASSES}/{name}")
 
 
 def test_a_higher_priority_pod_preempts_through_its_plan_and_binds_where_it_preempted(
@@ -260,10 +251,8 @@ def test_a_higher_priority_pod_preempts_through_its_plan_and_binds_where_it_pree
     pod = wait_pod(http, ns, "urgent", "running", running, timeout=120)
     node = pod["spec"]["nodeName"]
     assert pod["metadata"]["annotations"][PLAN] == f"{node}:0,1,2,3,4,5,6,7"
-    query = {"fieldSelector": "reason=Preempted"}
-    events = http.request("GET", f"/api/v1/namespaces/{ns}/events", query=query).get("items") or []
-    preempted = sorted({e["involvedObject"]["name"] for e in events})
-    assert preempted == [on[node]], f"preempted {preempted}; the victim on {node} was {on[node]}"
+    victims = preempted(classes, ns)
+    assert victims == [on[node]], f"preempted {victims}; the victim on {node} was {on[node]}"
     left = sorted(p["metadata"]["name"] for p in list_pods(http, ns) if running(p))
     assert left == sorted({*on.values()} - {on[node]} | {"urgent"})
 
