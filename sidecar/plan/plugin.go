@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
@@ -31,9 +32,11 @@ const stateKey fwk.StateKey = Name
 //   - Bind creates the Binding with the GPU indices in its annotations, which the API server merges
 //     into the pod in the same write.
 type Plugin struct {
-	handle fwk.Handle
-	seal   *Seal
-	wait   time.Duration
+	handle  fwk.Handle
+	seal    *Seal
+	wait    time.Duration
+	members cache.Indexer // the pod informer's store, with GangIndex
+	assumed *Assumed
 }
 
 // Args are the plugin's arguments (its pluginConfig entry in the scheduler's configuration).
@@ -94,7 +97,29 @@ func New(_ context.Context, obj runtime.Object, handle fwk.Handle) (fwk.Plugin, 
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", Name, err)
 	}
-	return &Plugin{handle: handle, seal: seal, wait: time.Duration(wait) * time.Second}, nil
+	members, assumed, err := watchGangs(handle)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", Name, err)
+	}
+	return &Plugin{
+		handle: handle, seal: seal, wait: time.Duration(wait) * time.Second, members: members, assumed: assumed,
+	}, nil
+}
+
+// watchGangs adds GangIndex to kube-scheduler's pod informer (once, however many profiles enable the
+// plugin) and keeps an Assumed set from its events, so Permit reads a gang's members in O(gang).
+func watchGangs(handle fwk.Handle) (cache.Indexer, *Assumed, error) {
+	informer := handle.SharedInformerFactory().Core().V1().Pods().Informer()
+	if _, added := informer.GetIndexer().GetIndexers()[GangIndex]; !added {
+		if err := informer.AddIndexers(cache.Indexers{GangIndex: IndexGang}); err != nil {
+			return nil, nil, fmt.Errorf("indexing pods by gang: %w", err)
+		}
+	}
+	assumed := NewAssumed()
+	if _, err := informer.AddEventHandler(assumed.Handler()); err != nil {
+		return nil, nil, fmt.Errorf("watching gang pods: %w", err)
+	}
+	return informer.GetIndexer(), assumed, nil
 }
 
 // Name is the plugin's registry name.
@@ -153,14 +178,18 @@ func (p *Plugin) Filter(_ context.Context, state fwk.CycleState, pod *v1.Pod, no
 	return nil
 }
 
-// Reserve does nothing: the plan reserved the GPUs. It is here for Unreserve.
-func (p *Plugin) Reserve(_ context.Context, _ fwk.CycleState, _ *v1.Pod, _ string) *fwk.Status {
+// Reserve counts a gang's pod as placed for its gang's barrier (the plan reserved the GPUs).
+func (p *Plugin) Reserve(_ context.Context, _ fwk.CycleState, pod *v1.Pod, _ string) *fwk.Status {
+	if _, ok := GangOf(pod); ok {
+		p.assumed.Add(pod.UID)
+	}
 	return nil
 }
 
 // Unreserve turns back the gang's other pods waiting at Permit when one of its pods is turned back
 // (its wait timed out, or its bind failed): a gang binds whole or not at all.
 func (p *Plugin) Unreserve(_ context.Context, _ fwk.CycleState, pod *v1.Pod, _ string) {
+	p.assumed.Forget(pod.UID)
 	gang, ok := GangOf(pod)
 	if !ok {
 		return
@@ -174,26 +203,24 @@ func (p *Plugin) Unreserve(_ context.Context, _ fwk.CycleState, pod *v1.Pod, _ s
 }
 
 // Permit holds a gang's pod until as many of its gang's pods as the release pass planned together are
-// placed (bound, or waiting here), then lets them all go to Bind: members bind whole, as the extender's
+// placed (bound, or reserved here: waiting or binding), then lets them all go to Bind: members bind whole, as the extender's
 // bind barrier makes them. A pod on its own passes at once.
 func (p *Plugin) Permit(_ context.Context, _ fwk.CycleState, pod *v1.Pod, _ string) (*fwk.Status, time.Duration) {
 	gang, ok := GangOf(pod)
 	if !ok {
 		return nil, 0
 	}
-	infos, err := p.handle.SnapshotSharedLister().NodeInfos().List()
+	objs, err := p.members.ByIndex(GangIndex, GangKey(pod.Namespace, gang.Group))
 	if err != nil {
-		return fwk.AsStatus(err), 0
+		return fwk.AsStatus(fmt.Errorf("reading gang %s: %w", gang.Group, err)), 0
 	}
-	placed := 1
-	for _, info := range infos {
-		pods := info.GetPods()
-		others := make([]*v1.Pod, len(pods))
-		for i, other := range pods {
-			others[i] = other.GetPod()
+	members := make([]*v1.Pod, 0, len(objs))
+	for _, obj := range objs {
+		if member, isPod := obj.(*v1.Pod); isPod {
+			members = append(members, member)
 		}
-		placed += Placed(pod, gang, others)
 	}
+	placed := 1 + Placed(pod, gang, members, p.assumed.Has)
 	if placed < gang.Count {
 		return fwk.NewStatus(fwk.Wait, fmt.Sprintf("%d of the %d pods of gang %s planned together are placed",
 			placed, gang.Count, gang.Group)), p.wait
