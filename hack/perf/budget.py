@@ -18,7 +18,8 @@ out) is sampled from every side at once:
   rendering and encoding the reply, the watch threads that feed the cache, the queue view's rebuild);
   and the extender's own request histogram: the time its routes take per verb;
 - the placement manager, sampled the same way and split by pass and thread (its round's passes, the
-  release pass, the ungating pool, the event writer, the watches).
+  release pass, the ungating pool, the event writer, the watches), for phalanx in either mode: as the
+  framework sidecar (``phalanx-sidecar``) it is where phalanx's per-pod work is, with no extender.
 
 The probe costs some CPU itself (py-spy reads the worker's memory 100 times a second; Go's profiler
 is cheap), so the budget is taken on its own backlog, not the one whose pods/s the report compares.
@@ -41,7 +42,7 @@ from typing import Any
 
 from perf.bed import BenchBed
 from perf.budget_split import api_requests, go_split, metric_sums, placement_split, python_split
-from perf.common import Progress, cpu_seconds, finish_recorder
+from perf.common import SIDECAR, Progress, cpu_seconds, finish_recorder
 from perf.throughput import backlog, fitting
 from perf.watch import BindWatch
 
@@ -164,7 +165,7 @@ class BudgetProbe:
 
         if self.which == "phalanx" and spy_bin.exists() and len(workers) >= 2:
             spy = record(workers[-1], spy_path)
-        if self.which == "phalanx" and spy_bin.exists() and managers:
+        if self.which != "baseline" and spy_bin.exists() and managers:
             placement_spy = record(managers[0], placement_path)
         fetcher = threading.Thread(target=fetch_profile, daemon=True)
         fetcher.start()
@@ -288,4 +289,6 @@ def measure_budget(
     bb.delete_pods(namespace)
     if which == "baseline":
         bb.stop_baseline()
+    elif which == SIDECAR:
+        bb.resume_phalanx()  # the sections after this one expect phalanx as shipped
     return result

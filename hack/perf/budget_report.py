@@ -1,4 +1,4 @@
-"""The per-pod budget as a table (``perf.budget`` measures it): baseline and phalanx side by side."""
+"""The per-pod budget as a table (``perf.budget`` measures it): the baseline and phalanx's modes."""
 
 from __future__ import annotations
 
@@ -7,13 +7,20 @@ from typing import Any
 
 from perf.report import num, table
 
-WHICH = ("baseline", "phalanx")
+WHICH = ("baseline", "phalanx", "phalanx-sidecar")
+"""The columns, in this order; a scheduler the run did not budget has none."""
+
+
+def _which(budgets: dict[str, Any]) -> tuple[str, ...]:
+    return tuple(w for w in WHICH if w in budgets)
 
 
 def _rows(budgets: dict[str, dict[str, Any]]) -> Iterator[tuple[str, dict[str, float | None]]]:
+    columns = _which(budgets)
+
     def one(get: Any) -> dict[str, float | None]:
         out: dict[str, float | None] = {}
-        for which in WHICH:
+        for which in columns:
             try:
                 value = get(budgets.get(which) or {})
             except (KeyError, TypeError, AttributeError):
@@ -23,7 +30,7 @@ def _rows(budgets: dict[str, dict[str, Any]]) -> Iterator[tuple[str, dict[str, f
 
     def keys(*path: str) -> list[str]:
         seen: dict[str, None] = {}
-        for which in WHICH:
+        for which in columns:
             node: Any = budgets.get(which) or {}
             for step in path:
                 node = node.get(step) if isinstance(node, dict) else None
@@ -56,7 +63,8 @@ def _rows(budgets: dict[str, dict[str, Any]]) -> Iterator[tuple[str, dict[str, f
         )
     for kind in keys("api_requests"):
         for figure in ("calls_per_pod", "ms_per_pod", "events_per_pod"):
-            if any(figure in ((budgets.get(w) or {}).get("api_requests") or {}).get(kind, {}) for w in WHICH):
+            requests = [(budgets.get(c) or {}).get("api_requests") or {} for c in columns]
+            if any(figure in r.get(kind, {}) for r in requests):
                 yield (
                     f"API {kind}: {figure.replace('_per_pod', '').replace('_', ' ')}",
                     one(lambda b, k=kind, f=figure: b["api_requests"][k][f]),
@@ -80,12 +88,13 @@ def render_budget(results: dict[str, Any]) -> list[str]:
         if not isinstance(budgets, dict) or not budgets:
             continue
         lines.append(f"\nPer-pod budget at {size.get('nodes', 0):,} nodes (ms per bound pod unless named)")
-        for which in WHICH:
+        columns = _which(budgets)
+        for which in columns:
             error = (budgets.get(which) or {}).get("error")
             if error:
                 lines.append(f"  {which}: {error}")
-        rows = [[label, *(num(v.get(w)) for w in WHICH)] for label, v in _rows(budgets)]
-        lines += table(["", *WHICH], rows, text_first=True)
+        rows = [[label, *(num(v.get(w)) for w in columns)] for label, v in _rows(budgets)]
+        lines += table(["", *columns], rows, text_first=True)
     return lines
 
 
@@ -95,7 +104,7 @@ def budget_figures(size: dict[str, Any]) -> Iterator[tuple[str, float]]:
     if not isinstance(budgets, dict):
         return
     for label, values in _rows(budgets):
-        for which in WHICH:
+        for which in _which(budgets):
             value = values.get(which)
             if value is not None:
                 yield f"{which}, {label}", value

@@ -22,6 +22,7 @@ GO_PARTS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("extender client: JSON decode", ("(*HTTPExtender).send", "encoding/json.(*Decoder)")),
     ("extender client: HTTP and the rest of its calls", ("(*HTTPExtender)",)),
     ("extender client: HTTP/1.1 connection loops", ("net/http.(*persistConn)",)),
+    ("phalanx's framework plugin (PhalanxPlan)", ("phalanx.dev/sidecar/plan",)),
     ("in-tree filter plugins", ("RunFilterPlugins",)),
     ("in-tree score plugins", ("RunScorePlugins",)),
     ("in-tree score plugins", ("RunPreScorePlugins",)),

@@ -158,6 +158,32 @@ def test_render_and_compare_figures_side_by_side() -> None:
     assert "baseline, CPU: extender" not in figures
 
 
+def test_the_phalanx_plugin_is_its_own_part_not_an_in_tree_filter() -> None:
+    traces = f"""File: phalanx-scheduler
+{SEP}
+      30ms   phalanx.dev/sidecar/plan.(*Plugin).Filter
+             k8s.io/kubernetes/pkg/scheduler/framework/runtime.(*frameworkImpl).RunFilterPlugins
+{SEP}
+      10ms   k8s.io/kubernetes/pkg/scheduler/framework/plugins/noderesources.(*Fit).Filter
+             k8s.io/kubernetes/pkg/scheduler/framework/runtime.(*frameworkImpl).RunFilterPlugins
+{SEP}
+"""
+    parts = go_split(traces, cpu_ms_per_pod=4.0)["parts_ms_per_pod"]
+    assert parts == {"phalanx's framework plugin (PhalanxPlan)": 3.0, "in-tree filter plugins": 1.0}
+
+
+def test_the_sidecar_gets_its_own_column_only_when_it_was_budgeted() -> None:
+    budgets: dict[str, dict[str, object]] = {"baseline": {"pods": 10}, "phalanx": {"pods": 5}}
+    two = {"nodes": 1000, "budget": budgets}
+    three = {"nodes": 1000, "budget": {**budgets, "phalanx-sidecar": {"pods": 7, "error": "no bind"}}}
+    header = next(line for line in render_budget({"sizes": [two]}) if "baseline" in line)
+    assert "phalanx-sidecar" not in header
+    text = render_budget({"sizes": [three]})
+    assert "phalanx-sidecar" in next(line for line in text if "baseline" in line and "pods" not in line)
+    assert "  phalanx-sidecar: no bind" in text
+    assert dict(budget_figures(three))["phalanx-sidecar, pods bound in the window"] == 7
+
+
 def test_a_hung_profiler_is_killed_and_its_failure_returned() -> None:
     import subprocess
     import sys
