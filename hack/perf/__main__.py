@@ -134,6 +134,7 @@ SECTIONS = (
     "elastic",
     "simulator",
     "decision",
+    "door",
 )
 """Every section; the first six need the cluster (``throughput`` includes the per-call latency;
 ``interleaved`` runs the baseline, phalanx's two modes and the floors in turns, ``perf.interleave``)."""
@@ -326,6 +327,11 @@ def _offline_sections(
             plan.memory_nodes, plan.memory_pods, plan.profile_calls, progress
         )
 
+    def door() -> None:
+        from perf.door import measure_door
+
+        results["door"] = measure_door(1000, plan.profile_calls, progress)
+
     def simulator() -> None:
         from perf.simreplay import measure_simulator
 
@@ -338,6 +344,7 @@ def _offline_sections(
         ("elastic", elastic),
         ("simulator", simulator),
         ("decision", decision),
+        ("door", door),
     ]
 
 
@@ -458,6 +465,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     from perf.budget_report import render_budget
 
     for line in render_budget(results):
+        print(line)
+    from perf.door import render_door
+
+    for line in render_door(results):
         print(line)
     _print_profile(results.get("profile"))
     return 1 if failed else 0
