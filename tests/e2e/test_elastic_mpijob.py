@@ -47,6 +47,8 @@ from kubeio.pins import pin_toleration
 from tests.conftest import REPO
 from tests.e2e.conftest import deleted_after, wait_for_operator
 
+pytestmark = pytest.mark.both_modes
+
 NODES = ("gpu-node-1", "gpu-node-2", "gpu-node-3")
 ROLE = "training.kubeflow.org/job-role"
 T = TypeVar("T")
@@ -373,6 +375,7 @@ def test_a_spread_job_is_consolidated_each_worker_moved_at_most_once_even_across
             assert pins in ([], [node]), f"{pod['metadata']['name']} pinned to {pins}, bound to {node}"
 
 
+@pytest.mark.extender_only("the elastic pass turns the declaration down before anything is placed")
 def test_a_bad_elastic_declaration_gets_an_event_and_nothing_changes(
     operator: Testbed, namespace: str
 ) -> None:

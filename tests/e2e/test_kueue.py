@@ -38,7 +38,7 @@ from workload import (
 
 from kubeio.errors import NotFoundError
 from testbed.nodes import fleet, topology_from_file
-from tests.e2e.conftest import BRIDGED_A6000, NODE_GRACE_SECONDS
+from tests.e2e.conftest import BRIDGED_A6000, MODES, NODE_GRACE_SECONDS
 
 BRIDGE_PAIRS = {(0, 1), (2, 3), (4, 5), (6, 7)}  # the NV4 pairs of the A6000 box the nodes copy
 QUOTA_GPUS = 16
@@ -46,7 +46,7 @@ PHALANX_LIMIT = 4
 
 
 @pytest.fixture(scope="module")
-def bed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Testbed]:
+def kueue_bed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Testbed]:
     bed = Testbed(
         Path(tmp_path_factory.mktemp("kueue")),
         placement_grace=3.0,
@@ -64,6 +64,13 @@ def bed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Testbed]:
         yield bed
     finally:
         bed.stop()
+
+
+@pytest.fixture(scope="module", params=MODES)
+def bed(request: pytest.FixtureRequest, kueue_bed: Testbed) -> Testbed:
+    """The module's bed in each of phalanx's modes in turn: Kueue admits the same way in both."""
+    kueue_bed.use_sidecar(request.param == "sidecar")
+    return kueue_bed
 
 
 _names = count()

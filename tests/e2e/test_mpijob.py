@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 
+import pytest
 from localbed import Testbed
 from workload import (
     PodTimeline,
@@ -27,6 +28,8 @@ from workload import (
 from kubeio.errors import NotFoundError
 from kubeio.http import JsonObject
 from tests.e2e.conftest import deleted_after
+
+pytestmark = pytest.mark.both_modes
 
 JOB_NAME_LABEL = "training.kubeflow.org/job-name"
 JOB_ROLE_LABEL = "training.kubeflow.org/job-role"

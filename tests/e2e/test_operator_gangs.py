@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 
+import pytest
 from localbed import Testbed
 from workload import (
     PODGROUPS,
@@ -24,6 +25,8 @@ from workload import (
     podgroup,
     wait_for,
 )
+
+pytestmark = pytest.mark.both_modes
 
 
 def _bound(testbed: Testbed, namespace: str) -> set[str]:
