@@ -43,6 +43,8 @@ from scheduling.model import ADMISSION_GATE, GATE_STAMP
 from tests.conftest import REPO
 from tests.e2e.test_single_pod import metric
 
+pytestmark = pytest.mark.both_modes
+
 GATE = {"name": ADMISSION_GATE}
 STARVE_AFTER = 5
 
@@ -131,6 +133,7 @@ def test_a_gang_stays_gated_until_whole_then_is_released_at_once(gated_bed: Test
     assert len(released) == 1, f"one release of the whole gang, on its PodGroup: {released}"
 
 
+@pytest.mark.extender_only("the extender's answers to nominated members; the sidecar has plans instead")
 def test_a_released_gang_is_tried_on_its_planned_nodes_alone(gated_bed: Testbed, ns: str) -> None:
     """The pass nominates each member to the node its plan puts it on before removing the gate.
 
@@ -237,6 +240,7 @@ def test_the_pass_removes_only_its_own_gate(gated_bed: Testbed, ns: str) -> None
     )
 
 
+@pytest.mark.extender_only("the extender's verdict on pods the uninstall ungates; the plugin plans none")
 def test_uninstalling_takes_the_gate_off_every_gated_pod(gated_bed: Testbed, ns: str) -> None:
     http = gated_bed.http
     name = f"un-{ns}"

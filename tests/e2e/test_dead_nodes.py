@@ -13,6 +13,7 @@ from __future__ import annotations
 import time
 from datetime import datetime
 
+import pytest
 from localbed import Testbed
 from workload import (
     create_pod,
@@ -32,6 +33,8 @@ from kubeio.errors import NotFoundError
 from kubeio.http import JsonObject
 from testbed.heartbeat import NODE_LEASES
 from tests.e2e.conftest import NODE_GRACE_SECONDS, session_nodes, why_json
+
+pytestmark = pytest.mark.both_modes
 
 UNREACHABLE = "node.kubernetes.io/unreachable"
 

@@ -30,6 +30,8 @@ from workload import (
 
 from tests.e2e.conftest import bound_gangs, deleted_after, gang
 
+pytestmark = pytest.mark.both_modes
+
 
 def _replicas(bed: Testbed, namespace: str) -> int:
     return int(get_mpijob(bed.http, namespace, "ha")["spec"]["mpiReplicaSpecs"]["Worker"]["replicas"])
