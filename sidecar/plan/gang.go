@@ -77,7 +77,8 @@ func GangKey(namespace, group string) string { return namespace + "/" + group }
 func Placed(pod *v1.Pod, gang Gang, members []*v1.Pod, assumed func(types.UID) bool) int {
 	placed := 0
 	for _, other := range members {
-		if other.UID != pod.UID && SameGang(pod, other, gang) && (other.Spec.NodeName != "" || assumed(other.UID)) {
+		held := other.Spec.NodeName != "" || assumed(other.UID)
+		if other.UID != pod.UID && held && SameGang(pod, other, gang) {
 			placed++
 		}
 	}

@@ -203,8 +203,8 @@ func (p *Plugin) Unreserve(_ context.Context, _ fwk.CycleState, pod *v1.Pod, _ s
 }
 
 // Permit holds a gang's pod until as many of its gang's pods as the release pass planned together are
-// placed (bound, or reserved here: waiting or binding), then lets them all go to Bind: members bind whole, as the extender's
-// bind barrier makes them. A pod on its own passes at once.
+// placed (bound, or reserved here: waiting or binding), then lets them all go to Bind: members bind
+// whole, as the extender's bind barrier makes them. A pod on its own passes at once.
 func (p *Plugin) Permit(_ context.Context, _ fwk.CycleState, pod *v1.Pod, _ string) (*fwk.Status, time.Duration) {
 	gang, ok := GangOf(pod)
 	if !ok {
