@@ -84,13 +84,14 @@ def worker(nodes: int, pods: int, calls: int) -> dict[str, Any]:
                     ranking.append((time.perf_counter() - start) * 1000)
             if n >= 20:  # the first calls fill the memos
                 times.append(took * 1000)
-        out[mode] = {**_percentiles(times), "feasible": len(decision.feasible)}
+        out[mode] = {**percentiles(times), "feasible": len(decision.feasible)}
         if ranking:
-            out[mode]["prioritize"] = _percentiles(ranking)
+            out[mode]["prioritize"] = percentiles(ranking)
     return out
 
 
-def _percentiles(times: list[float]) -> dict[str, float]:
+def percentiles(times: list[float]) -> dict[str, float]:
+    """p50 and p99 of ``times`` (ms), as the in-process sections report them (``perf.door`` too)."""
     times = sorted(times)
     return {
         "p50_ms": round(statistics.median(times), 3),

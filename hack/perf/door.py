@@ -28,7 +28,7 @@ from kubeio.convert import pod_from_api
 from kubeio.plan_seal import PlanSeal
 from perf.bed import topology_documents
 from perf.common import Progress, subprocess_env
-from perf.decision import _percentiles
+from perf.decision import percentiles
 from perf.memory import _node
 from perf.requests import probe_pod
 from scheduling.admission.door import decide_at_door
@@ -88,7 +88,7 @@ def worker(nodes: int, flights: Sequence[int], calls: int) -> dict[str, Any]:
             if not isinstance(answer, Released):
                 msg = f"the door gated the probe pod at {flight} in flight: {answer}"
                 raise RuntimeError(msg)
-        out["in_flight"][str(flight)] = _percentiles(times)
+        out["in_flight"][str(flight)] = percentiles(times)
     return out
 
 

@@ -51,7 +51,7 @@ def _positive(value: Any) -> float | None:
 
 
 def pods_per_second(size: dict[str, Any], which: str) -> float | None:
-    """Backlog pods/s of ``which`` (``"baseline"`` or ``"phalanx"``) at one size, if measured."""
+    """Backlog pods/s of ``which`` (``THROUGHPUT_SCHEDULERS``) at one size, if measured."""
     return _positive((size.get(which) or {}).get("pods_per_second"))
 
 
@@ -64,13 +64,13 @@ def _ratio(numerator: float | None, denominator: float | None) -> float | None:
     return None if numerator is None or denominator is None else numerator / denominator
 
 
-def pods_ratio(size: dict[str, Any]) -> float | None:
-    """Phalanx / baseline backlog pods/s at one size: the same-run ratio, comparable across machines.
+def pods_ratio(size: dict[str, Any], which: str = "phalanx") -> float | None:
+    """``which`` / baseline backlog pods/s at one size: the same-run ratio, comparable across machines.
 
     Both schedulers ran on the same machine minutes apart, so the ratio cancels most of what the two
     shared cores do to the absolute figures; it is what the same-run throughput goals are stated in.
     """
-    return _ratio(pods_per_second(size, "phalanx"), pods_per_second(size, "baseline"))
+    return _ratio(pods_per_second(size, which), pods_per_second(size, "baseline"))
 
 
 def p50_ratio(size: dict[str, Any]) -> float | None:
@@ -95,11 +95,7 @@ def throughput_rows(results: dict[str, Any]) -> list[list[str]]:
             r = size.get(which)
             if not r:
                 continue
-            ratio = (
-                num(_ratio(pods_per_second(size, which), pods_per_second(size, "baseline")), "{:.2f}x")
-                if which != "baseline"
-                else "-"
-            )
+            ratio = num(pods_ratio(size, which), "{:.2f}x") if which != "baseline" else "-"
             latency = r.get("latency_ms") or {}
             rows.append(
                 [
