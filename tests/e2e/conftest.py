@@ -10,7 +10,7 @@ import contextlib
 import signal
 import subprocess
 import sys
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Generator, Iterator, Mapping
 from itertools import count
 from pathlib import Path
 from typing import Any, TypeVar
@@ -42,6 +42,7 @@ from workload import (
 from kubeio.errors import NotFoundError
 from scheduling.model import ADMISSION_GATE
 from testbed.nodes import SimNodeSpec, fleet, topology_from_file
+from tests.e2e.diagnosis import describe
 
 BRIDGED_A6000 = REPO / "hack" / "topologies" / "rtx-a6000-8gpu-nvlink-bridge-pairs_unige-baobab-gpu048.txt"
 
@@ -53,6 +54,24 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if "tests/e2e" in str(item.path):
             item.add_marker(pytest.mark.e2e)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """A failed test on a bed gets its namespace's pods, events and log lines in its report (diagnosis.py).
+
+    Added at the phase that failed, while the test's fixtures (its namespace's pods among them) still
+    stand: teardown deletes them.
+    """
+    report: pytest.TestReport = yield
+    funcargs = getattr(item, "funcargs", {})
+    namespace = funcargs.get("namespace")
+    bed = next((value for value in funcargs.values() if isinstance(value, Testbed)), None)
+    if report.failed and isinstance(namespace, str) and bed is not None:
+        report.sections.append((f"phalanx diagnosis of {namespace} ({call.when})", describe(bed, namespace)))
+    return report
 
 
 MODES = ("extender", "sidecar")
