@@ -84,3 +84,21 @@ func Placed(pod *v1.Pod, gang Gang, members []*v1.Pod, assumed func(types.UID) b
 	}
 	return placed
 }
+
+// Unplaced is the pods of pod's gang among members (other than pod itself) that are not placed yet and
+// carry a plan: Permit asks kube-scheduler to try them again now (PodsToActivate), as scheduler-plugins'
+// coscheduling does. A member turned back at Permit (its wait timed out) waits in kube-scheduler's
+// unschedulable pods until an event it registered for comes; when the last of its gang is placed later
+// through an event of its own (a new plan written on it), nothing else would bring the others back
+// before kube-scheduler's five-minute flush, and the last one would time out alone at Permit.
+func Unplaced(pod *v1.Pod, gang Gang, members []*v1.Pod, assumed func(types.UID) bool) []*v1.Pod {
+	var unplaced []*v1.Pod
+	for _, other := range members {
+		_, planned := other.Annotations[Annotation]
+		waiting := other.Spec.NodeName == "" && other.DeletionTimestamp == nil && !assumed(other.UID)
+		if other.UID != pod.UID && planned && waiting && SameGang(pod, other, gang) {
+			unplaced = append(unplaced, other)
+		}
+	}
+	return unplaced
+}

@@ -149,3 +149,35 @@ func BenchmarkPermitCount(b *testing.B) {
 		}
 	})
 }
+
+func TestUnplacedIsTheGangsPlannedMembersNeitherBoundNorAssumed(t *testing.T) {
+	pod := planned(ganged("ns", "g-0", "5:g", v1.PodPending))
+	gang, _ := GangOf(pod)
+	leaving := planned(ganged("ns", "g-6", "5:g", v1.PodPending))
+	leaving.DeletionTimestamp = &metav1.Time{}
+	pods := []*v1.Pod{
+		pod, // itself
+		planned(bound(ganged("ns", "g-1", "5:g", v1.PodRunning), "n1")),
+		planned(ganged("ns", "g-2", "5:g", v1.PodPending)), // assumed, waiting at Permit
+		planned(ganged("ns", "g-3", "5:g", v1.PodPending)), // turned back: to try again
+		ganged("ns", "g-4", "5:g", v1.PodPending),          // no plan yet: nothing to try
+		planned(ganged("ns", "g-5", "5:g", v1.PodPending)), // to try again
+		leaving,
+		planned(ganged("other", "g-3", "5:g", v1.PodPending)), // another namespace's gang of that name
+		planned(ganged("ns", "h-0", "5:h", v1.PodPending)),    // another gang
+	}
+	assumed := NewAssumed()
+	assumed.Add(pods[2].UID)
+	var names []string
+	for _, other := range Unplaced(pod, gang, pods, assumed.Has) {
+		names = append(names, other.Namespace+"/"+other.Name)
+	}
+	if got := strings.Join(names, " "); got != "ns/g-3 ns/g-5" {
+		t.Errorf("Unplaced = %q, want ns/g-3 ns/g-5", got)
+	}
+}
+
+func planned(pod *v1.Pod) *v1.Pod {
+	pod.Annotations[Annotation] = "n1:0"
+	return pod
+}

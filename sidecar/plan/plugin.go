@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 )
 
@@ -204,8 +205,10 @@ func (p *Plugin) Unreserve(_ context.Context, _ fwk.CycleState, pod *v1.Pod, _ s
 
 // Permit holds a gang's pod until as many of its gang's pods as the release pass planned together are
 // placed (bound, or reserved here: waiting or binding), then lets them all go to Bind: members bind
-// whole, as the extender's bind barrier makes them. A pod on its own passes at once.
-func (p *Plugin) Permit(_ context.Context, _ fwk.CycleState, pod *v1.Pod, _ string) (*fwk.Status, time.Duration) {
+// whole, as the extender's bind barrier makes them. A pod on its own passes at once. A pod that waits
+// asks kube-scheduler to try its gang's turned-back members again (Unplaced), so that a gang whose
+// members timed out here is not left waiting for an unrelated event.
+func (p *Plugin) Permit(_ context.Context, state fwk.CycleState, pod *v1.Pod, _ string) (*fwk.Status, time.Duration) {
 	gang, ok := GangOf(pod)
 	if !ok {
 		return nil, 0
@@ -222,6 +225,7 @@ func (p *Plugin) Permit(_ context.Context, _ fwk.CycleState, pod *v1.Pod, _ stri
 	}
 	placed := 1 + Placed(pod, gang, members, p.assumed.Has)
 	if placed < gang.Count {
+		activate(state, Unplaced(pod, gang, members, p.assumed.Has))
 		return fwk.NewStatus(fwk.Wait, fmt.Sprintf("%d of the %d pods of gang %s planned together are placed",
 			placed, gang.Count, gang.Group)), p.wait
 	}
@@ -231,6 +235,27 @@ func (p *Plugin) Permit(_ context.Context, _ fwk.CycleState, pod *v1.Pod, _ stri
 		}
 	})
 	return nil, 0
+}
+
+// activate asks kube-scheduler to move pods out of its unschedulable pods and backoff into its active
+// queue at the end of this cycle (framework.PodsToActivate); a pod already active or in flight stays.
+func activate(state fwk.CycleState, pods []*v1.Pod) {
+	if len(pods) == 0 {
+		return
+	}
+	data, err := state.Read(framework.PodsToActivateKey)
+	if err != nil {
+		return // a cycle kube-scheduler did not give PodsToActivate (tests); nothing to ask
+	}
+	stash, ok := data.(*framework.PodsToActivate)
+	if !ok {
+		return
+	}
+	stash.Lock()
+	defer stash.Unlock()
+	for _, pod := range pods {
+		stash.Map[pod.Namespace+"/"+pod.Name] = pod
+	}
 }
 
 // Bind creates the pod's Binding to its planned node with the planned GPU indices.
