@@ -170,7 +170,13 @@ def test_an_elastic_job_grows_shrinks_for_a_gang_and_grows_back(pool: Testbed, n
     with PodTimeline(http, namespace) as timeline, deleted_after(pool, namespace, "elastic"):
         create_mpijob(http, namespace, body)
         start = time.monotonic()
-        wait_for("6 workers running", lambda: len(_running_workers(pool, namespace)) == 6, timeout=90)
+        wait_for_operator(
+            pool,
+            f"{namespace}/elastic",
+            "6 workers running",
+            lambda: len(_running_workers(pool, namespace)) == 6,
+            timeout=90,
+        )
         print(f"\nelastic job grew to 6 running workers {time.monotonic() - start:.1f}s after it was created")
         assert _replicas(pool, namespace) == 6
         wait_for("discover_hosts.sh lists 6", lambda: len(_discovered(pool, namespace)) == 6, timeout=30)
@@ -189,7 +195,9 @@ def test_an_elastic_job_grows_shrinks_for_a_gang_and_grows_back(pool: Testbed, n
             create_pod(http, namespace, member(f"wide-{i}", "wide", 8))
         start = time.monotonic()
 
-        wait_for("the 2 x 8 GPU gang bound", _gang_bound(pool, namespace, 2), timeout=120)
+        # The gang's room is the job's shrink, which only the operator's sync of the job brings.
+        bound = _gang_bound(pool, namespace, 2)
+        wait_for_operator(pool, f"{namespace}/elastic", "the 2 x 8 GPU gang bound", bound, timeout=120)
         print(f"the gang bound {time.monotonic() - start:.1f}s after it was created")
         assert _replicas(pool, namespace) == 4
         # The operator removed the highest indices. A worker the placement manager moved a moment before (a
@@ -414,13 +422,21 @@ def test_a_gang_needing_room_on_every_node_binds_beside_an_elastic_job_filling_t
     body = elastic_mpijob("elastic", workers=2, gpus_per_worker=2, max_workers="12", min_available=2)
     with deleted_after(pool, namespace, "elastic"):
         create_mpijob(http, namespace, body)
-        wait_for("12 workers running", lambda: len(_running_workers(pool, namespace)) == 12, timeout=180)
+        wait_for_operator(
+            pool,
+            f"{namespace}/elastic",
+            "12 workers running",
+            lambda: len(_running_workers(pool, namespace)) == 12,
+            timeout=180,
+        )
         create_podgroup(http, namespace, podgroup("wide", 3))
         for i in range(3):
             create_pod(http, namespace, member(f"wide-{i}", "wide", 6))
         start = time.monotonic()
 
-        wait_for("the 3 x 6 GPU gang bound", _gang_bound(pool, namespace, 3), timeout=180)
+        # The gang's room is the job's shrink to 3, which only the operator's sync of the job brings.
+        bound = _gang_bound(pool, namespace, 3)
+        wait_for_operator(pool, f"{namespace}/elastic", "the 3 x 6 GPU gang bound", bound, timeout=180)
         print(f"\nthe 3 x 6 gang bound {time.monotonic() - start:.1f}s after it was created")
         nodes = sorted(
             p["spec"]["nodeName"]
