@@ -1,11 +1,12 @@
 """Render the Helm chart (``charts/phalanx``) with the Helm built from ``hack/helm``, and check it.
 
-    hack/chart check                 # helm lint, then the default render against kubectl kustomize manifests/
+    hack/chart check                 # helm lint, then each mode's render against its kustomization
     hack/chart render [helm args]    # the chart's objects, CRDs included, on stdout
 
-The chart and the kustomization are two ways to install the same thing, so ``check`` fails (exit 1)
-when the chart's default render and ``kubectl kustomize manifests/`` differ in any object, and prints
-what differs. Helm is built from its Go module, once, into the shared cache (``hack/localcluster``), so
+The chart and the kustomizations are two ways to install the same thing, so ``check`` fails (exit 1)
+when the chart's default render and ``kubectl kustomize manifests/`` differ in any object, or its
+render with ``scheduler.mode: sidecar`` and ``kubectl kustomize sidecar/`` do, and prints what
+differs. Helm is built from its Go module, once, into the shared cache (``hack/localcluster``), so
 the check runs the pinned release, not whatever ``helm`` a machine has.
 """
 
@@ -28,6 +29,12 @@ from localcluster.build import CONTROL_PLANE, HELM, build_module
 REPO = Path(__file__).resolve().parents[1]
 CHART = REPO / "charts" / "phalanx"
 MANIFESTS = REPO / "manifests"
+SIDECAR = REPO / "sidecar"
+MODES: dict[str, tuple[Mapping[str, Any], Path]] = {
+    "extender": ({}, MANIFESTS),
+    "sidecar": ({"scheduler": {"mode": "sidecar"}}, SIDECAR),
+}
+"""Each mode: the values that select it, and the kustomization its render must equal."""
 RELEASE = "phalanx"
 NAMESPACE = "phalanx-system"
 
@@ -74,10 +81,10 @@ def lint() -> str:
     return _run([str(helm_binary()), "lint", "--strict", str(CHART)])
 
 
-def kustomize() -> str:
-    """``kubectl kustomize manifests/`` with the control plane's own kubectl (what ``apply -k`` applies)."""
+def kustomize(directory: Path = MANIFESTS) -> str:
+    """``kubectl kustomize directory`` with the control plane's own kubectl (what ``apply -k`` applies)."""
     kubectl = build_module(CONTROL_PLANE, REPO / "hack" / CONTROL_PLANE.directory) / "kubectl"
-    return _run([str(kubectl), "kustomize", str(MANIFESTS)])
+    return _run([str(kubectl), "kustomize", str(directory)])
 
 
 def objects(text: str) -> dict[ObjectKey, dict[str, Any]]:
@@ -109,18 +116,23 @@ def differences(chart: Mapping[ObjectKey, Any], kustomization: Mapping[ObjectKey
 
 
 def check() -> int:
-    """Lint the chart, then compare its default render with the kustomization's; 0 when they agree."""
+    """Lint the chart, then compare each mode's render with its kustomization's; 0 when all agree."""
     print(lint().strip())
-    chart, kustomization = objects(render()), objects(kustomize())
-    lines = differences(chart, kustomization)
-    if lines:
-        print("\n".join(lines))
-        print(f"chart: the default render and manifests/ differ ({len(lines)} lines above)")
-        return 1
-    print(
-        f"chart: {len(chart)} objects rendered by {helm_binary()}, the same as kubectl kustomize manifests/"
-    )
-    return 0
+    failed = 0
+    for mode, (values, directory) in MODES.items():
+        chart, kustomization = objects(render(values)), objects(kustomize(directory))
+        lines = differences(chart, kustomization)
+        where = f"{directory.name}/"
+        if lines:
+            print("\n".join(lines))
+            print(f"chart: the {mode} render and {where} differ ({len(lines)} lines above)")
+            failed = 1
+            continue
+        print(
+            f"chart: {mode} mode, {len(chart)} objects rendered by {helm_binary()}, "
+            f"the same as kubectl kustomize {where}"
+        )
+    return failed
 
 
 def main(argv: Sequence[str] | None = None) -> int:

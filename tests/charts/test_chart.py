@@ -1,8 +1,9 @@
 """The Helm chart (charts/phalanx), rendered by the Helm built from hack/helm: the manifests' objects.
 
 By default the chart must render exactly what ``kubectl kustomize manifests/`` renders (what
-``kubectl apply -k manifests/`` applies): the same objects, field for field. Each value then changes
-what it says it changes, and nothing else.
+``kubectl apply -k manifests/`` applies): the same objects, field for field; with ``scheduler.mode:
+sidecar``, what ``kubectl kustomize sidecar/`` renders. Each value then changes what it says it
+changes, and nothing else.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from tests.conftest import REPO
 
 sys.path.insert(0, str(REPO / "hack"))
 
-from chart import ObjectKey, differences, kustomize, lint, objects, render
+from chart import SIDECAR, ChartError, ObjectKey, differences, kustomize, lint, objects, render
 
 APPS = "apps/v1"
 WEBHOOKS = "admissionregistration.k8s.io/v1"
@@ -100,3 +101,46 @@ def test_the_elastic_pool_keeps_the_placement_managers_defaults_unless_set(
 ) -> None:
     names = env(default, "Deployment", "phalanx-placement")
     assert not [name for name in names if "ELASTIC" in name or "PIN_TAINT" in name]
+
+
+SIDECAR_MODE = {"scheduler": {"mode": "sidecar"}}
+
+
+def pod(rendered: dict[ObjectKey, dict[str, Any]], deployment: str) -> dict[str, Any]:
+    spec = rendered[(APPS, "Deployment", "phalanx-system", deployment)]["spec"]
+    return dict(spec["template"]["spec"])
+
+
+def test_the_sidecar_render_is_the_sidecar_kustomization_object_for_object() -> None:
+    rendered = objects(render(SIDECAR_MODE))
+    lines = differences(rendered, objects(kustomize(SIDECAR)))
+    print("\n".join(lines))
+    assert lines == []
+    scheduler = pod(rendered, "phalanx-scheduler")
+    assert [c["command"][0] for c in scheduler["containers"]] == ["phalanx-scheduler"]
+    assert ("rbac.authorization.k8s.io/v1", "ClusterRole", "", "phalanx-extender") not in rendered
+
+
+def test_the_plan_key_secret_is_the_one_both_deployments_mount() -> None:
+    rendered = objects(render({"scheduler": {"mode": "sidecar", "planKeySecret": "sealed-plans"}}))
+    for name in ("phalanx-scheduler", "phalanx-placement"):
+        volumes = pod(rendered, name)["volumes"]
+        assert {"name": "plan-key", "secret": {"secretName": "sealed-plans"}} in volumes, name
+    assert env(rendered, "Deployment", "phalanx-placement")["PHALANX_GATE_PLAN_ON_POD"] == "true"
+
+
+@pytest.mark.parametrize(
+    ("values", "reason"),
+    [
+        ({"scheduler": {"mode": "sidecars"}}, "scheduler.mode must be extender or sidecar, got sidecars"),
+        (
+            {"scheduler": {"mode": "sidecar"}, "admissionGates": {"enabled": False}},
+            "scheduler.mode sidecar needs admissionGates.enabled",
+        ),
+    ],
+)
+def test_a_mode_the_chart_cannot_install_fails_the_render_with_the_reason(
+    values: dict[str, Any], reason: str
+) -> None:
+    with pytest.raises(ChartError, match=reason):
+        render(values)

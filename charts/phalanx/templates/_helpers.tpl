@@ -11,3 +11,18 @@ defaults and the Deployment stays the one manifests/placement.yaml ships.
 {{- end -}}
 {{- end -}}
 {{- end -}}
+
+{{/*
+Whether phalanx runs as the framework sidecar (scheduler.mode), after checking the mode is one of the
+two and has what it needs: a typo must fail the install, not quietly install the other mode.
+*/}}
+{{- define "phalanx.sidecar" -}}
+{{- $mode := .Values.scheduler.mode -}}
+{{- if not (has $mode (list "extender" "sidecar")) -}}
+{{- fail (printf "scheduler.mode must be extender or sidecar, got %v" $mode) -}}
+{{- end -}}
+{{- if and (eq $mode "sidecar") (not .Values.admissionGates.enabled) -}}
+{{- fail "scheduler.mode sidecar needs admissionGates.enabled: the release pass writes the plans the sidecar follows" -}}
+{{- end -}}
+{{- if eq $mode "sidecar" }}true{{ end -}}
+{{- end -}}
