@@ -17,6 +17,9 @@ from workload import create_pod, create_podgroup, events_for, get_pod, gpu_pod, 
 
 from kubeio.pins import PinWriter, pin_toleration
 
+pytestmark = pytest.mark.both_modes
+"""Run with phalanx as the extender and as the framework sidecar (``tests/e2e/conftest.py``)."""
+
 NODES = ("gpu-node-1", "gpu-node-2", "gpu-node-3")
 
 
@@ -39,6 +42,7 @@ def _node_of(testbed: Testbed, namespace: str, name: str) -> str | None:
     return str(node) if node else None
 
 
+@pytest.mark.extender_only("kube-scheduler places it with the placement manager stopped; no plan without it")
 def test_a_pending_pod_pinned_to_a_pool_node_is_bound_there(
     testbed: Testbed, namespace: str, pool: PinWriter
 ) -> None:

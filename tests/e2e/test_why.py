@@ -20,6 +20,7 @@ import time
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+import pytest
 from localbed import Testbed
 from workload import (
     create_pod,
@@ -38,6 +39,9 @@ from workload import (
 
 from kubeio.errors import NotFoundError
 from tests.e2e.conftest import why, why_json
+
+pytestmark = pytest.mark.both_modes
+"""``why`` reads the release pass's sentences and asks the core offline, which both modes share."""
 
 HOST = "kubernetes.io/hostname"
 
@@ -195,6 +199,7 @@ def test_a_non_preemptible_pod_over_its_queues_quota_is_held(
     assert node_groups(answer)[-1] == (2, "node(s) with room for the pod now", ["gpu-node-2", "gpu-node-3"])
 
 
+@pytest.mark.extender_only("the extender's hold for a group ahead, on pods created ungated")
 def test_a_group_ahead_in_the_fair_order_keeps_its_room_and_is_named(
     testbed: Testbed, namespace: str, queues: None, ungated: None
 ) -> None:
