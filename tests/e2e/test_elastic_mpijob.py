@@ -104,6 +104,16 @@ def _running_workers(bed: Testbed, namespace: str, job: str = "elastic") -> list
     )
 
 
+def _await_running(bed: Testbed, namespace: str, count: int, *, timeout: float, when: str = "") -> None:
+    """Wait for ``count`` running workers of job ``elastic``, which only the MPI Operator's syncs bring."""
+    what = f"{count} workers running" + (f" {when}" if when else "")
+
+    def probe() -> bool:
+        return len(_running_workers(bed, namespace)) == count
+
+    wait_for_operator(bed, f"{namespace}/elastic", what, probe, timeout=timeout)
+
+
 THROUGHPUT = "phalanx.io/throughput"
 
 
@@ -170,13 +180,7 @@ def test_an_elastic_job_grows_shrinks_for_a_gang_and_grows_back(pool: Testbed, n
     with PodTimeline(http, namespace) as timeline, deleted_after(pool, namespace, "elastic"):
         create_mpijob(http, namespace, body)
         start = time.monotonic()
-        wait_for_operator(
-            pool,
-            f"{namespace}/elastic",
-            "6 workers running",
-            lambda: len(_running_workers(pool, namespace)) == 6,
-            timeout=90,
-        )
+        _await_running(pool, namespace, 6, timeout=90)
         print(f"\nelastic job grew to 6 running workers {time.monotonic() - start:.1f}s after it was created")
         assert _replicas(pool, namespace) == 6
         wait_for("discover_hosts.sh lists 6", lambda: len(_discovered(pool, namespace)) == 6, timeout=30)
@@ -226,13 +230,7 @@ def test_an_elastic_job_grows_shrinks_for_a_gang_and_grows_back(pool: Testbed, n
                 "DELETE", f"/api/v1/namespaces/{namespace}/pods/wide-{i}", body={"gracePeriodSeconds": 0}
             )
         start = time.monotonic()
-        wait_for_operator(
-            pool,
-            f"{namespace}/elastic",
-            "6 workers running again",
-            lambda: len(_running_workers(pool, namespace)) == 6,
-            timeout=90,
-        )
+        _await_running(pool, namespace, 6, timeout=90, when="again")
         print(f"the job grew back to 6 {time.monotonic() - start:.1f}s after the gang was gone")
         created = set(timeline.created_at)
         print(f"created gated: {sorted(timeline.created_gated)} of {sorted(created)}")
@@ -422,13 +420,7 @@ def test_a_gang_needing_room_on_every_node_binds_beside_an_elastic_job_filling_t
     body = elastic_mpijob("elastic", workers=2, gpus_per_worker=2, max_workers="12", min_available=2)
     with deleted_after(pool, namespace, "elastic"):
         create_mpijob(http, namespace, body)
-        wait_for_operator(
-            pool,
-            f"{namespace}/elastic",
-            "12 workers running",
-            lambda: len(_running_workers(pool, namespace)) == 12,
-            timeout=180,
-        )
+        _await_running(pool, namespace, 12, timeout=180)
         create_podgroup(http, namespace, podgroup("wide", 3))
         for i in range(3):
             create_pod(http, namespace, member(f"wide-{i}", "wide", 6))
@@ -447,13 +439,7 @@ def test_a_gang_needing_room_on_every_node_binds_beside_an_elastic_job_filling_t
         assert _replicas(pool, namespace) == 3
         moves = [str(e["message"]) for e in events_for(http, namespace, "elastic") if e["reason"] == "Moved"]
         print(f"moves: {moves}")
-        wait_for_operator(
-            pool,
-            f"{namespace}/elastic",
-            "3 workers running",
-            lambda: len(_running_workers(pool, namespace)) == 3,
-            timeout=60,
-        )
+        _await_running(pool, namespace, 3, timeout=60)
         for i in range(3):
             http.request(
                 "DELETE", f"/api/v1/namespaces/{namespace}/pods/wide-{i}", body={"gracePeriodSeconds": 0}
