@@ -1,13 +1,15 @@
 """The gate's door in sidecar mode: one decision's cost against the pods released and not yet bound.
 
 With plans carried on pods (the framework sidecar), every decision of the gate, the door's at a pod's
-creation and each release pass's, opens a fresh working copy and puts each pod released and not yet
-bound back at its plan (``scheduling.admission.walk.hold_plans``), so one decision costs O(pods in
-flight). The in-flight budget (``GateSettings.max_unbound_gpus``, ``max_unbound_pods``) bounds that,
-and is what keeps a backlog's pods waiting for a pass and an ungating patch each instead of going in at
-the door with their plans (docs/design/framework-sidecar.md, "What the gate costs"). This section times
-``decide_at_door`` on the placement manager's real ``ClusterCache`` at 1,000 nodes with 0 to 3,000
-sealed, unbound plans in flight, so the step that should disappear has its figure.
+creation and each release pass's, holds each pod released and not yet bound at its plan
+(``scheduling.admission.walk.hold_plans``; the rooms of the nodes that did not change are carried from
+the last decision by ``scheduling.cluster.held.HeldPlans``) and lists and counts those pods, so one
+decision costs O(pods in flight). The in-flight budget (``GateSettings.max_unbound_gpus``,
+``max_unbound_pods``) bounds that, and is what keeps a backlog's pods waiting for a pass and an ungating
+patch each instead of going in at the door with their plans (docs/design/framework-sidecar.md, "What
+the gate costs"). This section times ``decide_at_door`` on the placement manager's real ``ClusterCache``
+at 1,000 nodes with 0 to 3,000 sealed, unbound plans in flight, so the step that should disappear has
+its figure.
 
 Worker: ``python -m perf.door --nodes N --flight A,B,C --calls C`` prints one JSON object.
 """

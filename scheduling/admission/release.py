@@ -176,15 +176,16 @@ def _begin_walk(
         flight.book.refused,
     )
     walk = Walk(snapshot.free_total(promises).gpus, 0, 0, 0, {}, {})
+    counted: dict[str, Sequence[Pod]] = {}
     for key, pods in sorted(flight.counting.items()):
         if not any(p.key in view.misplaced for p in pods):  # released to be turned down: never binds
             count_in_flight(key, pods, walk, ctx)
+            counted[key] = pods
     if settings.plan_on_pod:
         # A carried plan is a promise kube-scheduler keeps whenever it tries the pod: past the in-flight
         # window it no longer counts against the budget, but its GPUs are still held (or the plan made
         # again), or a later plan takes them and the pod waits for ever on a plan that cannot hold.
-        for key, waiting in sorted(_lapsed(unbound, flight, view).items()):
-            hold_plans(key, waiting, walk, ctx)
+        hold_plans({**counted, **_lapsed(unbound, flight, view)}, walk, ctx)
     return flight, walk, ctx
 
 

@@ -115,7 +115,11 @@ class Walk:
 
 
 def count_in_flight(key: str, pods: Sequence[Pod], walk: Walk, ctx: PassFacts) -> None:
-    """Count a released, unbound group: its GPUs out of the room, its pods on the nodes if they fit."""
+    """Count a released, unbound group: its GPUs out of the room, its pods on the nodes if they fit.
+
+    With plans carried on pods, its pods are put on the nodes by ``hold_plans``, with every other pod
+    in flight, once the groups are counted.
+    """
     need = total(p.requests for p in pods)
     walk.room -= need.gpus
     walk.flight_gpus += need.gpus
@@ -123,9 +127,7 @@ def count_in_flight(key: str, pods: Sequence[Pod], walk: Walk, ctx: PassFacts) -
     walk.unbound_pods += len(pods)
     walk.ahead += 1
     work, tree = ctx.work, ctx.view.tree
-    if ctx.settings.plan_on_pod:
-        hold_plans(key, pods, walk, ctx)
-    else:
+    if not ctx.settings.plan_on_pod:
         plan_gang(key, pods, ctx.nodes, ctx.snapshot, work.promises, ctx.topologies, statement=work)
     if by_kueue(pods[0], ctx.kueue):  # in flight, it takes room, but it charges no queue of phalanx's
         return
@@ -137,32 +139,57 @@ def count_in_flight(key: str, pods: Sequence[Pod], walk: Walk, ctx: PassFacts) -
         walk.extra[name] = plus(walk.extra.get(name, ZERO), need)
 
 
-def hold_plans(key: str, pods: Sequence[Pod], walk: Walk, ctx: PassFacts) -> None:
+def hold_plans(groups: Mapping[str, Sequence[Pod]], walk: Walk, ctx: PassFacts) -> None:
     """Keep each in-flight pod's plan on the working copy; plan again those whose plan no longer holds.
 
     A plan holds while its node still has room for the pod and every planned GPU index is free there
-    (nothing bound there since took one), and kube-scheduler has not refused it (``refused_now``). A
-    pod whose plan does not hold, or that has none (released before plans were carried), is planned
-    again with the rest of its group's such pods, away from every node it was refused on, and the new
-    plan is written on it (``Walk.replanned``); the sidecar's plugin then tries it again. One that finds
-    no place keeps its plan, and kube-scheduler keeps saying why it cannot bind. When every node has
-    refused it, its refusals are forgotten and it is planned as if new.
+    (nothing bound there since took one), and kube-scheduler has not refused it (``refused_now``).
+    Every plan that may hold is held first, on the rooms ``HeldPlans`` keeps per node between
+    decisions (``scheduling.cluster.held``), so a decision works again only on the nodes that changed.
+    Then, group by group, a pod whose plan does not hold, or that has none (released before plans were
+    carried), is planned again with the rest of its group's such pods, away from every node it was
+    refused on, and the new plan is written on it (``Walk.replanned``); the sidecar's plugin then tries
+    it again. One that finds no place keeps its plan, and kube-scheduler keeps saying why it cannot
+    bind. When every node has refused it, its refusals are forgotten and it is planned as if new.
     """
+    work = ctx.work
+    planned: dict[str, list[Pod]] = {}
+    troubled: set[str] = set()  # groups with a pod that has no plan or a refused one
+    for key, pods in groups.items():
+        for pod in pods:
+            plan = pod.plan
+            if plan is None:
+                troubled.add(key)
+                continue
+            refused = ctx.refused.get(pod.key)
+            if refused_now(pod, ctx.now, ctx.settings.plan_refused_after):
+                refused = walk.refused[pod.key] = (refused or frozenset()) | {plan[0]}
+            if refused is not None and plan[0] in refused:
+                troubled.add(key)
+            else:
+                planned.setdefault(plan[0], []).append(pod)
+    for pods in planned.values():
+        pods.sort(key=_by_key)
+    broken = work.held.hold(work, planned)
+    if broken:
+        troubled.update(key for key, pods in groups.items() if any(p.key in broken for p in pods))
+    for key in sorted(troubled):
+        _plan_again(key, groups[key], broken, walk, ctx)
+
+
+def _plan_again(key: str, pods: Sequence[Pod], broken: frozenset[str], walk: Walk, ctx: PassFacts) -> None:
+    """Plan again, together, the pods of group ``key`` whose plans do not hold (``hold_plans``)."""
     work = ctx.work
     lost: dict[str, str] = {}  # pod key -> why it is planned again
     shunned: set[str] = set()
     for pod in pods:
         plan = pod.plan
-        refused = ctx.refused.get(pod.key, frozenset())
-        if plan is not None and refused_now(pod, ctx.now, ctx.settings.plan_refused_after):
-            refused = walk.refused[pod.key] = refused | {plan[0]}
-        why = _broken(pod, refused, work)
-        if why is None and plan is not None:
-            work.assign(pod, plan[0], plan[1], "planned")
-            continue
+        refused = walk.refused.get(pod.key, ctx.refused.get(pod.key, frozenset()))
+        if plan is not None and plan[0] not in refused and pod.key not in broken:
+            continue  # held
         if plan is not None and _preempting(pod, plan[0], refused, work):
             continue  # its GPUs are its victims' until they are gone; then the plan holds
-        lost[pod.key] = why or ""
+        lost[pod.key] = _why(pod, refused, work)
         shunned |= refused
     if not lost:
         return
@@ -179,6 +206,10 @@ def hold_plans(key: str, pods: Sequence[Pod], walk: Walk, ctx: PassFacts) -> Non
         )
 
 
+def _by_key(pod: Pod) -> str:
+    return pod.key
+
+
 def _preempting(pod: Pod, node: str, refused: frozenset[str], work: Statement) -> bool:
     """Whether kube-scheduler preempted on ``node`` for ``pod`` (it nominated the pod there).
 
@@ -188,20 +219,17 @@ def _preempting(pod: Pod, node: str, refused: frozenset[str], work: Statement) -
     return pod.nominated_node == node and node not in refused and work.room(node) is not None
 
 
-def _broken(pod: Pod, refused: frozenset[str], work: Statement) -> str | None:
-    """Why ``pod``'s carried plan no longer holds on the working copy, or ``None`` while it does."""
+def _why(pod: Pod, refused: frozenset[str], work: Statement) -> str:
+    """Why ``pod``'s carried plan does not hold on the working copy (``hold_plans`` found it does not)."""
     plan = pod.plan
     if plan is None:
         return "it had no plan (released before plans were carried, or to preempt)"
-    node, gpus = plan
+    node = plan[0]
     if node in refused:
         return f"kube-scheduler kept turning its plan on {node} down, for what phalanx does not model"
-    room = work.room(node)
-    if room is None:
+    if work.room(node) is None:
         return f"its plan's node {node} is gone or cannot take pods"
-    if not room.fits(pod) or len(gpus) != pod.requests.gpus or not room.free.issuperset(gpus):
-        return f"its plan on {node} no longer held: a planned GPU or the room was taken since"
-    return None
+    return f"its plan on {node} no longer held: a planned GPU or the room was taken since"
 
 
 def refused_now(pod: Pod, now: float, after: float) -> bool:

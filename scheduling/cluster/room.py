@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from scheduling.cluster.usage import FreeGpus, NodeGpuUsage
 from scheduling.model import Node, Pod, Resources
-from scheduling.resources import fits_left, node_left
+from scheduling.resources import fits_left, minus, node_left
 
 _NOBODY: frozenset[str] = frozenset()
 
@@ -46,6 +46,14 @@ class NodeRoom:
         if need.gpus and (self.node.topology_problem is not None or self.count < need.gpus):
             return False
         return fits_left(self.node, self.left, need)
+
+    def taking(self, pod: Pod, gpus: tuple[int, ...]) -> NodeRoom | None:
+        """What is left once ``pod`` takes ``gpus`` here; ``None``: it does not fit, or they are not free."""
+        if not self.fits(pod) or not self.free.issuperset(gpus):
+            return None
+        return NodeRoom(
+            self.node, self.free.difference(gpus), self.unindexed, minus(self.left, pod.requests), self.gone
+        )
 
 
 def open_room(node: Node, usage: NodeGpuUsage, free: FreeGpus) -> NodeRoom | None:

@@ -15,16 +15,18 @@ constrain only when the node declares them.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import weakref
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import Protocol
 
+from scheduling.cluster.held import HeldPlans
 from scheduling.cluster.promises import PromiseBook
 from scheduling.cluster.room import NodeRoom
 from scheduling.cluster.snapshot import ClusterSnapshot
 from scheduling.model import Node, Pod
 from scheduling.plan import Action, Assignment, Eviction, Migration, Plan, Resize
-from scheduling.resources import minus, node_left, plus
+from scheduling.resources import node_left, plus
 
 _NO_BOOK = PromiseBook()
 
@@ -58,6 +60,10 @@ class Statement:
         self.node_memo: dict[object, object] = {}
         """What passes derive from the node objects alone (sorted names, capacity, the nodes a pod's
         constraints allow): carried to a later statement while no node object changed."""
+        self.after: weakref.ref[Statement] | None = None if after is None else weakref.ref(after)
+        """The statement this one was carried from (``HeldPlans.hold`` asks), held weakly."""
+        self.held: HeldPlans = HeldPlans() if after is None else after.held
+        """The plans of pods in flight held on the rooms (``scheduling.cluster.held``), carried along."""
         if after is not None:
             carry(after, self)
 
@@ -87,6 +93,19 @@ class Statement:
     def changed_since(self, mark: int) -> list[str]:
         """The nodes whose room changed after ``mark`` (``changes()`` then), in order, with repeats."""
         return self._changed[mark:]
+
+    def seed(self, rooms: Mapping[str, NodeRoom | None], changed: Iterable[str]) -> None:
+        """Start these nodes from ``rooms`` instead of the snapshot's, before any action or read of them.
+
+        ``HeldPlans`` seeds the rooms after the plans in flight; ``changed`` are the nodes whose seeded
+        room differs from what the statement this one was carried from had, so that memos look again.
+        """
+        self._rooms.update(rooms)
+        self._changed.extend(sorted(changed))
+
+    def base_room(self, name: str) -> NodeRoom | None:
+        """``name``'s room from the snapshot and the promises alone, whatever was seeded or acted on."""
+        return self._initial(name)
 
     def _initial(self, name: str) -> NodeRoom | None:
         snapshot, promises = self.snapshot, self.promises
@@ -179,10 +198,11 @@ class Statement:
 
     def _take(self, pod: Pod, name: str, gpus: tuple[int, ...]) -> None:
         room = self.room(name)
-        if room is None or not room.fits(pod) or not room.free.issuperset(gpus):
+        taken = None if room is None else room.taking(pod, gpus)
+        if taken is None:
             msg = f"{pod.key} does not fit node {name} with GPUs {list(gpus)} in this plan"
             raise ValueError(msg)
-        self._set(name, replace(room, free=room.free.difference(gpus), left=minus(room.left, pod.requests)))
+        self._set(name, taken)
 
     def _give_back(self, pod: Pod) -> None:
         name = pod.node_name

@@ -193,3 +193,18 @@ def test_a_preempting_pod_kube_scheduler_nominated_waits_for_its_victims_and_is_
     not_nominated = replace(waiting, nominated_node=None)
     decision = decide(TWO_NODES, [not_nominated, victim], book=flying("high"), settings=CARRIED)
     assert decision.replanned != (), "without the nomination, a plan whose GPUs are held is made again"
+
+
+def test_a_pod_planned_again_never_takes_a_plan_that_still_holds() -> None:
+    """Every plan that holds is held before any is made again, whatever the groups' order.
+
+    ``ml/a``'s plan was broken by a bind; ``ml/b``'s (a later key) still holds. Planning ``ml/a`` again
+    on GPUs ``ml/b`` was promised would break ``ml/b``'s plan in turn, and kube-scheduler's try of it.
+    """
+    broken = in_flight("a", 2, ("n1", (0, 1)))
+    holds = in_flight("b", 2, ("n1", (2, 3)))
+    taker = running("taker", "n1", range(2))
+    decision = decide(ONE_NODE, [broken, holds, taker], book=flying("a", "b"), settings=CARRIED)
+    (again,) = decision.replanned
+    assert again.pod == "ml/a"
+    assert not set(again.gpus) & {0, 1, 2, 3}

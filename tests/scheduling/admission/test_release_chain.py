@@ -9,12 +9,14 @@ every decision equal to that of a pass with no chain, on the same snapshot.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scheduling.admission.flight import ReleasedBook
+from scheduling.admission.outcome import PodPlan
 from scheduling.admission.release import GateSettings, KeptRule, release
 from scheduling.admission.verdict import ALLOWED_KEPT
 from scheduling.admission.walk import NodeFacts
@@ -31,8 +33,12 @@ from tests.scheduling.queues.builders import gpu_queue
 NODES = 5
 SETTINGS = GateSettings(starve_after=3600.0, max_unbound_pods=4)
 
+CARRIED = replace(SETTINGS, plan_on_pod=True)
+KINDS = ["create", "create", "create", "bind", "finish", "pool", "cordon", "resize", "remove"]
+"""Cluster changes; with plans carried, also a bind on the pod's plan and kube-scheduler refusing one."""
+
 CHANGE = st.tuples(
-    st.sampled_from(["create", "create", "create", "bind", "finish", "pool", "cordon", "resize", "remove"]),
+    st.sampled_from(KINDS),
     st.integers(0, NODES - 1),  # which node, or which pod
     st.sampled_from([1, 1, 2, 4, 8]),  # GPUs
     st.sampled_from([None, "a", "b"]),  # the pool a created pod selects, or a node is put in
@@ -67,6 +73,18 @@ class Bed:
                 if room is not None and len(room.free) >= pod.requests.gpus:
                     gpus_on = tuple(sorted(room.free)[: pod.requests.gpus])
                     self.state.put_pod(replace(pod, node_name=f"n{i}", gpu_indices=gpus_on))
+        elif what == "bind-planned":
+            planned = [p for p in pods if not p.gated and p.node_name is None and p.plan is not None]
+            if planned:
+                pod = planned[i % len(planned)]
+                room = Statement(snapshot).room(pod.plan[0]) if pod.plan else None
+                if pod.plan is not None and room is not None and room.taking(pod, pod.plan[1]) is not None:
+                    self.state.put_pod(replace(pod, node_name=pod.plan[0], gpu_indices=pod.plan[1]))
+        elif what == "refuse":
+            planned = [p for p in pods if not p.gated and p.node_name is None and p.plan is not None]
+            if planned:
+                pod = planned[i % len(planned)]
+                self.state.put_pod(replace(pod, unschedulable=True, planned_at=NOW - 3600.0))
         elif what == "finish":
             bound = [p for p in pods if p.node_name is not None]
             if bound:
@@ -80,14 +98,25 @@ class Bed:
         else:
             self.state.remove_node(f"n{i}")
 
-    def ungate(self, keys: list[str]) -> None:
-        """The released pods, ungated as the placement manager's patch does."""
+    def ungate(self, keys: list[str], plans: Sequence[PodPlan] = ()) -> None:
+        """The released pods, ungated as the placement manager's patch does, with their ``plans`` written."""
         snapshot = self.state.snapshot()
-        for key in keys:
+        written = {p.pod: (p.node, p.gpus) for p in plans}
+        for key in sorted({*keys, *written}):
             namespace, name = key.split("/")
             pod = snapshot.pod(namespace, name)
-            if pod is not None:
-                self.state.put_pod(replace(pod, gates=()))
+            if pod is not None and pod.node_name is None:
+                plan = written.get(key, pod.plan)
+                fresh = key in written
+                self.state.put_pod(
+                    replace(
+                        pod,
+                        gates=(),
+                        plan=plan,
+                        planned_at=NOW if fresh else pod.planned_at,
+                        unschedulable=pod.unschedulable and not fresh,
+                    )
+                )
 
 
 @settings(max_examples=150, deadline=None)
@@ -105,6 +134,39 @@ def test_a_chained_pass_decides_as_a_fresh_one(steps: list[list[tuple[str, int, 
         assert chained == fresh
         book = chained.in_flight
         bed.ungate([key for r in chained.released for key in r.pods])
+
+
+CARRIED_CHANGE = st.tuples(
+    st.sampled_from([*KINDS, "bind-planned", "bind-planned", "refuse"]),
+    st.integers(0, NODES - 1),
+    st.sampled_from([1, 1, 2, 4, 8]),
+    st.sampled_from([None, "a", "b"]),
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(steps=st.lists(st.lists(CARRIED_CHANGE, max_size=5), min_size=1, max_size=10))
+def test_with_plans_carried_a_chained_pass_holds_and_plans_as_a_fresh_one(
+    steps: list[list[tuple[str, int, int, str | None]]],
+) -> None:
+    """The plans in flight held per node across passes (``HeldPlans``) decide as holding them afresh.
+
+    Plans are written as the placement manager writes them (released and planned again); binds land on
+    a plan or elsewhere (breaking plans), and kube-scheduler turns plans down.
+    """
+    bed, chain, cache = Bed(), StatementChain(), TopologyCache()
+    book = ReleasedBook()
+    for changes in steps:
+        for change in changes:
+            bed.change(*change)
+        snapshot = bed.state.snapshot()
+        view = view_of(snapshot, PromiseBook())
+        chained = release(snapshot, PromiseBook(), view, book, cache, now=NOW, settings=CARRIED, chain=chain)
+        fresh = release(snapshot, PromiseBook(), view, book, cache, now=NOW, settings=CARRIED)
+        assert chained == fresh
+        book = chained.in_flight
+        plans = [*(p for r in chained.released for p in r.plans), *chained.replanned]
+        bed.ungate([key for r in chained.released for key in r.pods], plans)
 
 
 def test_the_allowed_nodes_kept_across_passes_stay_bounded() -> None:
