@@ -557,14 +557,24 @@ class Testbed:
     def _start_scheduler_pairs(self) -> None:
         """Two kube-scheduler + extender pairs electing a leader (Lease ``kube-system/phalanx-scheduler``).
 
-        ``kube-scheduler-a`` calls ``extender``, ``kube-scheduler-b`` calls ``extender-b``.
+        ``kube-scheduler-a`` calls ``extender``, ``kube-scheduler-b`` calls ``extender-b``. With
+        ``sidecar``, two ``phalanx-scheduler`` replicas, as ``sidecar/`` ships them: the plugin is inside
+        kube-scheduler, so there is no second extender.
         """
+        if self.sidecar:
+            for name in ("kube-scheduler-a", "kube-scheduler-b"):
+                self.start_scheduler(name, self.extender_url)
+            return
         self.start_extender(name="extender-b", port=self.extender_b_port)
         for name, url in (("kube-scheduler-a", self.extender_url), ("kube-scheduler-b", self.extender_b_url)):
             self.start_scheduler(name, url)
 
     def start_scheduler(self, name: str, extender_url: str) -> None:
-        """Start one more kube-scheduler, leader election on, calling the extender at ``extender_url``."""
+        """Start one more kube-scheduler, leader election on, calling the extender at ``extender_url``.
+
+        The bed's scheduler binary and configuration: with ``sidecar``, ``phalanx-scheduler`` and the
+        sidecar's configuration, which calls no extender.
+        """
         rendered = render_scheduler_config(
             self.cluster.scheduler_config.read_text(), self.cluster.scheduler_kubeconfig, extender_url
         )
@@ -572,7 +582,7 @@ class Testbed:
         config.write_text(elect_leader(rendered))
         port = free_port()
         argv = [
-            str(self.cluster.build() / "kube-scheduler"),
+            str(self.cluster.scheduler_binary or self.cluster.build() / "kube-scheduler"),
             f"--config={config}",
             f"--authentication-kubeconfig={self.cluster.scheduler_kubeconfig}",
             f"--authorization-kubeconfig={self.cluster.scheduler_kubeconfig}",
@@ -590,6 +600,15 @@ class Testbed:
     def kill(self, name: str, sig: int = signal.SIGKILL) -> None:
         """Stop any process this test bed started (``kube-scheduler-a``, ``extender-b``, ...)."""
         self._kill(name, sig)
+
+    def freeze(self, name: str) -> None:
+        """Freeze a process this test bed started (SIGSTOP): hung, it holds what it held until it lapses.
+
+        ``kill`` ends it afterwards (SIGKILL ends a stopped process).
+        """
+        proc = self._procs.get(name)
+        if proc is not None:
+            os.killpg(proc.pid, signal.SIGSTOP)
 
     def start_extender(
         self, extra_env: dict[str, str] | None = None, *, name: str = "extender", port: int | None = None
@@ -659,6 +678,7 @@ class Testbed:
             proc = self._procs.pop(name)
             try:
                 os.killpg(proc.pid, signal.SIGTERM)
+                os.killpg(proc.pid, signal.SIGCONT)  # one ``freeze`` left stopped gets the SIGTERM too
                 proc.wait(15)
             except (ProcessLookupError, subprocess.TimeoutExpired):
                 with contextlib.suppress(ProcessLookupError):  # stopped by someone else meanwhile

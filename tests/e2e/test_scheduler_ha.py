@@ -1,11 +1,18 @@
-"""Two kube-scheduler + extender pairs: the standby pair stays passive, then finishes the leader's work.
+"""Two scheduler replicas: the standby stays passive, then finishes the leader's work.
 
-High availability, the scheduler's part, on a control plane of its own: kube-scheduler-a
-calls extender, kube-scheduler-b calls extender-b; the two schedulers elect a leader with a 4 s Lease;
-the extenders act on their own only while their scheduler calls them (duty window 3 s), and look for
-half-bound gangs every 0.3 s. A gang's Bindings are spread 1 s apart: the standby must not touch a gang
-the leader binds (no GangRecovered for it); then a SIGKILL of the leader pair lands mid-bind of a second
-gang, and the standby pair takes over, completes that gang once, and binds a gang created meanwhile.
+High availability, the scheduler's part, on a control plane of its own, in both modes; the schedulers
+elect a leader with a 4 s Lease (``kube-system/phalanx-scheduler``).
+
+- Extender mode: kube-scheduler-a calls extender, kube-scheduler-b calls extender-b; the extenders act
+  on their own only while their scheduler calls them (duty window 3 s), and look for half-bound gangs
+  every 0.3 s. A gang's Bindings are spread 1 s apart: the standby must not touch a gang the leader
+  binds (no GangRecovered for it); then a SIGKILL of the leader pair lands mid-bind of a second gang,
+  and the standby pair takes over, completes that gang once, and binds a gang created meanwhile.
+- Sidecar mode (``sidecar/``): two ``phalanx-scheduler`` replicas, the plugin inside each. The standby
+  binds nothing while the leader leads; a SIGKILL of the leader as a gang is released leaves the gang's
+  members with their plans, and the new leader binds them where they were planned, and a gang created
+  after the kill.
+
 No GPU index is held twice, no pod is lost.
 """
 
@@ -36,7 +43,7 @@ from testbed.nodes import fleet
 NS = "ha"
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def pairs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Testbed]:
     env = {
         "PHALANX_GANG_BIND_DELAY_SECONDS": "1",
@@ -119,3 +126,87 @@ def test_the_standby_pair_stays_passive_then_finishes_the_leaders_work(pairs: Te
     assert double_booked(list_pods(http)) == []
     assert len(_recovered(bed)) == 1 and " x1: " in _recovered(bed)[0], "recovered once, by one extender"
     assert (existing, bound) == (4, 4), "no member was deleted, so the gang is completed, none lost"
+
+
+SIDECAR_NS = "ha-sidecar"
+PLAN = "phalanx.io/plan"
+BOUND = "Successfully bound pod to node"
+"""What kube-scheduler logs at ``--v=2`` for each pod it binds (``schedule_one.go``)."""
+
+
+@pytest.fixture
+def sidecar_pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Testbed]:
+    bed = Testbed(Path(tmp_path_factory.mktemp("ha-sidecar")), scheduler_pairs=2, sidecar=True)
+    try:
+        bed.start()
+        bed.add_nodes(fleet(3, gpus=8))
+        ensure_namespace(bed.http, SIDECAR_NS)
+        yield bed
+    finally:
+        bed.stop()
+
+
+def _binds(bed: Testbed, scheduler: str, prefix: str) -> int:
+    """How many pods named ``prefix``... of the namespace ``scheduler``'s log says it bound."""
+    log = (bed.logs / f"{scheduler}.log").read_text(errors="replace")
+    return sum(1 for line in log.splitlines() if BOUND in line and f'pod="{SIDECAR_NS}/{prefix}' in line)
+
+
+def _bound_in(bed: Testbed, prefix: str) -> tuple[int, int]:
+    pods = [p for p in list_pods(bed.http, SIDECAR_NS) if p["metadata"]["name"].startswith(prefix)]
+    return len(pods), sum(1 for p in pods if p["spec"].get("nodeName"))
+
+
+def _gang(bed: Testbed, name: str, size: int) -> None:
+    create_podgroup(bed.http, SIDECAR_NS, podgroup(name, size))
+    for i in range(size):
+        create_pod(bed.http, SIDECAR_NS, member(f"{name}-{i}", name, 2))
+
+
+def _plans(bed: Testbed, prefix: str) -> dict[str, str] | None:
+    """Each released pod's plan (``node:gpus``) once every pod named ``prefix``... has one, else ``None``."""
+    pods = [p for p in list_pods(bed.http, SIDECAR_NS) if p["metadata"]["name"].startswith(prefix)]
+    plans = {
+        p["metadata"]["name"]: (p["metadata"].get("annotations") or {}).get(PLAN, "")
+        for p in pods
+        if not p["spec"].get("schedulingGates")
+    }
+    return plans if len(plans) == len(pods) > 0 and all(plans.values()) else None
+
+
+def test_the_standby_sidecar_stays_passive_then_binds_the_gang_a_hung_leader_left_on_its_plans(
+    sidecar_pair: Testbed,
+) -> None:
+    bed, http = sidecar_pair, sidecar_pair.http
+    create_pod(http, SIDECAR_NS, gpu_pod("warm-up", 1))
+    wait_for("the warm-up pod bound", lambda: _bound_in(bed, "warm-up")[1] == 1, timeout=60)
+    binds = {name: _binds(bed, name, "warm-up") for name in ("kube-scheduler-a", "kube-scheduler-b")}
+    print(f"\nwarm-up binds per scheduler: {binds}")
+    assert sorted(binds.values()) == [0, 1], "one replica, the leader, bound it"
+    leader, standby = sorted(binds, key=lambda name: -binds[name])
+
+    _gang(bed, "calm", 4)
+    wait_for("the first gang bound", lambda: _bound_in(bed, "calm-")[1] == 4, timeout=60)
+    assert (_binds(bed, leader, "calm-"), _binds(bed, standby, "calm-")) == (4, 0), "the standby bound none"
+
+    bed.freeze(leader)  # hung: it holds the Lease until it lapses (4 s), and binds nothing
+    frozen = time.monotonic()
+    _gang(bed, "crash", 4)
+    plans = wait_for("the gang released with its plans", lambda: _plans(bed, "crash-"), timeout=60)
+    bed.kill(leader)
+    _gang(bed, "after", 2)
+    wait_for(
+        "the released gang bound by the new leader", lambda: _bound_in(bed, "crash-") == (4, 4), timeout=90
+    )
+    took = time.monotonic() - frozen
+    wait_for("the gang created after the kill bound", lambda: _bound_in(bed, "after-") == (2, 2), timeout=60)
+    print(f"froze the leader ({leader}); the standby bound the released gang {took:.1f}s later")
+    assert (_binds(bed, leader, "crash-"), _binds(bed, standby, "crash-")) == (0, 4)
+    assert _binds(bed, standby, "after-") == 2
+    placed = {
+        p["metadata"]["name"]: p["spec"]["nodeName"]
+        for p in list_pods(http, SIDECAR_NS)
+        if p["metadata"]["name"].startswith("crash-")
+    }
+    assert {name: plan.partition(":")[0] for name, plan in plans.items()} == placed, "bound where planned"
+    assert double_booked(list_pods(http)) == []
