@@ -9,9 +9,9 @@ elect a leader with a 4 s Lease (``kube-system/phalanx-scheduler``).
   binds (no GangRecovered for it); then a SIGKILL of the leader pair lands mid-bind of a second gang,
   and the standby pair takes over, completes that gang once, and binds a gang created meanwhile.
 - Sidecar mode (``sidecar/``): two ``phalanx-scheduler`` replicas, the plugin inside each. The standby
-  binds nothing while the leader leads; a SIGKILL of the leader as a gang is released leaves the gang's
-  members with their plans, and the new leader binds them where they were planned, and a gang created
-  after the kill.
+  binds nothing while the leader leads; a leader that dies between two of a gang's Bind calls leaves
+  the other members with their plans, and the new leader binds them where they were planned, and a
+  gang created after the kill.
 
 No GPU index is held twice, no pod is lost.
 """
@@ -152,6 +152,23 @@ def _binds(bed: Testbed, scheduler: str, prefix: str) -> int:
     return sum(1 for line in log.splitlines() if BOUND in line and f'pod="{SIDECAR_NS}/{prefix}' in line)
 
 
+SCHEDULERS = ("kube-scheduler-a", "kube-scheduler-b")
+
+
+def _binders(bed: Testbed, prefix: str, count: int) -> dict[str, int]:
+    """Each scheduler's binds of pods ``prefix``..., once the logs show ``count`` in all.
+
+    kube-scheduler flushes its log every few seconds (``--log-flush-frequency``, 5 s), so a pod is
+    bound a moment before its line is written.
+    """
+
+    def logged() -> dict[str, int] | None:
+        binds = {name: _binds(bed, name, prefix) for name in SCHEDULERS}
+        return binds if sum(binds.values()) >= count else None
+
+    return wait_for(f"kube-scheduler's log lines for the binds of {prefix}", logged, timeout=30, interval=0.5)
+
+
 def _bound_in(bed: Testbed, prefix: str) -> tuple[int, int]:
     pods = [p for p in list_pods(bed.http, SIDECAR_NS) if p["metadata"]["name"].startswith(prefix)]
     return len(pods), sum(1 for p in pods if p["spec"].get("nodeName"))
@@ -174,39 +191,62 @@ def _plans(bed: Testbed, prefix: str) -> dict[str, str] | None:
     return plans if len(plans) == len(pods) > 0 and all(plans.values()) else None
 
 
-def test_the_standby_sidecar_stays_passive_then_binds_the_gang_a_hung_leader_left_on_its_plans(
+def _bind_as_planned(bed: Testbed, name: str, plan: str) -> None:
+    """Bind pod ``name`` as the plugin's Bind does: a Binding to the plan's node, its GPUs annotated."""
+    node, _, gpus = plan.partition(":")
+    binding = {
+        "apiVersion": "v1",
+        "kind": "Binding",
+        "metadata": {"name": name, "namespace": SIDECAR_NS, "annotations": {"phalanx.io/gpus": gpus}},
+        "target": {"kind": "Node", "name": node},
+    }
+    bed.http.request("POST", f"/api/v1/namespaces/{SIDECAR_NS}/pods/{name}/binding", body=binding)
+
+
+def test_the_standby_sidecar_stays_passive_then_completes_a_gang_its_leader_died_binding(
     sidecar_pair: Testbed,
 ) -> None:
+    """The leader dies between two of a gang's Bind calls: the standby binds the rest, on their plans.
+
+    The leader is frozen first (it keeps the Lease until it lapses, and binds nothing), the gang is
+    released with its plans, and two members are bound as the leader's Bind would have bound them
+    before it died. Members bound count as placed at the plugin's Permit, so the standby's members pass
+    it, and the gang is whole with no stale-gang eviction.
+    """
     bed, http = sidecar_pair, sidecar_pair.http
     create_pod(http, SIDECAR_NS, gpu_pod("warm-up", 1))
     wait_for("the warm-up pod bound", lambda: _bound_in(bed, "warm-up")[1] == 1, timeout=60)
-    binds = {name: _binds(bed, name, "warm-up") for name in ("kube-scheduler-a", "kube-scheduler-b")}
+    binds = _binders(bed, "warm-up", 1)
     print(f"\nwarm-up binds per scheduler: {binds}")
     assert sorted(binds.values()) == [0, 1], "one replica, the leader, bound it"
     leader, standby = sorted(binds, key=lambda name: -binds[name])
 
     _gang(bed, "calm", 4)
     wait_for("the first gang bound", lambda: _bound_in(bed, "calm-")[1] == 4, timeout=60)
-    assert (_binds(bed, leader, "calm-"), _binds(bed, standby, "calm-")) == (4, 0), "the standby bound none"
+    assert _binders(bed, "calm-", 4) == {leader: 4, standby: 0}, "the standby bound none"
 
-    bed.freeze(leader)  # hung: it holds the Lease until it lapses (4 s), and binds nothing
+    bed.freeze(leader)
     frozen = time.monotonic()
-    _gang(bed, "crash", 4)
-    plans = wait_for("the gang released with its plans", lambda: _plans(bed, "crash-"), timeout=60)
+    _gang(bed, "torn", 4)
+    plans = wait_for("the gang released with its plans", lambda: _plans(bed, "torn-"), timeout=60)
+    for name in ("torn-0", "torn-1"):
+        _bind_as_planned(bed, name, plans[name])
     bed.kill(leader)
     _gang(bed, "after", 2)
     wait_for(
-        "the released gang bound by the new leader", lambda: _bound_in(bed, "crash-") == (4, 4), timeout=90
+        "the torn gang completed by the new leader", lambda: _bound_in(bed, "torn-") == (4, 4), timeout=90
     )
     took = time.monotonic() - frozen
     wait_for("the gang created after the kill bound", lambda: _bound_in(bed, "after-") == (2, 2), timeout=60)
-    print(f"froze the leader ({leader}); the standby bound the released gang {took:.1f}s later")
-    assert (_binds(bed, leader, "crash-"), _binds(bed, standby, "crash-")) == (0, 4)
-    assert _binds(bed, standby, "after-") == 2
+    print(
+        f"froze the leader ({leader}) with 2 of the gang bound; the standby bound the rest {took:.1f}s later"
+    )
+    assert _binders(bed, "torn-", 2) == {leader: 0, standby: 2}, "the test bound two, the standby the rest"
+    assert _binders(bed, "after-", 2) == {leader: 0, standby: 2}
     placed = {
         p["metadata"]["name"]: p["spec"]["nodeName"]
         for p in list_pods(http, SIDECAR_NS)
-        if p["metadata"]["name"].startswith("crash-")
+        if p["metadata"]["name"].startswith("torn-")
     }
     assert {name: plan.partition(":")[0] for name, plan in plans.items()} == placed, "bound where planned"
     assert double_booked(list_pods(http)) == []
