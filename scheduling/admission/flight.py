@@ -79,11 +79,17 @@ def in_flight(
         if pod.scheduler_name == SCHEDULER_NAME and not pod.gated and pod.node_name is None:
             unbound.setdefault(group_key(pod), []).append(pod)
     at = {key: book.at.get(key, now) for key in sorted(unbound)}
-    waiting = {p.key for pods in unbound.values() for p in pods}
-    refused = {key: nodes for key, nodes in book.refused.items() if key in waiting}
+    refused = {}
+    if book.refused:  # the nodes refused for pods still waiting; kept by pod key
+        waiting = {p.key for pods in unbound.values() for p in pods}
+        refused = {key: nodes for key, nodes in book.refused.items() if key in waiting}
+    promised = promises.by_uid
     counting = {}
     for key, released_at in at.items():
-        pods = tuple(p for p in unbound[key] if p.uid not in promises.by_uid)
-        if pods and now - released_at <= ttl:
-            counting[key] = pods
+        if now - released_at > ttl:
+            continue
+        pods = unbound[key]
+        kept = tuple(p for p in pods if p.uid not in promised) if promised else tuple(pods)
+        if kept:
+            counting[key] = kept
     return InFlight(MappingProxyType(counting), ReleasedBook(MappingProxyType(at), MappingProxyType(refused)))

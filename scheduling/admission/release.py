@@ -176,11 +176,13 @@ def _begin_walk(
         flight.book.refused,
     )
     walk = Walk(snapshot.free_total(promises).gpus, 0, 0, 0, {}, {})
-    counted: dict[str, Sequence[Pod]] = {}
-    for key, pods in sorted(flight.counting.items()):
-        if not any(p.key in view.misplaced for p in pods):  # released to be turned down: never binds
-            count_in_flight(key, pods, walk, ctx)
-            counted[key] = pods
+    misplaced = view.misplaced
+    counted = {  # a group released to be turned down never binds
+        key: pods
+        for key, pods in flight.counting.items()
+        if not misplaced or not any(p.key in misplaced for p in pods)
+    }
+    count_in_flight(counted, walk, ctx)
     if settings.plan_on_pod:
         # A carried plan is a promise kube-scheduler keeps whenever it tries the pod: past the in-flight
         # window it no longer counts against the budget, but its GPUs are still held (or the plan made

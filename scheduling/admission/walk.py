@@ -26,7 +26,7 @@ from scheduling.model import Pod, Resources
 from scheduling.queues import QUEUE_LABEL, QueueError, QueueState
 from scheduling.queues.view import QueueView
 from scheduling.quota_owner import by_kueue
-from scheduling.resources import ZERO, plus, total
+from scheduling.resources import ZERO, plus
 from scheduling.topology import TopologyCache
 
 
@@ -114,29 +114,44 @@ class Walk:
                 self.extra_np[queue.name] = plus(self.extra_np.get(queue.name, ZERO), need)
 
 
-def count_in_flight(key: str, pods: Sequence[Pod], walk: Walk, ctx: PassFacts) -> None:
-    """Count a released, unbound group: its GPUs out of the room, its pods on the nodes if they fit.
+def count_in_flight(groups: Mapping[str, Sequence[Pod]], walk: Walk, ctx: PassFacts) -> None:
+    """Count the released, unbound groups: their GPUs out of the room, their needs on their queues.
 
-    With plans carried on pods, its pods are put on the nodes by ``hold_plans``, with every other pod
-    in flight, once the groups are counted.
+    Without plans carried on pods, each group is also put on the nodes where it fits, in key order;
+    with them, ``hold_plans`` holds every pod at its plan once the groups are counted. The needs are
+    summed per queue label first and charged along each queue's path once: a decision counts every
+    group in flight, and most share a few queues.
     """
-    need = total(p.requests for p in pods)
-    walk.room -= need.gpus
-    walk.flight_gpus += need.gpus
-    walk.unbound_gpus += need.gpus
-    walk.unbound_pods += len(pods)
-    walk.ahead += 1
-    work, tree = ctx.work, ctx.view.tree
-    if not ctx.settings.plan_on_pod:
-        plan_gang(key, pods, ctx.nodes, ctx.snapshot, work.promises, ctx.topologies, statement=work)
-    if by_kueue(pods[0], ctx.kueue):  # in flight, it takes room, but it charges no queue of phalanx's
-        return
-    try:
-        queue = tree.workload_queue(pods[0].labels.get(QUEUE_LABEL))
-    except QueueError:
-        return
-    for name in tree.path(queue):
-        walk.extra[name] = plus(walk.extra.get(name, ZERO), need)
+    work = ctx.work
+    by_label: dict[str | None, list[int]] = {}
+    flight = members = 0
+    for key, pods in groups.items():
+        cpu = memory = gpus = 0
+        for pod in pods:
+            need = pod.requests
+            cpu, memory, gpus = cpu + need.milli_cpu, memory + need.memory, gpus + need.gpus
+        flight += gpus
+        members += len(pods)
+        if not ctx.settings.plan_on_pod:
+            plan_gang(key, pods, ctx.nodes, ctx.snapshot, work.promises, ctx.topologies, statement=work)
+        if by_kueue(pods[0], ctx.kueue):  # in flight, it takes room, but it charges no queue of phalanx's
+            continue
+        summed = by_label.setdefault(pods[0].labels.get(QUEUE_LABEL), [0, 0, 0])
+        summed[0], summed[1], summed[2] = summed[0] + cpu, summed[1] + memory, summed[2] + gpus
+    walk.room -= flight
+    walk.flight_gpus += flight
+    walk.unbound_gpus += flight
+    walk.unbound_pods += members
+    walk.ahead += len(groups)
+    tree = ctx.view.tree
+    for label, (cpu, memory, gpus) in sorted(by_label.items(), key=lambda item: item[0] or ""):
+        try:
+            queue = tree.workload_queue(label)
+        except QueueError:
+            continue
+        need = Resources(cpu, memory, gpus)
+        for name in tree.path(queue):
+            walk.extra[name] = plus(walk.extra.get(name, ZERO), need)
 
 
 def hold_plans(groups: Mapping[str, Sequence[Pod]], walk: Walk, ctx: PassFacts) -> None:
