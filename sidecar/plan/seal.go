@@ -24,26 +24,39 @@ const (
 // each plan with HMAC-SHA256 over "<namespace>/<name>\n<plan>\n<unix seconds>" and writes
 // "<unix seconds>.<base64url HMAC, unpadded>" (kubeio/plan_seal.py makes exactly this message). A user
 // who may write their own pods' annotations cannot make one, so cannot choose a node past the queues.
+// A plan sealed under any of the keys is believed: during a rotation the key file holds the new key and
+// the old one (kubeio/plan_seal.py, "Rotation").
 type Seal struct {
-	key []byte
+	keys [][]byte
 	// Window is how long before the pod's creationTimestamp a seal may have been made: the webhook seals
 	// a pod's plan before the API server stores it (and stamps the time), on a clock that may run a
 	// little behind. A seal older than that was made for an earlier pod of the same name.
 	Window time.Duration
 }
 
-// ReadKey reads the plan key from path: its bytes, surrounding whitespace dropped, as the placement
-// manager reads them.
+// ReadKey reads the plan keys from path, one per line, surrounding whitespace and blank lines dropped,
+// as the placement manager reads them (which seals with the first).
 func ReadKey(path string, window time.Duration) (*Seal, error) {
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("plan key file: %w", err)
 	}
-	key := bytes.TrimSpace(raw)
-	if len(key) < MinKeyBytes {
-		return nil, fmt.Errorf("plan key file %q holds %d bytes; at least %d are needed", path, len(key), MinKeyBytes)
+	var keys [][]byte
+	for _, line := range bytes.Split(raw, []byte("\n")) {
+		if key := bytes.TrimSpace(line); len(key) > 0 {
+			keys = append(keys, key)
+		}
 	}
-	return &Seal{key: key, Window: window}, nil
+	if len(keys) == 0 {
+		return nil, fmt.Errorf("plan key file %q holds no key", path)
+	}
+	for i, key := range keys {
+		if len(key) < MinKeyBytes {
+			return nil, fmt.Errorf("plan key file %q holds %d bytes on its line %d; at least %d are needed",
+				path, len(key), i+1, MinKeyBytes)
+		}
+	}
+	return &Seal{keys: keys, Window: window}, nil
 }
 
 // Check returns nil when seal is the placement manager's seal of plan on the pod namespace/name, made
@@ -58,10 +71,8 @@ func (s *Seal) Check(namespace, name, plan, seal string, created time.Time) erro
 	if !found || err != nil || at != strconv.FormatInt(when, 10) {
 		return fmt.Errorf("its %s %q is not <unix seconds>.<signature>", SealAnnotation, seal)
 	}
-	want := hmac.New(sha256.New, s.key)
-	fmt.Fprintf(want, "%s/%s\n%s\n%d", namespace, name, plan, when)
 	got, err := base64.RawURLEncoding.DecodeString(mac)
-	if err != nil || !hmac.Equal(got, want.Sum(nil)) {
+	if err != nil || !s.made(got, fmt.Sprintf("%s/%s\n%s\n%d", namespace, name, plan, when)) {
 		return fmt.Errorf("its %s does not match its plan: the plan was not written by phalanx's "+
 			"placement manager for this pod", SealAnnotation)
 	}
@@ -70,4 +81,16 @@ func (s *Seal) Check(namespace, name, plan, seal string, created time.Time) erro
 			"an earlier pod of the same name", made.UTC().Format(time.RFC3339), created.UTC().Format(time.RFC3339))
 	}
 	return nil
+}
+
+// made tells whether mac is the HMAC-SHA256 of message under one of the keys.
+func (s *Seal) made(mac []byte, message string) bool {
+	for _, key := range s.keys {
+		want := hmac.New(sha256.New, key)
+		want.Write([]byte(message))
+		if hmac.Equal(mac, want.Sum(nil)) {
+			return true
+		}
+	}
+	return false
 }

@@ -94,3 +94,44 @@ func TestReadKeyRefusesAShortKey(t *testing.T) {
 		t.Error("ReadKey of a missing file: no error")
 	}
 }
+
+// A rotation under way: the file holds the new key first and the old one after; the placement manager
+// seals with the new one, and plans it sealed under the old one are still believed.
+func TestAKeyFileOfSeveralLinesBelievesPlansSealedUnderAnyOfThem(t *testing.T) {
+	cases, _ := loadSeals(t)
+	path := filepath.Join(t.TempDir(), "key")
+	content := "\n " + strings.Repeat("n", 40) + "\n\n" + cases.Key + "\n"
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	seal, err := ReadKey(path, 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := cases.Cases[0]
+	namespace, name, _ := strings.Cut(good.Pod, "/")
+	if err := seal.Check(namespace, name, good.Plan, good.Seal, time.Unix(1796000000, 0)); err != nil {
+		t.Errorf("a plan sealed under the second line's key is refused: %v", err)
+	}
+	if err := os.WriteFile(path, []byte(strings.Repeat("n", 40)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if alone, _ := ReadKey(path, 30*time.Second); alone.Check(namespace, name, good.Plan, good.Seal, time.Unix(1796000000, 0)) == nil {
+		t.Error("with the old line gone, a plan sealed under it is still believed")
+	}
+}
+
+func TestReadKeyRefusesAShortKeyOnAnyLineAndAFileWithNone(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "key")
+	for content, want := range map[string]string{
+		strings.Repeat("n", 40) + "\nshort\n": "5 bytes on its line 2; at least 32",
+		"\n \n":                               "holds no key",
+	} {
+		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ReadKey(path, time.Second); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("ReadKey of %q: %v, want %q", content, err, want)
+		}
+	}
+}

@@ -103,3 +103,33 @@ def raw_pod(
         "spec": {"schedulerName": "phalanx", "containers": []},
         "status": {"conditions": conditions or []},
     }
+
+
+OLD, NEW = b"o" * 32, b"n" * 40
+
+
+def test_a_key_file_of_several_lines_seals_with_the_first_and_believes_them_all(tmp_path: Path) -> None:
+    """A rotation under way: plans sealed under the old key stay believed, new ones use the new key."""
+    path = tmp_path / "key"
+    path.write_bytes(b"\n " + NEW + b"\n\n" + OLD + b"\n")
+    seal = read_key(str(path))
+    assert seal == PlanSeal(NEW, (OLD,))
+    written = seal.annotations("ns/p", "n1", (0,), 100.0)
+    assert written == PlanSeal(NEW).annotations("ns/p", "n1", (0,), 100.0), "sealed with the first line"
+    by_old = PlanSeal(OLD).annotations("ns/p", "n1", (0,), 90.0)
+    assert seal.sealed_at("ns/p", by_old) == 90.0
+    assert PlanSeal(NEW).sealed_at("ns/p", by_old) is None, "once the old line is gone, its plans are not"
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [(b"\n \n", "holds no key"), (NEW + b"\nshort\n", "holds 5 bytes on its line 2; at least 32")],
+    ids=["blank", "a short second key"],
+)
+def test_a_key_file_that_cannot_rotate_is_refused_with_the_reason(
+    tmp_path: Path, content: bytes, message: str
+) -> None:
+    path = tmp_path / "key"
+    path.write_bytes(content)
+    with pytest.raises(PlanKeyError, match=message):
+        read_key(str(path))
