@@ -122,6 +122,15 @@ class Bed:
 @settings(max_examples=150, deadline=None)
 @given(steps=st.lists(st.lists(CHANGE, max_size=5), min_size=1, max_size=10))
 def test_a_chained_pass_decides_as_a_fresh_one(steps: list[list[tuple[str, int, int, str | None]]]) -> None:
+    chain_and_compare(steps, SETTINGS)
+
+
+def chain_and_compare(steps: list[list[tuple[str, int, int, str | None]]], gates: GateSettings) -> None:
+    """After each step's changes, a chained pass and a fresh one on the same snapshot must agree.
+
+    The released pods are then ungated, with the plans the pass wrote (released or planned again),
+    as the placement manager's patches do.
+    """
     bed, chain, cache = Bed(), StatementChain(), TopologyCache()
     book = ReleasedBook()
     for changes in steps:
@@ -129,11 +138,12 @@ def test_a_chained_pass_decides_as_a_fresh_one(steps: list[list[tuple[str, int, 
             bed.change(*change)
         snapshot = bed.state.snapshot()
         view = view_of(snapshot, PromiseBook())
-        chained = release(snapshot, PromiseBook(), view, book, cache, now=NOW, settings=SETTINGS, chain=chain)
-        fresh = release(snapshot, PromiseBook(), view, book, cache, now=NOW, settings=SETTINGS)
+        chained = release(snapshot, PromiseBook(), view, book, cache, now=NOW, settings=gates, chain=chain)
+        fresh = release(snapshot, PromiseBook(), view, book, cache, now=NOW, settings=gates)
         assert chained == fresh
         book = chained.in_flight
-        bed.ungate([key for r in chained.released for key in r.pods])
+        plans = [*(p for r in chained.released for p in r.plans), *chained.replanned]
+        bed.ungate([key for r in chained.released for key in r.pods], plans)
 
 
 CARRIED_CHANGE = st.tuples(
@@ -154,19 +164,7 @@ def test_with_plans_carried_a_chained_pass_holds_and_plans_as_a_fresh_one(
     Plans are written as the placement manager writes them (released and planned again); binds land on
     a plan or elsewhere (breaking plans), and kube-scheduler turns plans down.
     """
-    bed, chain, cache = Bed(), StatementChain(), TopologyCache()
-    book = ReleasedBook()
-    for changes in steps:
-        for change in changes:
-            bed.change(*change)
-        snapshot = bed.state.snapshot()
-        view = view_of(snapshot, PromiseBook())
-        chained = release(snapshot, PromiseBook(), view, book, cache, now=NOW, settings=CARRIED, chain=chain)
-        fresh = release(snapshot, PromiseBook(), view, book, cache, now=NOW, settings=CARRIED)
-        assert chained == fresh
-        book = chained.in_flight
-        plans = [*(p for r in chained.released for p in r.plans), *chained.replanned]
-        bed.ungate([key for r in chained.released for key in r.pods], plans)
+    chain_and_compare(steps, CARRIED)
 
 
 def test_the_allowed_nodes_kept_across_passes_stay_bounded() -> None:
