@@ -19,7 +19,6 @@ caller plans it again. Not thread-safe: a statement chain's caller holds one loc
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -64,7 +63,7 @@ class HeldPlans:
         self._log: ChangeLog | None = None
         self._version = -1
         self._promised: frozenset[str] = frozenset()
-        self._last: weakref.ref[Statement] | None = None
+        self._last: int | None = None  # the serial of the statement last seeded
 
     def hold(self, work: Statement, planned: Mapping[str, Sequence[Pod]]) -> frozenset[str]:
         """Seed ``work`` with each node's room after the pods ``planned`` on it; the keys of those broken.
@@ -87,11 +86,10 @@ class HeldPlans:
             if kept is None or rebase is None or node in rebase or kept.pods != tuple(pods):
                 kept = hold_on(work.base_room(node), pods)
             after[node] = kept
-        last = None if self._last is None else self._last()
-        carried = last is not None and work.after is not None and work.after() is last
+        carried = self._last is not None and work.after == self._last
         changed = [n for n in after if not carried or n not in before or before[n].room is not after[n].room]
         changed += [n for n in before if n not in after]
         work.seed({n: h.room for n, h in after.items()}, changed)
         self._nodes, self._log, self._version, self._promised = after, log, snapshot.version, promised
-        self._last = weakref.ref(work)
+        self._last = work.serial
         return frozenset().union(*(h.broken for h in after.values() if h.broken))

@@ -15,12 +15,13 @@ constrain only when the node declares them.
 
 from __future__ import annotations
 
-import weakref
+import itertools
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import Protocol
 
 from scheduling.cluster.held import HeldPlans
+from scheduling.cluster.ledger import PodLedger
 from scheduling.cluster.promises import PromiseBook
 from scheduling.cluster.room import NodeRoom
 from scheduling.cluster.snapshot import ClusterSnapshot
@@ -29,6 +30,7 @@ from scheduling.plan import Action, Assignment, Eviction, Migration, Plan, Resiz
 from scheduling.resources import node_left, plus
 
 _NO_BOOK = PromiseBook()
+_SERIALS = itertools.count()
 
 
 class MemoEntry(Protocol):
@@ -53,17 +55,22 @@ class Statement:
         self._actions: list[Action] = []
         self._undo: list[tuple[str, NodeRoom | None]] = []
         self._changed: list[str] = []
-        self._start = 0  # ``_changed`` before it is what ``carry`` owed; this statement's own changes follow
+        self._start = 0  # ``_changed`` before it is what ``carry`` owed; the seeds' and own changes follow
+        self._acted = 0  # ``_changed`` from it on is what this statement's own actions changed
         self.memo: dict[object, MemoEntry] = {}
         """Planners' orders of this statement's nodes, kept across plans (``scheduling.gang.fresh_order``);
         each brings itself up to date from ``changed_since``."""
         self.node_memo: dict[object, object] = {}
         """What passes derive from the node objects alone (sorted names, capacity, the nodes a pod's
         constraints allow): carried to a later statement while no node object changed."""
-        self.after: weakref.ref[Statement] | None = None if after is None else weakref.ref(after)
-        """The statement this one was carried from (``HeldPlans.hold`` asks), held weakly."""
+        self.serial = next(_SERIALS)
+        """This statement's number, unique in the process."""
+        self.after = None if after is None else after.serial
+        """The number of the statement this one was carried from (``HeldPlans.hold`` asks)."""
         self.held: HeldPlans = HeldPlans() if after is None else after.held
         """The plans of pods in flight held on the rooms (``scheduling.cluster.held``), carried along."""
+        self.ledger: PodLedger = PodLedger() if after is None else after.ledger
+        """The unbound pods of the queues grouped (``scheduling.cluster.ledger``), carried along."""
         if after is not None:
             carry(after, self)
 
@@ -102,6 +109,7 @@ class Statement:
         """
         self._rooms.update(rooms)
         self._changed.extend(sorted(changed))
+        self._acted = len(self._changed)
 
     def base_room(self, name: str) -> NodeRoom | None:
         """``name``'s room from the snapshot and the promises alone, whatever was seeded or acted on."""
@@ -241,10 +249,13 @@ class StatementChain:
 
     def __init__(self) -> None:
         self._last: Statement | None = None
+        self.ledger = PodLedger()
+        """The unbound pods grouped, kept across the chain's decisions (each statement carries it)."""
 
     def open(self, snapshot: ClusterSnapshot, promises: PromiseBook = _NO_BOOK) -> Statement:
         """A statement on ``snapshot`` after ``promises``, carried from the last one opened."""
         self._last = Statement(snapshot, promises, after=self._last)
+        self._last.ledger = self.ledger
         return self._last
 
 
@@ -279,7 +290,10 @@ def carry(previous: Statement, work: Statement) -> None:
     between = log.since(old.version, new.version)
     if between is None:
         return
-    common = set(between) | set(previous._changed[previous._start :])
+    # The rooms ``previous`` was seeded with are not its own changes: ``work`` is seeded by the same
+    # ``HeldPlans`` before it is read, which names every node whose seeded room differs from
+    # ``previous``'s (``Statement.seed``), so a memo looks again at those and only those.
+    common = set(between) | set(previous._changed[previous._acted :])
     for book in (previous.promises, work.promises):
         common.update(book.by_node, book.requested_by_node)
     if len(common) > CARRY_LIMIT:
@@ -296,7 +310,7 @@ def carry(previous: Statement, work: Statement) -> None:
         entry.seen = 0 if stale[key] else len(first)
         work.memo[key] = entry
     work._changed = [*first, *sorted(common)]
-    work._start = len(work._changed)
+    work._start = work._acted = len(work._changed)
     if all(_same(old.nodes.get(name), new.nodes.get(name)) for name in between):
         work.node_memo = previous.node_memo
 
