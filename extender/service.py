@@ -32,14 +32,14 @@ from scheduling.gang.gang_planner import DEFAULT_LOCALITY_KEYS
 from scheduling.gang.stand_in import is_stand_in
 from scheduling.gpu.choice import NoGpusError
 from scheduling.gpu.fit import FilterDecision
-from scheduling.model import Node, Pod
+from scheduling.model import Node, Pod, group_key
 from scheduling.nodes.decisive import TieMemo, decisive_node
 from scheduling.nodes.rank_index import NotIndexed, RankIndex
 from scheduling.nodes.ranking import ScoreMemo
 from scheduling.nodes.readiness import promises_ended
 from scheduling.preempt_session import Victims, narrow_victims
 from scheduling.queues import QueueRule
-from scheduling.queues.view import QueueView, group_key
+from scheduling.queues.view import QueueView
 from scheduling.session import (
     Chooser,
     FilterInput,

@@ -268,6 +268,11 @@ class Pod:
         )
 
 
+def group_key(pod: Pod) -> str:
+    """The key a pod is admitted, placed and evicted under: its PodGroup's, else its own."""
+    return pod.group_key or pod.key
+
+
 @dataclass(frozen=True, slots=True)
 class Node:
     """One node as the scheduler needs it.

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from scheduling.cluster.snapshot import ClusterSnapshot
-from scheduling.model import Pod
+from scheduling.model import Pod, group_key
 from scheduling.queues import (
     PREEMPTIBLE_LABEL,
     QUEUE_LABEL,
@@ -25,7 +25,6 @@ from scheduling.queues import (
     is_preemptible,
     preempt_within_queue,
 )
-from scheduling.queues.view import group_key
 from scheduling.quota_owner import gang_by_kueue
 
 KUEUE_PREEMPTS = (

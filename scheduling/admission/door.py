@@ -35,13 +35,15 @@ from dataclasses import replace
 from scheduling.admission.flight import ReleasedBook
 from scheduling.admission.outcome import GateSettings, Released
 from scheduling.admission.release import release
+from scheduling.cluster.ledger import PodLedger
 from scheduling.cluster.promises import PromiseBook
 from scheduling.cluster.snapshot import ClusterSnapshot, with_pods
 from scheduling.cluster.statement import StatementChain
 from scheduling.model import ADMISSION_GATE, SCHEDULER_NAME, Pod
 from scheduling.queues import QueueError
-from scheduling.queues.ordering import order_pending
-from scheduling.queues.view import QueueView, group_key, pending_group
+from scheduling.queues.lines import pending_group, with_group
+from scheduling.queues.ordering import order_lines
+from scheduling.queues.view import QueueView
 from scheduling.timestamps import timestamp
 from scheduling.topology import TopologyCache
 
@@ -83,9 +85,10 @@ def decide_at_door(
         return why
     if snapshot.pod(pod.namespace, pod.name) is not None:
         return "a pod of that name exists (its creation fails, or waits for it to be gone)"
-    waiting = {group_key(p) for p in snapshot.unbound_queue_pods() if p.gated}
-    if len(waiting) > WALK_LIMIT:
-        return f"{len(waiting)} groups wait gated: the release pass decides in the fair order"
+    ledger = chain.ledger if chain is not None else PodLedger()
+    waiting = len(ledger.look(snapshot).gated)
+    if waiting > WALK_LIMIT:
+        return f"{waiting} groups wait gated: the release pass decides in the fair order"
     # Gated, and created now (the API server stamps it a moment later): the youngest of its queue. Its
     # UID is not the API's yet (a review brings the review's), so one is made from its name.
     gated = replace(
@@ -95,7 +98,10 @@ def decide_at_door(
         group = pending_group(gated, [gated], view.tree)
     except QueueError as exc:
         return f"its queue: {exc}"
-    pending = order_pending([*view.pending, group], view.states, view.capacity)
+    try:
+        pending = order_lines(with_group(view.lines, group), view.states, view.capacity)
+    except ValueError as exc:  # its queue has no state in this view (a queue newer than the view)
+        return f"its queue: {exc}"
     decision = release(
         with_pods(snapshot, [gated]),
         promises,

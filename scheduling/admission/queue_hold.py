@@ -39,7 +39,8 @@ from scheduling.cluster.snapshot import ClusterSnapshot
 from scheduling.gang.stand_in import stand_ins
 from scheduling.model import Pod, Resources
 from scheduling.queues import PendingGroup, QueueError, QueueRule, check_rules
-from scheduling.queues.view import QueueView, pending_group
+from scheduling.queues.lines import pending_group
+from scheduling.queues.view import QueueView
 from scheduling.resources import ZERO, plus
 
 AHEAD_CHECKED = 64

@@ -50,7 +50,7 @@ flight for ``release_ttl`` seconds at most.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from scheduling.admission.flight import InFlight, ReleasedBook, in_flight
 from scheduling.admission.outcome import (
@@ -62,6 +62,7 @@ from scheduling.admission.outcome import (
     ReleaseDecision,
 )
 from scheduling.admission.preemption_room import Candidates
+from scheduling.admission.replan import hold_plans
 from scheduling.admission.verdict import decide, kueue_groups_of
 from scheduling.admission.walk import (
     NodeFacts,
@@ -69,20 +70,21 @@ from scheduling.admission.walk import (
     Walk,
     count_in_flight,
     gpus_of,
-    hold_plans,
     idle_by_rule,
     keys_of,
 )
+from scheduling.cluster.ledger import Flight, Waiting, is_released
 from scheduling.cluster.promises import PromiseBook
 from scheduling.cluster.snapshot import ClusterSnapshot
 from scheduling.cluster.statement import Statement, StatementChain
-from scheduling.model import SCHEDULER_NAME, Pod
-from scheduling.queues.view import QueueView, group_key
+from scheduling.model import SCHEDULER_NAME, Pod, group_key
+from scheduling.queues.view import QueueView
 from scheduling.timestamps import seconds
 from scheduling.topology import TopologyCache
 
 __all__ = ["GateSettings", "Kept", "KeptRule", "ReleaseDecision", "Released", "ReleasedBook", "release"]
 
+_NO_FLIGHT = Flight((), (0, 0, 0), None, False, False)
 _NOT_IN_VIEW = "waits for the next queue view (the pod is newer than it)"
 
 
@@ -111,14 +113,12 @@ def release(
             orders and allowed nodes then start from the last one's (``scheduling.cluster.statement``).
     """
     # The pass reads the pods that wait (gated, or released and not bound yet), not the running ones:
-    # those it needs (preemption's candidates, Kueue's gangs) the queue view keeps per pod change.
-    unbound = snapshot.unbound_queue_pods()
-    gated: dict[str, list[Pod]] = {}
-    for pod in unbound:
-        if pod.gated:
-            gated.setdefault(group_key(pod), []).append(pod)
+    # those it needs (preemption's candidates, Kueue's gangs) the queue view keeps per pod change, and
+    # the ledger the statement chain carries keeps these grouped per pod change.
     work = chain.open(snapshot, promises) if chain is not None else Statement(snapshot, promises)
-    flight, walk, ctx = _begin_walk(work, view, book, topologies, unbound, now=now, settings=settings)
+    waiting = work.ledger.look(snapshot)
+    gated = {key: list(pods) for key, pods in waiting.gated.items()}
+    flight, walk, ctx = _begin_walk(work, view, book, topologies, waiting, now=now, settings=settings)
     released: list[Released] = []
     kept: list[Kept] = []
     for key in sorted(gated):
@@ -152,14 +152,14 @@ def _begin_walk(
     view: QueueView,
     book: ReleasedBook,
     topologies: TopologyCache,
-    unbound: Sequence[Pod],
+    waiting: Waiting,
     *,
     now: float,
     settings: GateSettings,
 ) -> tuple[InFlight, Walk, PassFacts]:
     """A walk's start: the pass's facts, and the room and budget left after the groups in flight."""
     snapshot, promises = work.snapshot, work.promises
-    flight = in_flight(unbound, book, promises, now=now, ttl=settings.release_ttl)
+    flight = in_flight(waiting, snapshot, book, promises, now=now, ttl=settings.release_ttl)
     nodes = NodeFacts.of(work)
     ctx = PassFacts(
         snapshot,
@@ -176,30 +176,49 @@ def _begin_walk(
         flight.book.refused,
     )
     walk = Walk(snapshot.free_total(promises).gpus, 0, 0, 0, {}, {})
-    misplaced = view.misplaced
-    counted = {  # a group released to be turned down never binds
-        key: pods
-        for key, pods in flight.counting.items()
-        if not misplaced or not any(p.key in misplaced for p in pods)
-    }
-    count_in_flight(counted, walk, ctx)
+    misplaced, unheld = _turned_down(flight, snapshot, view)
+    if not settings.plan_on_pod:
+        # A statement carried from one seeded with held plans must be seeded too before it is read
+        # (``Statement.seed``): with none to hold, the nodes seeded last are named as changed.
+        work.held.hold(work, {})
+    count_in_flight(flight, flight.lapsed | misplaced, walk, ctx)
     if settings.plan_on_pod:
         # A carried plan is a promise kube-scheduler keeps whenever it tries the pod: past the in-flight
         # window it no longer counts against the budget, but its GPUs are still held (or the plan made
         # again), or a later plan takes them and the pod waits for ever on a plan that cannot hold.
-        hold_plans({**counted, **_lapsed(unbound, flight, view)}, walk, ctx)
+        hold_plans(flight, unheld, walk, ctx)
     return flight, walk, ctx
 
 
-def _lapsed(unbound: Sequence[Pod], flight: InFlight, view: QueueView) -> dict[str, list[Pod]]:
-    """The released, unbound pods of phalanx past the in-flight window, by group (not turned down)."""
-    lapsed: dict[str, list[Pod]] = {}
-    for pod in unbound:
-        key = group_key(pod)
-        released = not pod.gated and pod.node_name is None and pod.scheduler_name == SCHEDULER_NAME
-        if released and key not in flight.counting and pod.key not in view.misplaced:
-            lapsed.setdefault(key, []).append(pod)
-    return lapsed
+def _turned_down(
+    flight: InFlight, snapshot: ClusterSnapshot, view: QueueView
+) -> tuple[frozenset[str], Mapping[str, Pod]]:
+    """The counting groups released to be turned down as misplaced, and the released pods not held.
+
+    A group released to be turned down never binds: a counting one with a misplaced pod among those
+    that count counts not at all, and none of its pods is held; of a lapsed group, only the misplaced
+    pods are not held. The
+    promised pods of counting groups are not held either (a promise holds their room already).
+    """
+    flights = flight.waiting.released
+    unheld = {pod.key: pod for pod in flight.promised}
+    promised = frozenset(unheld)
+    groups: set[str] = set()
+    for key in sorted(view.misplaced):
+        pod = snapshot.pod(*key.split("/", 1))
+        if (
+            pod is None
+            or not is_released(pod)
+            or not any(p is pod for p in flights.get(group_key(pod), _NO_FLIGHT).pods)
+        ):
+            continue
+        if group_key(pod) in flight.lapsed:
+            unheld[key] = pod
+        elif key not in promised:  # a promised pod counts no more; the group's others still do
+            groups.add(group_key(pod))
+    for group in sorted(groups):
+        unheld.update((p.key, p) for p in flights[group].pods)
+    return frozenset(groups), unheld
 
 
 def _unknown(

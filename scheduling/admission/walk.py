@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
+from scheduling.admission.flight import InFlight
 from scheduling.admission.outcome import (
     GateSettings,
     Kept,
@@ -19,13 +20,13 @@ from scheduling.admission.outcome import (
 )
 from scheduling.admission.preemption_room import Candidates
 from scheduling.admission.reserve import Capacity, Reservation
+from scheduling.cluster.ledger import Flight, Waiting
 from scheduling.cluster.snapshot import ClusterSnapshot
 from scheduling.cluster.statement import Statement
-from scheduling.gang.gang_planner import GangPlan, plan_gang
+from scheduling.gang.gang_planner import plan_gang
 from scheduling.model import Pod, Resources
-from scheduling.queues import QUEUE_LABEL, QueueError, QueueState
+from scheduling.queues import QueueError, QueueState
 from scheduling.queues.view import QueueView
-from scheduling.quota_owner import by_kueue
 from scheduling.resources import ZERO, plus
 from scheduling.topology import TopologyCache
 
@@ -114,37 +115,46 @@ class Walk:
                 self.extra_np[queue.name] = plus(self.extra_np.get(queue.name, ZERO), need)
 
 
-def count_in_flight(groups: Mapping[str, Sequence[Pod]], walk: Walk, ctx: PassFacts) -> None:
+def count_in_flight(flight: InFlight, dropped: frozenset[str], walk: Walk, ctx: PassFacts) -> None:
     """Count the released, unbound groups: their GPUs out of the room, their needs on their queues.
 
-    Without plans carried on pods, each group is also put on the nodes where it fits, in key order;
-    with them, ``hold_plans`` holds every pod at its plan once the groups are counted. The needs are
-    summed per queue label first and charged along each queue's path once: a decision counts every
-    group in flight, and most share a few queues.
+    The ledger keeps the sums of every released group, per queue label (``scheduling.cluster.ledger``);
+    the groups that do not count whole (``dropped``: lapsed, or turned down as misplaced; partly
+    promised; Kueue's, which charge no queue of phalanx's) are taken out of them, and each label's sum is
+    charged along its queue's path once, so a decision costs O(those groups), not O(groups in flight).
+    Without plans carried on pods, each counting group is also put on the nodes where it fits, in key
+    order; with them, ``hold_plans`` holds every pod at its plan once the groups are counted.
     """
-    work = ctx.work
-    by_label: dict[str | None, list[int]] = {}
-    flight = members = 0
-    for key, pods in groups.items():
-        cpu = memory = gpus = 0
-        for pod in pods:
-            need = pod.requests
-            cpu, memory, gpus = cpu + need.milli_cpu, memory + need.memory, gpus + need.gpus
-        flight += gpus
-        members += len(pods)
-        if not ctx.settings.plan_on_pod:
-            plan_gang(key, pods, ctx.nodes, ctx.snapshot, work.promises, ctx.topologies, statement=work)
-        if by_kueue(pods[0], ctx.kueue):  # in flight, it takes room, but it charges no queue of phalanx's
-            continue
-        summed = by_label.setdefault(pods[0].labels.get(QUEUE_LABEL), [0, 0, 0])
-        summed[0], summed[1], summed[2] = summed[0] + cpu, summed[1] + memory, summed[2] + gpus
-    walk.room -= flight
-    walk.flight_gpus += flight
-    walk.unbound_gpus += flight
-    walk.unbound_pods += members
-    walk.ahead += len(groups)
+    waiting = flight.waiting
+    flights = waiting.released
+    totals = _Charges(waiting)
+    for key in sorted(dropped):
+        totals.charge(flights[key], -1)
+    for key, part in sorted(flight.partial.items()):
+        if key not in dropped:
+            totals.charge(flights[key], -1)
+            totals.charge(part, 1)
+    for key in sorted(ctx.kueue & flights.keys()):
+        counted = None if key in dropped else flight.counting(key)
+        if counted is not None and not counted.stamped and counted.pods[0].group_key == key:
+            totals.uncharge_queue(counted)  # in flight, it takes room, but it charges no queue of phalanx's
+    if not ctx.settings.plan_on_pod:
+        work = ctx.work
+        for key in sorted(flights):
+            counted = None if key in dropped else flight.counting(key)
+            if counted is not None:
+                plan_gang(
+                    key, counted.pods, ctx.nodes, ctx.snapshot, work.promises, ctx.topologies, statement=work
+                )
+    walk.room -= totals.gpus
+    walk.flight_gpus += totals.gpus
+    walk.unbound_gpus += totals.gpus
+    walk.unbound_pods += totals.members
+    walk.ahead += totals.groups
     tree = ctx.view.tree
-    for label, (cpu, memory, gpus) in sorted(by_label.items(), key=lambda item: item[0] or ""):
+    for label, (cpu, memory, gpus, groups) in sorted(totals.labels.items(), key=lambda item: item[0] or ""):
+        if not groups:
+            continue
         try:
             queue = tree.workload_queue(label)
         except QueueError:
@@ -154,111 +164,34 @@ def count_in_flight(groups: Mapping[str, Sequence[Pod]], walk: Walk, ctx: PassFa
             walk.extra[name] = plus(walk.extra.get(name, ZERO), need)
 
 
-def hold_plans(groups: Mapping[str, Sequence[Pod]], walk: Walk, ctx: PassFacts) -> None:
-    """Keep each in-flight pod's plan on the working copy; plan again those whose plan no longer holds.
+class _Charges:
+    """The ledger's sums of every released group, for ``count_in_flight`` to take groups out of."""
 
-    A plan holds while its node still has room for the pod and every planned GPU index is free there
-    (nothing bound there since took one), and kube-scheduler has not refused it (``refused_now``).
-    Every plan that may hold is held first, on the rooms ``HeldPlans`` keeps per node between
-    decisions (``scheduling.cluster.held``), so a decision works again only on the nodes that changed.
-    Then, group by group, a pod whose plan does not hold, or that has none (released before plans were
-    carried), is planned again with the rest of its group's such pods, away from every node it was
-    refused on, and the new plan is written on it (``Walk.replanned``); the sidecar's plugin then tries
-    it again. One that finds no place keeps its plan, and kube-scheduler keeps saying why it cannot
-    bind. When every node has refused it, its refusals are forgotten and it is planned as if new.
-    """
-    work = ctx.work
-    planned: dict[str, list[Pod]] = {}
-    troubled: set[str] = set()  # groups with a pod that has no plan or a refused one
-    for key, pods in groups.items():
-        for pod in pods:
-            plan = pod.plan
-            if plan is None:
-                troubled.add(key)
-                continue
-            refused = ctx.refused.get(pod.key)
-            if refused_now(pod, ctx.now, ctx.settings.plan_refused_after):
-                refused = walk.refused[pod.key] = (refused or frozenset()) | {plan[0]}
-            if refused is not None and plan[0] in refused:
-                troubled.add(key)
-            else:
-                planned.setdefault(plan[0], []).append(pod)
-    for pods in planned.values():
-        pods.sort(key=_by_key)
-    broken = work.held.hold(work, planned)
-    if broken:
-        troubled.update(key for key, pods in groups.items() if any(p.key in broken for p in pods))
-    for key in sorted(troubled):
-        _plan_again(key, groups[key], broken, walk, ctx)
+    def __init__(self, waiting: Waiting) -> None:
+        self.groups = len(waiting.released)
+        self.members = waiting.members
+        self.gpus = waiting.gpus
+        self.labels = {label: list(sums) for label, sums in waiting.by_label.items()}
 
+    def charge(self, flight: Flight, sign: int) -> None:
+        """Add (``sign`` 1) or take out (-1) a group."""
+        self.groups += sign
+        self.members += sign * len(flight.pods)
+        self.gpus += sign * flight.sums[2]
+        if not flight.stamped:
+            self._queue(flight, sign)
 
-def _plan_again(key: str, pods: Sequence[Pod], broken: frozenset[str], walk: Walk, ctx: PassFacts) -> None:
-    """Plan again, together, the pods of group ``key`` whose plans do not hold (``hold_plans``)."""
-    work = ctx.work
-    lost: dict[str, str] = {}  # pod key -> why it is planned again
-    shunned: set[str] = set()
-    for pod in pods:
-        plan = pod.plan
-        refused = walk.refused.get(pod.key, ctx.refused.get(pod.key, frozenset()))
-        if plan is not None and plan[0] not in refused and pod.key not in broken:
-            continue  # held
-        if plan is not None and _preempting(pod, plan[0], refused, work):
-            continue  # its GPUs are its victims' until they are gone; then the plan holds
-        lost[pod.key] = _why(pod, refused, work)
-        shunned |= refused
-    if not lost:
-        return
-    nodes = tuple(n for n in ctx.nodes if n not in shunned)
-    if not nodes:  # refused everywhere: what kube-scheduler refused may have changed since
-        nodes = ctx.nodes
-        walk.refused.update((pod, frozenset()) for pod in lost)
-    again_pods = [pod for pod in pods if pod.key in lost]
-    again = plan_gang(key, again_pods, nodes, ctx.snapshot, work.promises, ctx.topologies, statement=work)
-    if isinstance(again, GangPlan):
-        keys = {uid: pod.key for uid, pod in again.members.items()}
-        walk.replanned.extend(
-            sorted(PodPlan(keys[a.uid], a.node, a.gpus, lost[keys[a.uid]]) for a in again.assignments)
-        )
+    def uncharge_queue(self, flight: Flight) -> None:
+        """Take a counted group off its queue label only (its room and pods still count)."""
+        self._queue(flight, -1)
 
-
-def _by_key(pod: Pod) -> str:
-    return pod.key
-
-
-def _preempting(pod: Pod, node: str, refused: frozenset[str], work: Statement) -> bool:
-    """Whether kube-scheduler preempted on ``node`` for ``pod`` (it nominated the pod there).
-
-    Such a plan is kept as it is while the victims leave (``preemption_room.plan_over``): planned
-    anywhere else, kube-scheduler could preempt a second time for it.
-    """
-    return pod.nominated_node == node and node not in refused and work.room(node) is not None
-
-
-def _why(pod: Pod, refused: frozenset[str], work: Statement) -> str:
-    """Why ``pod``'s carried plan does not hold on the working copy (``hold_plans`` found it does not)."""
-    plan = pod.plan
-    if plan is None:
-        return "it had no plan (released before plans were carried, or to preempt)"
-    node = plan[0]
-    if node in refused:
-        return f"kube-scheduler kept turning its plan on {node} down, for what phalanx does not model"
-    if work.room(node) is None:
-        return f"its plan's node {node} is gone or cannot take pods"
-    return f"its plan on {node} no longer held: a planned GPU or the room was taken since"
-
-
-def refused_now(pod: Pod, now: float, after: float) -> bool:
-    """Whether kube-scheduler turned ``pod``'s carried plan down, as far as the pass can tell.
-
-    It did when the plan was sealed ``after`` seconds ago or more and kube-scheduler's last try found
-    no node (``Pod.unschedulable``). By then kube-scheduler has tried the plan (its queue retries a
-    turned-down pod within 10 s, and at once when its plan changes), so the verdict is the plan's,
-    not a former plan's. A pod kube-scheduler nominated to its plan's node has had lower-priority pods
-    preempted there for it (``preemption_room.plan_over``) and waits for them to go: not refused.
-    """
-    if pod.plan is not None and pod.nominated_node == pod.plan[0]:
-        return False
-    return pod.unschedulable and pod.planned_at is not None and now - pod.planned_at >= after
+    def _queue(self, flight: Flight, sign: int) -> None:
+        summed = self.labels.setdefault(flight.label, [0, 0, 0, 0])
+        cpu, memory, gpus = flight.sums
+        summed[0] += sign * cpu
+        summed[1] += sign * memory
+        summed[2] += sign * gpus
+        summed[3] += sign
 
 
 def idle_by_rule(walk: Walk, kept: Sequence[Kept]) -> dict[str, int]:

@@ -57,6 +57,9 @@ class ClusterSnapshot:
             indexes kept per change; ``None``: unknown (a hand-built snapshot), such an index rebuilds.
         pod_changes: the state's log of which pods of ``queue_pods`` each version added, changed or
             removed, by UID, for the queue view kept per change; ``None``: unknown, the view walks them.
+            It never names ``arrivals``.
+        arrivals: the pods ``with_pods`` added (the caller knows of them, the cache has not seen them
+            yet), which an index kept from ``pod_changes`` lays over its answer.
     """
 
     nodes: Mapping[str, Node] = field(default_factory=lambda: MappingProxyType({}))
@@ -77,6 +80,7 @@ class ClusterSnapshot:
     open_rooms: Mapping[str, NodeRoom | None] | None = field(default=None, compare=False)
     changes: ChangeLog | None = field(default=None, compare=False, repr=False)
     pod_changes: ChangeLog | None = field(default=None, compare=False, repr=False)
+    arrivals: tuple[Pod, ...] = field(default=(), compare=False, repr=False)
 
     def pod(self, namespace: str, name: str) -> Pod | None:
         """The pod ``namespace/name``, if known."""
@@ -184,7 +188,7 @@ def with_pods(snapshot: ClusterSnapshot, pods: Sequence[Pod]) -> ClusterSnapshot
         pod_uids=_merged(snapshot.pod_uids, keys),
         queue_pods=None if snapshot.queue_pods is None else _merged(snapshot.queue_pods, added),
         unbound_pods=None if snapshot.unbound_pods is None else _merged(snapshot.unbound_pods, added),
-        pod_changes=None,  # the added pods are in no log
+        arrivals=(*snapshot.arrivals, *pods),  # in no log: an index kept from it lays them over
     )
 
 

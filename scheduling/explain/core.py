@@ -27,9 +27,9 @@ from scheduling.explain.queue_place import queue_place
 from scheduling.explain.target import Subject, Target, subject_of
 from scheduling.explain.waiting import Finding, fits_now, held_by_queue, short_of_room
 from scheduling.gang.filter import members_to_plan
-from scheduling.model import SCHEDULER_NAME, TERMINAL_PHASES, Pod
+from scheduling.model import SCHEDULER_NAME, TERMINAL_PHASES, Pod, group_key
 from scheduling.offline.pending_filter import live_snapshot
-from scheduling.queues.view import QueueView, group_key, view_of
+from scheduling.queues.view import QueueView, view_of
 from scheduling.reasons import Rejection, Verdict
 from scheduling.session import FilterInput, FilterOutcome, SessionSettings, filter_pod
 from scheduling.topology import TopologyCache

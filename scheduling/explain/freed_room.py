@@ -23,8 +23,7 @@ from scheduling.cluster.snapshot import ClusterSnapshot
 from scheduling.cluster.statement import Statement
 from scheduling.explain.explanation import PlacedPod, WhatIf
 from scheduling.gang.gang_planner import DEFAULT_LOCALITY_KEYS, GangPlan, plan_gang
-from scheduling.model import Pod
-from scheduling.queues.view import group_key
+from scheduling.model import Pod, group_key
 from scheduling.topology import TopologyCache
 
 MOST_GROUPS = 3

@@ -14,7 +14,8 @@ from scheduling.admission.queue_hold import HoldAnswer
 from scheduling.explain.explanation import QueuePlace, ShareFigures
 from scheduling.model import Pod
 from scheduling.queues import DEFAULT_QUEUE, QUEUE_LABEL, QueueError, QueueState, Standing, standing
-from scheduling.queues.view import QueueView, pending_group
+from scheduling.queues.lines import pending_group
+from scheduling.queues.view import QueueView
 from scheduling.resources import GPU, RESOURCE_NAMES, amount
 
 KUEUE_SENTENCE = (

@@ -30,9 +30,10 @@ from immutables import Map
 from scheduling.cluster.change_log import ChangeLog
 from scheduling.cluster.promises import PromiseBook
 from scheduling.cluster.snapshot import ClusterSnapshot
-from scheduling.model import QUEUE_LABEL, SCHEDULER_NAME, Pod, Resources
+from scheduling.model import QUEUE_LABEL, SCHEDULER_NAME, Pod, Resources, group_key
 from scheduling.queues import PREEMPTIBLE_LABEL, Queue, QueueError, QueueTree, RunningGang, is_preemptible
-from scheduling.queues.view import QueueView, assemble_view, group_key, running_gang, view_of
+from scheduling.queues.lines import PendingLines
+from scheduling.queues.view import QueueView, assemble_view, running_gang, view_of
 from scheduling.quota_owner import by_kueue
 from scheduling.resources import minus, plus, total
 
@@ -74,6 +75,8 @@ class QueueTally:
         self._running: dict[str, dict[str, Pod]] = {}
         self._by_queue: dict[str, Map[str, Pod]] = {}  # queue -> its running pods, handed out as they are
         self._waiting: dict[str, dict[str, Pod]] = {}
+        self._lines = PendingLines()  # the waiting groups figured, kept sorted per queue
+        self._changed: set[str] = set()  # waiting groups whose pods changed since the last view
         self._gang_of: dict[str, RunningGang] = {}  # running group -> its figures, dropped when it changes
         self._promised: frozenset[str] = frozenset()  # uids a promise held at the last view
         self._pod_log: ChangeLog | None = None  # the pod change log the counts were last brought up with
@@ -115,14 +118,17 @@ class QueueTally:
         capacity = minus(
             self._capacity_of(snapshot), plus(snapshot.held_elsewhere(), Resources(*self._outside))
         )
-        waiting = {key: sorted(pods.values(), key=_by_key) for key, pods in self._waiting.items()}
+        for key in sorted(self._changed):
+            self._lines.put(key, sorted(self._waiting.get(key, {}).values(), key=_by_key), self._tree)
+        self._changed.clear()
         view = assemble_view(
             self._tree,
             capacity,
             self._held,
             self._held_np,
             self._gangs(),
-            waiting,
+            self._lines.lines(),
+            self._lines.sums(),
             self._misplaced,
             self._counted,
         )
@@ -138,7 +144,7 @@ class QueueTally:
         longer covers the span, every pod is looked at (an identity check each: 40,000 pods took about
         4 ms, on the extender's and the placement manager's path per view).
         """
-        log = snapshot.pod_changes
+        log = snapshot.pod_changes if not snapshot.arrivals else None  # arrivals are in no log
         names = None
         if log is not None and log is self._pod_log and self._pod_version <= snapshot.version:
             names = log.since(self._pod_version, snapshot.version)
@@ -211,6 +217,8 @@ class QueueTally:
         self._running.clear()
         self._by_queue.clear()
         self._waiting.clear()
+        self._lines.clear()
+        self._changed.clear()
         self._gang_of.clear()
         for uid, pod in self._pods.items():
             self._count(uid, pod)
@@ -247,6 +255,8 @@ class QueueTally:
             self._gang_of.pop(share.running, None)
             if share.queue is not None:
                 _keep(self._by_queue, share.queue, uid, pod, sign)
+        if share.waiting is not None:
+            self._changed.add(share.waiting)
         for groups, key in ((self._running, share.running), (self._waiting, share.waiting)):
             if key is None:
                 continue

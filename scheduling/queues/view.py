@@ -11,13 +11,13 @@ take capacity away from all queues.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
 from scheduling.cluster.promises import PromiseBook
 from scheduling.cluster.snapshot import ClusterSnapshot
-from scheduling.model import SCHEDULER_NAME, Node, Pod, Resources
+from scheduling.model import SCHEDULER_NAME, Node, Pod, Resources, group_key
 from scheduling.queues import (
     PREEMPTIBLE_LABEL,
     QUEUE_LABEL,
@@ -30,9 +30,10 @@ from scheduling.queues import (
     RunningGang,
     fair_shares,
     is_preemptible,
-    order_pending,
     queue_states,
 )
+from scheduling.queues.lines import PendingLines
+from scheduling.queues.ordering import order_lines
 from scheduling.quota_owner import by_kueue, kueue_groups
 from scheduling.resources import ZERO, minus, plus, total
 
@@ -53,8 +54,10 @@ class QueueView:
         misplaced: pods whose label names a queue that cannot hold workloads (none such, set aside, or a
             parent queue), with the reason; what they hold comes off the capacity.
         counted: UIDs of the pods counted in the queues' allocations.
-        positions: each pending group's index in ``pending``.
+        positions: each pending group's index in ``pending`` (made when first read).
         kueue: the gangs whose quota Kueue owns (``scheduling.quota_owner.kueue_groups``).
+        lines: each queue's pending groups, sorted by ``within_queue_key`` (what ``pending`` was ordered
+            from, so that a caller adding one group orders it again without sorting every line).
         running_pods: by leaf queue, the pods holding resources charged to it (UID -> pod): what
             priority preemption inside a queue may take (``scheduling.admission.preemption_room``).
         source: the snapshot and promises the view was built from (``view_of``), so that a decision that
@@ -73,6 +76,9 @@ class QueueView:
     counted: frozenset[str] = frozenset()
     positions: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
     kueue: frozenset[str] = frozenset()
+    lines: Mapping[str, Sequence[PendingGroup]] = field(
+        default_factory=lambda: MappingProxyType({}), compare=False, repr=False
+    )
     running_pods: Mapping[str, Mapping[str, Pod]] = field(
         default_factory=lambda: MappingProxyType({}), compare=False
     )
@@ -122,30 +128,6 @@ def pending_of(view: QueueView, name: str) -> Resources:
 
 def _within(a: Resources, b: Resources) -> bool:
     return a.milli_cpu <= b.milli_cpu and a.memory <= b.memory and a.gpus <= b.gpus
-
-
-def group_key(pod: Pod) -> str:
-    """The key a pod is admitted, placed and evicted under: its PodGroup's, else its own."""
-    return pod.group_key or pod.key
-
-
-def pending_group(pod: Pod, members: Iterable[Pod], tree: QueueTree) -> PendingGroup:
-    """The pending group ``pod`` belongs to (all unbound members of its gang, or the pod alone).
-
-    Raises:
-        QueueError: the pod's queue label names a queue that does not exist or is not a leaf.
-    """
-    queue = tree.workload_queue(pod.labels.get(QUEUE_LABEL))
-    waiting = [m for m in members if m.node_name is None and not m.terminating] or [pod]
-    one = waiting[0] if len(waiting) == 1 else None  # a pod on its own: its own figures, no sums
-    return PendingGroup(
-        key=group_key(pod),
-        queue=queue,
-        requests=one.requests if one else total(m.requests for m in waiting),
-        priority=pod.priority,
-        created=one.created if one else min(m.created for m in waiting),
-        preemptible=is_preemptible(pod.priority, pod.labels.get(PREEMPTIBLE_LABEL)),
-    )
 
 
 def view_of(snapshot: ClusterSnapshot, promises: PromiseBook) -> QueueView:
@@ -222,7 +204,10 @@ def build_queue_view(
         elif pod.node_name is None and not pod.terminating and pod.uid not in promised:
             waiting.setdefault(group_key(pod), []).append(pod)
     gangs = tuple(running_gang(key, members, tree) for key, members in sorted(running.items()))
-    view = assemble_view(tree, capacity, held, held_np, gangs, waiting, misplaced, counted)
+    lines = PendingLines.of(waiting, tree)
+    view = assemble_view(
+        tree, capacity, held, held_np, gangs, lines.lines(), lines.sums(), misplaced, counted
+    )
     return replace(view, kueue=kueue, running_pods=MappingProxyType(by_queue))
 
 
@@ -232,7 +217,8 @@ def assemble_view(
     held: Mapping[str, Sequence[int]],
     held_np: Mapping[str, Sequence[int]],
     running: tuple[RunningGang, ...],
-    waiting: Mapping[str, Sequence[Pod]],
+    lines: Mapping[str, Sequence[PendingGroup]],
+    waiting_sums: Mapping[str, Resources],
     misplaced: Mapping[str, str],
     counted: Iterable[str],
 ) -> QueueView:
@@ -245,20 +231,21 @@ def assemble_view(
             anything there, even nothing.
         held_np: the same for its non-preemptible pods.
         running: the groups holding resources, by key (``running_gang``).
-        waiting: per group key, its members that wait, sorted by key.
+        lines: per queue, its pending groups sorted by ``within_queue_key`` (``PendingLines``).
+        waiting_sums: per queue, what its pending groups request, summed.
         misplaced: pod key -> why its queue label names no queue that holds workloads.
         counted: the UIDs of the pods counted in ``held``.
     """
     allocated = {queue: Resources(*sums) for queue, sums in held.items()}
     non_preemptible = {queue: Resources(*sums) for queue, sums in held_np.items()}
-    pending = [pending_group(members[0], members, tree) for _, members in sorted(waiting.items())]
     demand = dict(allocated)
-    for group in pending:
-        demand[group.queue] = plus(demand.get(group.queue, ZERO), group.requests)
+    for queue in sorted(waiting_sums):
+        demand[queue] = plus(demand.get(queue, ZERO), waiting_sums[queue])
     shares = fair_shares(tree, capacity, demand)
     states = queue_states(tree, shares, allocated, non_preemptible)
     free = minus(capacity, total(allocated.values()))
-    ordered = order_pending(pending, states, capacity)
+    kept = MappingProxyType({queue: tuple(line) for queue, line in lines.items() if line})
+    ordered = order_lines(kept, states, capacity)
     return QueueView(
         tree=tree,
         problems=tree.problems,
@@ -270,8 +257,33 @@ def assemble_view(
         running=running,
         misplaced=MappingProxyType(dict(misplaced)),
         counted=frozenset(counted),
-        positions=MappingProxyType({g.key: i for i, g in enumerate(ordered)}),
+        positions=Positions(ordered),
+        lines=kept,
     )
+
+
+class Positions(Mapping[str, int]):
+    """Each pending group's index in an order, made when first read (most views are never asked)."""
+
+    __slots__ = ("_index", "_order")
+
+    def __init__(self, order: Sequence[PendingGroup]) -> None:
+        self._order = order
+        self._index: dict[str, int] | None = None
+
+    def _made(self) -> dict[str, int]:
+        if self._index is None:
+            self._index = {g.key: i for i, g in enumerate(self._order)}
+        return self._index
+
+    def __getitem__(self, key: str) -> int:
+        return self._made()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._made())
+
+    def __len__(self) -> int:
+        return len(self._order)
 
 
 def _add(sums: dict[str, list[int]], queue: str, requests: Resources) -> None:

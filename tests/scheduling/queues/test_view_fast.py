@@ -19,7 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scheduling.cluster.promises import Promise, PromiseBook
-from scheduling.model import SCHEDULER_NAME, Node, Pod, Resources
+from scheduling.model import SCHEDULER_NAME, Node, Pod, Resources, group_key
 from scheduling.queues import (
     PREEMPTIBLE_LABEL,
     QUEUE_LABEL,
@@ -33,11 +33,7 @@ from scheduling.queues import (
     is_preemptible,
     queue_states,
 )
-from scheduling.queues.view import (
-    QueueView,
-    build_queue_view,
-    group_key,
-)
+from scheduling.queues.view import QueueView, build_queue_view
 from scheduling.resources import ZERO, minus, plus, total
 from tests.builders import a_node, a_pod
 from tests.scheduling.queues.test_ordering_fast import reference_order
