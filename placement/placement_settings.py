@@ -377,14 +377,14 @@ SETTINGS = (
         "--gate-max-unbound-gpus",
         ("PHALANX_GATE_MAX_UNBOUND_GPUS",),
         AT_LEAST_ONE,
-        "GPUs released and not yet bound, at most",
+        "GPUs released and not yet bound, at most (not with --gate-plan-on-pod)",
     ),
     Setting(
         "gates.max_unbound_pods",
         "--gate-max-unbound-pods",
         ("PHALANX_GATE_MAX_UNBOUND_PODS",),
         AT_LEAST_ONE,
-        "pods released and not yet bound, at most",
+        "pods released and not yet bound, at most (not with --gate-plan-on-pod)",
     ),
     Setting(
         "gates.release_ttl",

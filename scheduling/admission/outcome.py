@@ -20,7 +20,11 @@ class GateSettings:
 
     Attributes:
         max_unbound_gpus: GPUs released but not yet bound, at most: kube-scheduler's queue stays short.
-        max_unbound_pods: pods released but not yet bound, at most (CPU-only pods count here).
+            Not with ``plan_on_pod``: a pod released with its plan is bound at kube-scheduler's first
+            try, so a long queue costs it nothing, and waiting for a pass and an ungating patch each
+            was what a backlog paid most (docs/design/framework-sidecar.md, "What the gate costs").
+        max_unbound_pods: pods released but not yet bound, at most (CPU-only pods count here); not with
+            ``plan_on_pod`` either.
         release_ttl: seconds a released group counts as in flight if it is not bound by then (it waits in
             kube-scheduler for what the core does not model, such as inter-pod affinity).
         starve_after: seconds a skipped group waits before it keeps its GPUs from those behind it.

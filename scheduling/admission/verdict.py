@@ -81,9 +81,13 @@ def decide(group: PendingGroup, gated: Sequence[Pod], walk: Walk, ctx: PassFacts
     keys = keys_of(gated)
     single = podgroup is None and len(waiting) == 1 and not waiting[0].pinned
     where = _constraints(waiting[0])
-    if walk.unbound_pods and (
-        walk.unbound_gpus + walk.kept_gpus + need.gpus > settings.max_unbound_gpus
-        or walk.unbound_pods + len(waiting) > settings.max_unbound_pods
+    if (
+        walk.unbound_pods
+        and not settings.plan_on_pod
+        and (
+            walk.unbound_gpus + walk.kept_gpus + need.gpus > settings.max_unbound_gpus
+            or walk.unbound_pods + len(waiting) > settings.max_unbound_pods
+        )
     ):
         why = (
             f"waits its turn: {format_quantity('nvidia.com/gpu', walk.unbound_gpus)} and {walk.unbound_pods} "

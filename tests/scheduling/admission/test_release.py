@@ -349,6 +349,13 @@ def test_the_gpus_released_and_not_yet_bound_are_capped() -> None:
     assert dict(decision.in_flight.at) == {"ml/p0": NOW, "ml/p1": NOW}
 
 
+def test_with_plans_carried_no_budget_keeps_a_group() -> None:
+    """A pod released with its plan binds at kube-scheduler's first try: the queue's length costs nothing."""
+    pods = [gpu_pod(f"p{i}", 4, created=at(i)) for i in range(3)]
+    capped = GateSettings(max_unbound_gpus=8, starve_after=3600.0, plan_on_pod=True)
+    assert released(decide(TWO_NODES, pods, settings=capped)) == ["ml/p0", "ml/p1", "ml/p2"]
+
+
 def test_one_group_goes_when_none_is_in_flight_however_big() -> None:
     pods = gang_members("g", 2, 8)
     settings = GateSettings(max_unbound_gpus=8, starve_after=3600.0)
