@@ -152,11 +152,10 @@ def render_door(results: dict[str, Any]) -> list[str]:
     )
     for flight, figures in rows.items():
         ratio = f"{figures['p50_ms'] / first:.1f}x" if first else "-"
-        also = created.get(flight, {})
-        lines.append(
-            f"  {flight:>9}  {figures['p50_ms']:7.2f}  {figures['p99_ms']:7.2f}  {ratio:>20}"
-            f"  {also.get('p50_ms', 0.0):15.2f}  {also.get('p99_ms', 0.0):7.2f}"
-        )
+        also = created.get(flight)
+        p50, p99 = (f"{also['p50_ms']:.2f}", f"{also['p99_ms']:.2f}") if also else ("-", "-")
+        row = f"  {flight:>9}  {figures['p50_ms']:7.2f}  {figures['p99_ms']:7.2f}  {ratio:>20}"
+        lines.append(f"{row}  {p50:>15}  {p99:>7}")
     return lines
 
 

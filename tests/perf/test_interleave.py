@@ -132,9 +132,9 @@ def test_rounds_run_the_baseline_first_close_with_one_and_leave_phalanx_scheduli
 
     def backlog(
         bb: Any, runner: Any, nodes: int, count: int, tag: str, progress: Any, disturbed: list[str]
-    ) -> float:
+    ) -> tuple[float, float]:
         ran.append(f"{runner.name}:{tag}")
-        return 100.0 if runner.name == "baseline" else 80.0
+        return (100.0, 50.0) if runner.name == "baseline" else (80.0, 60.0)
 
     monkeypatch.setattr(interleave, "one_backlog", backlog)
     monkeypatch.setattr(interleave, "wait_for_quiet_machine", lambda progress, what: 0.0)
@@ -155,3 +155,4 @@ def test_rounds_run_the_baseline_first_close_with_one_and_leave_phalanx_scheduli
     ]
     assert bed.resumed == 1
     assert out["ratios"]["phalanx"]["each"] == [0.8, 0.8]
+    assert out["whole_ratios"]["phalanx"]["each"] == [1.2, 1.2]
