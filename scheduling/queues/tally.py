@@ -21,6 +21,7 @@ extender's ``ViewKeeper`` hold a lock).
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from types import MappingProxyType
@@ -78,6 +79,9 @@ class QueueTally:
         self._lines = PendingLines()  # the waiting groups figured, kept sorted per queue
         self._changed: set[str] = set()  # waiting groups whose pods changed since the last view
         self._gang_of: dict[str, RunningGang] = {}  # running group -> its figures, dropped when it changes
+        self._keys: list[str] = []  # the running groups' keys, sorted
+        self._stale: set[str] = set()  # running groups changed since the last view
+        self._gangs_out: tuple[RunningGang, ...] | None = None  # the last view's, while none changed
         self._promised: frozenset[str] = frozenset()  # uids a promise held at the last view
         self._pod_log: ChangeLog | None = None  # the pod change log the counts were last brought up with
         self._pod_version = 0
@@ -188,15 +192,29 @@ class QueueTally:
         return self._capacity
 
     def _gangs(self) -> tuple[RunningGang, ...]:
-        """The running groups by key; only those whose members changed are figured again."""
+        """The running groups by key; only those whose members changed are figured again.
+
+        The sorted keys are kept (a changed group is put in or taken out by bisection) and the tuple
+        is kept while no running group changes: a view per cluster version sorted and walked every
+        running group (2.5 ms with 10,000 running), while most versions change only waiting pods.
+        """
+        if self._gangs_out is not None:
+            return self._gangs_out
         assert self._tree is not None
-        gangs = []
-        for key in sorted(self._running):
-            gang = self._gang_of.get(key)
-            if gang is None:
-                gang = self._gang_of[key] = running_gang(key, list(self._running[key].values()), self._tree)
-            gangs.append(gang)
-        return tuple(gangs)
+        keys = self._keys
+        for key in sorted(self._stale):
+            at = bisect.bisect_left(keys, key)
+            present = at < len(keys) and keys[at] == key
+            members = self._running.get(key)
+            if members and not present:
+                keys.insert(at, key)
+            elif not members and present:
+                del keys[at]
+            if members:
+                self._gang_of[key] = running_gang(key, list(members.values()), self._tree)
+        self._stale.clear()
+        self._gangs_out = tuple(map(self._gang_of.__getitem__, keys))
+        return self._gangs_out
 
     def _stamp(self, pod: Pod, sign: int) -> None:
         key = pod.group_key
@@ -220,6 +238,9 @@ class QueueTally:
         self._lines.clear()
         self._changed.clear()
         self._gang_of.clear()
+        self._keys.clear()
+        self._stale.clear()
+        self._gangs_out = None
         for uid, pod in self._pods.items():
             self._count(uid, pod)
 
@@ -253,6 +274,8 @@ class QueueTally:
                 self._counted.discard(uid)
         if share.running is not None:
             self._gang_of.pop(share.running, None)
+            self._stale.add(share.running)
+            self._gangs_out = None
             if share.queue is not None:
                 _keep(self._by_queue, share.queue, uid, pod, sign)
         if share.waiting is not None:
