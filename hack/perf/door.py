@@ -2,14 +2,14 @@
 
 With plans carried on pods (the framework sidecar), every decision of the gate, the door's at a pod's
 creation and each release pass's, holds each pod released and not yet bound at its plan
-(``scheduling.admission.replan.hold_plans``; the rooms of the nodes that did not change are carried from
-the last decision by ``scheduling.cluster.held.HeldPlans``) and lists and counts those pods, so one
-decision costs O(pods in flight). The in-flight budget (``GateSettings.max_unbound_gpus``,
-``max_unbound_pods``) bounds that, and is what keeps a backlog's pods waiting for a pass and an ungating
-patch each instead of going in at the door with their plans (docs/design/framework-sidecar.md, "What
-the gate costs"). This section times ``decide_at_door`` on the placement manager's real ``ClusterCache``
-at 1,000 nodes with 0 to 3,000 sealed, unbound plans in flight, so the step that should disappear has
-its figure.
+(``scheduling.admission.replan.hold_plans``) and counts them against the room and the queues. They are
+kept per pod change (``scheduling.cluster.ledger.PodLedger``, the pending groups by
+``scheduling.queues.lines.PendingLines``, the held rooms by ``scheduling.cluster.held.HeldPlans``), so
+that a decision does not grow with them as it did, and the in-flight budget no longer applies with plans
+(docs/design/framework-sidecar.md, "What the gate costs"). This section times ``decide_at_door`` on the
+placement manager's real ``ClusterCache`` at 1,000 nodes with 0 to 3,000 sealed, unbound plans in
+flight, alone and as the manager pays it per created pod (the queue view brought up to date first), so
+what still grows with them has its figure.
 
 Worker: ``python -m perf.door --nodes N --flight A,B,C --calls C`` prints one JSON object.
 """

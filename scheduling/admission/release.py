@@ -16,7 +16,8 @@ one snapshot, walking the pending groups in the fair order ``order_pending`` giv
 3. **The queue's rules** (``scheduling.queues.check_rules``: limit, non-preemptible within quota), counting
    what groups released but not yet bound will hold.
 4. **Short kube-scheduler queue**: at most ``max_unbound_gpus`` GPUs and ``max_unbound_pods`` pods
-   released and not yet bound (one group is always allowed when none is in flight, however big).
+   released and not yet bound (one group is always allowed when none is in flight, however big); not
+   with plans carried on pods (``GateSettings.plan_on_pod``), which kube-scheduler binds at first try.
 5. **Room now**: the GPUs free after promises, less what released-but-unbound groups need, must cover
    the group, and the gang planner must place it on the nodes' real room (``plan_gang`` on a
    ``Statement`` that holds every group released before it, so fragmentation counts). A group that does

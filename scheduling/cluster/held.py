@@ -9,8 +9,8 @@ O(pods in flight) room arithmetic per decision: 37 ms for one door decision with
 A node's held room changes only when the node's own room changes (the cluster state's change log names
 it), a promise on it changes, or the pods planned on it change. So ``HeldPlans`` keeps each node's
 result between decisions, works again only on those nodes, and seeds the working copy with the rooms
-(``Statement.seed``). Decisions still list the pods in flight to see which are planned where, but that
-is a dictionary's work per pod, not a room's.
+(``Statement.seed``). Which pods are planned where comes from ``scheduling.cluster.ledger``, kept per
+pod change too.
 
 On a node, the pods planned there are held in the order of their keys; one whose plan no longer fits
 (a pod bound since took a planned GPU, the node shrank, two plans name one GPU) is broken, and the
