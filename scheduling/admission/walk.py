@@ -20,7 +20,7 @@ from scheduling.admission.outcome import (
 )
 from scheduling.admission.preemption_room import Candidates
 from scheduling.admission.reserve import Capacity, Reservation
-from scheduling.cluster.ledger import Flight, Waiting
+from scheduling.cluster.ledger import FlightTotals
 from scheduling.cluster.snapshot import ClusterSnapshot
 from scheduling.cluster.statement import Statement
 from scheduling.gang.gang_planner import plan_gang
@@ -127,7 +127,7 @@ def count_in_flight(flight: InFlight, dropped: frozenset[str], walk: Walk, ctx: 
     """
     waiting = flight.waiting
     flights = waiting.released
-    totals = _Charges(waiting)
+    totals = FlightTotals.of(waiting)
     for key in sorted(dropped):
         totals.charge(flights[key], -1)
     for key, part in sorted(flight.partial.items()):
@@ -137,7 +137,7 @@ def count_in_flight(flight: InFlight, dropped: frozenset[str], walk: Walk, ctx: 
     for key in sorted(ctx.kueue & flights.keys()):
         counted = None if key in dropped else flight.counting(key)
         if counted is not None and not counted.stamped and counted.pods[0].group_key == key:
-            totals.uncharge_queue(counted)  # in flight, it takes room, but it charges no queue of phalanx's
+            totals.charge_queue(counted, -1)  # in flight, it takes room, but it charges no queue of phalanx's
     if not ctx.settings.plan_on_pod:
         work = ctx.work
         for key in sorted(flights):
@@ -152,9 +152,7 @@ def count_in_flight(flight: InFlight, dropped: frozenset[str], walk: Walk, ctx: 
     walk.unbound_pods += totals.members
     walk.ahead += totals.groups
     tree = ctx.view.tree
-    for label, (cpu, memory, gpus, groups) in sorted(totals.labels.items(), key=lambda item: item[0] or ""):
-        if not groups:
-            continue
+    for label, (cpu, memory, gpus, _) in sorted(totals.by_label().items(), key=lambda item: item[0] or ""):
         try:
             queue = tree.workload_queue(label)
         except QueueError:
@@ -162,36 +160,6 @@ def count_in_flight(flight: InFlight, dropped: frozenset[str], walk: Walk, ctx: 
         need = Resources(cpu, memory, gpus)
         for name in tree.path(queue):
             walk.extra[name] = plus(walk.extra.get(name, ZERO), need)
-
-
-class _Charges:
-    """The ledger's sums of every released group, for ``count_in_flight`` to take groups out of."""
-
-    def __init__(self, waiting: Waiting) -> None:
-        self.groups = len(waiting.released)
-        self.members = waiting.members
-        self.gpus = waiting.gpus
-        self.labels = {label: list(sums) for label, sums in waiting.by_label.items()}
-
-    def charge(self, flight: Flight, sign: int) -> None:
-        """Add (``sign`` 1) or take out (-1) a group."""
-        self.groups += sign
-        self.members += sign * len(flight.pods)
-        self.gpus += sign * flight.sums[2]
-        if not flight.stamped:
-            self._queue(flight, sign)
-
-    def uncharge_queue(self, flight: Flight) -> None:
-        """Take a counted group off its queue label only (its room and pods still count)."""
-        self._queue(flight, -1)
-
-    def _queue(self, flight: Flight, sign: int) -> None:
-        summed = self.labels.setdefault(flight.label, [0, 0, 0, 0])
-        cpu, memory, gpus = flight.sums
-        summed[0] += sign * cpu
-        summed[1] += sign * memory
-        summed[2] += sign * gpus
-        summed[3] += sign
 
 
 def idle_by_rule(walk: Walk, kept: Sequence[Kept]) -> dict[str, int]:

@@ -111,7 +111,7 @@ class PodLedger:
         self._flights: dict[str, Flight] = {}
         self._planned_out: dict[str, tuple[Pod, ...]] = {}
         self._unplanned: set[str] = set()
-        self._totals = _Totals()
+        self._totals = FlightTotals()
         self._log: ChangeLog | None = None
         self._version = -1
         self.recounts = 0
@@ -218,20 +218,42 @@ class PodLedger:
                 self._unplanned.add(key)
 
 
-class _Totals:
-    """The released groups' pods and GPUs, and their sums per queue label (Kueue's stamped ones aside)."""
+class FlightTotals:
+    """Released groups added up: how many, their pods and GPUs, and their sums per queue label.
 
-    def __init__(self, members: int = 0, gpus: int = 0, labels: dict[str | None, list[int]] | None = None):
+    Groups stamped by Kueue count in everything but the labels' sums (they charge no queue of
+    phalanx's). The ledger keeps one over every released group; a decision copies it (``of``) and
+    takes out the groups that do not count whole (``scheduling.admission.walk.count_in_flight``).
+    """
+
+    def __init__(
+        self,
+        groups: int = 0,
+        members: int = 0,
+        gpus: int = 0,
+        labels: dict[str | None, list[int]] | None = None,
+    ) -> None:
+        self.groups = groups
         self.members = members
         self.gpus = gpus
         self._labels = labels if labels is not None else {}  # label -> [cpu, memory, gpus, groups]
 
+    @staticmethod
+    def of(waiting: Waiting) -> FlightTotals:
+        """The totals of ``waiting``'s released groups, as an independent copy."""
+        labels = {label: list(sums) for label, sums in waiting.by_label.items()}
+        return FlightTotals(len(waiting.released), waiting.members, waiting.gpus, labels)
+
     def charge(self, flight: Flight, sign: int) -> None:
         """Add (``sign`` 1) or take away (-1) ``flight``."""
+        self.groups += sign
         self.members += sign * len(flight.pods)
         self.gpus += sign * flight.sums[2]
-        if flight.stamped:
-            return
+        if not flight.stamped:
+            self.charge_queue(flight, sign)
+
+    def charge_queue(self, flight: Flight, sign: int) -> None:
+        """Add ``flight`` to (or take it off) its queue label's sums only; a label with no group goes."""
         summed = self._labels.setdefault(flight.label, [0, 0, 0, 0])
         cpu, memory, gpus = flight.sums
         summed[0] += sign * cpu
@@ -242,7 +264,7 @@ class _Totals:
             del self._labels[flight.label]
 
     def by_label(self) -> Mapping[str | None, LabelSums]:
-        """The sums per label, as a ``Waiting`` carries them."""
+        """The sums per label, with how many groups each."""
         return MappingProxyType({label: (s[0], s[1], s[2], s[3]) for label, s in self._labels.items()})
 
 
@@ -253,8 +275,7 @@ def _laid_over(waiting: Waiting, arrivals: Iterable[Pod]) -> Waiting:
     planned = dict(waiting.planned)
     unschedulable = dict(waiting.unschedulable)
     unplanned = set(waiting.unplanned)
-    labels = {label: list(sums) for label, sums in waiting.by_label.items()}
-    totals = _Totals(waiting.members, waiting.gpus, labels)
+    totals = FlightTotals.of(waiting)
     for pod in sorted(arrivals, key=_by_key):
         key = group_key(pod)
         if is_released(pod):
