@@ -180,8 +180,8 @@ class PodLedger:
             if pod.plan is not None:
                 _pop(self._planned, pod.plan[0], uid)
                 nodes.add(pod.plan[0])
-            if pod.unschedulable:
-                self._unschedulable.pop(pod.key, None)
+            if self._unschedulable.get(pod.key) is pod:  # not a newer pod of that name, added first
+                del self._unschedulable[pod.key]
         elif pod.gated:
             _pop(self._gated, key, uid)
 

@@ -121,6 +121,18 @@ def test_the_ledger_groups_as_a_walk_over_every_pod(
         assert _plain(ledger.look(snapshot)) == _plain(scan(snapshot))  # the arrivals were never kept
 
 
+def test_a_pod_made_again_under_its_name_stays_turned_down() -> None:
+    """The old pod's UID sorts after the new one's, so the log's span removes it after adding the new."""
+    state = ClusterState()
+    old = replace(a_pod("p").gpus(1).queue("q0").uid("uid-b").build(), unschedulable=True)
+    state.put_pod(old)
+    ledger = PodLedger()
+    assert set(ledger.look(state.snapshot()).unschedulable) == {"ml/p"}
+    state.remove_pod("uid-b")
+    state.put_pod(replace(old, uid="uid-a"))
+    assert [p.uid for p in ledger.look(state.snapshot()).unschedulable.values()] == ["uid-a"]
+
+
 def test_a_later_look_catches_up_by_the_log() -> None:
     state = ClusterState()
     state.replace_pods([a_pod(f"p{i}").gpus(1).queue("q0").build() for i in range(3)])
