@@ -227,6 +227,10 @@ def disturbed(results: dict[str, Any]) -> list[str]:
     for stage in (envelope.get("first_stage") or {}, envelope):
         if stage.get("disturbed"):
             out.append(f"envelope @ {stage.get('pods', 0):,} pods: {stage['disturbed']}")
+    for section in ("decision", "door"):
+        note = (results.get(section) or {}).get("disturbed")
+        if note:
+            out.append(f"{section} (in-process): {note}")
     return out
 
 

@@ -89,9 +89,15 @@ def test_the_report_lists_every_disturbed_figure_with_its_reason() -> None:
             }
         ],
         "memory": {"envelope": {"pods": 150000, "disturbed": busy, "first_stage": {"pods": 15000}}},
+        "decision": {
+            "decisive": {"p99_ms": 0.38},
+            "disturbed": "the machine was still busy when the decision started",
+        },
+        "door": {"in_flight": {}},
     }
     assert disturbed(results) == [
         "gang of 256 @ 5,000: the machine was still busy when the gang started",
         "gang of 64 @ 5,000: an end-to-end test run was running",
         f"envelope @ 150,000 pods: {busy}",
+        "decision (in-process): the machine was still busy when the decision started",
     ]
