@@ -13,6 +13,7 @@ import click
 import msgspec
 
 from simulator import report
+from simulator.batch import JobBatch
 from simulator.cluster_spec import ClusterSpecError
 from simulator.compare import run_all
 from simulator.comparison import POLICY_HELP, SEED_HELP, chosen_policies, show
@@ -69,6 +70,15 @@ def main() -> None:
 @click.option("--mode", type=click.Choice(sorted(MODES)), default="pollux", show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True, help=SEED_HELP)
 @click.option(
+    "--batch",
+    type=click.Choice([b.value for b in JobBatch]),
+    default=JobBatch.SCALED.value,
+    show_default=True,
+    help="What a job does with its batch on other GPUs than it asked for: keep the total (fixed), keep "
+    "the per-worker batch as elastic Horovod does (scaled), or pick the best for goodput as AdaptDL does "
+    "(tuned).",
+)
+@click.option(
     "--published",
     type=click.Path(dir_okay=False, path_type=Path),
     help=f"Published JCTs CSV [default: {report.PUBLISHED_FILE} beside the workload].",
@@ -81,6 +91,7 @@ def run_command(
     policy: str,
     mode: str,
     seed: int,
+    batch: str,
     published: Path | None,
     load: float,
     json_path: str | None,
@@ -90,7 +101,8 @@ def run_command(
     names = chosen_policies(policy)
     chosen = MODES[mode]
     jobs = read_pollux_workload(workload)
-    results = run_all(jobs, [(n, POLICIES[n]) for n in names], PolluxSpeed.load(), chosen, seed=seed)
+    speed = PolluxSpeed.load(batch=JobBatch(batch))
+    results = run_all(jobs, [(n, POLICIES[n]) for n in names], speed, chosen, seed=seed)
     path = published or workload.parent / report.PUBLISHED_FILE
     table_of = report.read_published(path) if path.is_file() else {}
     theirs = {p: v for (p, lo, w), v in sorted(table_of.items()) if lo == load and w == workload.stem}
@@ -101,11 +113,33 @@ def run_command(
             sys.stdout.buffer.write(encoded)
             return
         click.echo(report.text(built, chosen, load))
-        show(workload.stem, chosen, seed, results, (), theirs, json_path=None, plots=plots, load=load)
+        show(
+            workload.stem,
+            chosen,
+            seed,
+            results,
+            (),
+            theirs,
+            json_path=None,
+            plots=plots,
+            load=load,
+            batch=batch,
+        )
         if json_path:
             Path(json_path).write_bytes(encoded)
         return
-    show(workload.stem, chosen, seed, results, (), theirs, json_path=json_path, plots=plots, load=load)
+    show(
+        workload.stem,
+        chosen,
+        seed,
+        results,
+        (),
+        theirs,
+        json_path=json_path,
+        plots=plots,
+        load=load,
+        batch=batch,
+    )
 
 
 main.add_command(philly_command)

@@ -34,7 +34,8 @@ class Comparison(msgspec.Struct, frozen=True, kw_only=True):
     """What ``--json`` writes for several policies: every row, every run's per-job JCTs and GPU sets.
 
     ``gpu_sets``: per policy and job, at each (re)allocation its time and the GPU indices it got per
-    node index (``[[60, [[0, [2, 3]]]]]``).
+    node index (``[[60, [[0, [2, 3]]]]]``). ``batch``: what the jobs did with their batch when their GPUs
+    changed (``simulator/batch.py``; empty for traces of rigid jobs, which never change GPUs).
     """
 
     workload: str
@@ -45,6 +46,7 @@ class Comparison(msgspec.Struct, frozen=True, kw_only=True):
     jct_s: dict[str, dict[str, int]]
     gpu_sets: dict[str, dict[str, tuple[tuple[int, GpuSets], ...]]]
     openb: OpenbCounts | None = None
+    batch: str = ""
 
 
 SEED_UNUSED = "the trace is replayed as written and no built-in policy draws randomness"
@@ -79,6 +81,7 @@ def show(
     load: float = 1.0,
     openb_counts: OpenbCounts | None = None,
     seed_used: bool = False,
+    batch: str = "",
 ) -> None:
     """Print the table, the published line and the goals; write plots and ``--json`` when asked.
 
@@ -97,6 +100,7 @@ def show(
         jct_s={r.policy: {job.name: job.jct for job in r.jobs} for r in results},
         gpu_sets={r.policy: {job.name: job.placements for job in r.jobs} for r in results},
         openb=openb_counts,
+        batch=batch,
     )
     encoded = msgspec.json.format(msgspec.json.encode(comparison), indent=2) + b"\n"
     if json_path == "-":
@@ -106,6 +110,7 @@ def show(
     click.echo(
         f"{workload}: {mode.nodes} nodes {size}, {mode.step_seconds} s steps, "
         f"{mode.restart_penalty_seconds} s per allocation change, seed {seed}"
+        + (f", jobs' batch {batch}" if batch else "")
     )
     click.echo(comparison_table.render(rows))
     if published:

@@ -18,7 +18,8 @@ this module reproduces from the data in ``simulator/data/pollux/`` (our own code
 - Time advances in whole seconds at epoch boundaries (the artifact rounds the time to the boundary),
   so JCTs are integers, as in the published results.
 
-A fixed batch size (what a non-adaptive policy like Tiresias runs) is split over the GPUs as the
+What a job does with its batch on other GPUs than it asked for is the job's (``simulator/batch.py``:
+fixed, scaled with its workers, or tuned for goodput). A total batch is split over the GPUs as the
 artifact splits it: per-GPU share rounded up, gradient accumulation when the share exceeds the largest
 measured per-GPU batch, at least one accumulation step for a single GPU above the smallest batch, and
 the result capped so that the total never passes the largest validated batch.
@@ -38,6 +39,7 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy.interpolate import LinearNDInterpolator
 
+from simulator.batch import TUNED_MAX_ACCUMULATION_STEPS, JobBatch, scaled_total, tuned_grid
 from simulator.traces import TraceJob
 
 Placement = tuple[int, ...]
@@ -104,6 +106,14 @@ class SpeedModel(Protocol):
     def remaining_work(self, job: TraceJob, progress: Progress) -> float:
         """Work left before the job completes, in the model's units."""
         ...
+
+
+@dataclass(frozen=True, slots=True)
+class _Step:
+    """One optimizer step of a job: the total batch it sees and its seconds (accumulation included)."""
+
+    batch: int
+    seconds: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -234,20 +244,26 @@ def canonical(placement: Placement) -> Placement:
 
 
 class PolluxSpeed:
-    """The Pollux artifact's speed model for fixed-batch jobs (see the module doc).
+    """The Pollux artifact's speed model (see the module doc); ``batch`` is what jobs do with their batch.
 
-    Step times are memoized per (application, placement, per-GPU batch); the memo is a cache of a pure
-    function, so the model behaves as a value.
+    Step times are memoized per (application, placement, per-GPU batch), and ``tuned`` splits per
+    (application, placement, epoch); the memos are caches of pure functions, so the model behaves as a
+    value.
     """
 
-    def __init__(self, profiles: Mapping[str, ApplicationProfile]) -> None:
+    def __init__(self, profiles: Mapping[str, ApplicationProfile], batch: JobBatch = JobBatch.FIXED) -> None:
         self._profiles = dict(profiles)
+        self._batch = batch
         self._step_times: dict[tuple[str, Placement, int], tuple[float, float]] = {}
+        self._tuned: dict[tuple[str, Placement, int], _Step | None] = {}
 
     @classmethod
-    def load(cls, root: Path = POLLUX_DATA) -> PolluxSpeed:
-        """Read the six measured applications from ``root`` (``simulator/data/pollux`` by default)."""
-        return cls({name: load_profile(root / name, name) for name in sorted(_EPOCHS)})
+    def load(cls, root: Path = POLLUX_DATA, batch: JobBatch = JobBatch.FIXED) -> PolluxSpeed:
+        """Read the six measured applications from ``root`` (``simulator/data/pollux`` by default).
+
+        ``batch`` is what every job does with its batch when its GPUs change (``simulator/batch.py``).
+        """
+        return cls({name: load_profile(root / name, name) for name in sorted(_EPOCHS)}, batch)
 
     def profile(self, application: str) -> ApplicationProfile:
         """The measurements of one application."""
@@ -270,17 +286,14 @@ class PolluxSpeed:
     def advance(self, job: TraceJob, progress: Progress, placement: Placement, seconds: int) -> Advance:
         """Train for ``seconds``; epochs change the statistical efficiency, so walk epoch by epoch."""
         app = self.profile(job.application)
-        replicas = sum(placement)
-        split = app.split(replicas, job.batch_size)
-        batch = split.total(replicas)
-        scale = batch / app.init_batch_size
-        step, sync = self._step_time(app, placement, split.atomic)
-        seconds_per_step = step + (step - sync) * split.accumulation_steps
-        rate = batch / seconds_per_step
         epoch, work, elapsed, left = progress.epoch, progress.work, 0, seconds
+        rate = 0.0
         while left > 0:
-            sqr, var = app.grad_stats(batch, epoch)
-            goodput = (var + sqr) / (var / scale + sqr) / seconds_per_step
+            step = self._step(app, job, placement, epoch)
+            rate = step.batch / step.seconds
+            sqr, var = app.grad_stats(step.batch, epoch)
+            scale = step.batch / app.init_batch_size
+            goodput = (var + sqr) / (var / scale + sqr) / step.seconds
             boundary = app.progress_at(epoch + 1)
             if work + goodput * left < boundary:
                 return Advance(Progress(epoch, work + goodput * left), None, rate)
@@ -288,7 +301,47 @@ class PolluxSpeed:
             epoch, work, elapsed, left = epoch + 1, boundary, elapsed + delta, left - delta
             if epoch >= app.epochs:
                 return Advance(Progress(epoch, work), elapsed, rate)
+        if rate == 0.0:  # no time passed: the rate the job would train at
+            step = self._step(app, job, placement, epoch)
+            rate = step.batch / step.seconds
         return Advance(Progress(epoch, work), None, rate)
+
+    def _step(self, app: ApplicationProfile, job: TraceJob, placement: Placement, epoch: int) -> _Step:
+        """The batch one optimizer step sees on ``placement`` during ``epoch``, and the step's seconds."""
+        replicas = sum(placement)
+        if self._batch is JobBatch.TUNED:
+            key = (app.name, canonical(placement), epoch)
+            if key not in self._tuned:
+                self._tuned[key] = self._tune(app, placement, epoch)
+            tuned = self._tuned[key]
+            if tuned is not None:
+                return tuned
+        total = job.batch_size
+        if self._batch is JobBatch.SCALED:
+            total = scaled_total(job, replicas, app.init_batch_size, app.max_batch_size)
+        split = app.split(replicas, total)
+        step, sync = self._step_time(app, placement, split.atomic)
+        return _Step(split.total(replicas), step + (step - sync) * split.accumulation_steps)
+
+    def _tune(self, app: ApplicationProfile, placement: Placement, epoch: int) -> _Step | None:
+        """The split with the highest goodput on ``placement`` in ``epoch`` (None: no split fits)."""
+        replicas = sum(placement)
+        best: tuple[float, _Step] | None = None
+        for steps in range(TUNED_MAX_ACCUMULATION_STEPS + 1):
+            for atomic in tuned_grid(app.min_local_batch, app.max_local_batch):
+                total = replicas * atomic * (steps + 1)
+                if not app.init_batch_size <= total <= app.max_batch_size:
+                    continue
+                try:
+                    step, sync = self._step_time(app, placement, atomic)
+                except SpeedError:  # a per-GPU batch this placement was not measured at
+                    continue
+                candidate = _Step(total, step + (step - sync) * steps)
+                sqr, var = app.grad_stats(total, epoch)
+                goodput = (var + sqr) / (var / (total / app.init_batch_size) + sqr) / candidate.seconds
+                if best is None or goodput > best[0]:
+                    best = (goodput, candidate)
+        return None if best is None else best[1]
 
     def _step_time(self, app: ApplicationProfile, placement: Placement, atomic: int) -> tuple[float, float]:
         key = (app.name, canonical(placement), atomic)
