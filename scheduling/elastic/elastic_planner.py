@@ -16,7 +16,10 @@ Rules, in the order they apply:
      than a restart ago has nothing to lose, not even below its minimum (``is_starting``). For those,
      the cooldown and the per-job limit do not apply either;
    - *never below the minimum*: a move deletes a worker and its operator re-creates it, so a job moves
-     at most ``running - min_workers`` workers at once;
+     at most ``running - min_workers`` workers at once; except a job that grows this round (its resize
+     restarts every worker and it trains again only once its new workers are up, so its moved ones
+     wait no longer than those) or is starting: that one may move every worker, so a job growing from
+     its one worker goes whole to a node with room to grow on rather than spreading for good;
    - *rate limits and cooldown*: at most ``moves_per_job`` per job and ``moves_per_round`` in all per
      round, jobs with the most nodes to save first (then by name), none moved within
      ``cooldown_seconds`` of its last move;
@@ -249,7 +252,8 @@ def _move(
     it saves a node, past the cooldown and the per-job limit: the gang waits for nothing else. So is
     every move of a job resized this round (it restarts anyway: its target is reached with one restart,
     not one more per later round) and of a starting job (``is_starting``: nothing to lose yet, so not
-    even its minimum stays).
+    even its minimum stays). A job that grows this round may go below its minimum too: it trains again
+    only once its new workers are up, and a moved worker is re-created beside them.
     """
     nodes = statement.snapshot.nodes
     current = kept_running(job, size, nodes)
@@ -263,7 +267,7 @@ def _move(
     if not free and now - last_moved.get(job.key, float("-inf")) < settings.cooldown_seconds:
         return 0
     per_job = budget if free else settings.moves_per_job
-    floor = 0 if starting else job.min_workers
+    floor = 0 if starting or size > job.size else job.min_workers
     allowance = min(per_job, budget, sum(running_on(job, nodes).values()) - floor)
     surplus.sort(key=lambda node: (not reserved.get(node, 0), node))
     needy = [node for node in sorted(target) if target[node] > current.get(node, 0)]

@@ -6,6 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scheduling.elastic import ElasticJob, ElasticSettings, plan_elastic
+from scheduling.elastic.layout import Layout
 from scheduling.plan import Migration, Plan, Resize
 from scheduling.topology import TopologyCache
 from tests.builders import a_node, snapshot_of
@@ -140,17 +141,12 @@ def test_a_job_grows_by_at_most_the_step_a_round_and_shrinks_at_once() -> None:
     assert plan([shrink], pool=4, guards=ElasticSettings(grow_step=8)).resizes[0].after == 4
 
 
-def test_a_job_grows_only_into_room_the_round_leaves_and_says_how_much_waits() -> None:
-    """Both jobs' first workers share n1; the layout aims one job at n1, where only 2 GPUs are free.
-
-    Its new workers go only where its target has room now (never pinned to a full node): its growth
-    waits for the rest, and the layout the round reaches fits every node. The other job's first worker
-    moves off n1 in a later round (a job at its minimum is not moved).
-    """
+def _plan_two_on_n1(flat_high: int) -> tuple[Plan, Layout]:
+    """Jobs ``flat`` (at most ``flat_high`` workers) and ``lin`` (at most 4) each run one worker on n1."""
     nodes = [a_node(f"n{i}").gpus(4).build() for i in (1, 2)]
-    jobs = [a_job(name, ["n1"], low=1, high=4, gpus=1) for name in ("flat", "lin")]
+    jobs = [a_job("flat", ["n1"], low=1, high=flat_high, gpus=1), a_job("lin", ["n1"], low=1, high=4, gpus=1)]
     pods = [p for job in jobs for p in job.workers]
-    result, layout = plan_elastic(
+    return plan_elastic(
         jobs,
         snapshot_of(nodes, pods),
         pool_gpus=8,
@@ -160,57 +156,97 @@ def test_a_job_grows_only_into_room_the_round_leaves_and_says_how_much_waits() -
         settings=ElasticSettings(),
         topologies=TopologyCache(),
     )
+
+
+def _held(layout: Layout) -> dict[str, int]:
     held: dict[str, int] = {}
     for target in layout.targets.values():
         for node, workers in target.items():
             held[node] = held.get(node, 0) + workers
-    assert held == {"n1": 4, "n2": 3}
-    assert all(target.get("n1", 0) >= 1 for target in layout.targets.values())  # what runs stays there
-    sizes = {r.job: r.after for r in result.resizes}
-    assert sorted(sizes.values()) == [3, 4]
-    capped = next(r for r in result.resizes if r.after == 3)
+    return held
+
+
+def test_a_job_grows_only_into_room_the_round_leaves_and_says_how_much_waits() -> None:
+    """``flat`` cannot grow (max 1) and stays on n1 at its minimum; the layout aims ``lin`` at n1.
+
+    Its new workers go only where its target has room now (never pinned to a full node): its growth
+    waits for the rest, and the layout the round reaches fits every node.
+    """
+    result, layout = _plan_two_on_n1(flat_high=1)
+    assert _held(layout) == {"n1": 4}
+    [capped] = result.resizes
+    assert (capped.job, capped.after) == ("ml/lin", 3)
     assert "room for 2 of 3 more workers now" in capped.reason
-    assert layout.unplaced == {capped.job: 1}
-    assert {k: sum(t.values()) for k, t in layout.targets.items()} == sizes
+    assert layout.unplaced == {"ml/lin": 1}
+    assert not result.migrations
+
+
+def test_a_growing_job_takes_its_only_worker_to_where_it_can_grow() -> None:
+    """Both jobs grow; the layout aims ``lin`` at n2.
+
+    A resize restarts every worker of the job, so its one worker moves there in the round it grows,
+    below its minimum for the moment of the move, rather than leaving the job spread over two nodes
+    for good (or for one more restart later).
+    """
+    result, layout = _plan_two_on_n1(flat_high=4)
+    assert _held(layout) == {"n1": 4, "n2": 4}
+    assert sorted((r.job, r.after) for r in result.resizes) == [("ml/flat", 4), ("ml/lin", 4)]
+    [move] = result.migrations
+    assert (move.pod, move.source, move.target) == ("ml/lin-worker-0", "n1", "n2")
+    assert "restarts to resize to 4 workers" in move.reason
+    assert not layout.unplaced
 
 
 def _started(job: ElasticJob, at: float) -> ElasticJob:
     return replace(job, workers=tuple(replace(p, started_at=at) for p in job.workers))
 
 
-def test_a_starting_job_goes_where_it_can_grow_even_its_only_worker() -> None:
+def test_a_growing_job_moves_its_only_worker_however_long_it_ran() -> None:
     """Its first worker was admitted on n1, where 2 of 8 GPUs are left; it grows to 4 on n2.
 
-    Started 5 s ago (less than a restart), it has nothing to lose: its worker moves with the growth,
-    so it runs on one node, not two. Started long ago, or stamped a minute ahead of the clock (a node
-    whose clock runs fast), it keeps its minimum where it is.
+    Its resize restarts it, so its worker moves with the growth whether it started 5 s ago, long ago,
+    or is stamped a minute ahead of the clock: it runs on one node, not two, and the reason is the
+    restart it pays anyway, not a node count that did not change.
     """
     other = a_job("other", ["n1"] * 3, low=3, high=3)  # 6 GPUs of n1, never resized
     new = a_job("new", ["n1"], low=1, high=4)
-    reasons: list[str] = []
-    for started, spread in ((95.0, {"n2": 4}), (-1000.0, {"n1": 1, "n2": 3}), (160.0, {"n1": 1, "n2": 3})):
+    for started in (95.0, -1000.0, 160.0):
         jobs = [other, _started(new, started)]
-        pods = [p for job in jobs for p in job.workers]
-        result, layout = plan_elastic(
-            jobs,
-            snapshot_of(NODES[:2], pods),
-            pool_gpus=14,
-            deficits={"q": 0},
-            now=100.0,
-            last_moved={},
-            settings=ElasticSettings(),
-            topologies=TopologyCache(),
-        )
-        assert layout.targets["ml/new"] == spread, started
-        moved = [("ml/new-worker-0", "n2")] if started == 95.0 else []
+        result, layout = _plan_on_two_nodes(jobs, pool_gpus=14)
+        assert layout.targets["ml/new"] == {"n2": 4}, started
+        assert [m.reason for m in result.migrations] == [
+            "moved new-worker-0 from n1 to n2 to its planned node while ml/new restarts to resize to 4 "
+            "workers (a move then costs no restart of its own)"
+        ], started
+
+
+def test_a_starting_job_not_resized_moves_below_its_minimum_only_while_it_is_starting() -> None:
+    """``new`` keeps its 2 workers, spread over n1 and n2; one node would hold both.
+
+    Started 5 s ago (less than a restart), it has nothing to lose: its n1 worker moves to n2 at once.
+    Started long ago, or stamped a minute ahead of the clock (a node whose clock runs fast), it is at
+    its minimum and keeps both workers where they are: a job is never moved below its minimum on a guess.
+    """
+    other = a_job("other", ["n1"] * 3, low=3, high=3)  # 6 GPUs of n1, never resized
+    new = a_job("new", ["n1", "n2"], low=2, high=2)
+    for started, moved in ((95.0, [("ml/new-worker-0", "n2")]), (-1000.0, []), (160.0, [])):
+        result, _ = _plan_on_two_nodes([other, _started(new, started)], pool_gpus=10)
+        assert result.resizes == (), started
         assert [(m.pod, m.target) for m in result.migrations] == moved, started
-        reasons += [m.reason for m in result.migrations]
-    # One node before and after: the reason is the restart it pays anyway, not a node count that did not
-    # change (it is starting too, but it grows this round: its resize restarts it).
-    assert reasons == [
-        "moved new-worker-0 from n1 to n2 to its planned node while ml/new restarts to resize to 4 workers "
-        "(a move then costs no restart of its own)"
-    ]
+
+
+def _plan_on_two_nodes(jobs: list[ElasticJob], pool_gpus: int) -> tuple[Plan, Layout]:
+    pods = [p for job in jobs for p in job.workers]
+    return plan_elastic(
+        jobs,
+        snapshot_of(NODES[:2], pods),
+        pool_gpus=pool_gpus,
+        deficits={"q": 0},
+        now=100.0,
+        last_moved={},
+        settings=ElasticSettings(),
+        topologies=TopologyCache(),
+    )
 
 
 def test_a_resized_job_makes_every_move_its_target_needs_in_that_round() -> None:
