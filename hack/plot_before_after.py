@@ -2,8 +2,10 @@
 
     .venv/bin/python hack/plot_before_after.py docs/results/simulator
 
-reads ``before/workload-N.txt`` (the phalanx row) and ``workload-N.txt`` (the phalanx and phalanx-even
-rows), puts Pollux's and Tiresias's published averages beside them, and writes ``before-after.png``.
+reads ``before/workload-N.txt`` (the phalanx row, jobs' batch fixed), ``fixed-batch/workload-N.txt``
+(the phalanx row now, jobs' batch fixed: like for like with before) and ``workload-N.txt`` (the
+phalanx-even and phalanx rows, jobs' batch scaled as elastic Horovod scales it), puts Pollux's and
+Tiresias's published averages beside them, and writes ``before-after.png``.
 """
 
 from __future__ import annotations
@@ -33,23 +35,30 @@ def main(root: Path) -> None:
     """Read the tables under ``root`` and write the plot there."""
     workloads = (1, 2, 3, 4)
     series = {
-        "before: phalanx (even)": [row(root / "before" / f"workload-{n}.txt", "phalanx") for n in workloads],
-        "after: phalanx-even": [row(root / f"workload-{n}.txt", "phalanx-even") for n in workloads],
-        "after: phalanx (goodput)": [row(root / f"workload-{n}.txt", "phalanx") for n in workloads],
+        "before: phalanx (even), batch fixed": [
+            row(root / "before" / f"workload-{n}.txt", "phalanx") for n in workloads
+        ],
+        "after: phalanx, batch fixed": [
+            row(root / "fixed-batch" / f"workload-{n}.txt", "phalanx") for n in workloads
+        ],
+        "after: phalanx-even, batch scaled": [
+            row(root / f"workload-{n}.txt", "phalanx-even") for n in workloads
+        ],
+        "after: phalanx, batch scaled": [row(root / f"workload-{n}.txt", "phalanx") for n in workloads],
     }
-    fig, (jct, churn) = plt.subplots(1, 2, figsize=(12, 4.5))
-    width = 0.16
+    fig, (jct, churn) = plt.subplots(1, 2, figsize=(13, 5.6))
+    width = 0.13
     for i, (name, values) in enumerate(series.items()):
-        xs = [n + (i - 1.5) * width for n in workloads]
+        xs = [n + (i - 2.5) * width for n in workloads]
         jct.bar(xs, [v[0] for v in values], width, label=name)
         churn.bar(xs, [v[1] for v in values], width, label=name)
     for i, (name, values) in enumerate(PUBLISHED.items(), start=len(series)):
-        xs = [n + (i - 1.5) * width for n in workloads]
+        xs = [n + (i - 2.5) * width for n in workloads]
         jct.bar(xs, values, width, label=f"published {name}", alpha=0.6)
     jct.set(title="Average JCT (s), Pollux workloads", xlabel="workload", xticks=workloads)
     churn.set(title="Resizes + moves (all jobs)", xlabel="workload", xticks=workloads)
-    jct.legend(fontsize=8)
-    churn.legend(fontsize=8)
+    jct.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=2)
+    churn.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=2)
     fig.tight_layout()
     fig.savefig(root / "before-after.png", dpi=110)
 
