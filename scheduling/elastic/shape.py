@@ -75,10 +75,22 @@ def _unbound(snapshot: ClusterSnapshot, key: str) -> list[Pod]:
 
 
 def _take(plan: GangPlan, other: Statement, reserved: dict[str, int]) -> None:
-    """Count the plan's GPUs as reserved, and take them on ``other`` too where they are free there."""
+    """Count the plan's GPUs as reserved, and take as many on ``other`` too where it has them free.
+
+    The plan chose its GPU indices on the other copy, so on ``other`` those very GPUs may be held by a
+    worker the copy keeps while as many others are free (the gang planned with every elastic worker
+    gone, on GPUs a kept worker holds): then the same count of free ones is taken, lowest first, so
+    that the next gang plans around the room this one will have. Only the count matters here; where
+    the gang really goes is its own planner's choice once the workers in its way have moved.
+    """
     for assignment in plan.assignments:
         pod = plan.members[assignment.uid]
         reserved[assignment.node] = reserved.get(assignment.node, 0) + pod.requests.gpus
         room = other.room(assignment.node)
-        if room is not None and room.fits(pod):
-            other.assign(pod, assignment.node, assignment.gpus, "waiting gang, for room")
+        if room is None or not room.fits(pod):
+            continue
+        gpus = assignment.gpus
+        if room.taking(pod, gpus) is None:
+            gpus = tuple(sorted(room.free))[: len(gpus)]
+        if room.taking(pod, gpus) is not None:
+            other.assign(pod, assignment.node, gpus, "waiting gang, for room")

@@ -13,7 +13,7 @@ from scheduling.elastic.decide import ElasticRound, decide_elastic, may_shrink
 from scheduling.elastic.pinning import choose_pins
 from scheduling.elastic.throughput import Sample, fit
 from scheduling.gang.gang_planner import GangPlan, plan_gang
-from scheduling.model import QUEUE_LABEL, PodGroup
+from scheduling.model import QUEUE_LABEL, PodGroup, Resources
 from scheduling.queues.view import view_of
 from scheduling.topology import TopologyCache
 from tests.builders import a_node, a_pod, snapshot_of
@@ -174,3 +174,36 @@ def test_two_queues_split_the_pool_by_their_fair_shares_once_whatever_the_resize
         for name, state in states.items()
     }
     assert all(size == {"ml/ea": 6, "ml/eb": 6} for size in sizes.values()), sizes
+
+
+def test_a_gang_planned_on_gpus_a_kept_worker_holds_still_gets_its_room_and_the_round_goes_on() -> None:
+    """The kept workers (indices 0-2) hold n1's GPUs 0-3 and n2's GPUs 0-1; a gang of 3 x 6 GPUs waits.
+
+    Around them it fits nowhere (n1 keeps 4 free), so it is planned with every elastic worker gone, on
+    GPUs 0-5 of each node. n2 has 6 GPUs free around its kept worker, but not GPUs 0-5: the room is
+    still kept there (the worker in its way moves), and the round is planned rather than failing, as it
+    did on the real control plane, round after round, while the gang waited.
+    """
+    nodes = [a_node(f"n{i}").gpus(8).build() for i in range(1, 4)]
+    on = [("n2", (0, 1)), ("n1", (0, 1)), ("n1", (2, 3)), ("n1", (4, 5)), ("n1", (6, 7))]
+    on += [("n2", (i, i + 1)) for i in (2, 4, 6)] + [("n3", (i, i + 1)) for i in (0, 2, 4, 6)]
+    workers = tuple(
+        a_pod(f"fill-worker-{i}").gpus(2).group("fill").on(node, gpus).build()
+        for i, (node, gpus) in enumerate(on)
+    )
+    job = ElasticJob("ml/fill", "q", 1, 12, Resources(gpus=2), workers, "fill")
+    gang = [a_pod(f"gang-{i}").gpus(6).group("gang").gated().build() for i in range(3)]
+    snapshot = snapshot_of(nodes, [*job.workers, *gang], [PodGroup("ml", "gang", 3)])
+    decision = decide_elastic(replace(facts([job]), snapshot=snapshot, view=view_of(snapshot, PromiseBook())))
+    assert decision.size_of(job) == 3
+    assert decision.layout.targets["ml/fill"] == {"n1": 1, "n2": 1, "n3": 1}
+    applied = Statement(snapshot)
+    for pod in job.workers[3:]:
+        applied.evict(pod)
+    for move in decision.plan.migrations:
+        pod = next(p for p in job.workers if p.key == move.pod)
+        applied.move(pod, move.target, move.gpus)
+    plan = plan_gang(
+        "ml/gang", gang, ["n1", "n2", "n3"], snapshot, PromiseBook(), TopologyCache(), statement=applied
+    )
+    assert isinstance(plan, GangPlan), plan
