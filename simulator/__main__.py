@@ -106,28 +106,15 @@ def run_command(
     path = published or workload.parent / report.PUBLISHED_FILE
     table_of = report.read_published(path) if path.is_file() else {}
     theirs = {p: v for (p, lo, w), v in sorted(table_of.items()) if lo == load and w == workload.stem}
-    if len(results) == 1:  # one policy: the stage-1 report, unchanged
+    one = len(results) == 1  # one policy: the stage-1 report, unchanged, and the table after it
+    if one:
         built = report.build(workload.stem, results[0], theirs.get(names[0]))
         encoded = msgspec.json.format(msgspec.json.encode(built), indent=2) + b"\n"
         if json_path == "-":
             sys.stdout.buffer.write(encoded)
             return
         click.echo(report.text(built, chosen, load))
-        show(
-            workload.stem,
-            chosen,
-            seed,
-            results,
-            (),
-            theirs,
-            json_path=None,
-            plots=plots,
-            load=load,
-            batch=batch,
-        )
-        if json_path:
-            Path(json_path).write_bytes(encoded)
-        return
+    table_json = None if one else json_path
     show(
         workload.stem,
         chosen,
@@ -135,11 +122,13 @@ def run_command(
         results,
         (),
         theirs,
-        json_path=json_path,
+        json_path=table_json,
         plots=plots,
         load=load,
         batch=batch,
     )
+    if one and json_path:
+        Path(json_path).write_bytes(encoded)
 
 
 main.add_command(philly_command)

@@ -7,13 +7,14 @@ from dataclasses import replace
 from types import MappingProxyType
 
 from scheduling.cluster.promises import PromiseBook
+from scheduling.cluster.snapshot import ClusterSnapshot
 from scheduling.cluster.statement import Statement
 from scheduling.elastic import ElasticJob, ElasticSettings
-from scheduling.elastic.decide import ElasticRound, decide_elastic, may_shrink
+from scheduling.elastic.decide import ElasticDecision, ElasticRound, decide_elastic, may_shrink
 from scheduling.elastic.pinning import choose_pins
 from scheduling.elastic.throughput import Sample, fit
 from scheduling.gang.gang_planner import GangPlan, plan_gang
-from scheduling.model import QUEUE_LABEL, PodGroup, Resources
+from scheduling.model import QUEUE_LABEL, Pod, PodGroup, Resources
 from scheduling.queues.view import view_of
 from scheduling.topology import TopologyCache
 from tests.builders import a_node, a_pod, snapshot_of
@@ -78,6 +79,13 @@ def test_a_waiting_gang_gets_room_in_its_shape_not_only_its_count() -> None:
     moves = [(m.pod, m.source, m.target) for m in decision.plan.migrations]
     assert moves == [("ml/fill-worker-2", "n1", "n2"), ("ml/fill-worker-1", "n1", "n3")], moves
     assert "to make room on n1 for a waiting gang" in decision.plan.migrations[0].reason
+    _assert_the_gang_fits_once_applied(decision, job, gang, snapshot)
+
+
+def _assert_the_gang_fits_once_applied(
+    decision: ElasticDecision, job: ElasticJob, gang: Sequence[Pod], snapshot: ClusterSnapshot
+) -> None:
+    """Applied (the job shrunk to 3, its moves made), the gang's own planner places the gang."""
     applied = Statement(snapshot)
     for pod in job.workers[3:]:
         applied.evict(pod)
@@ -197,13 +205,4 @@ def test_a_gang_planned_on_gpus_a_kept_worker_holds_still_gets_its_room_and_the_
     decision = decide_elastic(replace(facts([job]), snapshot=snapshot, view=view_of(snapshot, PromiseBook())))
     assert decision.size_of(job) == 3
     assert decision.layout.targets["ml/fill"] == {"n1": 1, "n2": 1, "n3": 1}
-    applied = Statement(snapshot)
-    for pod in job.workers[3:]:
-        applied.evict(pod)
-    for move in decision.plan.migrations:
-        pod = next(p for p in job.workers if p.key == move.pod)
-        applied.move(pod, move.target, move.gpus)
-    plan = plan_gang(
-        "ml/gang", gang, ["n1", "n2", "n3"], snapshot, PromiseBook(), TopologyCache(), statement=applied
-    )
-    assert isinstance(plan, GangPlan), plan
+    _assert_the_gang_fits_once_applied(decision, job, gang, snapshot)
