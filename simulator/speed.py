@@ -115,6 +115,11 @@ class _Step:
     batch: int
     seconds: float
 
+    @property
+    def rate(self) -> float:
+        """Samples a second: what the job's launcher reports."""
+        return self.batch / self.seconds
+
 
 @dataclass(frozen=True, slots=True)
 class Curve:
@@ -188,6 +193,15 @@ class ApplicationProfile:
         atomic = math.ceil(local / (steps + 1) - 1e-8)
         atomic = min(atomic, int(self.max_batch_size / (replicas * (steps + 1))))
         return BatchSplit(atomic, steps)
+
+    def gain(self, batch_size: int, epoch: int) -> float:
+        """Progress one step at ``batch_size`` makes during ``epoch``, in steps at the smallest batch.
+
+        Pollux's statistical efficiency: ``(var + sqr) / (var / scale + sqr)``, ``scale`` the batch over
+        the smallest validated one (1 at the smallest batch; less than ``scale`` as the noise falls).
+        """
+        sqr, var = self.grad_stats(batch_size, epoch)
+        return (var + sqr) / (var / (batch_size / self.init_batch_size) + sqr)
 
     def grad_stats(self, batch_size: int, epoch: int) -> tuple[float, float]:
         """Gradient square norm and variance during ``epoch``, linear between validated batches."""
@@ -287,24 +301,19 @@ class PolluxSpeed:
         """Train for ``seconds``; epochs change the statistical efficiency, so walk epoch by epoch."""
         app = self.profile(job.application)
         epoch, work, elapsed, left = progress.epoch, progress.work, 0, seconds
-        rate = 0.0
+        step = trained = self._step(app, job, placement, epoch)  # trained: the step of the last epoch run
         while left > 0:
-            step = self._step(app, job, placement, epoch)
-            rate = step.batch / step.seconds
-            sqr, var = app.grad_stats(step.batch, epoch)
-            scale = step.batch / app.init_batch_size
-            goodput = (var + sqr) / (var / scale + sqr) / step.seconds
+            trained = step
+            goodput = app.gain(step.batch, epoch) / step.seconds
             boundary = app.progress_at(epoch + 1)
             if work + goodput * left < boundary:
-                return Advance(Progress(epoch, work + goodput * left), None, rate)
+                return Advance(Progress(epoch, work + goodput * left), None, step.rate)
             delta = round((boundary - work) / goodput)
             epoch, work, elapsed, left = epoch + 1, boundary, elapsed + delta, left - delta
             if epoch >= app.epochs:
-                return Advance(Progress(epoch, work), elapsed, rate)
-        if rate == 0.0:  # no time passed: the rate the job would train at
+                return Advance(Progress(epoch, work), elapsed, step.rate)
             step = self._step(app, job, placement, epoch)
-            rate = step.batch / step.seconds
-        return Advance(Progress(epoch, work), None, rate)
+        return Advance(Progress(epoch, work), None, trained.rate)
 
     def _step(self, app: ApplicationProfile, job: TraceJob, placement: Placement, epoch: int) -> _Step:
         """The batch one optimizer step sees on ``placement`` during ``epoch``, and the step's seconds."""
@@ -337,8 +346,7 @@ class PolluxSpeed:
                 except SpeedError:  # a per-GPU batch this placement was not measured at
                     continue
                 candidate = _Step(total, step + (step - sync) * steps)
-                sqr, var = app.grad_stats(total, epoch)
-                goodput = (var + sqr) / (var / (total / app.init_batch_size) + sqr) / candidate.seconds
+                goodput = app.gain(total, epoch) / candidate.seconds
                 if best is None or goodput > best[0]:
                     best = (goodput, candidate)
         return None if best is None else best[1]
