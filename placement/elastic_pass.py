@@ -22,6 +22,11 @@ calls too); this pass reads, asks and applies:
    in every write to the job.
 4. **Plan** from the snapshot: the pool is the free GPUs plus what elastic workers hold, less what other
    waiting groups need; queue deficits from the queue view; sizes by each job's learned gain.
+   If planning raises, the round is decided without the job whose absence lets it be
+   (``scheduling.elastic.quarantine``): that job keeps its workers, gets a Warning event
+   ``ElasticPlanFailed`` saying why (once per job and message; the traceback goes to the log), and
+   every other job is planned as usual, so one job's fault never stalls the others' resizes or a
+   waiting gang's room.
 5. **Apply**: one merge patch per job with what changed: the plan (annotation
    ``phalanx.io/elastic-plan``, with the size, so that the admission webhook (``placement.webhook``)
    pins the workers the resize makes the operator create), ``Worker.replicas`` and the samples (each
@@ -65,6 +70,7 @@ from scheduling.elastic.attained import attained
 from scheduling.elastic.claim import describe_claim
 from scheduling.elastic.decide import ElasticDecision, ElasticRound, decide_elastic, may_shrink
 from scheduling.elastic.operator_lag import WriteTurn, write_turn
+from scheduling.elastic.quarantine import Decide, decide_quarantining, describe_fault
 from scheduling.elastic.size_hold import SizeHold
 from scheduling.elastic.throughput import PRIOR
 from scheduling.model import Pod
@@ -99,6 +105,9 @@ class ElasticReport:
     """Elastic jobs (their PodGroups' keys) this pass deleted workers of, for their operator to re-create
     (moved, or re-pinned while waiting): short of ``minMember`` until then, not stale
     (``placement.round``)."""
+    quarantined: tuple[str, ...] = ()
+    """Elastic jobs this pass was decided without, because planning them raised
+    (``scheduling.elastic.quarantine``)."""
 
 
 class ElasticPass:
@@ -114,8 +123,10 @@ class ElasticPass:
         clock: Callable[[], float],
         topologies: TopologyCache,
         settings: ElasticSettings | None = None,
+        decide: Decide = decide_elastic,
     ) -> None:
         self._jobs = jobs
+        self._decide = decide
         self._pins = pins
         self._deleter = deleter
         self._events = events
@@ -147,7 +158,7 @@ class ElasticPass:
         counted = self._clock()
         served = {job.key: attained(declared[job.key].attained, job.workers, counted) for job in jobs}
         served_seconds = {key: record.gpu_seconds for key, record in served.items()}
-        decision = decide_elastic(
+        contained = decide_quarantining(
             ElasticRound(
                 jobs,
                 snapshot,
@@ -159,8 +170,11 @@ class ElasticPass:
                 models,
                 attained=served_seconds,
                 holds=self._holds,
-            )
+            ),
+            self._decide,
         )
+        self._tell_faults(declared, contained.faults)
+        decision = contained.decision
         self._holds = decision.holds
         plan, layout = decision.plan, decision.layout
         plans = _changed_plans(declared, layout, plan)
@@ -234,7 +248,17 @@ class ElasticPass:
             decision.shrinking,
             _giving_back(jobs, {r.job for r in plan.resizes if r.after < r.before} & set(resized)),
             replacing,
+            tuple(sorted(contained.faults)),
         )
+
+    def _tell_faults(self, declared: Mapping[str, MpiJob], faults: Mapping[str, Exception]) -> None:
+        """A Warning on each job the round was decided without, and its traceback in the log, once each."""
+        for key, fault in sorted(faults.items()):
+            job = declared[key]
+            message = describe_fault(key, job.replicas, fault)
+            if (job.uid, message) not in self._told:
+                log.error("%s: planned without it this round", key, exc_info=fault)
+            self._tell(job, "Warning", "ElasticPlanFailed", message)
 
     def _tell_stalls(self, declared: Mapping[str, MpiJob], turns: Mapping[str, WriteTurn]) -> None:
         """A Warning on each job whose operator has lagged too long, once per lag (it may be stalled)."""

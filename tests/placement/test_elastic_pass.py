@@ -6,8 +6,11 @@ waiting workers are pinned to their layout, and a pass over the state the last o
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, replace
 from types import MappingProxyType
+
+import pytest
 
 from kubeio.mpijob_pods import JOB_NAME_LABEL, ROLE_LABEL
 from kubeio.mpijobs import MpiJob
@@ -15,7 +18,9 @@ from placement.elastic_pass import ElasticPass, ElasticReport
 from placement.elastic_pool import POOL_LABEL
 from scheduling.elastic import ElasticSettings
 from scheduling.elastic.attained import Attained
+from scheduling.elastic.decide import ElasticDecision, ElasticRound, decide_elastic
 from scheduling.elastic.operator_lag import LAG_WAIT
+from scheduling.elastic.quarantine import Decide
 from scheduling.model import Pod, PodGroup, Resources
 from scheduling.topology import TopologyCache
 from tests.builders import FakeCluster, FakeEvents, a_node, a_pod, a_round
@@ -54,7 +59,11 @@ class Driven:
 
 
 def rig(
-    cluster: FakeCluster, jobs: list[MpiJob], now: float = 100.0, cooldown: float = 0
+    cluster: FakeCluster,
+    jobs: list[MpiJob],
+    now: float = 100.0,
+    cooldown: float = 0,
+    decide: Decide = decide_elastic,
 ) -> tuple[Driven, FakeJobs, FakePins, FakeDeleter, FakeEvents]:
     fake_jobs, pins, deleter, events = FakeJobs(jobs), FakePins(cluster), FakeDeleter(cluster), FakeEvents()
     elastic = ElasticPass(
@@ -65,6 +74,7 @@ def rig(
         clock=lambda: now,
         topologies=TopologyCache(),
         settings=ElasticSettings(cooldown_seconds=cooldown),
+        decide=decide,
     )
     return Driven(elastic, cluster, fake_jobs, now), fake_jobs, pins, deleter, events
 
@@ -223,6 +233,44 @@ def test_one_hostile_job_is_refused_with_its_reason_and_every_other_job_is_still
         assert told[2:4] == ("Warning", "InvalidElasticJob")
         assert len(told[4]) < 300, "a 5,000-digit annotation is not echoed whole"
     assert ("ml/mnist", 4) in alone[0]
+
+
+def _raising_with(key: str) -> Decide:
+    def decide(facts: ElasticRound) -> ElasticDecision:
+        if any(job.key == key for job in facts.jobs):
+            msg = f"{key} does not fit node n2 with GPUs [0, 1] in this plan"
+            raise ValueError(msg)
+        return decide_elastic(facts)
+
+    return decide
+
+
+def test_a_job_whose_planning_raises_is_told_once_and_every_other_job_is_still_sized_and_pinned(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    def run(jobs: list[MpiJob], decide: Decide) -> tuple[Driven, FakeJobs, FakePins, FakeEvents]:
+        cluster = FakeCluster().add(a_node("n1").build(), a_node("n2").build())
+        cluster.add(worker("mnist", 0, "n1"), worker("mnist", 1, "n1"), worker("mnist", 2))
+        for job in jobs:
+            cluster.add(*(worker(job.name, i, "n2") for i in range(2)))
+        reconciler, fake_jobs, pins, _, events = rig(cluster, [mpijob("mnist", 3), *jobs], decide=decide)
+        return reconciler, fake_jobs, pins, events
+
+    alone, alone_jobs, alone_pins, _ = run([], decide_elastic)
+    alone.run()
+    reconciler, jobs, pins, events = run([mpijob("faulty", 2)], _raising_with("ml/faulty"))
+    with caplog.at_level(logging.ERROR, logger="placement.elastic_pass"):
+        reports = [reconciler.run(), reconciler.run()]
+    assert [r.quarantined for r in reports] == [("ml/faulty",), ("ml/faulty",)]
+    assert (jobs.resized, pins.pinned) == (alone_jobs.resized, alone_pins.pinned), "as if it were not there"
+    assert ("ml/mnist", 4) in jobs.resized
+    [told] = [e for e in events.events if e[1] == "faulty"]
+    assert told[2:4] == ("Warning", "ElasticPlanFailed")
+    assert "(ValueError: ml/faulty does not fit node n2 with GPUs [0, 1] in this plan)" in told[4]
+    assert "keeps its 2 workers where they run" in told[4]
+    [logged] = [r for r in caplog.records if r.name == "placement.elastic_pass" and r.exc_info]
+    assert logged.getMessage() == "ml/faulty: planned without it this round", "the traceback, once"
+    assert reconciler.above_minimum is not None and "ml/faulty" not in reconciler.above_minimum
 
 
 def test_a_max_the_cluster_could_never_hold_is_capped_with_an_event() -> None:
