@@ -43,13 +43,13 @@ from scheduling.cluster.promises import PromiseBook
 from scheduling.cluster.snapshot import ClusterSnapshot
 from scheduling.cluster.statement import Statement
 from scheduling.cluster.usage import FreeGpus
-from scheduling.elastic.gain import size_by_gain
+from scheduling.elastic.gain import nodes_for, size_by_gain
 from scheduling.elastic.growth import reachable
 from scheduling.elastic.job import ElasticJob, ElasticSettings
 from scheduling.elastic.layout import Layout, kept_running, plan_layout
 from scheduling.elastic.shape import reserved_room
 from scheduling.elastic.sizing import size_jobs
-from scheduling.elastic.throughput import Throughput
+from scheduling.elastic.throughput import PRIOR, Throughput
 from scheduling.gang.gang_planner import DEFAULT_LOCALITY_KEYS
 from scheduling.gpu.choice import choose_gpus
 from scheduling.model import Pod
@@ -131,7 +131,18 @@ def plan_elastic(
             job, sizes[job.key], layout, statement, now, last_moved, settings, topologies, budget, reserved
         )
     no_moves = settings.moves_per_round <= 0 or settings.moves_per_job <= 0  # targets never reached
-    reached = reachable(jobs, sizes, layout, statement, reserved, anywhere=no_moves)
+    node_gpus = largest_node(snapshot)
+    compact = {  # growing jobs not measured to spread for free grow only as far as they stay compact
+        j.key
+        for j in jobs
+        if sizes[j.key] > j.size
+        and not models.get(j.key, PRIOR).spreads_free(
+            sizes[j.key], nodes_for(sizes[j.key], j.worker.gpus, node_gpus)
+        )
+    }
+    reached = reachable(
+        jobs, sizes, layout, statement, reserved, anywhere=no_moves, compact=compact, node_gpus=node_gpus
+    )
     for job in sorted(jobs, key=lambda j: j.key):
         after = min(sizes[job.key], max(job.size, sum(reached.targets[job.key].values())))
         if after > job.size:
@@ -153,10 +164,20 @@ def goals_of(
     """Each job's target size by the configured sizing rule, before pacing."""
     if settings.sizing == "even":
         return size_jobs(jobs, pool_gpus, deficits)
-    node_gpus = max((n.gpu_total for n in snapshot.nodes.values() if n.takes_pods), default=0)
     return size_by_gain(
-        jobs, pool_gpus, deficits, models=models, attained=attained, settings=settings, node_gpus=node_gpus
+        jobs,
+        pool_gpus,
+        deficits,
+        models=models,
+        attained=attained,
+        settings=settings,
+        node_gpus=largest_node(snapshot),
     )
+
+
+def largest_node(snapshot: ClusterSnapshot) -> int:
+    """GPUs of the largest node that takes pods: what the fewest nodes for a size are counted in."""
+    return max((n.gpu_total for n in snapshot.nodes.values() if n.takes_pods), default=0)
 
 
 def _goals_holding(

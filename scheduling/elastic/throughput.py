@@ -35,6 +35,9 @@ from scipy.optimize import nnls
 RIDGE = 0.05
 """Weight of the prior (no synchronisation cost) against the observations, relative to ``c``."""
 
+SPREAD_TOLERANCE = 0.05
+"""The share of its speedup a job may lose to spreading over one more node and still count it free."""
+
 
 @dataclass(frozen=True, slots=True, order=True)
 class Sample:
@@ -62,6 +65,8 @@ class Throughput:
         samples: how many observations it was fitted on (0: the prior).
         spread: relative root-mean-square error of the fit on its samples (0 with one sample or none):
             how far to trust its predictions.
+        across_nodes: whether a sample ran on more than one node: only then may its inter-node costs
+            say that spreading is free (``spreads_free``).
     """
 
     compute: float = 1.0
@@ -69,6 +74,7 @@ class Throughput:
     inter: tuple[float, float] = (0.0, 0.0)
     samples: int = 0
     spread: float = 0.0
+    across_nodes: bool = False
 
     def step_time(self, workers: int, nodes: int = 1) -> float:
         """Per-worker step time at ``workers`` on ``nodes``."""
@@ -84,6 +90,18 @@ class Throughput:
     def speedup(self, workers: int, nodes: int = 1) -> float:
         """Predicted rate relative to one worker alone: at most ``workers``."""
         return 0.0 if workers <= 0 else workers * self.compute / self.step_time(workers, nodes)
+
+    def spreads_free(self, workers: int, fewest: int) -> bool:
+        """Whether ``workers`` on more nodes than ``fewest`` train as fast, as measured (never by the prior).
+
+        A job never seen across nodes is predicted no slower spread (its inter-node costs are only
+        bounded by the intra-node ones), which is no measurement: compact is the default until one says
+        otherwise. Measured, spreading is free when it costs at most ``SPREAD_TOLERANCE`` of the speedup.
+        """
+        if not self.across_nodes or workers <= 1:
+            return False
+        compact = self.speedup(workers, max(fewest, 1))
+        return self.speedup(workers, max(fewest, 1) + 1) >= (1.0 - SPREAD_TOLERANCE) * compact
 
     def describe(self, workers: int, nodes: int = 1) -> str:
         """The model's figures in words, for events and ``phalanx why``."""
@@ -137,7 +155,8 @@ def fit(samples: Iterable[Sample]) -> Throughput:
         ar, br = 0.0, 0.0
     c = max(c, 1e-12)
     model = Throughput(c, (ar, br), (an, bn), len(points))
-    return Throughput(c, (ar, br), (an, bn), len(points), _error(model, points))
+    across = any(n > 1 for _, n, _ in points)
+    return Throughput(c, (ar, br), (an, bn), len(points), _error(model, points), across)
 
 
 def _averaged(samples: Iterable[Sample]) -> list[tuple[int, int, float]]:

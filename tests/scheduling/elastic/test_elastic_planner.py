@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 
 from hypothesis import given, settings
@@ -7,6 +8,7 @@ from hypothesis import strategies as st
 
 from scheduling.elastic import ElasticJob, ElasticSettings, plan_elastic
 from scheduling.elastic.layout import Layout
+from scheduling.elastic.throughput import Sample, Throughput, fit
 from scheduling.plan import Migration, Plan, Resize
 from scheduling.topology import TopologyCache
 from tests.builders import a_node, snapshot_of
@@ -195,6 +197,53 @@ def test_a_growing_job_takes_its_only_worker_to_where_it_can_grow() -> None:
     assert (move.pod, move.source, move.target) == ("ml/lin-worker-0", "n1", "n2")
     assert "restarts to resize to 4 workers" in move.reason
     assert not layout.unplaced
+
+
+def _plan_beside_full_nodes(
+    models: Mapping[str, Throughput], grow: ElasticJob | None = None
+) -> tuple[Plan, Layout]:
+    """``grow`` runs one worker on n1 beside 3 of ``full``; n2 holds 3 of ``half``: one GPU free on each."""
+    nodes = [a_node(f"n{i}").gpus(4).build() for i in (1, 2)]
+    jobs = [
+        grow or a_job("grow", ["n1"], low=1, high=4, gpus=1),
+        a_job("full", ["n1"] * 3, low=3, high=3, gpus=1),
+        a_job("half", ["n2"] * 3, low=3, high=3, gpus=1),
+    ]
+    pods = [p for job in jobs for p in job.workers]
+    return plan_elastic(
+        jobs,
+        snapshot_of(nodes, pods),
+        pool_gpus=8,
+        deficits={"q": 0},
+        now=100.0,
+        last_moved={},
+        settings=ElasticSettings(),
+        topologies=TopologyCache(),
+        models=models,
+    )
+
+
+def test_a_job_grows_across_nodes_only_once_its_model_measured_spreading_free() -> None:
+    """The only room is one GPU on each node: 2 workers there span two nodes where one would do."""
+    unseen, layout = _plan_beside_full_nodes({})
+    assert unseen.resizes == () and layout.targets["ml/grow"] == {"n1": 1}, "compact by default"
+    assert layout.unplaced == {"ml/grow": 1}
+    one_node = [Sample(1, 1, 10.0), Sample(2, 1, 20.0)]
+    linear, _ = _plan_beside_full_nodes({"ml/grow": fit(one_node)})
+    assert linear.resizes == (), "predicted linear across nodes is no measurement"
+    dear, _ = _plan_beside_full_nodes({"ml/grow": fit([*one_node, Sample(2, 2, 12.0)])})
+    assert dear.resizes == ()
+    cheap, layout = _plan_beside_full_nodes({"ml/grow": fit([*one_node, Sample(2, 2, 19.8)])})
+    assert [(r.job, r.after) for r in cheap.resizes] == [("ml/grow", 2)]
+    assert layout.targets["ml/grow"] == {"n1": 1, "n2": 1}
+
+
+def test_a_worker_the_job_was_declared_with_is_no_growth_and_runs_spread_if_it_must() -> None:
+    """Declared at 2 workers, one waiting: held compact, it would never run at the size it asked for."""
+    declared = a_job("grow", ["n1", None], low=1, high=2, gpus=1)
+    result, layout = _plan_beside_full_nodes({}, declared)
+    assert result.resizes == ()
+    assert layout.targets["ml/grow"] == {"n1": 1, "n2": 1} and not layout.unplaced
 
 
 def _started(job: ElasticJob, at: float) -> ElasticJob:

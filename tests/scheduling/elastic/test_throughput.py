@@ -69,3 +69,24 @@ def test_the_description_names_its_basis() -> None:
     )
     text = fit([Sample(1, 1, 10.0), Sample(4, 1, 30.0)]).describe(4)
     assert text.startswith("predicted speedup 3.00x at 4 workers on 1 node (fitted on 2 samples")
+
+
+def test_spreading_counts_free_only_where_a_sample_across_nodes_measured_it_so() -> None:
+    one_node = [Sample(1, 1, 10.0), Sample(2, 1, 20.0), Sample(4, 1, 40.0)]  # linear on one node
+    assert not PRIOR.spreads_free(4, fewest=1), "the prior predicts spread free: no measurement"
+    assert not fit(one_node).spreads_free(4, fewest=1), "predicted as fast, never measured across nodes"
+    cheap = fit([*one_node, Sample(4, 2, 39.0)])
+    dear = fit([*one_node, Sample(4, 2, 28.0)])
+    assert cheap.across_nodes and dear.across_nodes
+    assert cheap.spreads_free(4, fewest=1)
+    assert not dear.spreads_free(4, fewest=1), "30% slower spread over two nodes"
+    assert not cheap.spreads_free(1, fewest=1), "one worker spreads over nothing"
+
+
+@given(sample_lists, st.integers(1, 16))
+def test_spreading_is_free_only_for_a_model_fitted_across_nodes(
+    drawn: list[tuple[tuple[int, int], float]], workers: int
+) -> None:
+    model = fit(samples_of(drawn))
+    if model.spreads_free(workers, fewest=1):
+        assert any(n > 1 for (_, n), _ in drawn)
