@@ -69,6 +69,7 @@ from scheduling.elastic import ElasticJob, ElasticSettings, JobError, Layout
 from scheduling.elastic.attained import attained
 from scheduling.elastic.claim import describe_claim
 from scheduling.elastic.decide import ElasticDecision, ElasticRound, decide_elastic, may_shrink
+from scheduling.elastic.elastic_planner import COMPACT_NOTE
 from scheduling.elastic.operator_lag import WriteTurn, write_turn
 from scheduling.elastic.quarantine import Decide, decide_quarantining, describe_fault
 from scheduling.elastic.size_hold import SizeHold
@@ -177,6 +178,7 @@ class ElasticPass:
         decision = contained.decision
         self._holds = decision.holds
         plan, layout = decision.plan, decision.layout
+        self._tell_held(declared, layout, plan)
         plans = _changed_plans(declared, layout, plan)
         sizes = {resize.job: resize for resize in plan.resizes}
         now = self._clock()
@@ -259,6 +261,21 @@ class ElasticPass:
             if (job.uid, message) not in self._told:
                 log.error("%s: planned without it this round", key, exc_info=fault)
             self._tell(job, "Warning", "ElasticPlanFailed", message)
+
+    def _tell_held(self, declared: Mapping[str, MpiJob], layout: Layout, plan: Plan) -> None:
+        """A Normal event on each job the compact rule kept from growing at all, once per size.
+
+        A job it held back only in part says so in its ``Resized`` event.
+        """
+        resized = {r.job for r in plan.resizes}
+        for key in sorted(layout.held_compact - resized):
+            job = declared[key]
+            message = (
+                f"MPIJob {key}: not grown beyond {job.replicas} worker{'s' if job.replicas != 1 else ''} "
+                "though GPUs are free: "
+                f"it grows {COMPACT_NOTE}; the free GPUs are on other nodes"
+            )
+            self._tell(job, "Normal", "GrowthHeld", message)
 
     def _tell_stalls(self, declared: Mapping[str, MpiJob], turns: Mapping[str, WriteTurn]) -> None:
         """A Warning on each job whose operator has lagged too long, once per lag (it may be stalled)."""

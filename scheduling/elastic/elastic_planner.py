@@ -59,6 +59,8 @@ from scheduling.topology import TopologyCache
 _NO_PROMISES = PromiseBook()
 _NONE: Mapping[str, float] = MappingProxyType({})
 _NO_MODELS: Mapping[str, Throughput] = MappingProxyType({})
+COMPACT_NOTE = "on the fewest nodes (more would spread it, and it has not measured spreading free)"
+"""Why a job grew less than the free GPUs allowed: the compact rule of ``scheduling.elastic.growth``."""
 RACK_KEY = DEFAULT_LOCALITY_KEYS[0]
 """The node label naming a node's rack (``phalanx.io/rack``), as the gang planner reads it."""
 
@@ -147,7 +149,14 @@ def plan_elastic(
         after = min(sizes[job.key], max(job.size, sum(reached.targets[job.key].values())))
         if after > job.size:
             _resize(
-                statement, job, after, goals[job.key], step, "grows into free GPUs", wanted=sizes[job.key]
+                statement,
+                job,
+                after,
+                goals[job.key],
+                step,
+                "grows into free GPUs",
+                wanted=sizes[job.key],
+                compact=job.key in reached.held_compact,
             )
     return statement.commit(), reached
 
@@ -211,14 +220,18 @@ def _resize(
     *,
     removed: Sequence[Pod] = (),
     wanted: int | None = None,
+    compact: bool = False,
 ) -> None:
     """Record a resize of ``job`` to ``after`` workers with its reason in words.
 
     ``goal`` is where the sizing rule aims (``after`` is below it when the pace holds it back);
-    ``wanted`` the size the job would grow to this round had the room been there.
+    ``wanted`` the size the job would grow to this round had the room been there; ``compact`` that
+    more room was there, on more nodes than the size reached needs (``growth``).
     """
     if wanted is not None and after < wanted:
         why += f", room for {after - job.size} of {wanted - job.size} more workers now"
+        if compact:
+            why += f" {COMPACT_NOTE}"
     elif after < goal:
         why += f", {step} workers a round toward {goal}"
     statement.resize(

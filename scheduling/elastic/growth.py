@@ -78,17 +78,28 @@ def place_needs(
     Returns:
         Every job of ``needs`` (an empty map for one that found no room), by key.
     """
+    return placements(needs, room, anywhere=anywhere, node_gpus=node_gpus)[0]
+
+
+def placements(
+    needs: Sequence[Need], room: Mapping[str, int], *, anywhere: bool = False, node_gpus: int = 0
+) -> tuple[dict[str, dict[str, int]], frozenset[str]]:
+    """``place_needs``, and the jobs the compact rule held to fewer workers than the room allowed."""
     left = {node: max(0, gpus) for node, gpus in room.items()}
     placed: dict[str, dict[str, int]] = {}
+    held: set[str] = set()
     for need in sorted(needs, key=lambda n: (-n.workers * n.per_worker, n.key)):
         trial = dict(left)
         chosen = _place(need, trial, anywhere)
         if not (anywhere or need.may_spread or node_gpus <= 0) and not _compact(need, chosen, node_gpus):
+            spread = sum(chosen.values())
             trial = dict(left)
             chosen = _place_compact(need, trial, node_gpus)
+            if sum(chosen.values()) < spread:
+                held.add(need.key)
         left = trial
         placed[need.key] = chosen
-    return placed
+    return placed, frozenset(held)
 
 
 def _compact(need: Need, chosen: Mapping[str, int], node_gpus: int) -> bool:
@@ -202,7 +213,7 @@ def reachable(
     Returns:
         Per job, its running workers (where the round's moves put them) and its pinned waiting workers
         that keep their place, plus the workers placed by ``place_needs``; ``unplaced`` holds what
-        found no room and ``moves`` the layout's.
+        found no room, ``moves`` the layout's and ``held_compact`` the jobs the compact rule held.
     """
     moved = {m.uid: m.target for m in statement.commit().migrations}
     left: dict[str, int] = {}
@@ -237,7 +248,7 @@ def reachable(
         for j in jobs
         if sizes.get(j.key, 0) > sum(present[j.key].values())
     ]
-    placed = place_needs(needs, left, anywhere=anywhere, node_gpus=node_gpus)
+    placed, held = placements(needs, left, anywhere=anywhere, node_gpus=node_gpus)
     targets: dict[str, dict[str, int]] = {}
     for key, here in sorted(present.items()):
         merged = dict(here)
@@ -245,4 +256,4 @@ def reachable(
             merged[node_name] = merged.get(node_name, 0) + count
         targets[key] = dict(sorted(merged.items()))
     unplaced = {n.key: n.workers - sum(placed[n.key].values()) for n in needs}
-    return Layout(targets, layout.moves, {k: v for k, v in sorted(unplaced.items()) if v > 0})
+    return Layout(targets, layout.moves, {k: v for k, v in sorted(unplaced.items()) if v > 0}, held)

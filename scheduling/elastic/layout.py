@@ -42,11 +42,14 @@ class Layout:
         targets: job key -> node -> workers (nodes with none are left out).
         moves: job key -> workers that must move to reach the target.
         unplaced: job key -> target workers that found no room (the pool was larger than the room).
+        held_compact: the jobs that would have grown further this round by spreading, and did not,
+            their model not having measured spreading free (``scheduling.elastic.growth``).
     """
 
     targets: Mapping[str, Mapping[str, int]]
     moves: Mapping[str, int]
     unplaced: Mapping[str, int]
+    held_compact: frozenset[str] = frozenset()
 
     def nodes_of(self, job: str) -> int:
         """How many nodes the job spans in the target."""

@@ -273,6 +273,23 @@ def test_a_job_whose_planning_raises_is_told_once_and_every_other_job_is_still_s
     assert reconciler.above_minimum is not None and "ml/faulty" not in reconciler.above_minimum
 
 
+def test_a_job_the_compact_rule_keeps_from_growing_is_told_why_once() -> None:
+    """Its node is full and the only free GPUs are two on n2: one more worker would spread it."""
+    cluster = FakeCluster().add(a_node("n1").build(), a_node("n2").build())
+    cluster.add(a_pod("block-1").gpus(6).on("n1").build(), a_pod("block-2").gpus(6).on("n2").build())
+    cluster.add(worker("grow", 0, "n1"))
+    reconciler, jobs, pins, _, events = rig(cluster, [mpijob("grow", 1, low=1, high="4")])
+    for _ in range(2):
+        reconciler.run()
+    assert (jobs.resized, pins.pinned) == ([], [])
+    [told] = [e for e in events.events if e[3] == "GrowthHeld"]
+    assert told[:3] == ("MPIJob", "grow", "Normal")
+    assert told[4] == (
+        "MPIJob ml/grow: not grown beyond 1 worker though GPUs are free: it grows on the fewest nodes "
+        "(more would spread it, and it has not measured spreading free); the free GPUs are on other nodes"
+    )
+
+
 def test_a_max_the_cluster_could_never_hold_is_capped_with_an_event() -> None:
     cluster = FakeCluster().add(a_node("n1").build(), a_node("n2").build())
     cluster.add(worker("wide", 0, "n1"), worker("wide", 1, "n1"))

@@ -236,6 +236,38 @@ def test_a_job_grows_across_nodes_only_once_its_model_measured_spreading_free() 
     cheap, layout = _plan_beside_full_nodes({"ml/grow": fit([*one_node, Sample(2, 2, 19.8)])})
     assert [(r.job, r.after) for r in cheap.resizes] == [("ml/grow", 2)]
     assert layout.targets["ml/grow"] == {"n1": 1, "n2": 1}
+    assert "ml/grow" in _plan_beside_full_nodes({})[1].held_compact, "the round says the rule held it"
+
+
+def test_a_job_the_compact_rule_holds_back_is_told_so_in_its_resize() -> None:
+    """Free: 1 GPU on n1 beside its worker, 1 on n2, 2 on n3; the others cannot move or shrink.
+
+    Spread, it would reach 3 on two nodes now; compact, it reaches 2 on n1, and the event says so.
+    """
+    nodes = [a_node(f"n{i}").gpus(4).build() for i in (1, 2, 3)]
+    jobs = [
+        a_job("grow", ["n1"], low=1, high=8, gpus=1),
+        a_job("x", ["n1"] * 2, low=2, high=2, gpus=1),
+        a_job("y", ["n2"] * 3, low=3, high=3, gpus=1),
+        a_job("z", ["n3"] * 2, low=2, high=2, gpus=1),
+    ]
+    pods = [p for job in jobs for p in job.workers]
+    result, layout = plan_elastic(
+        jobs,
+        snapshot_of(nodes, pods),
+        pool_gpus=12,
+        deficits={"q": 0},
+        now=100.0,
+        last_moved={},
+        settings=ElasticSettings(),
+        topologies=TopologyCache(),
+    )
+    [grown] = result.resizes
+    assert grown.reason == (
+        "resized 1 -> 2 workers: grows into free GPUs, room for 1 of 4 more workers now on the fewest nodes"
+        " (more would spread it, and it has not measured spreading free) (min 1, max 8)"
+    )
+    assert layout.held_compact == {"ml/grow"} and layout.targets["ml/grow"] == {"n1": 2}
 
 
 def test_a_worker_the_job_was_declared_with_is_no_growth_and_runs_spread_if_it_must() -> None:
