@@ -143,21 +143,29 @@ def test_a_job_grows_by_at_most_the_step_a_round_and_shrinks_at_once() -> None:
     assert plan([shrink], pool=4, guards=ElasticSettings(grow_step=8)).resizes[0].after == 4
 
 
-def _plan_two_on_n1(flat_high: int) -> tuple[Plan, Layout]:
-    """Jobs ``flat`` (at most ``flat_high`` workers) and ``lin`` (at most 4) each run one worker on n1."""
-    nodes = [a_node(f"n{i}").gpus(4).build() for i in (1, 2)]
-    jobs = [a_job("flat", ["n1"], low=1, high=flat_high, gpus=1), a_job("lin", ["n1"], low=1, high=4, gpus=1)]
+def _plan_on_4_gpu_nodes(
+    jobs: list[ElasticJob], count: int, models: Mapping[str, Throughput] | None = None
+) -> tuple[Plan, Layout]:
+    """One round over ``count`` nodes of 4 GPUs, n1 first, the whole cluster the pool."""
+    nodes = [a_node(f"n{i}").gpus(4).build() for i in range(1, count + 1)]
     pods = [p for job in jobs for p in job.workers]
     return plan_elastic(
         jobs,
         snapshot_of(nodes, pods),
-        pool_gpus=8,
+        pool_gpus=4 * count,
         deficits={"q": 0},
         now=100.0,
         last_moved={},
         settings=ElasticSettings(),
         topologies=TopologyCache(),
+        models=models or {},
     )
+
+
+def _plan_two_on_n1(flat_high: int) -> tuple[Plan, Layout]:
+    """Jobs ``flat`` (at most ``flat_high`` workers) and ``lin`` (at most 4) each run one worker on n1."""
+    jobs = [a_job("flat", ["n1"], low=1, high=flat_high, gpus=1), a_job("lin", ["n1"], low=1, high=4, gpus=1)]
+    return _plan_on_4_gpu_nodes(jobs, 2)
 
 
 def _held(layout: Layout) -> dict[str, int]:
@@ -203,24 +211,12 @@ def _plan_beside_full_nodes(
     models: Mapping[str, Throughput], grow: ElasticJob | None = None
 ) -> tuple[Plan, Layout]:
     """``grow`` runs one worker on n1 beside 3 of ``full``; n2 holds 3 of ``half``: one GPU free on each."""
-    nodes = [a_node(f"n{i}").gpus(4).build() for i in (1, 2)]
     jobs = [
         grow or a_job("grow", ["n1"], low=1, high=4, gpus=1),
         a_job("full", ["n1"] * 3, low=3, high=3, gpus=1),
         a_job("half", ["n2"] * 3, low=3, high=3, gpus=1),
     ]
-    pods = [p for job in jobs for p in job.workers]
-    return plan_elastic(
-        jobs,
-        snapshot_of(nodes, pods),
-        pool_gpus=8,
-        deficits={"q": 0},
-        now=100.0,
-        last_moved={},
-        settings=ElasticSettings(),
-        topologies=TopologyCache(),
-        models=models,
-    )
+    return _plan_on_4_gpu_nodes(jobs, 2, models)
 
 
 def test_a_job_grows_across_nodes_only_once_its_model_measured_spreading_free() -> None:
@@ -244,24 +240,13 @@ def test_a_job_the_compact_rule_holds_back_is_told_so_in_its_resize() -> None:
 
     Spread, it would reach 3 on two nodes now; compact, it reaches 2 on n1, and the event says so.
     """
-    nodes = [a_node(f"n{i}").gpus(4).build() for i in (1, 2, 3)]
     jobs = [
         a_job("grow", ["n1"], low=1, high=8, gpus=1),
         a_job("x", ["n1"] * 2, low=2, high=2, gpus=1),
         a_job("y", ["n2"] * 3, low=3, high=3, gpus=1),
         a_job("z", ["n3"] * 2, low=2, high=2, gpus=1),
     ]
-    pods = [p for job in jobs for p in job.workers]
-    result, layout = plan_elastic(
-        jobs,
-        snapshot_of(nodes, pods),
-        pool_gpus=12,
-        deficits={"q": 0},
-        now=100.0,
-        last_moved={},
-        settings=ElasticSettings(),
-        topologies=TopologyCache(),
-    )
+    result, layout = _plan_on_4_gpu_nodes(jobs, 3)
     [grown] = result.resizes
     assert grown.reason == (
         "resized 1 -> 2 workers: grows into free GPUs, room for 1 of 4 more workers now on the fewest nodes"
