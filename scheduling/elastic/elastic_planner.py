@@ -27,9 +27,11 @@ Rules, in the order they apply:
      into room another move frees waits for the next round).
 4. **Growth** (``growth``), last: the workers a job still needs go to the nodes of its target only as
    far as they have room once the shrinks and moves are made, and a growing job's ``Resize`` goes no
-   further than that room ("room for 1 of 2 more workers now"); the rest waits for a later round. The
-   layout returned is the one the round reaches (what stays, plus what grows), so no worker is ever
-   pinned to a node that another job's worker still fills.
+   further than that room ("room for 1 of 2 more workers now"); the rest waits for a later round. A
+   growing job whose model has not measured spreading free grows only as far as it stays on the
+   fewest nodes for the size it reaches ("... now on the fewest nodes"). The layout returned is the
+   one the round reaches (what stays, plus what grows), so no worker is ever pinned to a node that
+   another job's worker still fills.
 A worker still bound to a node that was deleted runs nowhere: it is neither kept in place nor moved.
 Every action carries its reason in words.
 """

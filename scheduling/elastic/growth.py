@@ -89,9 +89,12 @@ def placements(
     placed: dict[str, dict[str, int]] = {}
     held: set[str] = set()
     for need in sorted(needs, key=lambda n: (-n.workers * n.per_worker, n.key)):
-        trial = dict(left)
+        if anywhere or need.may_spread or node_gpus <= 0:  # the rule does not apply: take room as found
+            placed[need.key] = _place(need, left, anywhere)
+            continue
+        trial = dict(left)  # the room is copied only for a job the rule may hold
         chosen = _place(need, trial, anywhere)
-        if not (anywhere or need.may_spread or node_gpus <= 0) and not _compact(need, chosen, node_gpus):
+        if not _compact(need, chosen, node_gpus):
             spread = sum(chosen.values())
             trial = dict(left)
             chosen = _place_compact(need, trial, node_gpus)
